@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install qconform with its test and toolchain extras in a fresh venv, then run the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Boost.Context makes the CPU backend's fibers fast; without it the backend falls back to ucontext.
+if ! [ -e /usr/include/boost/context/detail/fcontext.hpp ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libboost-context-dev) \
+    || echo "ci/test.sh: could not install libboost-context-dev; the CPU backend will use ucontext" >&2
+fi
+
+VENV="${QCONFORM_VENV:-.venv-ci}"
+python3 -m venv "$VENV"
+. "$VENV/bin/activate"
+python -m pip install -q --upgrade pip
+python -m pip install -q -e '.[test,toolchain]'
+
+# The README's test command:
+python -m pytest -n 2

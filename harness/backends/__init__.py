@@ -1,0 +1,27 @@
+"""Execution backends behind one interface: `emu` (CPU), `gpu` (PyCUDA), `auto` (gpu where a GPU is present)."""
+from __future__ import annotations
+
+from .base import (  # noqa: F401  (re-exported API)
+    Backend, BarrierDivergence, BuildError, Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo,
+    LaunchResult, Module, OutOfBounds, RaceDetected, UnsupportedConstruct, UnwrittenOutput,
+)
+
+BACKEND_NAMES = ("emu", "gpu", "auto")
+
+
+def gpu_unavailable_reason() -> "str | None":
+    """None when a CUDA GPU and PyCUDA are usable here, else why not (imports PyCUDA lazily)."""
+    from . import gpu
+    return gpu.unavailable_reason()
+
+
+def get_backend(name: str = "auto", **options) -> Backend:
+    if name == "auto":
+        name = "gpu" if gpu_unavailable_reason() is None else "emu"
+    if name == "emu":
+        from .emu import EmuBackend
+        return EmuBackend(**options)
+    if name == "gpu":
+        from .gpu import GpuBackend
+        return GpuBackend(**options)
+    raise ValueError(f"backend: unknown backend {name!r}; expected one of {', '.join(BACKEND_NAMES)}")
