@@ -1,0 +1,873 @@
+// qconform emu runtime: runs CUDA C device code on the CPU with CUDA's execution semantics.
+//
+// Every CUDA thread of a block is a cooperative fiber; blocks run one after another. __syncthreads is a
+// block barrier, warp shuffles / ballots / __syncwarp / the int8 mma are warp rendezvous (the last lane
+// to arrive computes the result for all). The order in which ready fibers run is a "schedule" (forward,
+// reverse, seeded random); the Python side runs a launch under several schedules and compares results.
+//
+// All state has internal linkage (anonymous namespace): two emulator modules loaded into one process must
+// not share it (modules are also built with -fno-gnu-unique and hidden visibility for the same reason).
+#pragma once
+#ifndef QCONFORM_EMU_RUNTIME_HPP
+#define QCONFORM_EMU_RUNTIME_HPP
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#include <cstdarg>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+#include <cassert>
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+#include <string>
+#include <vector>
+#include <sys/mman.h>
+
+#if defined(EMU_FIBER_BOOST)
+#include <boost/context/detail/fcontext.hpp>
+#else
+#include <ucontext.h>
+#endif
+
+#define EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+// ---------------------------------------------------------------------------------------------------
+// CUDA built-in vector types (alignment as CUDA defines it).
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+#define EMU_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; }; \
+  inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }
+#define EMU_VEC3(T, N) struct N##3 { T x, y, z; }; \
+  inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }
+#define EMU_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
+  inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
+EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4)
+EMU_VEC2(unsigned char, uchar, 2) EMU_VEC4(unsigned char, uchar, 4)
+EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
+EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
+EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
+EMU_VEC2(unsigned int, uint, 8) EMU_VEC4(unsigned int, uint, 16)
+EMU_VEC2(float, float, 8) EMU_VEC3(float, float) EMU_VEC4(float, float, 16)
+EMU_VEC2(double, double, 16)
+EMU_VEC2(long long, longlong, 16)
+inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+#undef EMU_VEC2
+#undef EMU_VEC3
+#undef EMU_VEC4
+
+// ---------------------------------------------------------------------------------------------------
+// __half: IEEE binary16 stored as _Float16; conversions round to nearest even (g++ >= 12).
+struct __half {
+  _Float16 v;
+  __half() = default;
+  __half(float f) : v((_Float16)f) {}
+  __half(double f) : v((_Float16)f) {}
+  __half(int i) : v((_Float16)i) {}
+  operator float() const { return (float)v; }
+};
+struct __attribute__((aligned(4))) __half2 { __half x, y; };
+inline __half __float2half(float f) { return __half(f); }
+inline __half __float2half_rn(float f) { return __half(f); }
+inline float __half2float(__half h) { return (float)h.v; }
+inline __half __int2half_rn(int i) { return __half((float)i); }
+inline unsigned short __half_as_ushort(__half h) { unsigned short u; std::memcpy(&u, &h, 2); return u; }
+inline __half __ushort_as_half(unsigned short u) { __half h; std::memcpy(&h, &u, 2); return h; }
+inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
+inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
+inline float __low2float(__half2 h) { return (float)h.x; }
+inline float __high2float(__half2 h) { return (float)h.y; }
+// binary16 + - * / computed in float then rounded once: exact, since float keeps >= 2*11+2 bits.
+inline __half __hadd(__half a, __half b) { return __half((float)a + (float)b); }
+inline __half __hsub(__half a, __half b) { return __half((float)a - (float)b); }
+inline __half __hmul(__half a, __half b) { return __half((float)a * (float)b); }
+inline __half __hdiv(__half a, __half b) { return __half((float)a / (float)b); }
+inline __half __hneg(__half a) { return __half(-(float)a); }
+
+namespace emu {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// Fault codes (mirrored in harness/emu/native.py).
+enum FaultCode : int {
+  OK = 0, BARRIER_DIVERGENCE = 1, DEADLOCK = 2, SHARED_OOB = 3, UNSUPPORTED = 4, TRAP = 5, BAD_LAUNCH = 6,
+};
+enum Policy : int { FORWARD = 0, REVERSE = 1, RANDOM = 2 };
+enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
+                      W_SYNCWARP, W_MMA };
+const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
+                                 "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
+                                 "mma.sync.m16n8k32"};
+enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
+
+constexpr int kMaxThreads = 1024;
+#ifndef EMU_STACK_BYTES
+#define EMU_STACK_BYTES (256 * 1024)
+#endif
+constexpr size_t kStackBytes = EMU_STACK_BYTES;
+constexpr size_t kPage = 4096;
+constexpr int kSharedGuard = 64;                 // sentinel bytes after every shared variable
+constexpr unsigned char kSentinel = 0xC3;
+constexpr size_t kSharedArena = 256 * 1024;      // > any GPU's shared memory per block
+constexpr int kMaxSharedSlots = 512;
+
+struct Fiber {
+  uint3 tid;
+  int linear, warp, lane;
+  int state;
+  int wait_line, wait_kind;
+#if defined(EMU_FIBER_BOOST)
+  boost::context::detail::fcontext_t ctx;
+#else
+  ucontext_t uc;
+#endif
+  char* stack;    // lowest usable address (a guard page sits below it)
+};
+
+struct Warp {
+  unsigned exists, exited, arrived, mask;
+  int kind, line;
+  uint64_t val[32];
+  int bval[32], cval[32];
+  uint64_t res[32];
+  int32_t mma_in[32][10];
+  int32_t mma_out[32][4];
+};
+
+struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; };
+
+// ---- per-module state -----------------------------------------------------------------------------
+Fiber* g_fibers = nullptr;          // kMaxThreads fibers, stacks mapped once
+Fiber* g_cur = nullptr;
+Warp g_warps[kMaxThreads / 32];
+uint3 g_block_idx;
+dim3 g_block_dim, g_grid_dim;
+int g_nthreads = 0, g_nwarps = 0, g_exited = 0, g_bar_count = 0, g_bar_line = 0;
+int g_policy = FORWARD;
+uint64_t g_rng = 1;
+unsigned char g_poison = 0xA5;
+int g_fault = OK;
+char g_err[2048];
+void (*g_thunk)(void**) = nullptr;
+void** g_args = nullptr;
+uint64_t g_switches = 0;
+std::vector<int> g_ready;
+size_t g_ready_head = 0;
+std::vector<int> g_order;           // scratch for batch releases
+unsigned char* g_shared = nullptr;  // static __shared__ arena
+size_t g_shared_top = 0;
+SharedSlot g_slots[kMaxSharedSlots];
+unsigned char* g_dyn = nullptr;     // dynamic (extern) __shared__ area: [bytes][guard]
+size_t g_dyn_bytes = 0, g_dyn_cap = 0;
+std::string g_printf;
+bool g_capture_printf = false;
+uint64_t g_clock = 0;
+
+#if defined(EMU_FIBER_BOOST)
+boost::context::detail::fcontext_t g_sched_ctx;
+#else
+ucontext_t g_sched_uc;
+#endif
+
+uint64_t rng_next() {  // splitmix64: small, seedable, reproducible across platforms
+  uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// ---- faults -----------------------------------------------------------------------------------------
+void switch_to_sched();
+
+std::string where(const Fiber* f) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "block (%u,%u,%u) warp %d lane %d (thread (%u,%u,%u))", g_block_idx.x,
+                g_block_idx.y, g_block_idx.z, f->warp, f->lane, f->tid.x, f->tid.y, f->tid.z);
+  return buf;
+}
+
+void set_fault(int code, const std::string& msg) {
+  if (g_fault) return;
+  g_fault = code;
+  std::snprintf(g_err, sizeof g_err, "%s", msg.c_str());
+}
+
+[[noreturn]] void fiber_fault(int code, const std::string& msg) {
+  set_fault(code, msg);
+  g_cur->state = DONE;
+  switch_to_sched();
+  std::abort();  // never resumed
+}
+
+std::string lane_list(unsigned m) {
+  std::string s;
+  int i = 0;
+  while (i < 32) {
+    if (!(m >> i & 1u)) { ++i; continue; }
+    int j = i;
+    while (j + 1 < 32 && (m >> (j + 1) & 1u)) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(i);
+    if (j > i) s += "-" + std::to_string(j);
+    i = j + 1;
+  }
+  return s.empty() ? "none" : s;
+}
+
+// ---- fibers -----------------------------------------------------------------------------------------
+void ensure_fibers() {
+  if (g_fibers) return;
+  g_fibers = static_cast<Fiber*>(std::calloc(kMaxThreads, sizeof(Fiber)));
+  // One reservation for all stacks; the lowest page of each is a PROT_NONE guard (overflow -> SIGSEGV).
+  size_t per = kStackBytes + kPage;
+  char* base = static_cast<char*>(mmap(nullptr, per * kMaxThreads, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (base == MAP_FAILED) { std::perror("emu: mmap fiber stacks"); std::abort(); }
+  for (int i = 0; i < kMaxThreads; ++i) {
+    mprotect(base + i * per, kPage, PROT_NONE);
+    g_fibers[i].stack = base + i * per + kPage;
+  }
+  g_shared = static_cast<unsigned char*>(std::malloc(kSharedArena));
+}
+
+void thread_exit();
+
+#if defined(EMU_FIBER_BOOST)
+void fiber_entry(boost::context::detail::transfer_t t) {
+  g_sched_ctx = t.fctx;
+  g_thunk(g_args);
+  thread_exit();
+}
+inline void switch_to_sched() {
+  ++g_switches;
+  g_sched_ctx = boost::context::detail::jump_fcontext(g_sched_ctx, nullptr).fctx;
+}
+inline void run_fiber(Fiber* f) {
+  ++g_switches;
+  f->ctx = boost::context::detail::jump_fcontext(f->ctx, nullptr).fctx;
+}
+inline void prepare_fiber(Fiber* f) {
+  f->ctx = boost::context::detail::make_fcontext(f->stack + kStackBytes, kStackBytes, fiber_entry);
+}
+#else
+void fiber_entry() {
+  g_thunk(g_args);
+  thread_exit();
+}
+inline void switch_to_sched() {
+  ++g_switches;
+  swapcontext(&g_cur->uc, &g_sched_uc);
+}
+inline void run_fiber(Fiber* f) {
+  ++g_switches;
+  swapcontext(&g_sched_uc, &f->uc);
+}
+inline void prepare_fiber(Fiber* f) {
+  getcontext(&f->uc);
+  f->uc.uc_stack.ss_sp = f->stack;
+  f->uc.uc_stack.ss_size = kStackBytes;
+  f->uc.uc_link = nullptr;
+  makecontext(&f->uc, fiber_entry, 0);
+}
+#endif
+
+// ---- ready queue: the schedule policy decides the order of every batch made ready ------------------
+inline void push_ready(int id) { g_fibers[id].state = READY; g_ready.push_back(id); }
+
+void order_batch(std::vector<int>& ids) {
+  if (g_policy == REVERSE) std::reverse(ids.begin(), ids.end());
+  else if (g_policy == RANDOM)
+    for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng_next() % i]);
+}
+
+int pop_ready() {
+  if (g_ready_head >= g_ready.size()) return -1;
+  if (g_policy == RANDOM) {  // any ready fiber may run next
+    size_t n = g_ready.size() - g_ready_head;
+    std::swap(g_ready[g_ready_head], g_ready[g_ready_head + rng_next() % n]);
+  }
+  int id = g_ready[g_ready_head++];
+  if (g_ready_head > 4096 && g_ready_head * 2 > g_ready.size()) {
+    g_ready.erase(g_ready.begin(), g_ready.begin() + g_ready_head);
+    g_ready_head = 0;
+  }
+  return id;
+}
+
+// ---- block barrier ----------------------------------------------------------------------------------
+void release_barrier() {
+  g_order.clear();
+  for (int i = 0; i < g_nthreads; ++i)
+    if (g_fibers[i].state == WAIT_BAR) g_order.push_back(i);
+  order_batch(g_order);
+  for (int id : g_order) push_ready(id);
+  g_bar_count = 0;
+}
+
+void barrier_exit_fault(int line) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "block (%u,%u,%u): %d thread(s) exited while %d wait at __syncthreads (line %d)",
+                g_block_idx.x, g_block_idx.y, g_block_idx.z, g_exited, g_bar_count, line);
+  set_fault(BARRIER_DIVERGENCE, buf);
+}
+
+void syncthreads(int line) {
+  Fiber* f = g_cur;
+  if (g_bar_count == 0) g_bar_line = line;
+  else if (g_bar_line != line) {
+    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached __syncthreads at line " + std::to_string(line) +
+                " while " + std::to_string(g_bar_count) + " thread(s) wait at __syncthreads at line " +
+                std::to_string(g_bar_line));
+  }
+  ++g_bar_count;
+  f->state = WAIT_BAR;
+  f->wait_line = line;
+  f->wait_kind = W_BAR;
+  if (g_bar_count + g_exited == g_nthreads) {
+    if (g_exited) { barrier_exit_fault(line); f->state = DONE; switch_to_sched(); std::abort(); }
+    release_barrier();
+  }
+  switch_to_sched();
+}
+
+// ---- warp collectives --------------------------------------------------------------------------------
+void compute_warp(Warp& w);
+
+// Arrive at a warp collective; returns when every lane of `mask` has arrived and the result is ready.
+void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
+  Fiber* f = g_cur;
+  Warp& w = g_warps[f->warp];
+  unsigned bit = 1u << f->lane;
+  const char* name = kWaitName[kind];
+  if (!(mask & bit))
+    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": " + name + " at line " + std::to_string(line) +
+                " with a mask (0x" + [&] { char b2[16]; std::snprintf(b2, 16, "%08x", mask); return std::string(b2); }() +
+                ") that does not name the calling lane");
+  if (mask & ~w.exists)
+    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": " + name + " at line " + std::to_string(line) +
+                " names lane(s) " + lane_list(mask & ~w.exists) + " that do not exist (block has " +
+                std::to_string(g_nthreads) + " threads)");
+  if (mask & w.exited)
+    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": " + name + " at line " + std::to_string(line) +
+                " names lane(s) " + lane_list(mask & w.exited) + " that have exited");
+  if (w.arrived == 0) {
+    w.kind = kind; w.mask = mask; w.line = line;
+  } else if (w.kind != kind || w.line != line || w.mask != mask) {
+    if (!(w.mask & mask))
+      fiber_fault(UNSUPPORTED, where(f) + ": concurrent warp collectives with disjoint masks (" + name +
+                  " at line " + std::to_string(line) + ", " + kWaitName[w.kind] + " at line " +
+                  std::to_string(w.line) + ")");
+    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached " + name + " at line " + std::to_string(line) +
+                " while lane(s) " + lane_list(w.arrived) + " wait at " + kWaitName[w.kind] + " at line " +
+                std::to_string(w.line) + (w.mask != mask ? " (masks differ)" : ""));
+  }
+  w.val[f->lane] = v; w.bval[f->lane] = b; w.cval[f->lane] = c;
+  w.arrived |= bit;
+  f->wait_kind = kind;
+  f->wait_line = line;
+  if (w.arrived == w.mask) {
+    compute_warp(w);
+    w.arrived = 0;
+    g_order.clear();
+    for (int l = 0; l < 32; ++l)
+      if (mask >> l & 1u) g_order.push_back(f->warp * 32 + l);
+    order_batch(g_order);
+    for (int id : g_order) push_ready(id);
+  } else {
+    f->state = WAIT_WARP;
+  }
+  switch_to_sched();
+}
+
+// PTX shfl.sync semantics: c packs the segment mask (bits 12:8) and the clamp value (bits 4:0).
+void compute_shfl(Warp& w, int mode) {
+  for (int lane = 0; lane < 32; ++lane) {
+    if (!(w.mask >> lane & 1u)) continue;
+    int b = w.bval[lane], c = w.cval[lane];
+    int segmask = (c >> 8) & 0x1f;
+    int maxLane = (lane & segmask) | ((c & 0x1f) & ~segmask);
+    int minLane = lane & segmask;
+    int j; bool p;
+    switch (mode) {
+      case W_SHFL_UP: j = lane - b; p = j >= maxLane; break;
+      case W_SHFL_DOWN: j = lane + b; p = j <= maxLane; break;
+      case W_SHFL_XOR: j = lane ^ b; p = j <= maxLane; break;
+      default: j = minLane | (b & ~segmask); p = j <= maxLane; break;
+    }
+    if (!p) j = lane;
+    j &= 31;
+    if (!(w.mask >> j & 1u)) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "block (%u,%u,%u) warp %d lane %d: %s at line %d reads lane %d, which is not in "
+                    "the mask 0x%08x (undefined value on a GPU)", g_block_idx.x, g_block_idx.y, g_block_idx.z,
+                    int(&w - g_warps), lane, kWaitName[mode], w.line, j, w.mask);
+      set_fault(BARRIER_DIVERGENCE, buf);
+      return;
+    }
+    w.res[lane] = w.val[j];
+  }
+}
+
+void compute_mma(Warp& w) {
+  // PTX fragment layout of mma.m16n8k32 with .s8 A (row) and B (col), .s32 C/D.
+  int8_t A[16][32], B[32][8];
+  int32_t C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    int gid = lane >> 2, tig = lane & 3;
+    const int32_t* in = w.mma_in[lane];
+    for (int r = 0; r < 4; ++r)
+      for (int k = 0; k < 4; ++k)
+        A[gid + ((r & 1) ? 8 : 0)][tig * 4 + k + ((r >= 2) ? 16 : 0)] = int8_t(uint32_t(in[r]) >> (8 * k));
+    for (int r = 0; r < 2; ++r)
+      for (int k = 0; k < 4; ++k) B[tig * 4 + k + (r ? 16 : 0)][gid] = int8_t(uint32_t(in[4 + r]) >> (8 * k));
+    for (int r = 0; r < 4; ++r) C[gid + ((r >= 2) ? 8 : 0)][tig * 2 + (r & 1)] = in[6 + r];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    int gid = lane >> 2, tig = lane & 3;
+    for (int r = 0; r < 4; ++r) {
+      int row = gid + ((r >= 2) ? 8 : 0), col = tig * 2 + (r & 1);
+      uint32_t acc = uint32_t(C[row][col]);  // s32 accumulate wraps (no .satfinite)
+      for (int k = 0; k < 32; ++k) acc += uint32_t(int32_t(A[row][k]) * int32_t(B[k][col]));
+      w.mma_out[lane][r] = int32_t(acc);
+    }
+  }
+}
+
+void compute_warp(Warp& w) {
+  switch (w.kind) {
+    case W_SHFL_IDX: case W_SHFL_UP: case W_SHFL_DOWN: case W_SHFL_XOR: compute_shfl(w, w.kind); break;
+    case W_BALLOT: case W_ANY: case W_ALL: {
+      unsigned bal = 0;
+      for (int l = 0; l < 32; ++l)
+        if ((w.mask >> l & 1u) && w.val[l]) bal |= 1u << l;
+      uint64_t r = w.kind == W_BALLOT ? bal : w.kind == W_ANY ? (bal != 0) : (bal == w.mask);
+      for (int l = 0; l < 32; ++l) w.res[l] = r;
+      break;
+    }
+    case W_MMA: compute_mma(w); break;
+    default: break;
+  }
+}
+
+template <class T>
+inline uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of a type wider than 8 bytes");
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  return u;
+}
+template <class T>
+inline T from_bits(uint64_t u) {
+  T v;
+  std::memcpy(&v, &u, sizeof(T));
+  return v;
+}
+
+template <class T>
+inline T shfl(int kind, unsigned mask, T var, int b, int width, int line) {
+  if (width <= 0 || width > 32 || (width & (width - 1)))
+    fiber_fault(BARRIER_DIVERGENCE, where(g_cur) + ": " + kWaitName[kind] + " at line " + std::to_string(line) +
+                " with width " + std::to_string(width) + " (must be a power of two <= 32)");
+  int c = ((32 - width) << 8) | (kind == W_SHFL_UP ? 0 : 0x1f);
+  warp_arrive(kind, mask, line, to_bits(var), b, c);
+  if (g_fault) switch_to_sched();
+  return from_bits<T>(g_warps[g_cur->warp].res[g_cur->lane]);
+}
+
+inline unsigned vote(int kind, unsigned mask, int pred, int line) {
+  warp_arrive(kind, mask, line, pred != 0, 0, 0);
+  return unsigned(g_warps[g_cur->warp].res[g_cur->lane]);
+}
+
+inline void syncwarp(unsigned mask, int line) { warp_arrive(W_SYNCWARP, mask, line, 0, 0, 0); }
+
+inline void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
+                            int c0, int c1, int c2, int c3, int line) {
+  Warp& w = g_warps[g_cur->warp];
+  int32_t* in = w.mma_in[g_cur->lane];
+  in[0] = a0; in[1] = a1; in[2] = a2; in[3] = a3; in[4] = b0; in[5] = b1;
+  in[6] = c0; in[7] = c1; in[8] = c2; in[9] = c3;
+  warp_arrive(W_MMA, 0xffffffffu, line, 0, 0, 0);
+  const int32_t* o = w.mma_out[g_cur->lane];
+  d0 = o[0]; d1 = o[1]; d2 = o[2]; d3 = o[3];
+}
+
+// ---- thread exit ---------------------------------------------------------------------------------------
+void thread_exit() {
+  Fiber* f = g_cur;
+  Warp& w = g_warps[f->warp];
+  unsigned bit = 1u << f->lane;
+  f->state = DONE;
+  ++g_exited;
+  w.exited |= bit;
+  if (w.arrived && (w.mask & bit)) {
+    set_fault(BARRIER_DIVERGENCE, where(f) + ": exited while lane(s) " + lane_list(w.arrived) + " wait at " +
+              kWaitName[w.kind] + " (line " + std::to_string(w.line) + ") with a mask naming it");
+  } else if (g_bar_count && g_bar_count + g_exited == g_nthreads) {
+    barrier_exit_fault(g_bar_line);
+  }
+  switch_to_sched();
+  std::abort();  // an exited fiber is never resumed
+}
+
+// ---- shared memory -------------------------------------------------------------------------------------
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line) {
+  SharedSlot& s = g_slots[id];
+  if (s.ptr) return s.ptr;
+  size_t off = (g_shared_top + align - 1) / align * align;
+  if (off + bytes + kSharedGuard > kSharedArena)
+    fiber_fault(SHARED_OOB, where(g_cur) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
+                ") does not fit in " + std::to_string(kSharedArena) + " bytes of shared memory");
+  s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line;
+  std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start
+  std::memset(s.ptr + bytes, kSentinel, kSharedGuard);
+  g_shared_top = off + bytes + kSharedGuard;
+  return s.ptr;
+}
+
+template <class T>
+inline T& shared_var(int id, const char* name, int line) {
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line));
+}
+
+inline unsigned char* dyn_shared() { return g_dyn + kSharedGuard; }
+
+bool check_shared_guards() {
+  for (int i = 0; i < kMaxSharedSlots; ++i) {
+    SharedSlot& s = g_slots[i];
+    if (!s.ptr) continue;
+    for (int k = 0; k < kSharedGuard; ++k)
+      if (s.ptr[s.bytes + k] != kSentinel) {
+        char buf[320];
+        std::snprintf(buf, sizeof buf, "block (%u,%u,%u): write %d byte(s) past the end of __shared__ '%s' "
+                      "(line %d, %zu bytes)", g_block_idx.x, g_block_idx.y, g_block_idx.z, k + 1, s.name, s.line,
+                      s.bytes);
+        set_fault(SHARED_OOB, buf);
+        return false;
+      }
+  }
+  for (int k = 0; k < kSharedGuard; ++k) {
+    bool before = g_dyn[k] != kSentinel, after = g_dyn[kSharedGuard + g_dyn_bytes + k] != kSentinel;
+    if (before || after) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf, "block (%u,%u,%u): write %s the extern __shared__ area (%zu dynamic bytes "
+                    "requested at launch)", g_block_idx.x, g_block_idx.y, g_block_idx.z,
+                    before ? "before the start of" : "past the end of", g_dyn_bytes);
+      set_fault(SHARED_OOB, buf);
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- block execution ------------------------------------------------------------------------------------
+std::string describe_stuck() {
+  std::string s;
+  for (int wi = 0; wi < g_nwarps; ++wi) {
+    // Group this warp's blocked lanes by (kind, line).
+    std::vector<std::pair<std::pair<int, int>, unsigned>> groups;
+    for (int l = 0; l < 32; ++l) {
+      int id = wi * 32 + l;
+      if (id >= g_nthreads) break;
+      const Fiber& f = g_fibers[id];
+      if (f.state != WAIT_BAR && f.state != WAIT_WARP) continue;
+      auto key = std::make_pair(f.wait_kind, f.wait_line);
+      bool found = false;
+      for (auto& g : groups)
+        if (g.first == key) { g.second |= 1u << l; found = true; }
+      if (!found) groups.push_back({key, 1u << l});
+    }
+    for (auto& g : groups) {
+      s += "; warp " + std::to_string(wi) + " lanes " + lane_list(g.second) + " wait at " +
+           kWaitName[g.first.first] + " (line " + std::to_string(g.first.second) + ")";
+      if (g.first.first != W_BAR) {
+        const Warp& w = g_warps[wi];
+        unsigned missing = w.mask & ~w.arrived;
+        if (missing) s += " for lane(s) " + lane_list(missing);
+      }
+    }
+  }
+  return s;
+}
+
+int run_block(unsigned bx, unsigned by, unsigned bz) {
+  g_block_idx = uint3{bx, by, bz};
+  g_exited = 0; g_bar_count = 0; g_bar_line = 0;
+  g_ready.clear(); g_ready_head = 0;
+  g_shared_top = 0;
+  for (int i = 0; i < kMaxSharedSlots; ++i) g_slots[i].ptr = nullptr;
+  std::memset(g_dyn, kSentinel, kSharedGuard);
+  std::memset(g_dyn + kSharedGuard, g_poison, g_dyn_bytes);
+  std::memset(g_dyn + kSharedGuard + g_dyn_bytes, kSentinel, kSharedGuard);
+  for (int wi = 0; wi < g_nwarps; ++wi) {
+    Warp& w = g_warps[wi];
+    int live = std::min(32, g_nthreads - wi * 32);
+    w.exists = live == 32 ? 0xffffffffu : ((1u << live) - 1u);
+    w.exited = 0; w.arrived = 0; w.mask = 0;
+  }
+  g_order.clear();
+  for (int i = 0; i < g_nthreads; ++i) {
+    Fiber* f = &g_fibers[i];
+    f->linear = i;
+    f->tid = uint3{unsigned(i % g_block_dim.x), unsigned(i / g_block_dim.x % g_block_dim.y),
+                   unsigned(i / (g_block_dim.x * g_block_dim.y))};
+    f->warp = i / 32; f->lane = i % 32;
+    f->wait_kind = W_NONE; f->wait_line = 0;
+    prepare_fiber(f);
+    g_order.push_back(i);
+  }
+  order_batch(g_order);
+  for (int id : g_order) push_ready(id);
+  for (;;) {
+    int id = pop_ready();
+    if (id < 0) break;
+    g_cur = &g_fibers[id];
+    run_fiber(g_cur);
+    if (g_fault) return g_fault;
+  }
+  if (g_exited != g_nthreads) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "block (%u,%u,%u): no thread can make progress", bx, by, bz);
+    set_fault(DEADLOCK, buf + describe_stuck());
+    return g_fault;
+  }
+  if (!check_shared_guards()) return g_fault;
+  return OK;
+}
+
+// ---- device-side helpers visible to kernel code -----------------------------------------------------------
+inline int device_printf(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (g_capture_printf && g_printf.size() < (1u << 20)) g_printf += buf;
+  return n;
+}
+
+[[noreturn]] inline void trap(int line) {
+  fiber_fault(TRAP, where(g_cur) + ": __trap() at line " + std::to_string(line));
+}
+
+template <class... A, size_t... I>
+inline void invoke_impl(void (*f)(A...), void** a, std::index_sequence<I...>) {
+  f(*static_cast<typename std::decay<A>::type*>(a[I])...);
+}
+template <class... A>
+inline void invoke(void (*f)(A...), void** a) {
+  invoke_impl(f, a, std::index_sequence_for<A...>{});
+}
+template <auto F>
+void thunk(void** a) { invoke(F, a); }
+template <class... A>
+constexpr int arity(void (*)(A...)) { return int(sizeof...(A)); }
+template <class... A>
+const int* param_sizes(void (*)(A...)) {
+  static const int s[] = {int(sizeof(typename std::decay<A>::type))..., 0};
+  return s;
+}
+
+struct KernelEntry {
+  const char* name;
+  void (*call)(void**);
+  int nparams;
+  const int* sizes;
+};
+
+}  // namespace
+}  // namespace emu
+
+// ---- launch entry points (called from Python through ctypes) -------------------------------------------
+EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid, const unsigned* block,
+                          unsigned long long shared_bytes, int policy, unsigned long long seed, int poison,
+                          int capture_printf, char* err, int errlen) {
+  using namespace emu;
+  const KernelEntry* k = static_cast<const KernelEntry*>(kernel);
+  ensure_fibers();
+  g_fault = OK; g_err[0] = 0;
+  g_policy = policy; g_rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  g_poison = (unsigned char)poison;
+  g_capture_printf = capture_printf != 0;
+  g_printf.clear();
+  g_block_dim = dim3(block[0], block[1], block[2]);
+  g_grid_dim = dim3(grid[0], grid[1], grid[2]);
+  g_nthreads = int(block[0] * block[1] * block[2]);
+  if (g_nthreads < 1 || g_nthreads > kMaxThreads || shared_bytes > kSharedArena) {
+    std::snprintf(err, errlen, "block of %d threads / %llu dynamic shared bytes is outside the CUDA limits "
+                  "(1024 threads)", g_nthreads, shared_bytes);
+    return BAD_LAUNCH;
+  }
+  g_nwarps = (g_nthreads + 31) / 32;
+  if (g_dyn_cap < shared_bytes + 2 * kSharedGuard) {
+    std::free(g_dyn);
+    g_dyn_cap = shared_bytes + 2 * kSharedGuard;
+    g_dyn = static_cast<unsigned char*>(std::malloc(g_dyn_cap));
+  }
+  g_dyn_bytes = shared_bytes;
+  g_thunk = k->call;
+  g_args = args;
+  uint64_t nblocks = uint64_t(grid[0]) * grid[1] * grid[2];
+  std::vector<uint64_t> order(nblocks);
+  for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  if (policy == REVERSE) std::reverse(order.begin(), order.end());
+  else if (policy == RANDOM)
+    for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
+  int rc = OK;
+  for (uint64_t b : order) {
+    rc = run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]), unsigned(b / (uint64_t(grid[0]) * grid[1])));
+    if (rc != OK) break;
+  }
+  if (rc != OK) std::snprintf(err, errlen, "%s", g_err);
+  return rc;
+}
+
+EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
+EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
+EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }
+EMU_EXPORT void emu_free(void* p) { std::free(p); }
+
+// ---------------------------------------------------------------------------------------------------------
+// CUDA device API, as macros and functions over the runtime above.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__
+#define __noinline__ __attribute__((noinline))
+#define __constant__
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __managed__ EMU_UNSUPPORTED_managed_variables
+#define warpSize 32
+#define threadIdx (::emu::g_cur->tid)
+#define blockIdx (::emu::g_block_idx)
+#define blockDim (::emu::g_block_dim)
+#define gridDim (::emu::g_grid_dim)
+#define __syncthreads() ::emu::syncthreads(__LINE__)
+#define __syncwarp(...) ::emu::syncwarp(EMU_MASK_OR_ALL(__VA_ARGS__), __LINE__)
+#define EMU_MASK_OR_ALL(...) (0xffffffffu __VA_OPT__(& 0u) __VA_OPT__(| (__VA_ARGS__)))
+#define __shfl_sync(m, v, l, ...) ::emu::shfl(::emu::W_SHFL_IDX, (m), (v), (l), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_up_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_UP, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_down_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_DOWN, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_xor_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_XOR, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define EMU_WIDTH(...) (32 __VA_OPT__(* 0 + (__VA_ARGS__)))
+#define __ballot_sync(m, p) ::emu::vote(::emu::W_BALLOT, (m), (p), __LINE__)
+#define __any_sync(m, p) (::emu::vote(::emu::W_ANY, (m), (p), __LINE__) != 0)
+#define __all_sync(m, p) (::emu::vote(::emu::W_ALL, (m), (p), __LINE__) != 0)
+#define __trap() ::emu::trap(__LINE__)
+#define printf(...) ::emu::device_printf(__VA_ARGS__)
+// glibc declares __expf (and friends) itself, so the CUDA fast intrinsics must be macros.
+#define __expf(x) ::expf(x)
+#define __logf(x) ::logf(x)
+#define __log2f(x) ::log2f(x)
+#define __log10f(x) ::log10f(x)
+#define __sinf(x) ::sinf(x)
+#define __cosf(x) ::cosf(x)
+#define __tanf(x) ::tanf(x)
+#define __powf(x, y) ::powf((x), (y))
+#define __exp10f(x) ::exp10f(x)
+
+inline unsigned __activemask() {
+  const emu::Warp& w = emu::g_warps[emu::g_cur->warp];
+  return w.exists & ~w.exited;
+}
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+inline void __threadfence_system() {}
+inline void __nanosleep(unsigned) {}
+inline long long clock64() { return (long long)(++emu::g_clock); }
+inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }
+
+// Integer dot products: 8-bit lanes, 32-bit modular accumulate (as PTX dp4a).
+inline int __dp4a(int a, int b, int c) {
+  uint32_t acc = uint32_t(c);
+  for (int k = 0; k < 4; ++k) acc += uint32_t(int32_t(int8_t(uint32_t(a) >> (8 * k))) * int32_t(int8_t(uint32_t(b) >> (8 * k))));
+  return int32_t(acc);
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  uint32_t acc = c;
+  for (int k = 0; k < 4; ++k) acc += ((a >> (8 * k)) & 0xffu) * ((b >> (8 * k)) & 0xffu);
+  return acc;
+}
+inline int __dp4a(char4 a, char4 b, int c) {
+  int ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return __dp4a(ia, ib, c);
+}
+
+// Float intrinsics. Default rounding mode of the host is round-to-nearest-even, as CUDA's _rn variants.
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __fmul_rn(float a, float b) { return a * b; }   // built with -ffp-contract=off: never fused
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+// cvt.rni/rzi.s32.f32 saturate and map NaN to 0 on a GPU; a plain C cast would be undefined there.
+inline int emu_cvt_s32(float r) { return r != r ? 0 : r >= 2147483647.0f ? INT_MAX : r <= -2147483648.0f ? INT_MIN : (int)r; }
+inline int __float2int_rn(float x) { return emu_cvt_s32(rintf(x)); }
+inline int __float2int_rz(float x) { return emu_cvt_s32(truncf(x)); }
+inline int __float2int_rd(float x) { return emu_cvt_s32(floorf(x)); }
+inline int __float2int_ru(float x) { return emu_cvt_s32(ceilf(x)); }
+inline unsigned __float2uint_rn(float x) { float r = rintf(x); return r != r || r <= 0.0f ? 0u : r >= 4294967295.0f ? UINT_MAX : (unsigned)r; }
+inline float __int2float_rn(int i) { return (float)i; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz(unsigned(x)) : 32; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+  return (x >> 16) | (x << 16);
+}
+inline int __mul24(int a, int b) { return int(uint32_t(a << 8 >> 8) * uint32_t(b << 8 >> 8)); }
+inline int __mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+// CUDA's global min/max overloads for device code.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+
+// Atomics: fibers never preempt each other, so a read-modify-write is atomic by construction.
+template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> inline T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
+template <class T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
+template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
+template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+template <class T> inline T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
+template <class T> inline T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
+template <class T> inline T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
+template <class T> inline T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+
+#endif  // QCONFORM_EMU_RUNTIME_HPP

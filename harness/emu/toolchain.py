@@ -1,0 +1,115 @@
+"""Which host compiler and fiber library the emu backend builds with (also reported by `qconform doctor`)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNTIME_DIR = Path(__file__).resolve().parent
+FIBER_ENV = "QCONFORM_EMU_FIBER"      # boost | ucontext | auto
+FIBERS = ("auto", "boost", "ucontext")
+
+# Device code is compiled without floating-point contraction (see docs/NUMERICS.d/emu.md): results then
+# equal a GPU build with -fmad=false for + - * / sqrt. -fno-strict-aliasing because CUDA kernels routinely
+# read int8 buffers through int/int4 pointers; -fno-gnu-unique keeps two loaded modules from sharing state.
+BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-shared", "-fno-gnu-unique", "-fvisibility=hidden", "-ffp-contract=off",
+              "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-w")
+OPT_FLAGS = ("-O2",)
+SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
+
+_BOOST_PROBE = r"""
+#include <boost/context/detail/fcontext.hpp>
+using namespace boost::context::detail;
+static fcontext_t main_ctx; static char stack[65536];
+static void entry(transfer_t t) { main_ctx = t.fctx; jump_fcontext(main_ctx, nullptr); }
+int main() { fcontext_t f = make_fcontext(stack + sizeof stack, sizeof stack, entry); jump_fcontext(f, nullptr); return 0; }
+"""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cxx: str            # compiler command
+    cxx_version: str    # first line of `--version`
+    fiber: str          # "boost" or "ucontext"
+
+    def fiber_flags(self) -> tuple[str, ...]:
+        return ("-DEMU_FIBER_BOOST",) if self.fiber == "boost" else ("-DEMU_FIBER_UCONTEXT",)
+
+    def link_flags(self) -> tuple[str, ...]:
+        return ("-lboost_context",) if self.fiber == "boost" else ()
+
+
+def find_cxx(explicit: "str | None" = None) -> str:
+    """The host C++ compiler: the argument, else $CXX, else g++ / c++ / clang++ on PATH."""
+    candidates = [explicit] if explicit else [os.environ.get("CXX"), "g++", "c++", "clang++"]
+    for c in candidates:
+        if c and shutil.which(c):
+            return shutil.which(c)  # type: ignore[return-value]
+    if explicit:
+        raise ValueError(f"cxx: compiler {explicit!r} not found on PATH")
+    raise FileNotFoundError("emu: no host C++ compiler found (set CXX, or install g++)")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cxx: str) -> str:
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.splitlines()[0].strip() if out else "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def boost_context_usable(cxx: str) -> bool:
+    """True when a program using Boost.Context's fcontext compiles, links and runs here."""
+    with tempfile.TemporaryDirectory(prefix="qconform-boostprobe-") as tmp:
+        src, exe = Path(tmp) / "probe.cpp", Path(tmp) / "probe"
+        src.write_text(_BOOST_PROBE)
+        try:
+            r = subprocess.run([cxx, "-std=c++17", str(src), "-o", str(exe), "-lboost_context"],
+                               capture_output=True, timeout=120)
+            return r.returncode == 0 and subprocess.run([str(exe)], timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+
+def resolve_fiber(choice: "str | None" = None, cxx: "str | None" = None) -> str:
+    """'boost' or 'ucontext' for an option value (None: $QCONFORM_EMU_FIBER, default auto)."""
+    choice = (choice or os.environ.get(FIBER_ENV) or "auto").lower()
+    if choice not in FIBERS:
+        raise ValueError(f"fiber: expected one of {', '.join(FIBERS)}, got {choice!r} (option or ${FIBER_ENV})")
+    if choice == "ucontext":
+        return "ucontext"
+    usable = boost_context_usable(find_cxx(cxx))
+    if choice == "boost" and not usable:
+        raise ValueError("fiber: 'boost' requested but Boost.Context (libboost-context-dev) is not usable here")
+    return "boost" if usable else "ucontext"
+
+
+def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain:
+    exe = find_cxx(cxx)
+    return Toolchain(exe, compiler_version(exe), resolve_fiber(fiber, exe))
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_sha256() -> str:
+    """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
+    h = hashlib.sha256()
+    for p in sorted(RUNTIME_DIR.glob("*.h*")) + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def asan_runtime(cxx: str) -> "str | None":
+    """Path of the AddressSanitizer runtime (preloaded into the worker for --sanitize builds)."""
+    try:
+        out = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out if out and os.path.isabs(out) and os.path.exists(out) else None

@@ -1,0 +1,249 @@
+"""Test helpers for the norm/elementwise/rope/attention emitters: the seed's kernels of the same names,
+decoded at test time from ../shared/seed/qwen_emit.rs (never copied into the repo), and a PTX
+floating-point-op census that tells whether two kernels round and contract the same way.
+
+The seed's forward kernels are `format!` templates whose pieces (norm bodies, quant epilogues, parameter
+fragments) are separate literals; `seed_forward_kernel` finds each piece by its opening text and fills it
+for the variant a contract's attrs describe.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from emitters.contract import KernelContract
+from emitters.cuda_snippets import PRELUDE
+from harness.cache import cache_dir
+from harness.rust_literals import fill_format, kernel_sets, string_literals
+from tests.seed import seed_source
+
+
+# -- seed text ---------------------------------------------------------------------------------------------
+def seed_sets(src: str) -> dict:
+    return {ks.name: ks for ks in kernel_sets(src, {"i": 0, "nt": 2})}
+
+
+def seed_literal(src: str, opening: str, containing: str = "") -> str:
+    """The one string literal of the seed that starts with `opening` (and contains `containing`)."""
+    # The same piece may be spelled twice in the seed (e.g. one quant epilogue for two kernels): one text.
+    hits = sorted({l.text for l in string_literals(src) if l.text.startswith(opening) and containing in l.text})
+    if len(hits) != 1:
+        raise AssertionError(f"seed: expected one literal opening {opening!r} containing {containing!r}, "
+                             f"found {len(hits)}")
+    return hits[0]
+
+
+def _fill(template: str, values: dict) -> str:
+    text, _, unfilled = fill_format(template, values)
+    if unfilled:
+        raise AssertionError(f"seed template left unfilled: {unfilled}")
+    return text
+
+
+def gen_kernel(src: str, name: str) -> str:
+    """One kernel of GEN_DEVICE_KERNELS, cut at the `__global__` boundaries."""
+    text = seed_sets(src)["GEN_DEVICE_KERNELS"].code
+    starts = [m.start() for m in re.finditer(r"__global__\s+void\s+", text)] + [len(text)]
+    for a, b in zip(starts, starts[1:]):
+        if re.match(rf"__global__\s+void\s+{name}\s*\(", text[a:]):
+            return text[a:b]
+    raise KeyError(f"GEN_DEVICE_KERNELS has no kernel {name}")
+
+
+def _row_quant_epilogue(src: str, cols: int) -> str:
+    return _fill(seed_literal(src, "\x20 __syncthreads(); {{ int qlane", "qnb={cols}/32"), {"cols": cols})
+
+
+def seed_forward_kernel(src: str, contract: KernelContract, dims: dict) -> str:
+    """The seed's k{i}_* kernel for the variant `contract` describes, with its stage number."""
+    stage = int(re.match(r"k(\d+)_", contract.name).group(1))
+    names = {p.name for p in contract.params}
+    a = contract.attrs
+    kind = contract.name.split("_", 1)[1]
+    eps = repr(float(dims.get("eps", 0.0)))
+    if kind == "row":
+        cols = int(dims["cols"])
+        v = "((double)xr[i]+(double)rr[i])" if "res" in names else "(double)xr[i]"
+        if a["variant"] == "rms":
+            body_t = seed_literal(src, "  double sc=0;", "*w[i]" if "w" in names else "(float)({v}*scale);")
+            body = _fill(body_t, {"cols": cols, "eps": eps, "v": v})
+        elif a["variant"] == "softmax":
+            body = _fill(seed_literal(src, "  double m=-1e30;"), {"cols": cols})
+        else:
+            body = _fill(seed_literal(src, "  double sm=0;"), {
+                "cols": cols, "eps": eps, "wmul": "*(double)w[i]" if "w" in names else "",
+                "badd": "+(double)bias[i]" if "bias" in names else ""})
+        wparam = "".join(f", const float* {p}" for p in ("w", "res", "bias") if p in names)
+        return _fill(seed_literal(src, "__global__ void k{i}_row("), {
+            "i": stage, "wparam": wparam, "qparam": ", signed char* yq, float* ys" if "yq" in names else "",
+            "cols": cols, "rrow": f" const float* rr = res + (long)row*{cols};" if "res" in names else "",
+            "body": body, "qepilogue": _row_quant_epilogue(src, cols) if "yq" in names else ""})
+    if kind == "add_row":
+        cols = int(dims["cols"])
+        return _fill(seed_literal(src, "__global__ void k{i}_add_row("), {
+            "i": stage, "wparam": ", const float* w" if "w" in names else "",
+            "qparam": ", signed char* yq, float* ys" if "yq" in names else "", "cols": cols, "eps": eps,
+            "ymul": "*w[i]" if "w" in names else "",
+            "qepilogue": _row_quant_epilogue(src, cols) if "yq" in names else ""})
+    if kind == "attn":
+        quant = "yq" in names
+        # The attention epilogue is a plain literal spliced into the format! text, so its braces stay doubled
+        # (a nested C block) exactly as the seed emits them.
+        epi = seed_literal(src, "\x20 __syncthreads(); {{ int qlane", "int base=head*HD") if quant else ""
+        return _fill(seed_literal(src, "__global__ void k{i}_attn("), {
+            "i": stage, "qparam": ", signed char* yq, float* ys" if quant else "", "L": int(dims["L"]),
+            "qepilogue": epi})
+    if kind == "elem":
+        ops = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+        return _fill(seed_literal(src, "__global__ void k{i}_elem("), {"i": stage, "ty": "float",
+                                                                         "op": ops[a["ops"][0]]})
+    if kind == "fused":
+        return _seed_chain(src, stage, a["ops"])
+    if kind == "region":
+        return _seed_region(src, stage, a["members"], a["stores"], sum(1 for p in names if p.startswith("i")))
+    if kind in ("silu", "transpose"):
+        return _fill(seed_literal(src, f"__global__ void k{{i}}_{kind}("), {"i": stage, "ty": "float"})
+    if kind == "rope":
+        return _fill(seed_literal(src, "__global__ void k{i}_rope("), {"i": stage})
+    raise KeyError(f"no seed template for {contract.name}")
+
+
+_C_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def _seed_chain(src: str, stage: int, ops: list) -> str:
+    """Fill the seed's chain template as its emitter does: a product is __fmul_rn only when an add follows."""
+    def apply(op, x, y, nxt):
+        return f"__fmul_rn({x}, {y})" if op == "mul" and nxt == "add" else f"{x} {_C_OPS[op]} {y}"
+    steps = list(ops) + [None]
+    params = "const float* i0, const float* i1"
+    body = f"float t = {apply(ops[0], 'i0[idx]', 'i1[idx]', steps[1])};"
+    pk = 2
+    for k, op in enumerate(ops[1:], start=1):
+        if op == "silu":
+            body += " t = t/(1.0f+expf(-t));"
+        else:
+            params += f", const float* i{pk}"
+            body += f" t = {apply(op, 't', f'i{pk}[idx]', steps[k + 1])};"
+            pk += 1
+    return _fill(seed_literal(src, "__global__ void k{i}_fused("), {"i": stage, "params": params, "ty": "float",
+                                                                      "body": body})
+
+
+def _seed_region(src: str, stage: int, members: list, stores: list, n_in: int) -> str:
+    def ref(x):
+        return f"i{x[1:]}[idx]" if x[0] == "i" else x
+    lines = []
+    for k, (op, *args) in enumerate(members):
+        if op == "silu":
+            lines.append(f"float t{k}; {{ float v=(float){ref(args[0])}; t{k} = v/(1.0f+expf(-v)); }}")
+        elif op == "mul":
+            lines.append(f"float t{k} = __fmul_rn({ref(args[0])}, {ref(args[1])});")
+        else:
+            lines.append(f"float t{k} = {ref(args[0])} {_C_OPS[op]} {ref(args[1])};")
+    params = [f"const float* i{p}" for p in range(n_in)] + [f"float* o{q}" for q in range(len(stores))]
+    store_text = "".join(f" o{q}[idx] = t{s};" for q, s in enumerate(stores))
+    mark = "\x00POS\x00"
+    text = _fill(seed_literal(src, "__global__ void k{i}_region("), {"i": stage, "stores": store_text,
+                                                                       "<positional>": mark})
+    text = text.replace(mark, ", ".join(params), 1)
+    return text.replace(mark, " ".join(lines), 1)
+
+
+# -- nvcc ------------------------------------------------------------------------------------------------------
+def find_nvcc() -> Optional[str]:
+    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and Path(cand).is_file():
+            return cand
+    return None
+
+
+def _cached_run(kind: str, code: str, args: list, suffix: str) -> Path:
+    """Run nvcc once per (source, args); the result lands atomically in a hash-keyed cache file."""
+    nvcc = find_nvcc()
+    key = hashlib.sha256((code + "\0" + " ".join(args)).encode()).hexdigest()[:24]
+    folder = cache_dir(kind)
+    target = folder / f"{key}{suffix}"
+    if target.is_file():
+        return target
+    src = folder / f"{key}.{os.getpid()}.cu"
+    tmp = folder / f"{key}.{os.getpid()}{suffix}.part"
+    src.write_text(code)
+    try:
+        proc = subprocess.run([nvcc, *args, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"nvcc {' '.join(args)} failed:\n{proc.stderr[-4000:]}")
+        os.replace(tmp, target)
+    finally:
+        src.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def compile_ptx(code: str, arch: str = "sm_80") -> str:
+    return _cached_run("emitters_b_ptx", code, [f"-arch={arch}", "-ptx"], ".ptx").read_text()
+
+
+def compile_cubin(code: str, arch: str = "sm_80") -> Path:
+    return _cached_run("emitters_b_cubin", code, [f"-arch={arch}", "-cubin"], ".cubin")
+
+
+_FLOAT_OP = re.compile(r"^\s*(?:@!?%p\d+\s+)?((?:fma|mul|add|sub|div|neg|abs|max|min|sqrt|rsqrt|ex2|lg2|sin|cos|rcp|cvt)"
+                       r"[\w.]*?\.f(?:16|32|64)[\w.]*)")
+
+
+def float_op_census(ptx: str) -> dict:
+    """Per kernel (unmangled name), how many of each floating-point PTX instruction it holds."""
+    out = {}
+    for m in re.finditer(r"\.entry\s+(_Z(\d+)(\w+?))\s*\((.*?)\n\}", ptx, re.S):
+        name = m.group(3)[:int(m.group(2))]
+        census = collections.Counter()
+        for line in m.group(4).splitlines():
+            hit = _FLOAT_OP.match(line)
+            if hit:
+                census[hit.group(1)] += 1
+        out[name] = census
+    return out
+
+
+def with_prelude(code: str) -> str:
+    return PRELUDE + "\n" + code
+
+
+# -- generic checks every emitter test runs ----------------------------------------------------------------------
+def assert_signatures_follow_contracts(ks) -> None:
+    """The text declares exactly the contracts' kernels, in order, with their parameter names and C types."""
+    from harness.cuda_source import kernel_signatures
+    sigs = kernel_signatures(ks.code)
+    assert [s.name for s in sigs] == [c.name for c in ks.contracts]
+    for s, c in zip(sigs, ks.contracts):
+        assert s.params == tuple((p.ctype, p.name) for p in c.params), c.name
+
+
+def assert_instances_evaluate(ks, shape) -> None:
+    """At every instance: preconditions hold, geometry is a legal launch, every buffer has elements."""
+    from emitters.expr import evaluate
+    for c in ks.contracts:
+        assert c.instances, c.name
+        for label, _ in c.instances:
+            dims = c.dims_for(shape, label)
+            c.check(dims)
+            grid, block, shared = c.geometry(dims)
+            assert all(g >= 1 for g in grid) and all(b >= 1 for b in block), (c.name, label, grid, block)
+            assert block[0] * block[1] * block[2] <= 1024, (c.name, label, block)
+            assert 0 <= shared <= 48 * 1024, (c.name, label, shared)
+            counts = c.counts(dims)
+            assert all(n >= 1 for n in counts.values()), (c.name, label, counts)
+            scalars = c.scalars(dims)
+            assert set(scalars) == {p.name for p in c.params if not p.is_pointer}, (c.name, scalars)
+            for p in c.params:
+                if p.fill:
+                    inner = re.match(r"(index|const)\((.*)\)$", p.fill)
+                    assert inner, (c.name, p.fill)
+                    evaluate(inner.group(2), dims)
