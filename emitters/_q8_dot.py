@@ -75,17 +75,21 @@ def f32_act_char4(acc: str, row: str, srow: str, x: str, k: str, ind: str = "  "
 
 
 def int8_act(streams: Sequence[Stream], xq: str, xs: str, k: str, tiers: str = "512,128",
-             wscale: ScaleLoad = f32_scale, scale_first: bool = True, ind: str = "  ") -> str:
+             wscale: ScaleLoad = f32_scale, scale_first: bool = True, premultiply512: bool = False,
+             ind: str = "  ") -> str:
     """int8 activation x int8 weight, one __dp4a dot per step, scaled per 32-block.
 
     tiers: "512,128" (int4 then int then scalar) or "512" (int4 then scalar). scale_first picks the
     family's two spellings of the same product: `(ws * as) * dot` or `dot * (ws * as)`; both round
-    ws*as first and contract to one fma with the accumulator.
+    ws*as first and contract to one fma with the accumulator. premultiply512 forms ws*as before the
+    int4 dots of the 512 tier (same value; it keeps nvcc's instruction order equal to kernels spelled so).
     """
     if tiers not in ("512,128", "512"):
         raise ValueError(f"tiers: expected '512,128' or '512', got {tiers!r}")
 
-    def acc_line(acc: str, srow: str, dot: str, pad: str) -> str:
+    def acc_line(acc: str, srow: str, dot: str, pad: str, pre: "str | None" = None) -> str:
+        if pre is not None:
+            return f"{pad}{acc} += (float){dot} * {pre};\n"
         sc = f"{wscale(srow)} * asc"
         return (f"{pad}{acc} += {sc} * (float){dot};\n" if scale_first
                 else f"{pad}{acc} += (float){dot} * ({sc});\n")
@@ -96,9 +100,13 @@ def int8_act(streams: Sequence[Stream], xq: str, xs: str, k: str, tiers: str = "
          f"{ind}  const float asc = {xs}[blk];\n"
          f"{ind}  const int4 apack = ((const int4*){xq})[b * 32 + lane];\n")
     for i, (acc, row, srow) in enumerate(streams):
-        s += (f"{ind}  const int4 wpack{i} = ((const int4*){row})[b * 32 + lane];\n"
-              f"{ind}  {_dp4a_chain(f'dot{i}', f'wpack{i}', 'apack')}\n")
-        s += acc_line(acc, srow, f"dot{i}", ind + "  ")
+        s += f"{ind}  const int4 wpack{i} = ((const int4*){row})[b * 32 + lane];\n"
+        if premultiply512:
+            s += f"{ind}  const float wa{i} = {wscale(srow)} * asc;\n"
+    for i, _ in enumerate(streams):
+        s += f"{ind}  {_dp4a_chain(f'dot{i}', f'wpack{i}', 'apack')}\n"
+    for i, (acc, _, srow) in enumerate(streams):
+        s += acc_line(acc, srow, f"dot{i}", ind + "  ", f"wa{i}" if premultiply512 else None)
     s += f"{ind}}}\n"
     start = "n512 * 512"
     if tiers == "512,128":
@@ -123,32 +131,34 @@ def int8_act(streams: Sequence[Stream], xq: str, xs: str, k: str, tiers: str = "
 
 
 def int8x2_act(streams: Sequence[Stream], xqh: str, xql: str, xs: str, k: str,
-               wscale: ScaleLoad = f32_scale, ind: str = "  ") -> str:
+               wscale: ScaleLoad = f32_scale, inline_lo_scale: bool = False, ind: str = "  ") -> str:
     """Two-pass activation (hi byte at scale sh, lo residual byte at sh/128): 128 tier + scalar tail.
 
     Per step: acc += ws * (sh * hi_dot + sl * lo_dot), the hi term first (contraction order).
+    inline_lo_scale writes sl as `sh * 0.0078125f` inside the sum (the same value: a power-of-two scaling),
+    which keeps nvcc's instruction order identical to kernels spelled that way.
     """
+    sl_decl = "" if inline_lo_scale else f"{ind}  const float sl = sh * 0.0078125f;\n"
+    sl = "sh * 0.0078125f" if inline_lo_scale else "sl"
     s = (f"{ind}const int n128 = {k} / 128;\n"
          f"{ind}for (int b = 0; b < n128; ++b) {{\n"
          f"{ind}  const int blk = b * 4 + lane / 8;\n"
          f"{ind}  const int hword = ((const int*){xqh})[b * 32 + lane];\n"
          f"{ind}  const int lword = ((const int*){xql})[b * 32 + lane];\n"
-         f"{ind}  const float sh = {xs}[blk];\n"
-         f"{ind}  const float sl = sh * 0.0078125f;\n")
+         f"{ind}  const float sh = {xs}[blk];\n" + sl_decl)
     for i, (acc, row, srow) in enumerate(streams):
         s += (f"{ind}  const int wword{i} = ((const int*){row})[b * 32 + lane];\n"
               f"{ind}  {acc} += {wscale(srow)} * (sh * (float)__dp4a(wword{i}, hword, 0) + "
-              f"sl * (float)__dp4a(wword{i}, lword, 0));\n")
+              f"{sl} * (float)__dp4a(wword{i}, lword, 0));\n")
     s += (f"{ind}}}\n"
           f"{ind}for (int t = n128 * 128 + lane; t < {k}; t += 32) {{\n"
           f"{ind}  const int blk = t / 32;\n"
-          f"{ind}  const float sh = {xs}[blk];\n"
-          f"{ind}  const float sl = sh * 0.0078125f;\n"
+          f"{ind}  const float sh = {xs}[blk];\n" + sl_decl +
           f"{ind}  const int hv = (int){xqh}[t];\n"
           f"{ind}  const int lv = (int){xql}[t];\n")
     for acc, row, srow in streams:
         s += (f"{ind}  {{ const int wv = (int){row}[t]; "
-              f"{acc} += {wscale(srow)} * (sh * (float)(wv * hv) + sl * (float)(wv * lv)); }}\n")
+              f"{acc} += {wscale(srow)} * (sh * (float)(wv * hv) + {sl} * (float)(wv * lv)); }}\n")
     return s + f"{ind}}}\n"
 
 

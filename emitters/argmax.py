@@ -24,8 +24,10 @@ def _argmax_adv() -> tuple[KernelContract, str]:
                        Precondition("pos < 2147483647", "d_pos", "the position increment overflows int")),
         instances=(("lm_head", {"vocab": "vocab", "pos": "kv_len - 1"}),),
         attrs={"threads": THREADS, "initial": -1e30,
-               "tie": "among equal maxima the one held by the lowest thread (i % 256) wins, "
-                      "and within a thread the lowest i; NaN never wins",
+               # The halving tree keeps the lower slot on equal values, so two tied threads meet at their
+               # lowest differing bit and the one with a 0 there wins: the order is that of bit-reversed t.
+               "tie": "among equal maxima: the thread t = i % 256 whose 8-bit bit-reversed index is smallest, "
+                      "then the lowest i within that thread; NaN never wins",
                "advance": "d_pos += 1"},
         doc="d_tok = argmax(logits) (strided per-thread scan, then a halving tree), then *d_pos += 1.")
     body = (f"  __shared__ float bval[{THREADS}];\n"

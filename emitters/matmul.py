@@ -192,12 +192,12 @@ def _q8dp4a(two_pass: bool, mode: Mode) -> tuple[KernelContract, str]:
         doc="Warp per weight row, looping over the M activation rows; f16 weight scales.")
     if two_pass:
         rowdot = dot.int8x2_act([("acc", "wrow", "srow")], "hrow", "lrow", "arsc", "K", wscale=dot.f16_scale,
-                                ind="    ")
+                                inline_lo_scale=True, ind="    ")
         rows = ("    const signed char* hrow = aqh + (long)r * K;\n"
                 "    const signed char* lrow = aql + (long)r * K;\n")
     else:
         rowdot = dot.int8_act([("acc", "wrow", "srow")], "arow", "arsc", "K", tiers="512,128",
-                              wscale=dot.f16_scale, scale_first=False, ind="    ")
+                              wscale=dot.f16_scale, scale_first=False, premultiply512=True, ind="    ")
         rows = "    const signed char* arow = aq + (long)r * K;\n"
     body = (dot.warp_row_head("N")
             + "  const signed char* wrow = wq + (long)row * K;\n"

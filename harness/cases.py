@@ -97,8 +97,26 @@ def variants_for(contract: KernelContract, shape: ShapeSet) -> list[tuple[str, d
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
     if op in _ATTENTION_OPS:
-        return [(label, {"L": n}) for label, n in inputs.kv_lengths(shape.kv_len, shape.attn_split).items()]
+        out = []
+        for label, n in inputs.kv_lengths(shape.kv_len, shape.attn_split).items():
+            if _allowed(contract, shape, {"L": n}):
+                out.append((label, {"L": n}))
+        return out
     return [("gauss", {})]
+
+
+def _allowed(contract: KernelContract, shape: ShapeSet, override: dict) -> bool:
+    """Whether a cache length is legal for the kernel: a kernel with the length compiled in (a static
+    score array) has a precondition that rules other lengths out, so those lengths are not its cases."""
+    from .judge import derived_dims
+    if not contract.instances:
+        return True
+    dims = derived_dims({**contract.dims_for(shape), **override}, override)
+    try:
+        contract.check(dims)
+    except ValueError:
+        return False
+    return True
 
 
 def cases_for_contract(contract: KernelContract, shape: "str | ShapeSet", base_seed: int, *,

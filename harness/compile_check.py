@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -153,25 +154,27 @@ _WIDE_LOAD = re.compile(r"\bconst\s+(?:int4|uint4|float4)\s*\*|\b(?:__ldg|__ldcs
 _MMA_S8 = re.compile(r"mma\.sync\.aligned\.m16n8k32[\w.]*\.s8")
 
 
+def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    """Index just past the bracket that closes the one opened before `start`."""
+    depth = 1
+    for m in re.compile(re.escape(open_ch) + "|" + re.escape(close_ch)).finditer(text, start):
+        depth += 1 if m.group(0) == open_ch else -1
+        if depth == 0:
+            return m.end()
+    return len(text)
+
+
+@functools.lru_cache(maxsize=64)
 def function_bodies(code: str) -> dict[str, str]:
     """name -> body text for every __global__ / __device__ function defined in the source."""
     clean = strip_comments(code)
     out: dict[str, str] = {}
     for m in re.finditer(r"__(?:global|device)__[^;{}()]*?\b([A-Za-z_]\w*)\s*\(", clean):
-        depth, i = 1, m.end()
-        while i < len(clean) and depth:
-            depth += {"(": 1, ")": -1}.get(clean[i], 0)
-            i += 1
-        j = i
-        while j < len(clean) and clean[j] in " \t\r\n":
-            j += 1
-        if j >= len(clean) or clean[j] != "{":
+        close = _matching(clean, m.end(), "(", ")")
+        brace = re.compile(r"\s*\{").match(clean, close)
+        if not brace:
             continue   # a declaration, not a definition
-        depth, k = 1, j + 1
-        while k < len(clean) and depth:
-            depth += {"{": 1, "}": -1}.get(clean[k], 0)
-            k += 1
-        out.setdefault(m.group(1), clean[j:k])
+        out.setdefault(m.group(1), clean[brace.end() - 1:_matching(clean, brace.end(), "{", "}")])
     return out
 
 

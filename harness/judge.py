@@ -119,13 +119,20 @@ class Ctx:
 
 # -- comparisons --------------------------------------------------------------------------------------------
 def _metrics(out: np.ndarray, ref: np.ndarray) -> dict:
+    """harness.metrics' figures under the report's keys (max_ulp = float32 ulps, worst_index flat)."""
     from . import metrics as M
-    return M.compare(out, ref)
+    d = M.compare(out, ref).as_dict()
+    d["max_ulp"] = d.pop("max_ulp_f32")
+    wi = d["worst_index"]
+    d["worst_index"] = int(wi[0]) if len(wi) == 1 else wi
+    return d
 
 
-def _histogram(err: np.ndarray) -> dict:
+def _histogram(out: np.ndarray, ref: np.ndarray) -> dict:
     from . import metrics as M
-    return M.error_histogram(err)
+    h = M.error_histogram(out, ref)
+    h["unit"] = "|err| (decade bins)"
+    return h
 
 
 def compare_float(name: str, out: np.ndarray, ref: np.ndarray, budget: B.Budget, what: str = "") -> Comparison:
@@ -138,7 +145,7 @@ def compare_float(name: str, out: np.ndarray, ref: np.ndarray, budget: B.Budget,
         bad = int(np.flatnonzero(~np.isfinite(out64))[0])
         return Comparison(name, budget.against, FAIL, m, budget.formula, reason=(
             f"{name}: non-finite value {out64[bad]} at index {bad} (reference {ref64[bad]:.9g})"),
-            histogram=_histogram(out64 - ref64))
+            histogram=_histogram(out64, ref64))
     err = out64 - ref64
     usage, i = budget.usage(err)
     bvals = budget.values.reshape(-1)
@@ -148,7 +155,7 @@ def compare_float(name: str, out: np.ndarray, ref: np.ndarray, budget: B.Budget,
         f"{name} vs {budget.against}: |err| {abs(err[i]):.3g} at index {i} exceeds budget {b_at:.3g} "
         f"({usage:.3g}x; kernel {out64[i]:.9g}, reference {ref64[i]:.9g}){' ' + what if what else ''}")
     return Comparison(name, budget.against, verdict, m, budget.formula, b_at, float(abs(err[i])), usage, reason,
-                      _histogram(err))
+                      _histogram(out64, ref64))
 
 
 def compare_exact(name: str, out: np.ndarray, ref: np.ndarray, against: str = "mode", note: str = "") -> Comparison:
@@ -301,7 +308,7 @@ def op(name: str):
     return deco
 
 
-from . import judge_ops  # noqa: E402,F401  (registers the per-op judges)
+from . import judge_attention, judge_ops, judge_rows  # noqa: E402,F401  (register the per-op judges)
 
 
 # -- generic argument filling and the launch -------------------------------------------------------------------
@@ -345,12 +352,17 @@ def case_dims(case: Case, contract: KernelContract) -> dict:
         dims = {}
     for k, v in case.dims_override:
         dims[k] = v
-    # Dims that follow from an overridden one (e.g. a cache position from its length).
-    if "L" in dict(case.dims_override):
-        L = dict(case.dims_override)["L"]
-        for k in ("pos",):
-            if k in dims:
-                dims[k] = L - 1
+    return derived_dims(dims, dict(case.dims_override))
+
+
+def derived_dims(dims: dict, override: dict) -> dict:
+    """Dims that follow from an overridden cache length: the position L-1 and a cache at least L long."""
+    if "L" in override:
+        L = override["L"]
+        if "pos" in dims:
+            dims["pos"] = L - 1
+        if "maxseq" in dims and dims["maxseq"] < L:
+            dims["maxseq"] = L
     return dims
 
 
@@ -413,9 +425,20 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     except ValueError as exc:     # ContractViolation and bad dims
         return CaseResult(case, FAIL, f"cannot build the case: {exc}", [], dims, wall_s=time.perf_counter() - t0)
     try:
-        res = launch(module, ctx, timing)
+        res = launch(module, ctx)
     except KernelFault as exc:
         return CaseResult(case, FAIL, str(exc), [], dims, wall_s=time.perf_counter() - t0)
+    elapsed, notes = None, list(getattr(res, "notes", ()) or ())
+    if timing:
+        # timed repeats run on copies: an in-place kernel (x += y, d_pos += 1) must not change what is judged
+        spare = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in ctx.args.items()}
+        real, ctx.args = ctx.args, spare
+        try:
+            elapsed = launch(module, ctx, timing).elapsed_ms
+        except KernelFault as exc:
+            notes.append(f"timing launch failed: {exc}")
+        finally:
+            ctx.args = real
     try:
         comps = OPS[contract.op].check(ctx)
     except JudgeError as exc:
@@ -426,5 +449,5 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
                           wall_s=time.perf_counter() - t0)
     verdict, reason = _combine(comps)
     return CaseResult(case, verdict, reason, comps, dims, launch=str(res.launch) if res else "",
-                      elapsed_ms=getattr(res, "elapsed_ms", None), bytes_moved=bytes_moved(ctx),
-                      notes=tuple(getattr(res, "notes", ()) or ()), wall_s=time.perf_counter() - t0)
+                      elapsed_ms=elapsed, bytes_moved=bytes_moved(ctx), notes=tuple(notes),
+                      wall_s=time.perf_counter() - t0)

@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from harness import metrics
+from reference._parallel import map_chunks
 from reference.argmax import argmax_first, argmax_report
 from reference.attention import decode_attention
 from reference.bounds import q8_matmul_mode_bound
 from reference.matmul import q8_matmul
 from reference.modes import Mode
-from reference.moe import MoeWeights, moe_ffn, moe_trace
+from reference.moe import MoeWeights, moe_ffn, moe_trace, route_top_k
 from reference.norm import rms_norm
 from reference.quant import Q8Tensor, quantize_q8_0
 from reference.rope import qk_norm_rope
@@ -36,20 +37,67 @@ REL_FLOOR = 1e-3              # max_rel divides by max(|ref|, REL_FLOOR * max|re
 _GEN_ROWS_ELEMS = 1 << 22     # weights are generated and quantized in pieces of this many elements
 
 
+def _key(seed: int, *names: str) -> list[int]:
+    return [seed, *(zlib.crc32(n.encode()) for n in names)]
+
+
 def _rng(seed: int, *names: str) -> np.random.Generator:
-    return np.random.default_rng([seed, *(zlib.crc32(n.encode()) for n in names)])
+    return np.random.default_rng(_key(seed, *names))
 
 
-def random_q8(rng: np.random.Generator, rows: int, cols: int, std: float = WEIGHT_STD) -> Q8Tensor:
-    """Gaussian (std) weights quantized to Q8_0, generated in row pieces (bounded memory)."""
+def _gauss_table() -> np.ndarray:
+    """The 65536 midpoint quantiles of N(0, 1) as float32: a uniform 16-bit draw through this table is a
+    Gaussian sample (tails cut at 4.3 sigma) about 2x cheaper than Generator.standard_normal."""
+    from statistics import NormalDist
+    inv = NormalDist().inv_cdf
+    return np.array([inv((i + 0.5) / 65536) for i in range(65536)], dtype=np.float32)
+
+
+_GAUSS = _gauss_table()
+
+
+def random_q8(key: list[int], rows: int, cols: int, std: float = WEIGHT_STD) -> Q8Tensor:
+    """Gaussian (std) weights quantized to Q8_0, generated and quantized in row pieces across the cores; piece i
+    draws from its own generator seeded by key + [i], so the result does not depend on the core count."""
     step = max(1, _GEN_ROWS_ELEMS // cols)
     quants = np.empty((rows, cols), dtype=np.int8)
     scales = np.empty((rows, cols // 32), dtype=np.float32)
-    for r0 in range(0, rows, step):
+    table = _GAUSS * np.float32(std)
+
+    def piece(i: int) -> None:
+        r0 = i * step
         n = min(step, rows - r0)
-        t = quantize_q8_0(rng.standard_normal((n, cols), dtype=np.float32) * np.float32(std))
+        draw = np.random.default_rng([*key, i]).integers(0, 65536, (n, cols), dtype=np.uint16)
+        t = quantize_q8_0(table[draw])
         quants[r0:r0 + n], scales[r0:r0 + n] = t.quants, t.scales
+
+    map_chunks(-(-rows // step), piece)
     return Q8Tensor(quants, scales)
+
+
+class LazyMoe:
+    """MoE weights whose experts are generated on first use (each from its own seed key, so the values do not
+    depend on the order of use): the Qwen3 MoE holds 600M weights of which a token reads top_k/E. Untouched
+    experts stay zero pages (never allocated by the OS)."""
+
+    def __init__(self, shape: ShapeSet, key: list[int]):
+        e, d, dff = shape.n_expert, shape.d, shape.dff
+        self.shape, self.key, self.filled = shape, key, set()
+        zeros = lambda r, c: Q8Tensor(np.zeros((r, c), np.int8), np.zeros((r, c // 32), np.float32))  # noqa: E731
+        self.weights = MoeWeights(router=random_q8([*key, 0], e, d), gate=zeros(e * dff, d), up=zeros(e * dff, d),
+                                  down=zeros(e * d, dff), top_k=shape.top_k)
+
+    def ensure(self, x: np.ndarray) -> MoeWeights:
+        """Generate the experts x routes to; returns the weights."""
+        idx, _ = route_top_k(q8_matmul(x, self.weights.router, Mode.DEQUANT), self.shape.top_k)
+        d, dff, w = self.shape.d, self.shape.dff, self.weights
+        for e in (int(i) for i in idx if int(i) not in self.filled):
+            for tag, (t, per, cols) in enumerate(((w.gate, dff, d), (w.up, dff, d), (w.down, d, dff)), start=1):
+                part = random_q8([*self.key, tag, e], per, cols)
+                t.quants[e * per:(e + 1) * per] = part.quants
+                t.scales[e * per:(e + 1) * per] = part.scales
+            self.filled.add(e)
+        return w
 
 
 def random_activation(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -120,22 +168,21 @@ class Layer:
     q_norm: np.ndarray
     k_norm: np.ndarray
     ffn_norm: np.ndarray
-    moe: MoeWeights
+    moe: LazyMoe
     k_cache: np.ndarray     # (kv_len - 1, kv_dim) earlier positions
     v_cache: np.ndarray
 
 
 def _layer(shape: ShapeSet, seed: int) -> Layer:
     rng = _rng(seed, shape.name, "layer")
+    key = lambda name: _key(seed, shape.name, "layer", name)  # noqa: E731
     norm = lambda n: (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)  # noqa: E731
     return Layer(
-        attn_norm=norm(shape.d), wq=random_q8(rng, shape.q_dim, shape.d), wk=random_q8(rng, shape.kv_dim, shape.d),
-        wv=random_q8(rng, shape.kv_dim, shape.d), wo=random_q8(rng, shape.d, shape.q_dim),
+        attn_norm=norm(shape.d), wq=random_q8(key("wq"), shape.q_dim, shape.d),
+        wk=random_q8(key("wk"), shape.kv_dim, shape.d), wv=random_q8(key("wv"), shape.kv_dim, shape.d),
+        wo=random_q8(key("wo"), shape.d, shape.q_dim),
         q_norm=norm(shape.head_dim), k_norm=norm(shape.head_dim), ffn_norm=norm(shape.d),
-        moe=MoeWeights(router=random_q8(rng, shape.n_expert, shape.d),
-                       gate=random_q8(rng, shape.n_expert * shape.dff, shape.d),
-                       up=random_q8(rng, shape.n_expert * shape.dff, shape.d),
-                       down=random_q8(rng, shape.n_expert * shape.d, shape.dff), top_k=shape.top_k),
+        moe=LazyMoe(shape, key("moe")),
         k_cache=rng.standard_normal((shape.kv_len - 1, shape.kv_dim), dtype=np.float32),
         v_cache=rng.standard_normal((shape.kv_len - 1, shape.kv_dim), dtype=np.float32),
     )
@@ -158,7 +205,7 @@ def decode_layer(shape: ShapeSet, layer: Layer, lm_head: Q8Tensor, final_norm: n
     attn = f32(decode_attention(q, kc, vc, shape.n_head, shape.n_kv, shape.head_dim))
     h = f32(x + f32(q8_matmul(attn, layer.wo, mode)))
     hn = f32(rms_norm(h, layer.ffn_norm, shape.rms_eps))
-    h2 = f32(h + f32(moe_ffn(hn, layer.moe, mode)))
+    h2 = f32(h + f32(moe_ffn(hn, layer.moe.ensure(hn), mode)))
     return q8_matmul(f32(rms_norm(h2, final_norm, shape.rms_eps)), lm_head, mode)
 
 
@@ -169,15 +216,16 @@ def shape_rows(shape: ShapeSet, modes: list[Mode], seed: int) -> list[Row]:
     x_q = random_activation(rng, shape.q_dim)
     for op, (n_out, k_in), x in (("q_proj", (shape.q_dim, shape.d), x_d), ("k_proj", (shape.kv_dim, shape.d), x_d),
                                  ("v_proj", (shape.kv_dim, shape.d), x_d), ("o_proj", (shape.d, shape.q_dim), x_q)):
-        rows += _gemv_rows(shape, op, random_q8(_rng(seed, shape.name, op), n_out, k_in), x, modes, argmax=False)
-    lm_head = random_q8(_rng(seed, shape.name, "lm_head"), shape.vocab, shape.d)
+        rows += _gemv_rows(shape, op, random_q8(_key(seed, shape.name, op), n_out, k_in), x, modes, argmax=False)
+    lm_head = random_q8(_key(seed, shape.name, "lm_head"), shape.vocab, shape.d)
     rows += _gemv_rows(shape, "lm_head", lm_head, x_d, modes, argmax=True)
 
     layer = _layer(shape, seed)
     x_moe = random_activation(_rng(seed, shape.name, "moe_x"), shape.d)
-    ref = moe_trace(x_moe, layer.moe, Mode.DEQUANT)
+    moe = layer.moe.ensure(x_moe)
+    ref = moe_trace(x_moe, moe, Mode.DEQUANT)
     for mode in modes:
-        y = ref.out if mode is Mode.DEQUANT else moe_ffn(x_moe, layer.moe, mode)
+        y = ref.out if mode is Mode.DEQUANT else moe_ffn(x_moe, moe, mode)
         rows.append(_row(shape.name, "moe_ffn", mode, y, ref.out))
 
     final_norm = (1.0 + 0.1 * _rng(seed, shape.name, "final_norm").standard_normal(shape.d)).astype(np.float32)

@@ -25,28 +25,35 @@ def top2_margin(z: np.ndarray) -> float:
     return float(top[1] - top[0])
 
 
-def token_comparison(y_kernel: np.ndarray, y_exact: np.ndarray, y_mode: np.ndarray, dequant_budget_at_worst,
-                     fp_budget: np.ndarray) -> Comparison:
-    """Greedy token of an LM-head GEMV's output against the exact DEQUANT logits' token."""
+def token_comparison(y_kernel: np.ndarray, y_exact: np.ndarray, y_mode: np.ndarray,
+                     fp_budget: "np.ndarray | float | None" = None) -> Comparison:
+    """Greedy token of an LM-head GEMV's output against the exact DEQUANT logits' token.
+
+    The mode's logit error is measured on the reference side, never from the kernel's own output (a kernel
+    with one wild logit must not excuse itself): max |y_mode - y_exact| (what the mode's quantization does to
+    these logits) plus the largest f32 accumulation budget of the kernel."""
     yk = np.asarray(y_kernel, dtype=np.float64).reshape(-1)
     ye = np.asarray(y_exact, dtype=np.float64).reshape(-1)
+    ym = np.asarray(y_mode, dtype=np.float64).reshape(-1)
     tk, te = int(np.argmax(yk)), _argmax_first(ye)
-    err = float(np.max(np.abs(yk - ye)))           # the mode's measured logit error on this case
+    fp = 0.0 if fp_budget is None else float(np.max(fp_budget))
+    err = float(np.max(np.abs(ym - ye))) + fp
     margin = top2_margin(ye)
     metrics = {"token_kernel": tk, "token_reference": te, "ref_top1_top2_margin": margin,
-               "measured_logit_error": err, "token_mode_reference": _argmax_first(y_mode)}
+               "mode_logit_error": err, "token_mode_reference": _argmax_first(ym),
+               "kernel_logit_error": float(np.max(np.abs(yk - ye)))}
     if tk == te:
         return Comparison("token (greedy argmax)", "dequant", PASS, metrics, "same token")
     gap = float(ye[te] - ye[tk])
     metrics["ref_gap_to_kernel_token"] = gap
     if gap <= 2.0 * err:
-        return Comparison("token (greedy argmax)", "dequant", TIE, metrics, "gap <= 2 x measured logit error",
+        return Comparison("token (greedy argmax)", "dequant", TIE, metrics, "gap <= 2 x mode logit error",
                           reason=f"token differs (kernel {tk}, reference {te}) but the reference's gap between them "
-                                 f"({gap:.3g}) is within twice the measured logit error ({err:.3g}): explained "
+                                 f"({gap:.3g}) is within twice the mode's logit error ({err:.3g}): explained "
                                  f"near-tie")
-    return Comparison("token (greedy argmax)", "dequant", FAIL, metrics, "gap <= 2 x measured logit error",
+    return Comparison("token (greedy argmax)", "dequant", FAIL, metrics, "gap <= 2 x mode logit error",
                       reason=f"token differs (kernel {tk}, reference {te}); the reference's gap {gap:.3g} exceeds "
-                             f"twice the measured logit error {err:.3g}")
+                             f"twice the mode's logit error {err:.3g}")
 
 
 def argmax_comparison(tok: int, logits: np.ndarray) -> Comparison:

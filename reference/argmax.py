@@ -60,10 +60,12 @@ def argmax_kernel_tree(logits, block: int = 256) -> int:
     """The index gk_argmax_adv<<<1, block>>> returns, emulated exactly on float32 logits.
 
     Thread t scans i = t, t + block, ... keeping the first strictly greater value (start: -1e30f at index 0);
-    the shared-memory tree then keeps the left operand unless the right is strictly greater. So among the
-    maximal logits it returns the one with the smallest ``i mod block``, and within that thread the smallest i
-    -- not always the lowest index (e.g. block 256: a tie between 1 and 256 returns 256). NaN never wins;
-    values <= -1e30 never win (index 0 if nothing beats -1e30).
+    the shared-memory tree (strides block/2, ..., 1) then keeps the left operand unless the right is strictly
+    greater. The last merge (stride 1) prefers the even threads, the one before it threads with bit 1 clear, and
+    so on: among the maximal logits the winner is the thread t = i mod block whose bits, read from the least
+    significant up, are smallest (t with the smallest bit-reversed value), and within that thread the smallest
+    i. So a tie between indices 1 and 2 returns 2, between 1 and 256 returns 256, between 5 and 300 returns 300.
+    NaN never wins; values <= -1e30 never win (index 0 if nothing beats -1e30).
     """
     b = positive_int("block", block)
     if b & (b - 1):

@@ -27,14 +27,17 @@ from reference.quant import Q8Tensor, QuantizedActivation, quantize_activation
 def route_top_k(logits, k) -> tuple[np.ndarray, np.ndarray]:
     """(indices int64 (k,), weights float64 (k,)): softmax over all E logits, keep the k largest (ties: the
     lower index first, as the kernels' strictly-greater scans), renormalize over the k. Ranked best first.
-    Logits must be finite (ValueError otherwise)."""
+
+    The ranking is by the logits themselves (softmax is monotonic, so this is the exact order); the kernels rank
+    their float32 exp values, which can tie where the logits differ by less than an ulp of the exp -- such a
+    near-tie is for the caller to classify. Logits must be finite (ValueError otherwise)."""
     v = float_array("logits", logits, ndim=1, finite=True)
     kk = positive_int("k", k)
     if kk > v.size:
         raise ValueError(f"k: top-{kk} needs k <= E = {v.size} experts")
     p = np.exp(v - v.max())
     p /= p.sum()
-    idx = np.argsort(-p, kind="stable")[:kk].astype(np.int64)
+    idx = np.argsort(-v, kind="stable")[:kk].astype(np.int64)
     w = p[idx]
     return idx, w / w.sum()
 

@@ -125,20 +125,21 @@ def _round_half_away_f32(v: np.ndarray) -> np.ndarray:
 def _quantize_rows_q8(w: np.ndarray, r0: int, quants: np.ndarray, scales: np.ndarray) -> None:
     """Quantize float32 rows `w` (r, cols) into the int8 `quants` and float16-valued float32 `scales` views."""
     blocks = w.reshape(-1, QK)
-    amax = np.maximum(blocks.max(axis=1), -blocks.min(axis=1))   # NaN/Inf propagate into amax
+    amax = np.maximum(blocks.max(axis=1), -blocks.min(axis=1)) + np.float32(0)  # +0 not -0; NaN/Inf propagate
     if not np.all(np.isfinite(amax)):
         bad = np.argwhere(~np.isfinite(w))[0]
         raise ValueError(f"w: Q8_0 cannot represent NaN/Inf; w[{bad[0] + r0}, {bad[1]}] = {w[tuple(bad)]}")
     d = amax / np.float32(127)
-    d16 = d.astype(np.float16)
+    with np.errstate(over="ignore"):
+        d16 = d.astype(np.float16)
     if not np.all(np.isfinite(d16)):
         bad = int(np.argmax(~np.isfinite(d16)))
         per_row = w.shape[1] // QK
         raise ValueError(f"w: block ({bad // per_row + r0}, {bad % per_row}) has amax/127 = {d[bad]} beyond "
                          f"float16's range (max {F16_MAX}); Q8_0 cannot store its scale")
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-    v = blocks * inv[:, None]
+        v = blocks * inv[:, None]
     overflowed = np.isinf(inv)
     if overflowed.any():
         # 1/d overflows when amax < ~3.7e-37 (the float16 scale is 0 there anyway): ggml's cast of the inf/NaN

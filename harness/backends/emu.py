@@ -4,6 +4,7 @@ memory, several thread schedules, barrier divergence, deadlock), isolated in a w
 from __future__ import annotations
 
 import atexit
+import re
 import weakref
 from typing import Optional, Sequence
 
@@ -69,6 +70,22 @@ class EmuBackend(Backend):
         self._worker.close()
 
 
+def _asan_summary(report: str) -> str:
+    """'heap-buffer-overflow: READ of size 4 at kernel.cu:2' from an AddressSanitizer report."""
+    kind = re.search(r"ERROR: AddressSanitizer: ([\w-]+)", report)
+    access = re.search(r"^(READ|WRITE) of size (\d+)", report, re.M)
+    where = re.search(r" in .*? ([^\s/]+\.cu:\d+)", report)
+    parts = [kind.group(1) if kind else "AddressSanitizer error"]
+    if access:
+        parts.append(f"{access.group(1)} of size {access.group(2)}")
+    region = re.search(r"is located (\d+ bytes to the (?:right|left) of \d+-byte region)", report)
+    if region:
+        parts.append(f"{region.group(1)} (a device buffer)")
+    if where:
+        parts.append(f"at {where.group(1)}")
+    return " ".join(parts)
+
+
 class EmuModule(Module):
     def __init__(self, backend: EmuBackend, built: Built):
         self.backend = backend
@@ -95,8 +112,11 @@ class EmuModule(Module):
         except WorkerDied as exc:
             detail = f"the worker process died with {exc.how} during {exc.last_step}"
             if "AddressSanitizer" in exc.stderr_tail:
-                raise OutOfBounds(launch, f"{detail}; AddressSanitizer report:\n{exc.stderr_tail}") from None
-            raise KernelCrash(launch, detail + (f"; its last output:\n{exc.stderr_tail}" if exc.stderr_tail else "")) from None
+                report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
+                raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({detail}); AddressSanitizer report:\n"
+                                          f"{report}") from None
+            tail = exc.stderr_tail[-3000:]
+            raise KernelCrash(launch, detail + (f"; its last output:\n{tail}" if tail else "")) from None
         if "error" in reply:
             raise RuntimeError(f"emu worker failed on {launch}:\n{reply['error']}")
         return reply["ok"]

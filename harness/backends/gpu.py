@@ -79,9 +79,11 @@ def prepare_source(source: str) -> str:
     """
     out, last = [], 0
     for m in _KERNEL_KEYWORD.finditer(source):
-        before = source[max(0, m.start() - 40):m.start()].rstrip()
-        # Already C linkage, or a template kernel (which cannot have C linkage): leave as written.
-        if not (before.endswith('extern "C"') or before.endswith(">")):
+        before = source[:m.start()].rstrip()
+        last_line = before[before.rfind("\n") + 1:].lstrip()
+        # A template kernel (after `template <...>`, not after an `#include <...>`) cannot have C linkage.
+        template = before.endswith(">") and not last_line.startswith("#")
+        if not (before.endswith('extern "C"') or template):
             out.append(source[last:m.start()])
             out.append('extern "C" ')
             last = m.start()
@@ -346,8 +348,8 @@ class _DeviceSession:
     """Owns the CUDA context of one device in this process and the modules loaded into it.
 
     The context is pushed only around each operation, so several backends (and PyCUDA's own stack
-    discipline) never see a stale current context. `generation` counts fresh contexts; modules loaded
-    into an older one are reloaded from their cubin on next use.
+    discipline) never see a stale current context. Modules loaded into a retired context are reloaded
+    from their cubin on next use.
     """
 
     def __init__(self, cuda, index: int):
@@ -355,14 +357,13 @@ class _DeviceSession:
         self.index = index
         self.device = cuda.Device(index)
         self.context = None
-        self.generation = 0
         self.loaded: dict[str, object] = {}       # cubin key -> pycuda module in the current context
+        self.copy_gbps: dict[tuple[int, int, int], float] = {}
 
     def _ensure_context(self) -> None:
         if self.context is None:
             self.context = self.device.make_context()   # creates and pushes
             self.cuda.Context.pop()
-            self.generation += 1
             self.loaded = {}
 
     @contextmanager
@@ -508,6 +509,12 @@ class GpuBackend(Backend):
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 1 << 20:
             raise ValueError(f"nbytes: expected an int of at least 1 MiB, got {nbytes!r}")
         check_timing((warmup, repeats))
+        key = (int(nbytes), warmup, repeats)
+        if key not in self.session.copy_gbps:    # measured once per process and device
+            self.session.copy_gbps[key] = self._measure_copy(int(nbytes), warmup, repeats)
+        return self.session.copy_gbps[key]
+
+    def _measure_copy(self, nbytes: int, warmup: int, repeats: int) -> float:
         times = []
         with self.session.active() as cuda:
             src = dst = None
@@ -552,6 +559,12 @@ class GpuModule(Module):
                 return sess.module(self.key, self.cubin)
             except cuda.Error as exc:
                 raise BuildError(f"the CUDA driver rejected the compiled module: {exc}") from exc
+
+    def resolve(self, name: str) -> None:
+        """Check that kernel `name` can be launched: BuildError if the compiled module lacks it."""
+        self._signature(name)
+        with self.backend.session.active():
+            self.function(name)
 
     def function(self, name: str):
         """The kernel's PyCUDA function in the current context (call inside the session's active block)."""
@@ -614,18 +627,22 @@ class _Launch:
     def _check_limits(self, function) -> None:
         cuda, info = self.cuda, self.info
         threads = info.block[0] * info.block[1] * info.block[2]
-        limit = function.get_attribute(cuda.function_attribute.MAX_THREADS_PER_BLOCK)
+        limit = self._guarded("reading the kernel's thread limit", function.get_attribute,
+                              cuda.function_attribute.MAX_THREADS_PER_BLOCK)
         if threads > limit:
             raise ValueError(f"block: {info.block} is {threads} threads; kernel {info.kernel} allows at most "
                              f"{limit} per block on this device (registers, __launch_bounds__)")
         if info.shared_bytes > 48 * 1024:   # above 48 KiB dynamic shared memory must be opted into
-            optin = self.backend.session.device.get_attribute(
-                cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            static = function.get_attribute(cuda.function_attribute.SHARED_SIZE_BYTES)
+            optin = self._guarded("reading the device's shared memory limit",
+                                  self.backend.session.device.get_attribute,
+                                  cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            static = self._guarded("reading the kernel's static shared memory", function.get_attribute,
+                                   cuda.function_attribute.SHARED_SIZE_BYTES)
             if info.shared_bytes + static > optin:
                 raise ValueError(f"shared_bytes: {info.shared_bytes} dynamic + {static} static bytes exceed the "
                                  f"device's {optin} bytes per block")
-            function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, info.shared_bytes)
+            self._guarded("opting into large dynamic shared memory", function.set_attribute,
+                          cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, info.shared_bytes)
 
     def _guarded(self, step: str, call, *args):
         """Run one CUDA call; a CUDA error becomes KernelCrash (after which the context is retired)."""

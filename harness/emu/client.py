@@ -74,7 +74,7 @@ class Worker:
             text = self._stderr_since_mark()
             how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
                    else f"exit status {rc}")
-            tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith("emu-worker: "))[-3000:]
+            tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith("emu-worker: "))[-20000:]
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
 

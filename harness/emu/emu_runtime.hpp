@@ -32,6 +32,19 @@
 #else
 #include <ucontext.h>
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#include <sanitizer/asan_interface.h>
+// An abandoned or exited fiber leaves redzone poison on its stack; clear it before the stack is reused.
+#define EMU_CLEAN_STACK(p, n) __asan_unpoison_memory_region(p, n)
+// AddressSanitizer must be told about every stack switch, or it reports the fibers' stacks as overflows.
+#define EMU_START_SWITCH(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define EMU_FINISH_SWITCH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+#else
+#define EMU_START_SWITCH(save, bottom, size) ((void)0)
+#define EMU_FINISH_SWITCH(save, bottom, size) ((void)0)
+#define EMU_CLEAN_STACK(p, n) ((void)0)
+#endif
 
 #define EMU_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -175,6 +188,8 @@ boost::context::detail::fcontext_t g_sched_ctx;
 #else
 ucontext_t g_sched_uc;
 #endif
+const void* g_main_bottom = nullptr;   // the scheduler's stack, for the sanitizer's switch annotations
+size_t g_main_size = 0;
 
 uint64_t rng_next() {  // splitmix64: small, seedable, reproducible across platforms
   uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
@@ -184,7 +199,7 @@ uint64_t rng_next() {  // splitmix64: small, seedable, reproducible across platf
 }
 
 // ---- faults -----------------------------------------------------------------------------------------
-void switch_to_sched();
+void switch_to_sched(bool final);
 
 std::string where(const Fiber* f) {
   char buf[160];
@@ -202,7 +217,7 @@ void set_fault(int code, const std::string& msg) {
 [[noreturn]] void fiber_fault(int code, const std::string& msg) {
   set_fault(code, msg);
   g_cur->state = DONE;
-  switch_to_sched();
+  switch_to_sched(true);
   std::abort();  // never resumed
 }
 
@@ -239,37 +254,54 @@ void ensure_fibers() {
 
 void thread_exit();
 
+// Every switch is scheduler <-> fiber. `final` marks the last switch away from an exited fiber.
 #if defined(EMU_FIBER_BOOST)
 void fiber_entry(boost::context::detail::transfer_t t) {
+  EMU_FINISH_SWITCH(nullptr, &g_main_bottom, &g_main_size);
   g_sched_ctx = t.fctx;
   g_thunk(g_args);
   thread_exit();
 }
-inline void switch_to_sched() {
+inline void switch_to_sched(bool final = false) {
   ++g_switches;
+  void* fake = nullptr;
+  EMU_START_SWITCH(final ? nullptr : &fake, g_main_bottom, g_main_size);
   g_sched_ctx = boost::context::detail::jump_fcontext(g_sched_ctx, nullptr).fctx;
+  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
 inline void run_fiber(Fiber* f) {
   ++g_switches;
+  void* fake = nullptr;
+  EMU_START_SWITCH(&fake, f->stack, kStackBytes);
   f->ctx = boost::context::detail::jump_fcontext(f->ctx, nullptr).fctx;
+  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
 inline void prepare_fiber(Fiber* f) {
+  EMU_CLEAN_STACK(f->stack, kStackBytes);
   f->ctx = boost::context::detail::make_fcontext(f->stack + kStackBytes, kStackBytes, fiber_entry);
 }
 #else
 void fiber_entry() {
+  EMU_FINISH_SWITCH(nullptr, &g_main_bottom, &g_main_size);
   g_thunk(g_args);
   thread_exit();
 }
-inline void switch_to_sched() {
+inline void switch_to_sched(bool final = false) {
   ++g_switches;
+  void* fake = nullptr;
+  EMU_START_SWITCH(final ? nullptr : &fake, g_main_bottom, g_main_size);
   swapcontext(&g_cur->uc, &g_sched_uc);
+  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
 inline void run_fiber(Fiber* f) {
   ++g_switches;
+  void* fake = nullptr;
+  EMU_START_SWITCH(&fake, f->stack, kStackBytes);
   swapcontext(&g_sched_uc, &f->uc);
+  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
 inline void prepare_fiber(Fiber* f) {
+  EMU_CLEAN_STACK(f->stack, kStackBytes);
   getcontext(&f->uc);
   f->uc.uc_stack.ss_sp = f->stack;
   f->uc.uc_stack.ss_size = kStackBytes;
@@ -331,7 +363,7 @@ void syncthreads(int line) {
   f->wait_line = line;
   f->wait_kind = W_BAR;
   if (g_bar_count + g_exited == g_nthreads) {
-    if (g_exited) { barrier_exit_fault(line); f->state = DONE; switch_to_sched(); std::abort(); }
+    if (g_exited) { barrier_exit_fault(line); f->state = DONE; switch_to_sched(true); std::abort(); }
     release_barrier();
   }
   switch_to_sched();
@@ -390,7 +422,7 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
 void compute_shfl(Warp& w, int mode) {
   for (int lane = 0; lane < 32; ++lane) {
     if (!(w.mask >> lane & 1u)) continue;
-    int b = w.bval[lane], c = w.cval[lane];
+    int b = w.bval[lane] & 0x1f, c = w.cval[lane];   // PTX uses b[4:0]
     int segmask = (c >> 8) & 0x1f;
     int maxLane = (lane & segmask) | ((c & 0x1f) & ~segmask);
     int minLane = lane & segmask;
@@ -477,7 +509,6 @@ inline T shfl(int kind, unsigned mask, T var, int b, int width, int line) {
                 " with width " + std::to_string(width) + " (must be a power of two <= 32)");
   int c = ((32 - width) << 8) | (kind == W_SHFL_UP ? 0 : 0x1f);
   warp_arrive(kind, mask, line, to_bits(var), b, c);
-  if (g_fault) switch_to_sched();
   return from_bits<T>(g_warps[g_cur->warp].res[g_cur->lane]);
 }
 
@@ -513,7 +544,7 @@ void thread_exit() {
   } else if (g_bar_count && g_bar_count + g_exited == g_nthreads) {
     barrier_exit_fault(g_bar_line);
   }
-  switch_to_sched();
+  switch_to_sched(true);
   std::abort();  // an exited fiber is never resumed
 }
 

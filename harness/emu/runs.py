@@ -23,6 +23,11 @@ class Schedule:
     seed: int
     poison: int
 
+    @property
+    def shared_poison(self) -> int:
+        a, b = POISON_BYTES
+        return b if self.poison == a else a
+
     def __str__(self) -> str:
         s = f"{self.policy}" + (f"(seed {self.seed})" if self.policy == "random" else "")
         return f"{s}, poison 0x{self.poison:02X}"
@@ -132,8 +137,10 @@ def execute(mod: NativeModule, spec: LaunchSpec) -> Outcome:
                 for i in arrays}
         argv, keep = _argv(spec, bufs)
         s0, t0 = mod.switches(), time.perf_counter()
+        # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
+        # then reads as "depends on the poison", not as "output never written".
         rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                          sched.poison, r == 0)
+                          sched.shared_poison, r == 0)
         out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
         out.switches.append(mod.switches() - s0)
         if r == 0:

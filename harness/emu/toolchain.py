@@ -16,11 +16,14 @@ FIBERS = ("auto", "boost", "ucontext")
 
 # Device code is compiled without floating-point contraction (see docs/NUMERICS.d/emu.md): results then
 # equal a GPU build with -fmad=false for + - * / sqrt. -fno-strict-aliasing because CUDA kernels routinely
-# read int8 buffers through int/int4 pointers; -fno-gnu-unique keeps two loaded modules from sharing state.
+# read int8 buffers through int/int4 pointers; -fno-gnu-unique keeps two loaded modules from sharing state;
+# -fno-finite-loops / -fno-delete-null-pointer-checks keep a spinning or crashing kernel spinning or crashing
+# (a hang then shows up as KernelTimeout, a bad pointer as KernelCrash) instead of being optimised away.
 BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-shared", "-fno-gnu-unique", "-fvisibility=hidden", "-ffp-contract=off",
-              "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-w")
+              "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-fno-finite-loops",
+              "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
-SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
+SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>

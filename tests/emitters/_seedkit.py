@@ -1,5 +1,5 @@
 """Test helpers for the norm/elementwise/rope/attention emitters: the seed's kernels of the same names,
-decoded at test time from ../shared/seed/qwen_emit.rs (never copied into the repo), and a PTX
+decoded at test time from ../shared/seed/qwen_emit.rs (never copied into the repo), and a SASS
 floating-point-op census that tells whether two kernels round and contract the same way.
 
 The seed's forward kernels are `format!` templates whose pieces (norm bodies, quant epilogues, parameter
@@ -9,6 +9,7 @@ for the variant a contract's attrs describe.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import os
 import re
@@ -21,18 +22,25 @@ from emitters.contract import KernelContract
 from emitters.cuda_snippets import PRELUDE
 from harness.cache import cache_dir
 from harness.rust_literals import fill_format, kernel_sets, string_literals
+from reference.shapes import get_shape
 from tests.seed import seed_source
 
 
 # -- seed text ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
 def seed_sets(src: str) -> dict:
     return {ks.name: ks for ks in kernel_sets(src, {"i": 0, "nt": 2})}
+
+
+@functools.lru_cache(maxsize=4)
+def _literal_texts(src: str) -> tuple:
+    return tuple(l.text for l in string_literals(src))
 
 
 def seed_literal(src: str, opening: str, containing: str = "") -> str:
     """The one string literal of the seed that starts with `opening` (and contains `containing`)."""
     # The same piece may be spelled twice in the seed (e.g. one quant epilogue for two kernels): one text.
-    hits = sorted({l.text for l in string_literals(src) if l.text.startswith(opening) and containing in l.text})
+    hits = sorted({t for t in _literal_texts(src) if t.startswith(opening) and containing in t})
     if len(hits) != 1:
         raise AssertionError(f"seed: expected one literal opening {opening!r} containing {containing!r}, "
                              f"found {len(hits)}")
@@ -46,14 +54,32 @@ def _fill(template: str, values: dict) -> str:
     return text
 
 
-def gen_kernel(src: str, name: str) -> str:
-    """One kernel of GEN_DEVICE_KERNELS, cut at the `__global__` boundaries."""
-    text = seed_sets(src)["GEN_DEVICE_KERNELS"].code
-    starts = [m.start() for m in re.finditer(r"__global__\s+void\s+", text)] + [len(text)]
+def cut_kernel(code: str, name: str) -> str:
+    """One kernel's text out of a source, cut at the `__global__` boundaries."""
+    starts = [m.start() for m in re.finditer(r"__global__\s+void\s+", code)] + [len(code)]
     for a, b in zip(starts, starts[1:]):
-        if re.match(rf"__global__\s+void\s+{name}\s*\(", text[a:]):
-            return text[a:b]
-    raise KeyError(f"GEN_DEVICE_KERNELS has no kernel {name}")
+        if re.match(rf"__global__\s+void\s+{name}\s*\(", code[a:]):
+            return code[a:b]
+    raise KeyError(f"no kernel {name} in the source")
+
+
+def gen_kernel(src: str, name: str) -> str:
+    """One kernel of GEN_DEVICE_KERNELS."""
+    return cut_kernel(seed_sets(src)["GEN_DEVICE_KERNELS"].code, name)
+
+
+def seed_counterparts(src: str, ks) -> str:
+    """The seed's kernels of the same names and variants as a KernelSource's, as one translation unit."""
+    return with_prelude("\n".join(gen_kernel(src, c.name) if c.name.startswith("gk_") else
+                                  seed_forward_kernel(src, c, c.dims_for(get_shape(ks.shape))) for c in ks.contracts))
+
+
+def mutant(code: str, name: str, old: str, new: str) -> str:
+    """Kernel `name` of `code` with `old` replaced by `new`, renamed `<name>_mutant` (a negative control)."""
+    text = cut_kernel(code, name)
+    if old not in text:
+        raise AssertionError(f"mutant: {old!r} is not in {name}")
+    return text.replace(old, new).replace(f"void {name}(", f"void {name}_mutant(", 1)
 
 
 def _row_quant_epilogue(src: str, cols: int) -> str:
@@ -186,29 +212,62 @@ def _cached_run(kind: str, code: str, args: list, suffix: str) -> Path:
     return target
 
 
-def compile_ptx(code: str, arch: str = "sm_80") -> str:
-    return _cached_run("emitters_b_ptx", code, [f"-arch={arch}", "-ptx"], ".ptx").read_text()
-
-
 def compile_cubin(code: str, arch: str = "sm_80") -> Path:
     return _cached_run("emitters_b_cubin", code, [f"-arch={arch}", "-cubin"], ".cubin")
 
 
-_FLOAT_OP = re.compile(r"^\s*(?:@!?%p\d+\s+)?((?:fma|mul|add|sub|div|neg|abs|max|min|sqrt|rsqrt|ex2|lg2|sin|cos|rcp|cvt)"
-                       r"[\w.]*?\.f(?:16|32|64)[\w.]*)")
+def find_cuobjdump() -> Optional[str]:
+    """cuobjdump from the environment, beside nvcc, or from the NVIDIA wheels (the `toolchain` extra)."""
+    cands = [os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump")]
+    nvcc = find_nvcc()
+    if nvcc:
+        cands.append(str(Path(nvcc).parent / "cuobjdump"))
+    try:
+        import nvidia  # namespace package of the NVIDIA wheels
+        cands += [str(p) for base in nvidia.__path__ for p in sorted(Path(base).glob("*/bin/cuobjdump"))]
+    except ImportError:
+        pass
+    for cand in cands:
+        if cand and Path(cand).is_file():
+            return cand
+    return None
 
 
-def float_op_census(ptx: str) -> dict:
-    """Per kernel (unmangled name), how many of each floating-point PTX instruction it holds."""
-    out = {}
-    for m in re.finditer(r"\.entry\s+(_Z(\d+)(\w+?))\s*\((.*?)\n\}", ptx, re.S):
-        name = m.group(3)[:int(m.group(2))]
-        census = collections.Counter()
-        for line in m.group(4).splitlines():
-            hit = _FLOAT_OP.match(line)
+def sass_tools_or_skip() -> None:
+    import pytest
+    if not find_nvcc():
+        pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
+    if not find_cuobjdump():
+        pytest.skip("no cuobjdump found (set CUOBJDUMP or install the toolchain extra)")
+
+
+# Floating-point arithmetic as the GPU executes it: ptxas may fuse a PTX mul.f32 and add.f32 into FFMA, so
+# the census is taken from SASS, where every contraction decision has been made.
+_SASS_FLOAT = re.compile(r"^(FFMA|FMUL|FADD|FMNMX|DFMA|DMUL|DADD|DMNMX|MUFU\.\w+)\b")
+
+
+def float_op_census(code: str, arch: str = "sm_80") -> dict:
+    """Per kernel (unmangled name), how many of each floating-point SASS instruction it holds."""
+    cubin = compile_cubin(code, arch)
+    sass = cubin.with_suffix(".sass")
+    if not sass.is_file():
+        proc = subprocess.run([find_cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise AssertionError(f"cuobjdump failed: {proc.stderr[-2000:]}")
+        part = sass.with_suffix(f".{os.getpid()}.part")
+        part.write_text(proc.stdout)
+        os.replace(part, sass)
+    out, census = {}, None
+    for line in sass.read_text().splitlines():
+        fn = re.search(r"Function : _Z(\d+)(\w+)", line)
+        if fn:
+            census = out.setdefault(fn.group(2)[:int(fn.group(1))], collections.Counter())
+            continue
+        ins = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", line)
+        if census is not None and ins:
+            hit = _SASS_FLOAT.match(ins.group(1))
             if hit:
                 census[hit.group(1)] += 1
-        out[name] = census
     return out
 
 

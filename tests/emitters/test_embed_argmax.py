@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emitters import argmax, embed, matmul, moe
 from emitters.contract import ContractViolation, Role
 from reference.shapes import SHAPE_SETS, TINY
-from tests.emitters.test_matmul import (_seed_sets, check_instances, profile_problems, seed_set_names,
+from tests.emitters.test_matmul import (seed_sets, check_instances, profile_problems,
                                         seed_signature_problems, signature_problems, smoke_compile)
 
 MODULES = {"embed": embed, "argmax": argmax}
@@ -88,10 +91,53 @@ def test_emitters_a_cover_every_owned_seed_kernel():
 
 
 def test_every_owned_seed_kernel_is_in_the_seed():
-    in_seed = {k for ks in _seed_sets().values() for k in ks.kernels}
+    in_seed = {k for ks in seed_sets().values() for k in ks.kernels}
     assert OWNED <= in_seed, OWNED - in_seed
 
 
 def test_coverage_check_catches_a_missing_kernel():
     names = {c.name for src in _all_emitted() for c in src.contracts} - {"gk_gemv_qkv"}
     assert names != OWNED
+
+
+# ---- the documented tie rule of gk_argmax_adv, checked against a model of its scan + halving tree ----------
+def _tree_argmax(logits: np.ndarray, threads: int = argmax.THREADS, keep_upper_on_tie: bool = False) -> int:
+    """What the kernel computes: per-thread strided scan (strict '>'), then the halving tree (strict '>')."""
+    n = logits.size
+    cols = -(-n // threads)
+    grid = np.full(cols * threads, -np.inf, dtype=np.float32)
+    grid[:n] = logits
+    grid = grid.reshape(cols, threads)                    # grid[c, t] = logits[c*threads + t]
+    val = np.maximum(grid.max(axis=0), np.float32(-1e30))
+    first = np.argmax(grid == grid.max(axis=0), axis=0)   # the first column holding the thread's max
+    idx = np.where(grid.max(axis=0) > np.float32(-1e30), first * threads + np.arange(threads), 0)
+    h = threads // 2
+    while h:
+        upper = val[h:2 * h] >= val[:h] if keep_upper_on_tie else val[h:2 * h] > val[:h]
+        val[:h] = np.where(upper, val[h:2 * h], val[:h])
+        idx[:h] = np.where(upper, idx[h:2 * h], idx[:h])
+        h //= 2
+    return int(idx[0])
+
+
+def _documented_argmax(logits: np.ndarray, threads: int = argmax.THREADS) -> int:
+    """The contract's tie rule: among the maxima, smallest bit-reversed thread, then the lowest index."""
+    bits = threads.bit_length() - 1
+    at = np.flatnonzero(logits == logits.max())
+    t = at % threads
+    rev = sum(((t >> b) & 1) << (bits - 1 - b) for b in range(bits))   # bit-reverse t, vectorized over t
+    return int(at[np.lexsort((at, rev))[0]])
+
+
+@given(seed=st.integers(0, 2**32 - 1), vocab=st.integers(1, 1500), levels=st.integers(1, 4))
+def test_argmax_tie_rule_in_the_contract_matches_the_kernel_algorithm(seed, vocab, levels):
+    rng = np.random.default_rng(seed)      # replay: seed, vocab and levels are printed by hypothesis
+    logits = rng.integers(0, levels, vocab).astype(np.float32)    # few levels: many ties
+    assert _tree_argmax(logits) == _documented_argmax(logits), (seed, vocab, levels)
+
+
+def test_argmax_tie_model_detects_a_tree_that_keeps_the_upper_slot():
+    logits = np.zeros(512, dtype=np.float32)
+    logits[[1, 2]] = 1.0                   # threads 1 and 2 tie: the kernel keeps thread 2 (bit-reversed 01000000)
+    assert _tree_argmax(logits) == _documented_argmax(logits) == 2
+    assert _tree_argmax(logits, keep_upper_on_tie=True) != 2

@@ -5,9 +5,10 @@ The shared checks are plain functions here (imported by test_moe.py and test_emb
   * every contract's signature equals the seed kernel's of the same name (pattern), decoded from the
     seed at test time: the interchangeability guarantee;
   * every contract's geometry, counts and scalars evaluate at each instance of each shape set;
-  * the PTX numeric profile of each kernel (how many fma / mul / add / cvt / dp4a / mma ... of each
-    type) equals the seed kernel's: a kernel that rounds differently (an fma split into mul + add, an
-    extra division, a missing tier) changes the profile.
+  * the PTX numeric profile of each kernel (its fma / mul / add / div / cvt / dp4a / mma ... opcodes with
+    their types and rounding, in program order) equals the seed kernel's: a kernel that rounds
+    differently (an fma split into mul + add, an extra division, a missing tier, a reordered sum)
+    changes the profile.
 """
 from __future__ import annotations
 
@@ -44,13 +45,13 @@ SEED_VALUES = {"i": 0, "nt": 2, "ty": "float"}   # k{i}_ index, marlin subtiles,
 
 # ---- seed access -------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
-def _seed_sets() -> dict:
+def seed_sets() -> dict:
     return {ks.name: ks for ks in kernel_sets(seed_source(), SEED_VALUES)}
 
 
 def _forward_set(kernel: str, two_pass: "bool | None" = None) -> str:
     """The emit_forward#n literal holding `kernel` (k0_qact: two_pass picks the hi+lo form)."""
-    for ks in _seed_sets().values():
+    for ks in seed_sets().values():
         if ks.name.startswith("emit_forward") and kernel in ks.kernels:
             if two_pass is None or (("aql" in ks.code) == two_pass):
                 return ks.name
@@ -74,7 +75,7 @@ def seed_set_names(family: str, mode) -> list[str]:
 
 def seed_match(contract: KernelContract, set_names: list[str]):
     """(set name, KernelSignature) of the one seed kernel the contract stands for."""
-    hits = [(n, sig) for n in set_names for sig in kernel_signatures(_seed_sets()[n].code)
+    hits = [(n, sig) for n in set_names for sig in kernel_signatures(seed_sets()[n].code)
             if contract.matches_name(sig.name)]
     assert len(hits) == 1, f"{contract.name}: expected one seed kernel in {set_names}, found {hits}"
     return hits[0]
@@ -165,22 +166,22 @@ def smoke_compile(code: str) -> None:
 _NUMERIC_OP = re.compile(r"^(fma|mul|add|sub|div|rcp|sqrt|rsqrt|ex2|lg2|max|min|neg|abs|cvt|dp4a|mma)\b")
 
 
-def ptx_profile(code: str) -> dict[str, collections.Counter]:
-    """Per kernel, the count of each numeric PTX opcode (with its rounding and types) nvcc -O3 leaves."""
+def ptx_profile(code: str) -> dict[str, tuple[str, ...]]:
+    """Per kernel, the numeric PTX opcodes (with rounding and types) nvcc -O3 leaves, in program order."""
     ptx = _cached_nvcc(code, "-ptx", ".ptx")
     out = {}
     for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\n\}", ptx, re.S):
         mangled = re.match(r"_Z(\d+)", m.group(1))
         name = m.group(1)[mangled.end():mangled.end() + int(mangled.group(1))] if mangled else m.group(1)
-        ops = collections.Counter()
+        ops = []
         for line in m.group(2).splitlines():
             tok = line.split()
             if tok and tok[0].startswith("@"):
                 tok = tok[1:]
             if tok and _NUMERIC_OP.match(tok[0]) and (tok[0].startswith(("dp4a", "mma"))
                                                       or re.search(r"\.f(16|32|64)\b", tok[0])):
-                ops[tok[0]] += 1
-        out[name] = ops
+                ops.append(tok[0])
+        out[name] = tuple(ops)
     return out
 
 
@@ -190,11 +191,12 @@ def profile_problems(src: KernelSource, mine: "dict | None" = None) -> list[str]
     problems = []
     for c in src.contracts:
         set_name, sig = seed_match(c, names)
-        theirs = ptx_profile(PRELUDE + _seed_sets()[set_name].code)[sig.name]
+        theirs = ptx_profile(PRELUDE + seed_sets()[set_name].code)[sig.name]
         if mine[c.name] != theirs:
-            diff = {k: (mine[c.name].get(k, 0), theirs.get(k, 0)) for k in set(mine[c.name]) | set(theirs)
-                    if mine[c.name].get(k, 0) != theirs.get(k, 0)}
-            problems.append(f"{c.name} vs seed {set_name}:{sig.name}: (ours, seed) {diff}")
+            ours_n, seed_n = collections.Counter(mine[c.name]), collections.Counter(theirs)
+            diff = {k: (ours_n[k], seed_n[k]) for k in set(ours_n) | set(seed_n) if ours_n[k] != seed_n[k]}
+            problems.append(f"{c.name} vs seed {set_name}:{sig.name}: op counts (ours, seed) {diff}" if diff
+                            else f"{c.name} vs seed {set_name}:{sig.name}: same ops in a different order")
     return problems
 
 

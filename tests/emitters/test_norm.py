@@ -1,6 +1,6 @@
 """The norm emitter: deterministic text, signatures equal to its contracts and to the seed's kernels of the same
 names, contracts that evaluate at every shape set, limits that fire, and the same rounding/contraction as the
-seed (PTX floating-point-op census)."""
+seed (SASS floating-point-op census)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -102,33 +102,22 @@ def test_a_baked_row_kernel_refuses_another_row_length():
 
 
 # -- numerics against the seed -------------------------------------------------------------------------------
-def _seed_source_for(seed, ks) -> str:
-    parts = [kit.gen_kernel(seed, c.name) if c.name.startswith("gk_") else
-             kit.seed_forward_kernel(seed, c, c.dims_for(TINY)) for c in ks.contracts]
-    return kit.with_prelude("\n".join(parts))
+# Negative control compiled beside the seed's kernels: the weight product taken in double must change the census.
+_MUTANT = ("k0_row", "yr[i] = (float)((double)xr[i] * inv) * w[i];", "yr[i] = (float)((double)xr[i] * inv * w[i]);")
 
 
 @pytest.mark.parametrize("mode", norm.MODES, ids=lambda m: m.value)
 def test_float_op_census_equals_the_seed(seed, mode):
-    if not kit.find_nvcc():
-        pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
+    kit.sass_tools_or_skip()
     ks = norm.emit(mode, TINY)
-    ours = kit.float_op_census(kit.compile_ptx(ks.code))
-    theirs = kit.float_op_census(kit.compile_ptx(_seed_source_for(seed, ks)))
+    theirs_src = kit.seed_counterparts(seed, ks)
+    if mode is Mode.DEQUANT:
+        theirs_src += "\n" + kit.mutant(ks.code, *_MUTANT)
+    ours, theirs = kit.float_op_census(ks.code), kit.float_op_census(theirs_src)
     for c in ks.contracts:
         assert ours[c.name] == theirs[c.name], (c.name, ours[c.name], theirs[c.name])
-
-
-def test_census_sees_a_changed_rounding(seed):
-    """Negative control: computing the weight product in double changes the census."""
-    if not kit.find_nvcc():
-        pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
-    ks = norm.emit(Mode.DEQUANT, TINY)
-    wrong = ks.code.replace("yr[i] = (float)((double)xr[i] * inv) * w[i];", "yr[i] = (float)((double)xr[i] * inv * w[i]);")
-    assert wrong != ks.code
-    ours = kit.float_op_census(kit.compile_ptx(wrong))
-    theirs = kit.float_op_census(kit.compile_ptx(_seed_source_for(seed, ks)))
-    assert ours["k0_row"] != theirs["k0_row"]
+    if mode is Mode.DEQUANT:
+        assert theirs["k0_row_mutant"] != theirs["k0_row"]
 
 
 def test_smoke_compile_sm80():

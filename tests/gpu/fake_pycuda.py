@@ -289,7 +289,7 @@ class FakeFunction:
     def __call__(self, *args, grid, block, shared=0):
         ctx = self.drv.current()
         self.drv.calls.append(("launch", ctx.id, self.name, grid, block, shared,
-                               tuple(type(a).__name__ for a in args)))
+                               tuple(np.asarray(a).dtype.name for a in args)))
         ctx.check_sticky()
         try:
             self.drv.kernels[self.name](self.drv, grid, block, *args)

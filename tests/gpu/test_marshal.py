@@ -37,9 +37,14 @@ def test_prepare_adds_fp16_header_only_when_half_is_used_and_not_included():
 
 
 def test_prepare_leaves_existing_c_linkage_and_templates_alone():
-    src = 'extern "C" __global__ void a() {}\ntemplate <int N> __global__ void b() {}\n'
+    src = 'extern "C" __global__ void a() {}\ntemplate <int N>\n__global__ void b() {}\n'
     text = prepare_source(src)
-    assert text.count('extern "C"') == 1 and "template <int N> __global__" in text
+    assert text.count('extern "C"') == 1 and "template <int N>\n__global__" in text
+
+
+def test_prepare_after_an_include_line_is_not_mistaken_for_a_template():
+    text = prepare_source("#include <cuda_fp16.h>\n__global__ void k(__half* y) { }\n")
+    assert 'extern "C" __global__ void k' in text
 
 
 def test_flags_must_be_strings():

@@ -34,8 +34,9 @@ __global__ void k0_q8dp4a(const signed char* aq, const float* as_, const signed 
       const float asc = arsc[blk];
       const int4 apack = ((const int4*)arow)[b * 32 + lane];
       const int4 wpack0 = ((const int4*)wrow)[b * 32 + lane];
+      const float wa0 = __half2float(srow[blk]) * asc;
       int dot0 = __dp4a(wpack0.x, apack.x, 0); dot0 = __dp4a(wpack0.y, apack.y, dot0); dot0 = __dp4a(wpack0.z, apack.z, dot0); dot0 = __dp4a(wpack0.w, apack.w, dot0);
-      acc += (float)dot0 * (__half2float(srow[blk]) * asc);
+      acc += (float)dot0 * wa0;
     }
     const int n128 = K / 128;
     for (int b = n512 * 4; b < n128; ++b) {

@@ -40,17 +40,15 @@ __global__ void k0_q8dp4a(const signed char* aqh, const signed char* aql, const 
       const int hword = ((const int*)hrow)[b * 32 + lane];
       const int lword = ((const int*)lrow)[b * 32 + lane];
       const float sh = arsc[blk];
-      const float sl = sh * 0.0078125f;
       const int wword0 = ((const int*)wrow)[b * 32 + lane];
-      acc += __half2float(srow[blk]) * (sh * (float)__dp4a(wword0, hword, 0) + sl * (float)__dp4a(wword0, lword, 0));
+      acc += __half2float(srow[blk]) * (sh * (float)__dp4a(wword0, hword, 0) + sh * 0.0078125f * (float)__dp4a(wword0, lword, 0));
     }
     for (int t = n128 * 128 + lane; t < K; t += 32) {
       const int blk = t / 32;
       const float sh = arsc[blk];
-      const float sl = sh * 0.0078125f;
       const int hv = (int)hrow[t];
       const int lv = (int)lrow[t];
-      { const int wv = (int)wrow[t]; acc += __half2float(srow[blk]) * (sh * (float)(wv * hv) + sl * (float)(wv * lv)); }
+      { const int wv = (int)wrow[t]; acc += __half2float(srow[blk]) * (sh * (float)(wv * hv) + sh * 0.0078125f * (float)(wv * lv)); }
     }
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
     if (lane == 0) y[(long)r * N + row] = acc;

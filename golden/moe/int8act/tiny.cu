@@ -92,10 +92,10 @@ __global__ void moe_gate_up_silu(const signed char* xq, const float* xs, const s
     const float asc = xs[blk];
     const int4 apack = ((const int4*)xq)[b * 32 + lane];
     const int4 wpack0 = ((const int4*)grow)[b * 32 + lane];
-    int dot0 = __dp4a(wpack0.x, apack.x, 0); dot0 = __dp4a(wpack0.y, apack.y, dot0); dot0 = __dp4a(wpack0.z, apack.z, dot0); dot0 = __dp4a(wpack0.w, apack.w, dot0);
-    ga += gsc[blk] * asc * (float)dot0;
     const int4 wpack1 = ((const int4*)urow)[b * 32 + lane];
+    int dot0 = __dp4a(wpack0.x, apack.x, 0); dot0 = __dp4a(wpack0.y, apack.y, dot0); dot0 = __dp4a(wpack0.z, apack.z, dot0); dot0 = __dp4a(wpack0.w, apack.w, dot0);
     int dot1 = __dp4a(wpack1.x, apack.x, 0); dot1 = __dp4a(wpack1.y, apack.y, dot1); dot1 = __dp4a(wpack1.z, apack.z, dot1); dot1 = __dp4a(wpack1.w, apack.w, dot1);
+    ga += gsc[blk] * asc * (float)dot0;
     ua += usc[blk] * asc * (float)dot1;
   }
   const int n128 = Kd / 128;

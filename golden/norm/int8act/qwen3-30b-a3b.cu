@@ -148,14 +148,14 @@ __global__ void gk_rmsnorm_q8(const float* x, signed char* xq, float* xs, const 
   for (int i = tid; i < n; i += blockDim.x) sq += x[i] * x[i];
   sh[tid] = sq;
   __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+  for (int k = 128; k > 0; k >>= 1) {
     if (tid < k) sh[tid] += sh[tid + k];
     __syncthreads();
   }
   const float inv = rsqrtf(sh[0] / n + eps);
   {
     const int ql = threadIdx.x & 31;
-    for (int qb = threadIdx.x >> 5; qb < n / 32; qb += blockDim.x >> 5) {
+    for (int qb = threadIdx.x >> 5; qb < n / 32; qb += 8) {
       float qv = x[qb * 32 + ql] * inv * w[qb * 32 + ql];
       float qa = fabsf(qv);
       for (int off = 16; off > 0; off >>= 1) qa = fmaxf(qa, __shfl_down_sync(0xffffffffu, qa, off));
@@ -176,14 +176,14 @@ __global__ void gk_add_rmsnorm_q8a(float* x, const float* y, signed char* xq, fl
   for (int i = tid; i < n; i += blockDim.x) { const float v = x[i] + y[i]; x[i] = v; sq += v * v; }
   sh[tid] = sq;
   __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+  for (int k = 128; k > 0; k >>= 1) {
     if (tid < k) sh[tid] += sh[tid + k];
     __syncthreads();
   }
   const float inv = rsqrtf(sh[0] / n + eps);
   {
     const int ql = threadIdx.x & 31;
-    for (int qb = threadIdx.x >> 5; qb < n / 32; qb += blockDim.x >> 5) {
+    for (int qb = threadIdx.x >> 5; qb < n / 32; qb += 8) {
       float qv = x[qb * 32 + ql] * inv * w[qb * 32 + ql];
       float qa = fabsf(qv);
       for (int off = 16; off > 0; off >>= 1) qa = fmaxf(qa, __shfl_down_sync(0xffffffffu, qa, off));

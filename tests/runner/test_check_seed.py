@@ -1,0 +1,74 @@
+"""`qconform check` on the seed's own kernel sets (decoded from ../shared/seed/qwen_emit.rs at test time) at
+tiny shapes on the CPU backend: a full report, every kernel either judged or listed as unchecked with a
+reason, and unknown or mismatched kernels never counted as passing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.cuda_source import kernel_signatures
+
+
+def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
+    out_root, files = seed_cu_dir
+    assert len(files) >= 8
+    failures = []
+    for f in files:
+        out = tmp_path / f.stem
+        rc = main(["check", "--source", str(f), "--backend", "emu", "--shapes", "tiny", "--seed", "7",
+                   "--out", str(out)])
+        doc = json.loads((out / "report.json").read_text())
+        judged = {r["kernel"] for r in doc["rows"]}
+        unchecked = {u["kernel"] for u in doc["unchecked_kernels"]}
+        for sig in kernel_signatures(f.read_text()):
+            assert sig.name in judged | unchecked, f"{f.name}: kernel {sig.name} neither judged nor listed"
+        assert (out / "report.md").is_file() and "<svg" in (out / "report.html").read_text()
+        for r in doc["rows"]:
+            assert r["source_sha256"] and r["backend"] == "emu" and r["verdict"] in ("pass", "tie", "fail")
+            if r["verdict"] == "fail":
+                failures.append(f"{f.name}: {r['case']}: {r['reason'][:300]}")
+        assert rc == (1 if any(r["verdict"] == "fail" for r in doc["rows"]) else 0)
+    # the seed's kernels conform at tiny (docs/KERNELS.d/verdicts.md); a failure here is a finding to report
+    assert not failures, "\n".join(failures)
+
+
+def test_unknown_and_mismatched_kernels_are_unchecked(tmp_path):
+    src = tmp_path / "mine.cu"
+    src.write_text(
+        "__global__ void my_kernel(float* y, int n){ int i=threadIdx.x; if(i<n) y[i]=0.f; }\n"
+        "__global__ void gk_add(float* x, const float* y, long n){ }\n"       # gk_add takes int n
+        "__global__ void k7_elem(const float* a, const float* b, float* c, int N){ }\n")  # pattern, ambiguous
+    out = tmp_path / "out"
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--shapes", "tiny", "--seed", "1",
+               "--out", str(out)])
+    doc = json.loads((out / "report.json").read_text())
+    reasons = {u["kernel"]: u["reason"] for u in doc["unchecked_kernels"]}
+    assert "no contract" in reasons["my_kernel"]
+    assert "parameter list" in reasons["gk_add"] and "long" in reasons["gk_add"]
+    assert "ambiguous" in reasons["k7_elem"]
+    assert doc["rows"] == [] and doc["summary"]["pass"] == 0 and rc == 0
+
+
+def test_check_fails_a_broken_kernel_and_replay_reproduces_it(tmp_path, capsys):
+    from emitters.registry import emit
+    from harness.planted import PLANTS
+    plant = next(p for p in PLANTS if p.name == "gemv-scale-index")
+    src = tmp_path / "broken.cu"
+    src.write_text(plant.apply(emit(plant.family, plant.mode, "tiny").code))
+    out = tmp_path / "out"
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--mode", "int8act", "--shapes", "tiny",
+               "--seed", "3", "--out", str(out)])
+    assert rc == 1
+    doc = json.loads((out / "report.json").read_text())
+    bad = [r for r in doc["rows"] if r["verdict"] == "fail"]
+    assert bad and all(r["kernel"] == "gk_gemv" for r in bad)
+    capsys.readouterr()
+    rc = main(["replay", bad[0]["case"], "--source", str(src), "--backend", "emu"])
+    text = capsys.readouterr().out
+    assert rc == 1 and "FAIL" in text and f"default_rng({bad[0]['seed']})" in text and "exceeds budget" in text
+
+
+def test_check_refuses_a_missing_file(tmp_path):
+    assert main(["check", "--source", str(tmp_path / "none.cu"), "--backend", "emu"]) == 2
