@@ -17,7 +17,6 @@ from reference.shapes import ShapeSet
 
 from .contract import KernelContract, KernelSource, Param, Precondition, Role
 from .cuda_snippets import PRELUDE, block_quant_body
-from .expr import evaluate, names_in
 from .registry import mode_label
 
 # Static shared memory a kernel may declare without an opt-in attribute, and the default ceiling on
@@ -175,16 +174,6 @@ def assemble(family: str, mode: Optional[Mode], shape: ShapeSet,
                         contracts=tuple(c for c, _ in kernels), emitter_params=dict(emitter_params))
 
 
-def shape_fields_used(contracts: Iterable[KernelContract]) -> set[str]:
-    """The ShapeSet fields the contracts' instances read (for documentation and tests)."""
-    out: set[str] = set()
-    for c in contracts:
-        for _, exprs in c.instances:
-            for e in exprs.values():
-                out |= names_in(e)
-    return out
-
-
 __all__ = ["SHARED_LIMIT_BYTES", "inp", "out", "inout", "scalar", "tree_threads", "exact_threads", "whole_warps",
            "baked", "positive", "signature", "rope_rotate", "kernel", "c_double", "tree_reduce", "warp_blocks_quant",
-           "instance_dims", "baked_value", "check_instances", "assemble", "shape_fields_used", "evaluate"]
+           "instance_dims", "baked_value", "check_instances", "assemble"]

@@ -25,6 +25,7 @@ Grouping by mode:
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from reference.modes import Mode
@@ -362,7 +363,6 @@ _BODIES = {"gk_attn": _gk_attn_body, "gk_attn_online": _gk_attn_online_body, "gk
 
 
 def emit(mode: Optional[Mode], shape: ShapeSet) -> KernelSource:
-    from dataclasses import replace
     kernels, baked_consts = [], {}
     for c in contracts(mode):
         if c.name in _BODIES:

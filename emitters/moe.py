@@ -111,7 +111,7 @@ def _topk_dense() -> tuple[KernelContract, str]:
     c = KernelContract(
         name="moe_topk", family=FAMILY, op="moe_topk_mask", mode=Mode.DEQUANT,
         params=(inp("logits", "const float*", "E"), out("w", "float*", "E"), scalar("E"), scalar("K")),
-        grid=ONE, block=(f"min(E, 1024)", "1", "1"),
+        grid=ONE, block=("min(E, 1024)", "1", "1"),
         preconditions=(Precondition(f"E <= {TOPK_STACK}", "E",
                                     f"the per-thread probability arrays hold {TOPK_STACK} floats"),
                        *_topk_pre()),
@@ -119,7 +119,7 @@ def _topk_dense() -> tuple[KernelContract, str]:
         attrs={"softmax": "max-shifted expf, serial sum in index order", "tie": "lowest index",
                "renormalize": "divide by the sum of the kept probabilities"},
         doc="Thread 0 only: softmax over E, keep the K largest (ties: lowest index), renormalise; w = 0 elsewhere.")
-    body = (f"  if (threadIdx.x != 0) return;  // one thread does the routing; the rest of the block idles\n"
+    body = ("  if (threadIdx.x != 0) return;  // one thread does the routing; the rest of the block idles\n"
             f"  float prob[{TOPK_STACK}], left[{TOPK_STACK}];\n"
             "  float mx = logits[0];\n"
             "  for (int e = 1; e < E; ++e) if (logits[e] > mx) mx = logits[e];\n"

@@ -257,11 +257,13 @@ def _gk_body(c: KernelContract) -> str:
 # -- emit ---------------------------------------------------------------------------------------------
 def contracts(mode: Optional[Mode]) -> list[KernelContract]:
     if mode is Mode.DEQUANT:
-        return [_row_contract(0, "rms", mode, weight=True), _row_contract(1, "rms", mode),
-                _row_contract(2, "rms", mode, weight=True, residual=True), _row_contract(3, "softmax", mode,
-                                                                                        cols="n_expert"),
+        return [_row_contract(0, "rms", mode, weight=True),
+                _row_contract(1, "rms", mode),
+                _row_contract(2, "rms", mode, weight=True, residual=True),
+                _row_contract(3, "softmax", mode, cols="n_expert"),   # the router's probabilities
                 _row_contract(4, "layernorm", mode, weight=True, bias=True),
-                _add_row_contract(5, mode, weight=True, quant=False), _add_row_contract(7, mode, weight=False, quant=False),
+                _add_row_contract(5, mode, weight=True, quant=False),    # an add+norm takes stages 5 and 6
+                _add_row_contract(7, mode, weight=False, quant=False),
                 _gk_rmsnorm(), _gk_add_rmsnorm()]
     if mode is Mode.INT8_ACT:
         return [_row_contract(0, "rms", mode, weight=True, quant=True),

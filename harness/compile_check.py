@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -361,13 +362,15 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
     work = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-{key[:12]}-"))
     try:
         (work / "kernel.cu").write_text(code)
+        t0 = time.perf_counter()
         proc = subprocess.run([str(tc.nvcc), *flags, "-o", "kernel.cubin", "kernel.cu"], cwd=work,
                               capture_output=True, text=True, timeout=900)
+        seconds = time.perf_counter() - t0
         log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
         ok = proc.returncode == 0 and (work / "kernel.cubin").is_file()
         resources = parse_ptxas(log) if ok else {}
         (work / "result.json").write_text(json.dumps(
-            {"ok": ok, "arch": arch, "flags": flags, "nvcc": tc.version, "log": log,
+            {"ok": ok, "arch": arch, "flags": flags, "nvcc": tc.version, "log": log, "seconds": round(seconds, 3),
              "resources": {k: v.as_dict() for k, v in resources.items()}}, indent=1, sort_keys=True))
         try:
             os.rename(work, entry)

@@ -118,6 +118,11 @@ def locked_files(root: Path) -> set[str]:
             if p.relative_to(root).parts[0] != EXTERNAL}
 
 
+def _in_scope(rels: Iterable[str], shapes: Sequence[str]) -> set[str]:
+    """The lock paths that belong to the given shape sets (a run over some shapes leaves the others alone)."""
+    return {rel for rel in rels if Path(rel).stem in set(shapes)}
+
+
 # ------------------------------------------------------------------------------------------------------------
 # checking
 @dataclass(frozen=True)
@@ -164,9 +169,9 @@ def check(root: Path, emitted: Optional[Emitted] = None, shapes: Sequence[str] =
             diffs.append(Difference(rel, "manifest", unified(_json(have) if have is not None else "", _json(want),
                                                               f"{MANIFEST}#{rel}")))
     wanted = set(emitted.sources) | set(emitted.errors)
-    for rel in sorted(locked_files(root) - wanted):
+    for rel in sorted(_in_scope(locked_files(root), shapes) - wanted):
         diffs.append(Difference(rel, "extra", f"lock file {rel} has no emitter entry in the golden matrix"))
-    for rel in sorted(set(manifest["files"]) - wanted):
+    for rel in sorted(_in_scope(manifest["files"], shapes) - wanted):
         diffs.append(Difference(rel, "extra", f"{MANIFEST} lists {rel}, which the golden matrix no longer emits"))
     diffs.extend(_check_external_shas(root, manifest))
     return CheckReport(len(emitted.sources), diffs, _resource_warnings(root, manifest))
@@ -231,12 +236,14 @@ def update(root: Path, emitted: Optional[Emitted] = None, shapes: Sequence[str] 
             continue
         atomic_write(path, ks.code)
     keep = set(emitted.sources) | set(emitted.errors)
-    for rel in sorted(locked_files(root) - keep):
+    for rel in sorted(_in_scope(locked_files(root), shapes) - keep):
         (root / rel).unlink()
         changes.append(Change(rel, "removed"))
         _prune_empty_dirs((root / rel).parent, root)
     files = {rel: manifest_entry(ks) for rel, ks in emitted.sources.items()}
-    files.update({rel: manifest["files"][rel] for rel in emitted.errors if rel in manifest["files"]})
+    # entries whose emitter failed, and entries of shape sets outside this run, keep their old manifest entry
+    files.update({rel: entry for rel, entry in manifest["files"].items()
+                  if rel in emitted.errors or rel not in _in_scope([rel], shapes)})
     for rel, entry in sorted(files.items()):
         if manifest["files"].get(rel) != entry and not any(c.path == rel for c in changes):
             changes.append(Change(rel, "manifest"))

@@ -24,7 +24,8 @@ def float_array(name: str, value, ndim: "int | tuple[int, ...] | None" = None, d
     if finite and not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValueError(f"{name}: must be finite (no NaN/Inf); first non-finite value at index {tuple(int(i) for i in bad)}")
-    return arr.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):   # a float64 beyond float32's range becomes inf; callers check finiteness
+        return arr.astype(dtype, copy=False)
 
 
 def block_multiple(name: str, n: int) -> None:

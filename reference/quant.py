@@ -153,8 +153,8 @@ def quantize_q8_0(w) -> Q8Tensor:
     """Quantize a (rows, cols) real matrix to Q8_0, bit-identical to ggml's ``quantize_row_q8_0_ref``.
 
     The input is first rounded to float32 (as gguf-py does). Raises ValueError for NaN/Inf (ggml's cast of
-    them to int8 is undefined) and for a block whose scale ``amax/127`` overflows float16 (amax >= 8323072;
-    ggml would store an infinite scale). Blocks so small that 1/d overflows get zero quants (and a zero scale).
+    them to int8 is undefined) and for a block whose scale ``amax/127`` overflows float16 (amax/127 >= 65520,
+    amax ~ 8.32e6; ggml would store an infinite scale). Blocks so small that 1/d overflows get zero quants (and a zero scale).
     """
     arr = float_array("w", w, ndim=2, dtype=np.float32)
     rows, cols = arr.shape

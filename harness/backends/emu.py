@@ -3,7 +3,7 @@ execution semantics, plus checks a GPU run cannot give cheaply (guard bands, poi
 memory, several thread schedules, barrier divergence, deadlock), isolated in a worker process."""
 from __future__ import annotations
 
-import atexit
+import os
 import re
 import weakref
 from typing import Optional, Sequence
@@ -22,13 +22,15 @@ from .base import Backend, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
 MAX_THREADS = 1024
+DEFAULT_SCHEDULES = 4
+SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
 class EmuBackend(Backend):
     """CPU execution backend.
 
-    schedules: runs per launch (>= 1). Run 1 forward with poison 0xA5, run 2 forward with 0x5A (unwritten
+    schedules: runs per launch (>= 1; default $QCONFORM_EMU_SCHEDULES, else 4). Run 1 forward with poison 0xA5, run 2 forward with 0x5A (unwritten
       outputs, reads before writes), run 3 reverse order, runs 4.. seeded random orders (races).
     seed: seed of the random schedules (recorded in every fault message).
     timeout_s: wall-clock limit for one launch, all schedules together.
@@ -37,8 +39,13 @@ class EmuBackend(Backend):
     """
     name = "emu"
 
-    def __init__(self, schedules: int = 4, seed: int = 0, timeout_s: float = 120.0, sanitize: bool = False,
-                 fiber: Optional[str] = None, cxx: Optional[str] = None):
+    def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
+                 sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None):
+        if schedules is None:
+            env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
+            if not env.isdigit():
+                raise ValueError(f"${SCHEDULES_ENV}: expected a positive integer, got {env!r}")
+            schedules = int(env)
         if not isinstance(schedules, (int, np.integer)) or schedules < 1:
             raise ValueError(f"schedules: expected an integer >= 1, got {schedules!r}")
         if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -55,7 +62,6 @@ class EmuBackend(Backend):
                                  f"{self.toolchain.cxx}")
         self._worker = Worker(preload)
         self._finalizer = weakref.finalize(self, self._worker.close)
-        atexit.register(self._finalizer)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
@@ -135,7 +141,7 @@ class EmuModule(Module):
         sizes = self._native_sizes(launch)[name]
         checked, outs = check_args(sig, args, outputs, sizes)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
-                          checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
+                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
         outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
         for i, result in outcome.arrays.items():
             target = args[i]

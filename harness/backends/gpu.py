@@ -39,6 +39,11 @@ from .base import (
     LaunchResult, Module, OutOfBounds, UnwrittenOutput, as_dim3,
 )
 
+class LaunchRefused(KernelCrash):
+    """The device cannot run this kernel with this launch configuration (threads per block beyond what the
+    compiled kernel's registers allow, shared memory beyond the device's limit). Not sticky: the context stays."""
+
+
 # ------------------------------------------------------------------------------------------------------
 # Pure helpers (no PyCUDA)
 # ------------------------------------------------------------------------------------------------------
@@ -132,6 +137,11 @@ class BufferArg:
     def what(self) -> str:
         return f"args[{self.index}] ({self.name}: {self.ctype})"
 
+    @property
+    def const(self) -> bool:
+        """A const pointee cannot be written by the kernel: uploaded once, never copied back."""
+        return self.ctype.startswith("const ")
+
 
 @dataclass(frozen=True)
 class ScalarArg:
@@ -200,32 +210,17 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
     return plan
 
 
-def guarded_image(array: np.ndarray, poison: Optional[int]) -> np.ndarray:
-    """The bytes uploaded for one buffer: guard band, the data (or the poison pattern), guard band."""
-    image = np.full(2 * GUARD_BYTES + array.nbytes, SENTINEL_BYTE, dtype=np.uint8)
-    body = image[GUARD_BYTES:GUARD_BYTES + array.nbytes]
-    if poison is None:
-        body[:] = array.reshape(-1).view(np.uint8)
-    else:
-        body[:] = poison
-    return image
+def guard_damage(before: np.ndarray, after: np.ndarray, nbytes: int, what: str) -> Optional[str]:
+    """None when both guard bands (read back from the device) still hold SENTINEL_BYTE, else where they changed.
 
-
-def image_data(image: np.ndarray) -> np.ndarray:
-    return image[GUARD_BYTES:image.size - GUARD_BYTES]
-
-
-def guard_damage(image: np.ndarray, what: str) -> Optional[str]:
-    """None when both guard bands still hold SENTINEL_BYTE, else which side changed and where."""
-    sides = (("before", image[:GUARD_BYTES], -GUARD_BYTES), ("after", image[image.size - GUARD_BYTES:], 0))
+    Offsets are in bytes relative to the buffer's first byte: -1 is the byte just before it, `nbytes` the
+    byte just past its end."""
     found = []
-    for side, band, origin in sides:
+    for side, band, origin in (("before", before, -GUARD_BYTES), ("after", after, nbytes)):
         bad = np.flatnonzero(band != SENTINEL_BYTE)
         if bad.size:
-            data_bytes = image.size - 2 * GUARD_BYTES
-            first = int(bad[0]) + origin + (data_bytes if side == "after" else 0)
-            found.append(f"{bad.size} guard byte(s) {side} the buffer changed, the first at byte offset {first} "
-                         f"relative to the buffer start (buffer is {data_bytes} bytes)")
+            found.append(f"{bad.size} guard byte(s) {side} the buffer changed, the first at byte offset "
+                         f"{int(bad[0]) + origin} relative to the buffer start (buffer is {nbytes} bytes)")
     return f"{what}: " + "; ".join(found) if found else None
 
 
@@ -268,10 +263,6 @@ def runs_disagree(buf: BufferArg, runs: Sequence[np.ndarray]) -> Optional[str]:
     return (f"{buf.what}: {int(differ.sum())} written element(s) differ between the two poisoned runs "
             f"(first at flat index {first}); the kernel reads output memory before writing it, or is "
             f"not deterministic")
-
-
-def copy_back(buf: BufferArg, data: np.ndarray) -> None:
-    buf.array.reshape(-1).view(np.uint8)[:] = data
 
 
 def check_timing(timing: object) -> Optional[tuple[int, int]]:
@@ -630,8 +621,8 @@ class _Launch:
         limit = self._guarded("reading the kernel's thread limit", function.get_attribute,
                               cuda.function_attribute.MAX_THREADS_PER_BLOCK)
         if threads > limit:
-            raise ValueError(f"block: {info.block} is {threads} threads; kernel {info.kernel} allows at most "
-                             f"{limit} per block on this device (registers, __launch_bounds__)")
+            raise LaunchRefused(info, f"block: {info.block} is {threads} threads; the compiled kernel allows at "
+                                      f"most {limit} per block on this device (registers, __launch_bounds__)")
         if info.shared_bytes > 48 * 1024:   # above 48 KiB dynamic shared memory must be opted into
             optin = self._guarded("reading the device's shared memory limit",
                                   self.backend.session.device.get_attribute,
@@ -639,8 +630,8 @@ class _Launch:
             static = self._guarded("reading the kernel's static shared memory", function.get_attribute,
                                    cuda.function_attribute.SHARED_SIZE_BYTES)
             if info.shared_bytes + static > optin:
-                raise ValueError(f"shared_bytes: {info.shared_bytes} dynamic + {static} static bytes exceed the "
-                                 f"device's {optin} bytes per block")
+                raise LaunchRefused(info, f"shared_bytes: {info.shared_bytes} dynamic + {static} static bytes exceed "
+                                          f"the device's {optin} bytes per block")
             self._guarded("opting into large dynamic shared memory", function.set_attribute,
                           cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, info.shared_bytes)
 
@@ -655,21 +646,48 @@ class _Launch:
                                                       f"context was retired and later launches use a fresh one"),
                                exc) from exc
 
-    def _upload(self, poison: Optional[int]) -> None:
+    def _upload(self, poison: Optional[int], first: bool) -> None:
+        """Guard bands and poison are set on the device (memset); only real data crosses from the host.
+        Const inputs go up once; anything the kernel may write goes up fresh for every run."""
+        cuda = self.cuda
         for buf in self.buffers:
-            if buf.index not in self.allocs:
-                self.allocs[buf.index] = self._guarded(f"allocating {buf.what}", self.cuda.mem_alloc,
-                                                       2 * GUARD_BYTES + buf.array.nbytes)
-            image = guarded_image(buf.array, poison if buf.is_output else None)
-            self._guarded(f"copying {buf.what} to the device", self.cuda.memcpy_htod, self.allocs[buf.index], image)
+            n = buf.array.nbytes
+            if first:
+                self.allocs[buf.index] = self._guarded(f"allocating {buf.what}", cuda.mem_alloc, 2 * GUARD_BYTES + n)
+                base = int(self.allocs[buf.index])
+                self._guarded(f"filling the guard bands of {buf.what}", cuda.memset_d8, base, SENTINEL_BYTE, GUARD_BYTES)
+                self._guarded(f"filling the guard bands of {buf.what}", cuda.memset_d8, base + GUARD_BYTES + n,
+                              SENTINEL_BYTE, GUARD_BYTES)
+            elif buf.const:
+                continue
+            data = int(self.allocs[buf.index]) + GUARD_BYTES
+            if n == 0:
+                continue
+            if buf.is_output:
+                self._guarded(f"poisoning {buf.what}", cuda.memset_d8, data, poison, n)
+            else:
+                self._guarded(f"copying {buf.what} to the device", cuda.memcpy_htod, data, buf.array)
 
-    def _download(self) -> dict[int, np.ndarray]:
-        images = {}
+    def _read(self, buf: BufferArg, offset: int, nbytes: int) -> np.ndarray:
+        host = np.empty(nbytes, dtype=np.uint8)
+        if nbytes:
+            self._guarded(f"copying {buf.what} back", self.cuda.memcpy_dtoh, host,
+                          int(self.allocs[buf.index]) + offset)
+        return host
+
+    def _download(self, when: str) -> dict[int, np.ndarray]:
+        """Verify every guard band; return the data bytes of each buffer the kernel may have written."""
+        damage, data = [], {}
         for buf in self.buffers:
-            image = np.empty(2 * GUARD_BYTES + buf.array.nbytes, dtype=np.uint8)
-            self._guarded(f"copying {buf.what} back", self.cuda.memcpy_dtoh, image, self.allocs[buf.index])
-            images[buf.index] = image
-        return images
+            n = buf.array.nbytes
+            before, after = self._read(buf, 0, GUARD_BYTES), self._read(buf, GUARD_BYTES + n, GUARD_BYTES)
+            if (d := guard_damage(before, after, n, buf.what)):
+                damage.append(d)
+            if not buf.const:
+                data[buf.index] = self._read(buf, GUARD_BYTES, n)
+        if damage:
+            raise OutOfBounds(self.info, f"{when}: " + " | ".join(damage))
+        return data
 
     def _kernel_args(self) -> list[object]:
         out = []
@@ -705,26 +723,22 @@ class _Launch:
             pause = min(pause * 2, 0.05)
         self._guarded(f"synchronizing after {what}", cuda.Context.synchronize)
 
-    def _verify_guards(self, images: dict[int, np.ndarray], when: str) -> None:
-        damage = [d for b in self.buffers if (d := guard_damage(images[b.index], b.what))]
-        if damage:
-            raise OutOfBounds(self.info, f"{when}: " + " | ".join(damage))
-
     def _checked_runs(self, function) -> LaunchResult:
-        kargs = None
+        kargs: list[object] = []
         patterns = POISON_BYTES if self.outputs else (None,)
         runs: dict[int, list[np.ndarray]] = {b.index: [] for b in self.outputs}
-        images: dict[int, np.ndarray] = {}
-        for pattern in patterns:
-            self._upload(pattern)     # inputs fresh every run: a kernel may update some in place
-            kargs = kargs or self._kernel_args()
+        data: dict[int, np.ndarray] = {}
+        for k, pattern in enumerate(patterns):
+            self._upload(pattern, first=k == 0)
+            if k == 0:
+                kargs = self._kernel_args()
             self._launch_once(function, kargs)
-            images = self._download()
-            self._verify_guards(images, "after the launch" + (f" with poison 0x{pattern:02X}" if pattern else ""))
+            data = self._download("after the launch" + (f" with poison 0x{pattern:02X}" if pattern else ""))
             for b in self.outputs:
-                runs[b.index].append(image_data(images[b.index]).copy())
+                runs[b.index].append(data[b.index])
         for b in self.buffers:
-            copy_back(b, image_data(images[b.index]))
+            if not b.const:
+                b.array.reshape(-1).view(np.uint8)[:] = data[b.index]
         unwritten = [r for b in self.outputs if (r := unwritten_report(b, runs[b.index]))]
         if unwritten:
             raise UnwrittenOutput(self.info, " | ".join(unwritten))
@@ -747,7 +761,7 @@ class _Launch:
             self._guarded("recording an event", end.record)
             self._wait("the timed kernel")
             times.append(self._guarded("reading the event timer", start.time_till, end))
-        self._verify_guards(self._download(), "after the timed launches")
+        self._download("after the timed launches")
         return float(statistics.median(times))
 
     def _free(self) -> None:

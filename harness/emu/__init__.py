@@ -1,0 +1,9 @@
+"""The pieces of the CPU execution backend (harness.backends.emu.EmuBackend):
+
+emu_runtime.hpp   C++ runtime: fibers per CUDA thread, barriers, warp collectives, the int8 mma, checks
+rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inline PTX, launch trampolines)
+toolchain.py      host compiler and fiber library (Boost.Context or ucontext), compile flags
+build.py          compile + cache by content hash
+worker.py         the subprocess that runs launches; client.py / protocol.py talk to it
+runs.py           one launch under several schedules; checks.py compares the runs; args.py validates arguments
+"""

@@ -17,7 +17,7 @@ from harness.cuda_source import KernelSignature
 from . import toolchain as tc
 from .rewrite import rewrite
 
-_UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: '(?P<name>[\w:]+)' "
+_UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
                          r"is not a member of)", re.M)
 
@@ -59,7 +59,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         tmp_so = out.parent / f".{key}.{os.getpid()}.tmp.so"
         cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_runtime.hpp",
                str(cpp), "-o", str(tmp_so), *toolchain.link_flags()]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
         if r.returncode != 0:
             tmp_so.unlink(missing_ok=True)
             _raise_build_error(r.stderr, name)

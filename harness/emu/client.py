@@ -43,6 +43,8 @@ class Worker:
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.emu.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env)
+        protocol.widen_pipe(self.proc.stdin.fileno())
+        protocol.widen_pipe(self.proc.stdout.fileno())
         self.err_mark = 0
 
     def alive(self) -> bool:

@@ -50,6 +50,7 @@ class LaunchSpec:
     block: tuple[int, int, int]
     shared_bytes: int
     names: tuple[str, ...]              # parameter names
+    const: tuple[bool, ...]             # pointer to const: not copied back to the caller
     args: list                          # np.ndarray or np.generic per parameter
     outputs: tuple[int, ...]
     schedules: int
@@ -158,8 +159,8 @@ def execute(mod: NativeModule, spec: LaunchSpec) -> Outcome:
                 return out
         runs.append(results)
         del keep
-    out.arrays = runs[0]
     out.fault = judge(spec, plan, runs)
+    out.arrays = {i: a for i, a in runs[0].items() if not spec.const[i]}
     return out
 
 

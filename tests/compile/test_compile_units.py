@@ -251,3 +251,27 @@ def test_parallel_compiles_of_one_source_share_one_entry(toolchain, tmp_path):
     assert len({r.key for r in results}) == 1
     entries = [p for p in tmp_path.iterdir()]
     assert [p.name for p in entries] == [results[0].key], "temp folders left behind or duplicate entries"
+
+
+def test_golden_update_writes_the_resource_table(toolchain, tmp_path, monkeypatch, capsys):
+    """`qconform golden update` compiles every lock for both archs and tabulates ptxas resources per kernel."""
+    import json
+
+    from harness import golden
+    from harness.cli import main
+    from tests.golden.test_golden_locks import MATRIX, _fake_source
+
+    monkeypatch.setattr(golden, "golden_matrix", lambda shapes=None: list(MATRIX))
+    monkeypatch.setattr(golden, "emit", lambda fam, mode, shape: _fake_source(fam, mode, shape))
+    assert main(["golden", "update", "--golden-dir", str(tmp_path)]) == 0
+    assert "RESOURCES.json: written (3 file(s) x 2 arch(s)" in capsys.readouterr().out
+    table = json.loads((tmp_path / golden.RESOURCES).read_text())
+    row = table["files"]["fake/dequant/tiny.cu"]
+    assert row["sha256"] == golden.sha256_text((tmp_path / "fake/dequant/tiny.cu").read_text())
+    for arch in cc.DEFAULT_ARCHS:
+        res = row["archs"][arch]["fake_copy_dequant"]
+        assert res["registers"] > 0 and res["stack_frame"] == 0 and res["spill_stores"] == 0
+    assert table["nvcc"] in toolchain.version
+    assert golden.check(tmp_path).warnings == []
+    (tmp_path / golden.RESOURCES).write_text(json.dumps({**table, "files": {}}))
+    assert "stale" in golden.check(tmp_path).warnings[0]

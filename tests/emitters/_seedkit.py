@@ -23,7 +23,6 @@ from emitters.cuda_snippets import PRELUDE
 from harness.cache import cache_dir
 from harness.rust_literals import fill_format, kernel_sets, string_literals
 from reference.shapes import get_shape
-from tests.seed import seed_source
 
 
 # -- seed text ---------------------------------------------------------------------------------------------

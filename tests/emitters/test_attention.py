@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, strategies as st
 
 from emitters import attention
 from emitters.contract import ContractViolation
@@ -153,3 +154,20 @@ def test_smoke_compile_sm80():
         pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
     for mode in attention.MODES:
         assert kit.compile_cubin(attention.emit(mode, TINY).code).stat().st_size > 0
+
+
+# -- the limits as one independent statement ------------------------------------------------------------------
+@given(hd=st.integers(1, 20).map(lambda k: 16 * k), n_kv=st.integers(1, 8), group=st.integers(1, 4),
+       extra=st.integers(0, 3), kv_len=st.sampled_from([1, 7, 300, 12_000, 12_001, 12_256, 12_257]))
+def test_emit_succeeds_exactly_inside_the_documented_limits(hd, n_kv, group, extra, kv_len):
+    """Dequant lane: hd % 32 == 0 and hd <= 128 (online/partials), n_head % n_kv == 0 (GQA), and the scores of
+    gk_fused_attn (maxseq floats + red + qh) within 48 KiB, i.e. kv_len <= 12000."""
+    n_head = n_kv * group + extra
+    shape = replace(TINY, name="prop", head_dim=hd, n_kv=n_kv, n_head=n_head, kv_len=kv_len)
+    valid = hd % 32 == 0 and hd <= 128 and n_head % n_kv == 0 and kv_len <= 12_000
+    if valid:
+        ks = attention.emit(Mode.DEQUANT, shape)
+        kit.assert_signatures_follow_contracts(ks)
+    else:
+        with pytest.raises(ContractViolation):
+            attention.emit(Mode.DEQUANT, shape)

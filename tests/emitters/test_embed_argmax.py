@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from emitters import argmax, embed, matmul, moe
 from emitters.contract import ContractViolation, Role
 from reference.shapes import SHAPE_SETS, TINY
+from tests.seed import seed_source
 from tests.emitters.test_matmul import (seed_sets, check_instances, profile_problems,
                                         seed_signature_problems, signature_problems, smoke_compile)
 
@@ -141,3 +143,108 @@ def test_argmax_tie_model_detects_a_tree_that_keeps_the_upper_slot():
     logits[[1, 2]] = 1.0                   # threads 1 and 2 tie: the kernel keeps thread 2 (bit-reversed 01000000)
     assert _tree_argmax(logits) == _documented_argmax(logits) == 2
     assert _tree_argmax(logits, keep_upper_on_tie=True) != 2
+
+
+# ---- launch geometry against the seed's own host launch lines ------------------------------------------------
+_LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\{i\}_\w+)?)<<<([^>]*)>>>\(([^;]*?)\);")
+_NO_SEED_LAUNCH = {"gk_marlin_q8"}   # the seed emits this kernel but never launches it
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses and brackets."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()]
+
+
+def _seed_expr(text: str) -> str:
+    """A seed host expression as a contract expression: {x} -> x, Gg(n) -> (n+7)//8, C '/' on ints -> '//'."""
+    text = text.replace("{etopk}", "min({ne}, 1024)").replace("{NB}", "({K} // 32)").replace("total", "({M} * {N})")
+    text = re.sub(r"\{(\w+)\}", r"\1", text)
+    text = re.sub(r"\bGg\(", "ceil8(", text)
+    text = re.sub(r"(?<!/)/(?!/)", "//", text)
+    return re.sub(r"ceil8\(([^()]*(?:\([^()]*\))?[^()]*)\)", r"((\1 + 7) // 8)", text)
+
+
+def seed_launches() -> list[tuple[str, list[str], list[str], int]]:
+    """(kernel name with {i} -> 0, geometry parts, argument texts, line) for every seed launch of an owned kernel."""
+    from harness.rust_literals import string_literals
+    out, seen = [], set()
+    for lit in string_literals(seed_source()):
+        for m in _LAUNCH.finditer(lit.text):
+            name = m.group(1).replace("{i}", "0")
+            key = (name, m.group(2), m.group(3))
+            if name in OWNED and key not in seen:
+                seen.add(key)
+                out.append((name, _split_top(m.group(2)), _split_top(m.group(3)), lit.line))
+    return out
+
+
+def geometry_problems(contracts: list, launches: list, trials: int = 32, seed: int = 7) -> list[str]:
+    """Compare each seed launch's grid/block/shared with the contract's, at random sizes
+    that keep the contract's preconditions; the contract's scalars take the launch's argument expressions."""
+    from emitters.expr import ExprError, evaluate, names_in
+    rng = np.random.default_rng(seed)     # replay: the failing sizes are printed
+    problems = []
+    for name, geo, args, line in launches:
+        cands = [c for c in contracts if c.name == name and len(c.params) == len(args)]
+        if not cands:
+            problems.append(f"seed line {line}: no contract {name} with {len(args)} parameters")
+            continue
+        c = cands[0]
+        mine = (c.grid[0], c.block[0], c.shared_bytes)
+        theirs = [_seed_expr(g) for g in geo[:2]] + [_seed_expr(geo[2]) if len(geo) > 2 else "0"]
+        scalar_args = {}
+        for p, a in zip(c.params, args):
+            if not p.is_pointer:
+                try:
+                    names_in(_seed_expr(a))
+                    scalar_args[p.name] = _seed_expr(a)
+                except ExprError:
+                    pass           # pointer arithmetic and the like: not a size
+        compared = 0
+        for _ in range(trials):
+            syms = {}
+            for text in [*theirs, *scalar_args.values()]:
+                for n in sorted(names_in(text)):
+                    syms.setdefault(n, int(rng.integers(1, 33)) * int(rng.choice([1, 8, 32])))
+            dims = {n: evaluate(e, syms) for n, e in scalar_args.items()}
+            if not all(evaluate(r.rule, dims) for r in c.preconditions if names_in(r.rule) <= set(dims)):
+                continue
+            compared += 1
+            got = tuple(int(evaluate(e, dims)) for e in mine)
+            want = tuple(int(evaluate(e, syms)) for e in theirs)
+            if got != want:
+                problems.append(f"seed line {line}: {name}<<<{', '.join(geo)}>>> gives (grid, block, shared) {want} "
+                                f"at {syms}, the contract gives {got}")
+                break
+        if not compared:
+            problems.append(f"seed line {line}: {name}: no random size kept the preconditions; nothing compared")
+    return problems
+
+
+def _all_contracts() -> list:
+    return [c for src in _all_emitted() for c in src.contracts]
+
+
+def test_contract_geometry_equals_every_seed_launch_line():
+    launches = seed_launches()
+    assert {n for n, *_ in launches} == OWNED - _NO_SEED_LAUNCH
+    assert len(launches) >= 40
+    assert geometry_problems(_all_contracts(), launches) == []
+
+
+def test_a_wrong_block_size_is_caught_against_the_seed_launches():
+    wrong = [dataclasses.replace(c, block=("K * 16", "1", "1")) if c.name == "moe_down_combine" else c
+             for c in _all_contracts()]
+    problems = geometry_problems(wrong, seed_launches())
+    assert problems and all("moe_down_combine" in p for p in problems)

@@ -8,7 +8,11 @@ The shared checks are plain functions here (imported by test_moe.py and test_emb
   * the PTX numeric profile of each kernel (its fma / mul / add / div / cvt / dp4a / mma ... opcodes with
     their types and rounding, in program order) equals the seed kernel's: a kernel that rounds
     differently (an fma split into mul + add, an extra division, a missing tier, a reordered sum)
-    changes the profile.
+    changes the profile;
+  * every kernel and the seed kernel it stands for give bit-identical buffers on the CPU backend
+    (differential_problems, at the tails shape set).
+test_embed_argmax.py adds the coverage of the owned seed kernels and the check of every contract's geometry
+against the seed's host launch lines.
 """
 from __future__ import annotations
 
@@ -356,3 +360,96 @@ def test_every_tier_in_the_contracts_appears_in_the_code():
             assert ("b * 16 + lane / 2" in body) == ("512" in tiers), c.name
             assert ("b * 4 + lane / 8" in body) == ("128" in tiers), c.name
             assert "t / 32" in body, c.name
+
+
+# ---- differential execution: every kernel against the seed's, bit for bit, on the CPU backend -----------------
+def _renamed(code: str, prefix: str) -> str:
+    """The source with every kernel renamed prefix+name (so several kernel sets can share one build)."""
+    return re.sub(r"(__global__\s+void\s+)([A-Za-z_]\w*)", lambda m: m.group(1) + prefix + m.group(2), code)
+
+
+def _q8_like_inputs(contract: KernelContract, dims: dict, rng: np.random.Generator) -> tuple[list, list[int]]:
+    """Arguments for one launch: int8 quants, small positive scales, N(0,1) activations, fills as the contract says."""
+    from emitters.contract import Role
+    from emitters.expr import evaluate
+    args, outputs = [], []
+    scalars, counts = contract.scalars(dims), contract.counts(dims)
+    for i, p in enumerate(contract.params):
+        if not p.is_pointer:
+            args.append(np.int32(scalars[p.name]) if p.ctype == "int" else np.float32(scalars[p.name]))
+            continue
+        n, dt = counts[p.name], np.dtype(p.dtype)
+        if p.role is Role.OUTPUT:
+            a = np.zeros(n, dt)
+            outputs.append(i)
+        elif p.fill and p.fill.startswith("index("):
+            a = rng.choice(int(evaluate(p.fill[6:-1], dims)), n, replace=False).astype(dt)
+        elif p.fill and p.fill.startswith("const("):
+            a = np.full(n, evaluate(p.fill[6:-1], dims), dt)
+        elif dt == np.int8:
+            a = rng.integers(-127, 128, n).astype(dt)
+        elif dt == np.float16 or p.name.endswith(("s", "s_")) and p.name not in ("logits",):
+            a = (rng.random(n) * 0.02 + 0.001).astype(dt)          # Q8_0-like block scales
+        else:
+            a = rng.standard_normal(n).astype(dt)
+        args.append(a)
+    return args, outputs
+
+
+# Every seed literal emitters_a re-implements, in one fixed order: one build serves every differential test.
+ALL_SEED_SETS = ("emit_forward#1", "emit_forward#2", "emit_forward#3", "emit_forward#4", "emit_marlin_q8_gemm",
+                 "GEN_DEVICE_KERNELS", "MOE_KERNELS", "MOE_ROUTER_TOPK_KERNELS", "MOE_SINGLE_PASS_KERNELS",
+                 "MOE_TWO_PASS_KERNELS")
+
+
+@functools.lru_cache(maxsize=1)
+def _emu_backend():
+    from harness.backends import get_backend
+    try:
+        return get_backend("emu", schedules=1)   # one schedule: the comparison is of values, not of races
+    except FileNotFoundError as exc:
+        pytest.skip(f"the CPU backend needs a host C++ compiler: {exc}")
+
+
+def differential_problems(sources: list, shape, seed: int = 20251202) -> list[str]:
+    """Run every contract of `sources` (ours) and the seed kernel it stands for on identical inputs (the first
+    instance at `shape`); report every buffer that is not bit-identical afterwards."""
+    ours = "".join(_renamed(s.code[len(PRELUDE):], f"q{i}_") for i, s in enumerate(sources))
+    theirs = "".join(_renamed(seed_sets()[n].code, f"s{j}_") for j, n in enumerate(ALL_SEED_SETS))
+    mine, seeds = _emu_backend().load(PRELUDE + ours), _emu_backend().load(PRELUDE + theirs)
+    problems = []
+    for i, src in enumerate(sources):
+        for c in src.contracts:
+            set_name, sig = seed_match(c, seed_set_names(src.family, src.mode))
+            for label, _ in c.instances[:1]:
+                dims = c.dims_for(shape, label)
+                grid, block, shared = c.geometry(dims)
+                a, outputs = _q8_like_inputs(c, dims, np.random.default_rng(seed))
+                b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
+                mine.launch(f"q{i}_{c.name}", grid, block, shared, a, outputs)
+                seeds.launch(f"s{ALL_SEED_SETS.index(set_name)}_{sig.name}", grid, block, shared, b, outputs)
+                for p, x, y in zip(c.params, a, b):
+                    if isinstance(x, np.ndarray) and not np.array_equal(x.view(np.uint8), y.view(np.uint8)):
+                        bad = int(np.count_nonzero(x != y))
+                        problems.append(f"{c.name} ({src.mode}) instance {label} at {shape.name}: {p.name} differs "
+                                        f"in {bad} of {x.size} elements [input seed {seed}]")
+    return problems
+
+
+def _emitters_a_sources(shape) -> list:
+    from emitters import argmax, embed, moe
+    return [mod.emit(mode, shape) for mod in (matmul, moe, embed, argmax) for mode in mod.MODES]
+
+
+def test_every_kernel_is_bit_identical_to_the_seed_on_the_cpu_backend():
+    # tails: K = 672 / 160 run every tier and tail; one build of ours, one of the seed's sets, all kernels
+    assert differential_problems(_emitters_a_sources(SHAPE_SETS["tails"]), SHAPE_SETS["tails"]) == []
+
+
+def test_the_differential_run_catches_a_dropped_tier():
+    from emitters import moe
+    src = moe.emit(Mode.INT8_ACT, SHAPE_SETS["tails"])
+    bad = dataclasses.replace(src, code=src.code.replace("for (int b = n512 * 4; b < n128; ++b)",
+                                                         "for (int b = n128; b < n128; ++b)"))
+    problems = differential_problems([bad], SHAPE_SETS["tails"])
+    assert problems and {p.split(" ")[0] for p in problems} == {"moe_gate_up_silu", "moe_down_combine"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, strategies as st
 
 from emitters import norm
 from emitters.contract import ContractViolation
@@ -125,3 +126,16 @@ def test_smoke_compile_sm80():
         pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
     for mode in norm.MODES:
         assert kit.compile_cubin(norm.emit(mode, TINY).code).stat().st_size > 0
+
+
+# -- the limits as one independent statement ------------------------------------------------------------------
+@given(d=st.integers(1, 4096), n_expert=st.integers(1, 512))
+def test_emit_succeeds_exactly_inside_the_documented_limits(d, n_expert):
+    """Any row length works without quant; the quant epilogues need d % 32 == 0."""
+    shape = replace(TINY, name="prop", d=d, n_expert=n_expert)
+    kit.assert_signatures_follow_contracts(norm.emit(Mode.DEQUANT, shape))
+    if d % 32 == 0:
+        kit.assert_signatures_follow_contracts(norm.emit(Mode.INT8_ACT, shape))
+    else:
+        with pytest.raises(ContractViolation, match="parameter cols"):
+            norm.emit(Mode.INT8_ACT, shape)

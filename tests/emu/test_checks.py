@@ -34,6 +34,7 @@ __global__ void dyn_ok(float* y){ extern __shared__ float sm[]; sm[threadIdx.x]=
   y[threadIdx.x]=sm[blockDim.x-1-threadIdx.x]; }
 __global__ void dyn_oob(float* y){ extern __shared__ float sm[]; sm[threadIdx.x+1]=threadIdx.x; y[threadIdx.x]=0.0f; }
 __global__ void block_order(float* y){ y[0]=(float)blockIdx.x; }
+__global__ void big_local(float* y){ volatile float a[400000]; for(int i=0;i<400000;++i) a[i]=i; y[0]=a[7]; }
 """
 
 
@@ -142,6 +143,35 @@ def test_crash_is_isolated(mod):
     y = f32(10)     # the backend recovers: a fresh worker runs the next launch
     mod.launch("fill_ok", (1,), (32,), 0, [y, np.int32(10)], outputs=(0,))
     assert np.all(y == 1.0)
+
+
+def test_stack_overflow_is_a_crash(mod):
+    with pytest.raises(KernelCrash, match=r"big_local<<<1x1x1, 1x1x1, 0>>>: the worker process died with signal SIGSEGV"):
+        mod.launch("big_local", (1,), (1,), 0, [f32(1)])
+
+
+def test_schedule_count_option_and_env(monkeypatch):
+    from harness.backends.emu import SCHEDULES_ENV, EmuBackend
+    monkeypatch.setenv(SCHEDULES_ENV, "2")
+    assert EmuBackend().schedules == 2
+    monkeypatch.setenv(SCHEDULES_ENV, "many")
+    with pytest.raises(ValueError, match=SCHEDULES_ENV):
+        EmuBackend()
+    with pytest.raises(ValueError, match=r"schedules: expected an integer >= 1, got 0"):
+        EmuBackend(schedules=0)
+
+
+def test_single_schedule_skips_the_comparisons(emu):
+    from harness.backends.emu import EmuBackend
+    one = EmuBackend(schedules=1)
+    try:
+        mod = one.load(SRC)
+        x = np.arange(64, dtype=np.float32)
+        mod.launch("pair_race", (1,), (64,), 0, [x, f32(64)], outputs=(1,))   # no second run to compare with
+        with pytest.raises(OutOfBounds):                                       # guard bands still checked
+            mod.launch("fill_oob", (2,), (64,), 0, [f32(100), np.int32(100)])
+    finally:
+        one.close()
 
 
 def test_hang_times_out(emu):

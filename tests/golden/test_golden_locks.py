@@ -138,6 +138,19 @@ def test_manifest_edit_is_a_difference(tmp_path, fake_matrix):
     assert '-  "threads": 256' in diffs[0].detail and '+  "threads": 128' in diffs[0].detail
 
 
+def test_a_shape_subset_leaves_other_shapes_alone(tmp_path, fake_matrix, monkeypatch):
+    golden.update(tmp_path)
+    monkeypatch.setattr(golden, "golden_matrix", lambda shapes=None: [e for e in MATRIX if e[2] in shapes])
+    fake_matrix["extra"] = "// tiny only\n"
+    changes = golden.update(tmp_path, shapes=["tiny"])
+    assert {(c.kind, c.path) for c in changes} == {("changed", "fake/dequant/tiny.cu"), ("changed", "fake/int8act/tiny.cu")}
+    assert (tmp_path / "fake/any/tails.cu").is_file()
+    assert "fake/any/tails.cu" in golden.read_manifest(tmp_path)["files"]
+    assert golden.check(tmp_path, shapes=["tiny"]).ok
+    assert [(d.kind, d.path) for d in golden.check(tmp_path, shapes=["tails"]).differences] == \
+        [("changed", "fake/any/tails.cu"), ("manifest", "fake/any/tails.cu")]
+
+
 def test_failing_emitter_is_reported_and_never_reblessed(tmp_path, fake_matrix, monkeypatch):
     golden.update(tmp_path)
     before = (tmp_path / "fake/dequant/tiny.cu").read_text()

@@ -186,8 +186,10 @@ def test_launch_argument_errors(fake):
     mod = gpu.GpuBackend().load(SRC)
     with pytest.raises(ValueError, match="no kernel 'nope'"):
         mod.launch("nope", grid=1, block=32, shared_bytes=0, args=_args())
-    with pytest.raises(ValueError, match="block"):
+    # A block the compiled kernel cannot run is a failed launch (a KernelFault), not bad input, and not sticky.
+    with pytest.raises(gpu.LaunchRefused, match="block: .*2048 threads.*at most 1024"):
         mod.launch("axpy", grid=1, block=(2048,), shared_bytes=0, args=_args())
+    assert not [c for c in fake.calls if c[0] == "detach"]
     with pytest.raises(ValueError, match="shared_bytes"):
         mod.launch("axpy", grid=1, block=32, shared_bytes=-1, args=_args())
     with pytest.raises(ValueError, match="grid"):
@@ -198,7 +200,7 @@ def test_large_dynamic_shared_memory_is_opted_into(fake):
     mod = gpu.GpuBackend().load(SRC)
     mod.launch("axpy", grid=1, block=32, shared_bytes=100_000, args=_args(), outputs=(1,))
     assert ("set_attribute", "MAX_DYNAMIC_SHARED_SIZE_BYTES", 100_000) in fake.calls
-    with pytest.raises(ValueError, match="shared_bytes"):
+    with pytest.raises(gpu.LaunchRefused, match="shared_bytes: 300000"):
         mod.launch("axpy", grid=1, block=32, shared_bytes=300_000, args=_args(), outputs=(1,))
 
 

@@ -109,8 +109,8 @@ def test_f32_accumulation_bound_covers_a_float32_kernel():
     got = emulate_f32_kernel(x, w).astype(np.float64)
     bound = f32_accumulation_bound(x, w, Mode.INT8_ACT) + U32 * np.abs(ref)
     assert np.all(np.abs(got - ref) <= bound), "seed 55"
-    # and an activation quantized with the wrong rule (scale 1 for zero blocks is harmless; use a real error:
-    # a float32 kernel fed the DEQUANT activation) lands outside the float32-only budget
+    # negative control: a float32 kernel that skipped the activation quantization (DEQUANT math) is outside
+    # the accumulation-only budget of the INT8_ACT reference
     wrong = (w.dequantize().astype(np.float32) @ x).astype(np.float64)
     assert not np.all(np.abs(wrong - ref) <= bound)
 

@@ -129,6 +129,13 @@ def test_nan_inf_are_refused_with_the_position(bad):
         quantize_q8_0(w)
 
 
+def test_float64_beyond_float32_range_is_refused_not_wrapped():
+    w = np.zeros((1, 32))
+    w[0, 3] = 1e39
+    with pytest.raises(ValueError, match=r"w\[0, 3\] = inf"):
+        quantize_q8_0(w)
+
+
 def test_scale_overflowing_float16_is_refused():
     w = np.zeros((1, 64), np.float32)
     w[0, 40] = 9e6

@@ -26,7 +26,9 @@ def test_report_on_emu_writes_json_md_html(tmp_path, capsys):
     md = (out / "report.md").read_text()
     assert "| `moe_gate_up_silu` | int8act | **pass**" in md
     html = (out / "report.html").read_text()
-    assert html.count("<svg") >= len({(r["kernel"], r["mode"]) for r in doc["rows"]})
+    with_errors = {(r["kernel"], r["mode"]) for r in doc["rows"] if (r["error_distribution"] or {}).get("counts")}
+    assert html.count("<svg") >= len(with_errors) >= 4
+    assert all(f"<code>{k}</code>" in html for k in kernels)
 
 
 def test_replay_prints_seed_and_full_comparison(capsys):
