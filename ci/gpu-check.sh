@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run on a lent GPU machine WITHOUT network, in the repo, after ci/gpu-prepare.sh filled .gpu-deps/ elsewhere:
 # builds PyCUDA against the local CUDA, installs qconform, then runs `pytest -m gpu` and the GPU report.
-# Everything lands in one folder: $OUT if set, else ./gpu-results (gpu-check.log is the summary).
+# Everything lands in one folder: $OUT if set, else ./gpu-results: gpu-check.log (the summary), install.log,
+# pytest.log, report.log and report/ (report.json, report.md, report.html): 7 files.
 #   ci/gpu-check.sh [all|install|test]   (default all; install then test can be two calls on a warm machine)
 # Keeps going after a failed step to collect every output; exits 1 if any step failed.
-# Knobs: PYTHON, GPU_DEPS, GPU_CHECK_WORKERS (pytest -n, default 4), GPU_CHECK_SEED, GPU_CHECK_SHAPES,
-#        GPU_CHECK_{BUILD,TEST,REPORT}_TIMEOUT (seconds).
+# Knobs: PYTHON, GPU_DEPS, GPU_CHECK_WORKERS (pytest -n, default 4), GPU_CHECK_PYTEST_ARGS (extra words for
+#        pytest, e.g. tests/gpu), GPU_CHECK_SEED, GPU_CHECK_SHAPES, GPU_CHECK_{BUILD,TEST,REPORT}_TIMEOUT (seconds).
 set -u
 cd "$(dirname "$0")/.."
 PHASE="${1:-all}"
@@ -19,12 +20,13 @@ SUMMARY="$RESULTS/gpu-check.log"
 failed=0
 
 log() { echo "[gpu-check $(date -u +%H:%M:%S)] $*" | tee -a "$SUMMARY"; }
-# step NAME TIMEOUT_S CMD...: run with a time limit, output to $RESULTS/NAME.log, record the outcome.
+# step NAME LOG TIMEOUT_S CMD...: run with a time limit, output appended to $RESULTS/LOG.log, record the outcome.
 step() {
-  local name=$1 limit=$2; shift 2
+  local name=$1 logname=$2 limit=$3; shift 3
   local t0=$SECONDS
   log "$name: start (limit ${limit}s)"
-  timeout --kill-after=20 "$limit" "$@" >>"$RESULTS/$name.log" 2>&1
+  echo "== $name: $*" >>"$RESULTS/$logname.log"
+  timeout --kill-after=20 "$limit" "$@" >>"$RESULTS/$logname.log" 2>&1
   local rc=$?
   log "$name: exit $rc after $((SECONDS - t0))s$([ $rc = 124 ] && echo ' (timed out)')"
   [ $rc = 0 ] || failed=1
@@ -45,7 +47,7 @@ install_phase() {
     log "no PyCUDA sdist in $DEPS: run ci/gpu-prepare.sh on a machine with network first"; failed=1; return
   fi
   [ -n "$NVCC" ] || { log "no CUDA toolkit (bin/nvcc + include/cuda.h) found: cannot build PyCUDA"; failed=1; return; }
-  step install-deps 300 "$PY" -m pip install --no-index --find-links "$DEPS" --no-build-isolation \
+  step install-deps install 300 "$PY" -m pip install --no-index --find-links "$DEPS" --no-build-isolation \
     setuptools wheel "pytools>=2011.2" "platformdirs>=2.2" mako "gguf>=0.10" "rich>=13" "pytest-xdist>=3.5"
 
   # PyCUDA reads its build configuration from siteconf.py beside setup.py: point it at this toolkit, link
@@ -68,11 +70,11 @@ install_phase() {
     printf "CUDADRV_LIB_DIR = ["; printf "'%s', " "${libdirs[@]}"; echo "]"
   } >"$pkg/siteconf.py"
   cat "$pkg/siteconf.py" >>"$SUMMARY"
-  step build-pycuda "${GPU_CHECK_BUILD_TIMEOUT:-900}" "$PY" -m pip install -v --no-index --no-deps \
+  step build-pycuda install "${GPU_CHECK_BUILD_TIMEOUT:-900}" "$PY" -m pip install -v --no-index --no-deps \
     --no-build-isolation "$pkg"
   rm -rf "$src"
 
-  step install-qconform 300 "$PY" -m pip install --no-index --no-deps --no-build-isolation -e .
+  step install-qconform install 300 "$PY" -m pip install --no-index --no-deps --no-build-isolation -e .
 }
 
 test_phase() {
@@ -96,10 +98,12 @@ EOF
 
   local workers=()
   "$PY" -c "import xdist" 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-4}")
-  step pytest "${GPU_CHECK_TEST_TIMEOUT:-900}" "$PY" -m pytest -m gpu "${workers[@]}" -rs --durations=15
+  # shellcheck disable=SC2086  # GPU_CHECK_PYTEST_ARGS is a list of words, e.g. "tests/gpu -x"
+  step pytest pytest "${GPU_CHECK_TEST_TIMEOUT:-900}" "$PY" -m pytest -m gpu "${workers[@]}" -rs --durations=15 \
+    ${GPU_CHECK_PYTEST_ARGS:-}
   tail -3 "$RESULTS/pytest.log" >>"$SUMMARY"
 
-  step report "${GPU_CHECK_REPORT_TIMEOUT:-900}" "$PY" -m harness.cli report --backend gpu \
+  step report report "${GPU_CHECK_REPORT_TIMEOUT:-900}" "$PY" -m harness.cli report --backend gpu \
     --shapes "${GPU_CHECK_SHAPES:-tiny,tails,qwen3-30b-a3b}" --seed "${GPU_CHECK_SEED:-20261202}" \
     --out "$RESULTS/report"
   tail -5 "$RESULTS/report.log" >>"$SUMMARY"

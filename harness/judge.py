@@ -59,6 +59,7 @@ class CaseResult:
     bytes_moved: Optional[int] = None        # bytes the kernel must read + write
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
+    fault: Optional[str] = None              # KernelFault class name when the launch faulted
 
 
 class JudgeError(ValueError):
@@ -427,7 +428,8 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     try:
         res = launch(module, ctx)
     except KernelFault as exc:
-        return CaseResult(case, FAIL, str(exc), [], dims, wall_s=time.perf_counter() - t0)
+        return CaseResult(case, FAIL, str(exc), [], dims, wall_s=time.perf_counter() - t0,
+                          fault=type(exc).__name__)
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
         # timed repeats run on copies: an in-place kernel (x += y, d_pos += 1) must not change what is judged

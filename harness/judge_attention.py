@@ -15,7 +15,7 @@ import numpy as np
 
 from . import budgets as B
 from . import inputs
-from .judge import Comparison, Ctx, JudgeError, _act_quant_ref, compare_exact, compare_float, op
+from .judge import Ctx, _act_quant_ref, compare_exact, compare_float, op
 
 U = B.U32
 SENTINEL_MAX = np.float32(-1e30)   # the family's "no key yet" running max (an empty split stores it)
@@ -168,8 +168,7 @@ class AttentionPartials:
                                    B.Budget(d_bud.reshape(-1), "(rel(p) + gamma_(L+1)) d", "mode")))
         kvh = np.arange(nh) // (nh // nkv)
         vabs = np.abs(ctx.out("vc").astype(np.float64).reshape(-1, nkv, hd)[:L][:, kvh, :])   # (L, nh, hd)
-        e = np.exp(s - np.max(s, axis=1, keepdims=True))
-        # sum_j e_j |v_j| per split, with e relative to the split's own max: scale by exp(M - m_p)
+        # sum_j exp(s_j - m_p) |v_j| per split p (the weights relative to the split's own max)
         acc_abs = np.zeros((nh, P, hd))
         for p_ in range(P):                  # P <= 8 splits: a short loop, each step vectorized
             js = np.arange(p_, L, P)

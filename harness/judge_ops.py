@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.modes import Mode
 
 from . import budgets as B
 from . import inputs
-from .judge import (FAIL, PASS, TIE, Comparison, Ctx, JudgeError, _act_quant_ref, _blocks, _place_q8,
+from .judge import (FAIL, PASS, TIE, Comparison, Ctx, JudgeError, _act_quant_ref, _place_q8,
                     _q8_act_for, _weight_scales, compare_exact, compare_float, gemv_dequant_budget,
                     gemv_depth, gemv_mode_budget, gemv_terms, op)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import budgets as B
 from . import inputs
-from .judge import Comparison, Ctx, JudgeError, _act_quant_ref, compare_exact, compare_float, op
+from .judge import Ctx, JudgeError, _act_quant_ref, compare_exact, compare_float, op
 
 U = B.U32
 

@@ -254,8 +254,8 @@ COLUMNS = [("shape", "shape"), ("op", "op"), ("mode", "mode"), ("max_abs", "max 
 
 
 def _cosine_text(r: Row) -> str:
-    # 1 - cosine carries the information when cosine rounds to 1 at 3 digits
-    return "1" if r.cosine >= 1.0 else f"1-{1.0 - r.cosine:.2e}" if r.cosine > 0.999 else f"{r.cosine:.4f}"
+    # 1 - cosine carries the information when cosine rounds to 1 at 3 digits; within float64 rounding it is 1
+    return "1" if r.cosine >= 1.0 - 1e-15 else f"1-{1.0 - r.cosine:.2e}" if r.cosine > 0.999 else f"{r.cosine:.4f}"
 
 
 def _cells(r: Row) -> list[str]:

@@ -7,7 +7,7 @@ import json
 import math
 import os
 import shlex
-import tempfile
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
@@ -97,14 +97,15 @@ def counts(rows: list[dict]) -> dict:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Write beside the target under a unique name, then rename over it (readers never see half a file;
+    parallel writers never clash). The file gets the usual permissions (umask), unlike mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        tmp.write_text(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

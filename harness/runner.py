@@ -23,6 +23,7 @@ from .judge import FAIL, UNCHECKED, CaseResult, judge_case
 
 # GPU timing: launches before timing, timed launches (median reported).
 GPU_TIMING = (3, 20)
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
 
 
 @dataclass
@@ -124,6 +125,13 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
                     res = CaseResult(case, FAIL, load_error or "", [], {})
                 else:
                     res = judge_case(module, case, contract, timing)
+                    if res.fault in STICKY_FAULTS:
+                        # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the
+                        # case has failed; the next one gets a freshly loaded module
+                        try:
+                            module = be.load(job.code)
+                        except (BuildError, KernelFault, ValueError) as exc:
+                            module, load_error = None, f"reloading after {res.fault} failed: {exc}"
                 results.append(res)
                 rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
                 bar.advance(task)

@@ -23,7 +23,8 @@ def float_array(name: str, value, ndim: "int | tuple[int, ...] | None" = None, d
             raise ValueError(f"{name}: expected {' or '.join(f'{n}-D' for n in allowed)}, got shape {arr.shape}")
     if finite and not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValueError(f"{name}: must be finite (no NaN/Inf); first non-finite value at index {tuple(int(i) for i in bad)}")
+        where = tuple(int(i) for i in bad)
+        raise ValueError(f"{name}: must be finite (no NaN/Inf); first non-finite value at index {where}")
     with np.errstate(over="ignore"):   # a float64 beyond float32's range becomes inf; callers check finiteness
         return arr.astype(dtype, copy=False)
 

@@ -24,7 +24,7 @@ ACT_AMAX_FLOOR = np.float32(1e-30)         # the `amax > 1e-30f ? amax : 1e-30f`
 TWO_PASS_LO = np.float32(0.0078125)        # the residual byte's scale is hi_scale * 2^-7 (exact in float32)
 ZERO_RULES = ("floor", "one")
 # Rows per chunk when quantizing or dequantizing: keeps temporaries in cache-sized pieces, memory bounded.
-_CHUNK_ELEMS = 1 << 16
+_CHUNK_ELEMS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,9 @@ def _round_half_away_f32(v: np.ndarray) -> np.ndarray:
     The constant is 0.5 minus half an ulp of 0.5, so the single float32 addition never carries a value below a
     half across the next integer, while an exact half still reaches it (proof in docs/NUMERICS.md, Q8_0).
     """
-    return v + np.copysign(np.float32(0.5 - 2.0 ** -25), v)
+    out = np.copysign(np.float32(0.5 - 2.0 ** -25), v)
+    out += v
+    return out
 
 
 def _quantize_rows_q8(w: np.ndarray, r0: int, quants: np.ndarray, scales: np.ndarray) -> None:
@@ -154,7 +156,8 @@ def quantize_q8_0(w) -> Q8Tensor:
 
     The input is first rounded to float32 (as gguf-py does). Raises ValueError for NaN/Inf (ggml's cast of
     them to int8 is undefined) and for a block whose scale ``amax/127`` overflows float16 (amax/127 >= 65520,
-    amax ~ 8.32e6; ggml would store an infinite scale). Blocks so small that 1/d overflows get zero quants (and a zero scale).
+    amax ~ 8.32e6; ggml would store an infinite scale). Blocks so small that 1/d overflows get zero quants
+    (and a zero scale).
     """
     arr = float_array("w", w, ndim=2, dtype=np.float32)
     rows, cols = arr.shape

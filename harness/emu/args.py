@@ -49,6 +49,9 @@ def check_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[i
             want = _expected(ctype)
             if want is not None and a.dtype != want:
                 raise ValueError(f"{what}: expected an array of {want}, got {a.dtype}")
+            if not ctype.startswith("const ") and not a.flags.writeable:
+                raise ValueError(f"{what}: the kernel may write through this pointer, so the results are copied "
+                                 "back, but the array is read-only")
             checked.append(a)
         else:
             want = _expected(ctype)

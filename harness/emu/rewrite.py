@@ -219,8 +219,9 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
 
 # ---- trampolines ------------------------------------------------------------------------------------------
 def _table(kernels: list[KernelSignature]) -> str:
-    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<&{k.name}>, ::emu::arity(&{k.name}), '
-                      f"::emu::param_sizes(&{k.name})}}" for k in kernels)
+    # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<&::{k.name}>, ::emu::arity(&::{k.name}), '
+                      f"::emu::param_sizes(&::{k.name})}}" for k in kernels)
     n = len(kernels)
     return f"""
 #line 1 "<emu-trampolines>"

@@ -7,6 +7,8 @@ suite) every benchmark runs once on a small shape as a smoke test.
 """
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType
@@ -84,5 +86,14 @@ def test_lm_head_f32_matmul_of_dequantized_weight(benchmark, lm_head):
 @pytest.mark.parametrize("mode", list(Mode), ids=lambda m: m.value)
 def test_lm_head_q8_matmul(benchmark, lm_head, mode):
     w, x = lm_head
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        q8_matmul(x, w, mode)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    benchmark.extra_info["peak_extra_mib"] = round(peak / 2**20, 2)   # streamed: far below the 512 MiB cap
+    assert peak <= 512 * 2**20
     y = benchmark(q8_matmul, x, w, mode)
     assert y.shape == (w.rows,) and np.all(np.isfinite(y))

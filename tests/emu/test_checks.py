@@ -34,6 +34,8 @@ __global__ void dyn_ok(float* y){ extern __shared__ float sm[]; sm[threadIdx.x]=
   y[threadIdx.x]=sm[blockDim.x-1-threadIdx.x]; }
 __global__ void dyn_oob(float* y){ extern __shared__ float sm[]; sm[threadIdx.x+1]=threadIdx.x; y[threadIdx.x]=0.0f; }
 __global__ void block_order(float* y){ y[0]=(float)blockIdx.x; }
+__global__ void trap(float* y){ if(threadIdx.x==3) __trap(); y[threadIdx.x]=0.0f; }
+__global__ void failed_assert(float* y){ assert(y[0] == 1.0f); y[0]=2.0f; }
 __global__ void big_local(float* y){ volatile float a[400000]; for(int i=0;i<400000;++i) a[i]=i; y[0]=a[7]; }
 """
 
@@ -143,6 +145,13 @@ def test_crash_is_isolated(mod):
     y = f32(10)     # the backend recovers: a fresh worker runs the next launch
     mod.launch("fill_ok", (1,), (32,), 0, [y, np.int32(10)], outputs=(0,))
     assert np.all(y == 1.0)
+
+
+def test_trap_and_device_assert_are_crashes(mod):
+    with pytest.raises(KernelCrash, match=r"trap<<<1x1x1, 32x1x1, 0>>>: block \(0,0,0\) warp 0 lane 3 .*__trap\(\) at line \d+"):
+        mod.launch("trap", (1,), (32,), 0, [f32(32)])
+    with pytest.raises(KernelCrash, match=r"(?s)SIGABRT.*kernel.cu:\d+: void failed_assert\(float\*\): Assertion .y\[0\] == 1.0f. failed"):
+        mod.launch("failed_assert", (1,), (1,), 0, [f32(1)])
 
 
 def test_stack_overflow_is_a_crash(mod):

@@ -9,7 +9,7 @@ import pytest
 from harness.backends import OutOfBounds, UnwrittenOutput
 from harness.rust_literals import CUDA_PRELUDE
 
-from .seed_launches import D, E, TOP, Inputs, build_launch
+from .seed_launches import D, TOP, Inputs, build_launch
 
 SEED_VALUE = 1      # the input seed of every launch below; failures print it for replay
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SRC = r"""
 #include <cuda_runtime.h>
@@ -68,7 +70,8 @@ def test_thread_and_block_indices_3d(mod):
     assert np.array_equal(out, b * 1000 + t)
 
 
-@pytest.mark.parametrize("width,delta", [(32, 1), (32, 16), (16, 3), (8, 5), (4, 1), (2, 1), (32, 37)])
+@settings(max_examples=40)
+@given(width=st.sampled_from([1, 2, 4, 8, 16, 32]), delta=st.integers(0, 63))
 def test_shuffles_match_cuda_definition(mod, width, delta):
     v = np.arange(32, dtype=np.float32) * 1.5 + 0.25
     out = np.zeros(4 * 32, np.float32)
@@ -198,6 +201,10 @@ def test_launch_argument_errors(mod):
         mod.launch("hello", (0,), (4,), 0, [out])
     with pytest.raises(ValueError, match=r"outputs: 3 is not an argument index"):
         mod.launch("hello", (1,), (4,), 0, [out], outputs=(3,))
+    frozen = np.zeros(4, np.int32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"args\[0\] \(y: int\*\).*read-only"):
+        mod.launch("hello", (1,), (4,), 0, [frozen])
     a = np.zeros(64, np.int8)
     with pytest.raises(ValueError, match=r"overlap in memory"):
         mod.launch("dp4a_vec", (1,), (1,), 0, [a, a, np.zeros(2, np.int32)])
@@ -220,3 +227,40 @@ def test_two_modules_keep_separate_state(load):
         a.launch("k", (1,), (4,), 0, [ya], outputs=(0,))
         b.launch("k", (1,), (8,), 0, [yb], outputs=(0,))
     assert list(ya) == [4, 3, 2, 1] and list(yb) == list(range(100, 108))
+
+
+MISC = r"""
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cmath>
+__device__ __forceinline__ float twice(float v){ return 2.0f * v; }
+extern "C" __global__ void __launch_bounds__(64) misc(const float4* __restrict__ in, float* __restrict__ out,
+                                                      int* counter){
+  float4 v = __ldg(&in[threadIdx.x]);
+  float s = 0.0f;
+  #pragma unroll
+  for(int i = 0; i < 1; ++i) s += twice(v.x) + v.y + v.z + v.w;
+  __syncwarp();
+  unsigned active = __activemask();
+  out[blockIdx.x*blockDim.x + threadIdx.x] = s + (float)(warpSize + gridDim.x) + (active == 0xffffffffu ? 0.5f : 0.0f);
+  atomicAdd(counter, 1);
+  __shared__ __align__(16) float tile[2][32];
+  tile[threadIdx.x/32][threadIdx.x%32] = __expf(0.0f) + rsqrtf(4.0f) + powf(2.0f, 3.0f) + sinf(0.0f) + cosf(0.0f);
+  __syncthreads();
+  if(threadIdx.x == 0) out[blockIdx.x*blockDim.x] += tile[1][31] - 10.5f;
+}
+"""
+
+
+def test_common_cuda_constructs_compile_and_run(load):
+    mod = load(MISC)
+    x = np.arange(2 * 64 * 4, dtype=np.float32).reshape(2 * 64, 4) % 5      # float4 per thread (only 64 read)
+    out = np.zeros(2 * 64, np.float32)
+    counter = np.zeros(1, np.int32)
+    mod.launch("misc", (2,), (64,), 0, [x, out, counter], outputs=(1,))
+    v = x[:64]
+    per_thread = 2 * v[:, 0] + v[:, 1] + v[:, 2] + v[:, 3] + 34.5
+    expect = np.concatenate([per_thread, per_thread])
+    expect[[0, 64]] += 1.0 + 0.5 + 8.0 + 0.0 + 1.0 - 10.5
+    assert np.array_equal(out, expect.astype(np.float32))
+    assert counter[0] == 128

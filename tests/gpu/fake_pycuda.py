@@ -161,6 +161,8 @@ class FakeDriver:
 
         def memset_d8(dest, data, size):
             _ctx_call("memset_d8", int(dest), data, size)
+            mem, off = drv.locate(int(dest))
+            mem[off:off + size] = bytes([data]) * size
 
         class Event:
             def __init__(self):

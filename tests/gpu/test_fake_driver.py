@@ -19,6 +19,7 @@ __global__ void skip_last(const float* x, float* y, int n, float a) { }
 __global__ void crash(const float* x, float* y, int n, float a) { }
 __global__ void hang(const float* x, float* y, int n, float a) { }
 __global__ void bump(float* x, float* y, int n, float a) { }
+__global__ void underrun(const float* x, float* y, int n, float a) { }
 """
 
 
@@ -38,6 +39,11 @@ def _bump(drv, grid, block, x, y, n, a):
     ys[:] = xs
 
 
+def _underrun(drv, grid, block, x, y, n, a):
+    """Writes y[-1] (the byte range just before the buffer) and nothing else."""
+    drv.view(int(y) - 4, np.float32, 1)[0] = 1.0
+
+
 def _crash(drv, grid, block, *args):
     raise LogicError("cuCtxSynchronize failed: an illegal memory access was encountered")
 
@@ -53,6 +59,7 @@ def fake(monkeypatch, tmp_path):
         "crash": _crash,
         "hang": _axpy,
         "bump": _bump,
+        "underrun": _underrun,
     })
     monkeypatch.setattr(gpu, "_SESSIONS", {})
     monkeypatch.setattr(gpu, "find_nvcc", lambda: "/opt/fake/nvcc")
@@ -96,10 +103,10 @@ def test_unavailable_without_devices_or_nvcc(fake, monkeypatch):
 def test_load_compiles_prepared_source_once_and_caches(fake):
     backend = gpu.GpuBackend()
     mod = backend.load(SRC, flags=["-lineinfo"])
-    assert mod.kernel_names == ("axpy", "overrun", "skip_last", "crash", "hang", "bump")
+    assert mod.kernel_names == ("axpy", "overrun", "skip_last", "crash", "hang", "bump", "underrun")
     (text, options, no_extern_c, arch, cache), = fake.compiled
     assert no_extern_c is True and arch == "sm_90" and options == ("-lineinfo",) and cache is False
-    assert text.count('extern "C" __global__') == 6
+    assert text.count('extern "C" __global__') == 7
     backend.load(SRC, flags=["-lineinfo"])
     assert len(fake.compiled) == 1            # second load: from the cubin cache
     backend.load(SRC, flags=["-O3"])
@@ -126,7 +133,11 @@ def test_launch_sequence_guards_poison_and_copy_back(fake):
     assert len(launches) == len(POISON_BYTES)
     assert launches[0][3:6] == ((1, 1, 1), (32, 1, 1), 0)
     assert launches[0][6] == ("uint64", "uint64", "int32", "float32")   # pointers, then scalars by value
-    assert names.count("memcpy_htod") == 4 and names.count("memcpy_dtoh") == 4
+    # The const input crosses once; guards and poison are set on the device; each run reads back every
+    # guard band (2 per buffer) and the data of the writable buffer only.
+    assert names.count("memcpy_htod") == 1
+    assert names.count("memset_d8") == 2 * 2 + len(POISON_BYTES)
+    assert names.count("memcpy_dtoh") == len(POISON_BYTES) * (2 + 3)
     assert names.count("synchronize") == 2 and names.count("free") == 2
     assert names[0] == "push" and names[-1] == "pop"                   # context active only during the launch
     assert res.elapsed_ms is None and res.notes == ()
@@ -136,6 +147,19 @@ def test_out_of_bounds_write_names_buffer_and_side(fake):
     mod = gpu.GpuBackend().load(SRC)
     with pytest.raises(OutOfBounds, match=r"args\[1\] \(y: float\*\).*after the buffer.*offset 40"):
         mod.launch("overrun", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+
+
+def test_write_before_the_buffer_is_caught(fake):
+    mod = gpu.GpuBackend().load(SRC)
+    with pytest.raises(OutOfBounds, match=r"args\[1\].*before the buffer.*offset -4"):
+        mod.launch("underrun", grid=1, block=32, shared_bytes=0, args=_args(), outputs=())
+
+
+def test_empty_arrays_travel(fake):
+    mod = gpu.GpuBackend().load(SRC)
+    args = [np.zeros(0, np.float32), np.zeros(0, np.float32), np.int32(0), np.float32(1)]
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert args[1].size == 0
 
 
 def test_unwritten_output_names_first_index(fake):

@@ -6,8 +6,8 @@ import pytest
 
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE
 from harness.backends.gpu import (
-    BufferArg, ScalarArg, check_timing, copy_back, device_index_for_worker, guard_damage, guarded_image,
-    image_data, plan_args, prepare_source, runs_disagree, unwritten_report, validate_flags,
+    BufferArg, ScalarArg, check_timing, device_index_for_worker, guard_damage, plan_args, prepare_source,
+    runs_disagree, unwritten_report, validate_flags,
 )
 from harness.cuda_source import kernel_signatures
 
@@ -107,25 +107,20 @@ def test_vector_pointees_need_whole_vectors():
 
 
 # -- guard bands and poison -----------------------------------------------------------------------------
-def test_guarded_image_layout():
-    a = np.arange(5, dtype=np.int16)
-    img = guarded_image(a, None)
-    assert img.size == 2 * GUARD_BYTES + a.nbytes
-    assert np.all(img[:GUARD_BYTES] == SENTINEL_BYTE) and np.all(img[-GUARD_BYTES:] == SENTINEL_BYTE)
-    assert np.array_equal(image_data(img).view(np.int16), a)
-    assert np.all(image_data(guarded_image(a, POISON_BYTES[0])) == POISON_BYTES[0])
+def _band():
+    return np.full(GUARD_BYTES, SENTINEL_BYTE, np.uint8)
 
 
 def test_guard_damage_names_side_and_offset():
-    a = np.zeros(10, np.float32)
-    img = guarded_image(a, None)
-    assert guard_damage(img, "args[1] (y)") is None
-    img[GUARD_BYTES + a.nbytes + 4] = 0          # 4 bytes past the end
-    msg = guard_damage(img, "args[1] (y)")
-    assert "args[1] (y)" in msg and "after" in msg and "offset 44" in msg
-    img = guarded_image(a, None)
-    img[GUARD_BYTES - 1] = 7                     # the byte just before the start
-    assert "before" in guard_damage(img, "b") and "offset -1" in guard_damage(img, "b")
+    assert guard_damage(_band(), _band(), 40, "args[1] (y)") is None
+    after = _band()
+    after[4] = 0                                  # 4 bytes past the end of a 40-byte buffer
+    msg = guard_damage(_band(), after, 40, "args[1] (y)")
+    assert msg.startswith("args[1] (y): ") and "after" in msg and "offset 44" in msg and "before" not in msg
+    before = _band()
+    before[-1] = 7                                # the byte just before the start
+    msg = guard_damage(before, _band(), 40, "b")
+    assert "before" in msg and "offset -1" in msg
 
 
 def _buf(arr):
@@ -134,10 +129,7 @@ def _buf(arr):
 
 def test_unwritten_needs_poison_in_every_run():
     arr = np.zeros((3, 4), np.float32)
-    a = image_data(guarded_image(arr, POISON_BYTES[0])).copy()
-    b = image_data(guarded_image(arr, POISON_BYTES[1])).copy()
-    a[:] = 0
-    b[:] = 0
+    a, b = np.zeros(arr.nbytes, np.uint8), np.zeros(arr.nbytes, np.uint8)
     a[4 * 6:4 * 7] = POISON_BYTES[0]    # element 6 = (1, 2) unwritten in both runs
     b[4 * 6:4 * 7] = POISON_BYTES[1]
     a[4 * 9:4 * 10] = POISON_BYTES[0]   # element 9 holds pattern A only in run A: it was written in run B
@@ -154,12 +146,6 @@ def test_runs_disagree_flags_values_that_depend_on_prior_contents():
     assert runs_disagree(_buf(arr), [a, b]) is None
     b[8] = 1
     assert "flat index 2" in runs_disagree(_buf(arr), [a, b])
-
-
-def test_copy_back_writes_into_caller_array():
-    arr = np.zeros(3, np.int32)
-    copy_back(_buf(arr), np.arange(3, dtype=np.int32).view(np.uint8))
-    assert arr.tolist() == [0, 1, 2]
 
 
 def test_timing_validation():

@@ -36,7 +36,8 @@ def test_mode_bound_holds_on_random_inputs(seed, k, mode, fma):
 def adversarial_cases():
     rng = rng_for(51)
     k = 256
-    sat = Q8Tensor(np.where(rng.random((16, k)) < 0.5, 127, -128).astype(np.int8), np.full((16, k // 32), 0.5, np.float32))
+    signs = np.where(rng.random((16, k)) < 0.5, 127, -128).astype(np.int8)
+    sat = Q8Tensor(signs, np.full((16, k // 32), 0.5, np.float32))
     ties = np.zeros(k, np.float32)
     ties[::32] = 127                               # scale exactly 1: every other lane an exact .5 tie
     ties[1::2] = (np.arange(k // 2) % 200 - 100 + 0.5).astype(np.float32)

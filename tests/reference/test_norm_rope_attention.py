@@ -22,7 +22,7 @@ def test_rms_norm_is_scale_invariant(seed, c):
     eps = 1e-6
     a, b = rms_norm(c * x, w, eps), rms_norm(x, w, eps)
     ms = np.mean(x * x, axis=-1, keepdims=True)
-    # exact identity up to the eps term: |1/sqrt(ms + eps/c^2) - 1/sqrt(ms + eps)| / (1/sqrt(ms)) <= |eps/c^2 - eps|/(2 ms)
+    # exact up to the eps term: |1/sqrt(ms + eps/c^2) - 1/sqrt(ms + eps)| * sqrt(ms) <= |eps/c^2 - eps| / (2 ms)
     rel = np.abs(eps / c**2 - eps) / (2 * ms) + 200 * U64
     assert np.all(np.abs(a - b) <= rel * np.abs(b) + 200 * U64 * np.abs(w)), f"seed {seed} c {c}"
 

@@ -58,3 +58,10 @@ def test_random_q8_is_deterministic_per_key_and_gaussian():
     assert not np.array_equal(a.quants, reference_report.random_q8([1, 3], 300, 64).quants)
     w = a.dequantize()
     assert abs(w.std() - reference_report.WEIGHT_STD) < 0.1 * reference_report.WEIGHT_STD
+
+
+def test_a_violated_bound_fails_the_report(tmp_path, monkeypatch, capsys):
+    # negative control: a bound that is too small (zero) must turn the exit status to 1 and name the row
+    monkeypatch.setattr(reference_report, "q8_matmul_mode_bound", lambda x, w, mode: np.zeros(w.rows))
+    assert reference_report.run(shapes=[TINY], modes=[Mode.INT8_ACT], seed=8, out_dir=tmp_path) == 1
+    assert "BOUND VIOLATED: tiny q_proj int8act" in capsys.readouterr().out

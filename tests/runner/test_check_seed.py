@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from harness.cli import main
 from harness.cuda_source import kernel_signatures

@@ -135,3 +135,47 @@ def test_budget_arithmetic_and_validation():
     assert usage == float("inf") and i == 2           # any error where the budget is zero fails
     with pytest.raises(ValueError, match="non-negative"):
         B.Budget(np.array([-1.0]), "bad", "mode")
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, make_module, fail_build=False):
+        self.make_module, self.fail_build, self.loads = make_module, fail_build, 0
+
+    def load(self, source, flags=()):
+        from harness.backends.base import BuildError
+        self.loads += 1
+        if self.fail_build:
+            raise BuildError("fake compiler: error: expected ';'")
+        return self.make_module(self.loads)
+
+    def describe(self):
+        return {"backend": self.name}
+
+
+def _gemv_job(n_cases=3):
+    from harness.runner import Job
+    c = emit("matmul", Mode.INT8_ACT, "tiny").contract("gk_gemv")
+    cases = cases_for_contract(c, "tiny", 1)[:n_cases]
+    return Job("fake", "// source", [(k, c) for k in cases])
+
+
+def test_run_continues_in_a_fresh_module_after_a_crash():
+    from harness.backends.base import KernelCrash
+    from harness.runner import run_cases
+
+    def crash(*args):
+        raise KernelCrash(None, "illegal address (sticky CUDA error)")
+
+    be = FakeBackend(lambda n: FakeModule({"gk_gemv": crash if n == 1 else gemv()}))
+    run = run_cases(be, [_gemv_job()], progress=False)
+    verdicts = [r["verdict"] for r in run.rows]
+    assert verdicts[0] == FAIL and "illegal address" in run.rows[0]["reason"]
+    assert verdicts[1:] == [PASS] * (len(verdicts) - 1) and be.loads == 2
+
+
+def test_a_source_that_does_not_build_fails_every_case():
+    from harness.runner import run_cases
+    run = run_cases(FakeBackend(None, fail_build=True), [_gemv_job()], progress=False)
+    assert run.rows and all(r["verdict"] == FAIL and "did not build" in r["reason"] for r in run.rows)
