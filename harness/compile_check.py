@@ -5,7 +5,7 @@
   nothing. An entry is built in a private temp folder and renamed into place, so parallel workers (xdist,
   threads) never see half an entry; a loser of the race keeps the winner's entry.
 * `parse_ptxas` turns `ptxas -v` output into per-kernel `KernelResources`.
-* `sass_functions` / `CompileResult.sass` read SASS with cuobjdump -sass (nvdisasm as a fallback) and
+* `CompileResult.sass` / `parse_sass` read SASS with cuobjdump -sass (nvdisasm as a fallback) and
   `sass_properties` names the instruction properties a mode promises (IDP4A, IMMA, 128-bit loads, f64 math).
 * `sass_expectations` derives what a kernel must issue from its mode, its parameter types and its source;
   `resource_problems` says what in a resource row breaks the rules (spills, unjustified stack, smem > 48 KiB).
@@ -354,7 +354,8 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
     tc = toolchain or find_toolchain()
     flags = nvcc_flags(arch, extra_flags)
     key = cache_key(code, flags, tc.version)
-    root = cache or cache_dir("nvcc")
+    root = Path(cache) if cache is not None else cache_dir("nvcc")
+    root.mkdir(parents=True, exist_ok=True)
     entry = root / key
     hit = _load(entry, arch, key)
     if hit is not None:

@@ -52,8 +52,15 @@ class RunResult:
 
 
 def resolve_backend(backend):
+    """A Backend from a name (emu, gpu, auto) or a Backend given as is; an unusable one is a ValueError
+    that names the reason (no GPU, no PyCUDA, no host compiler)."""
     from .backends import get_backend
-    return get_backend(backend) if isinstance(backend, str) else backend
+    if not isinstance(backend, str):
+        return backend
+    try:
+        return get_backend(backend)
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(f"backend: {backend} cannot be used here: {exc}") from None
 
 
 def parse_families(families: "str | Sequence[str] | None") -> list[str]:

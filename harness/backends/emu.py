@@ -30,8 +30,9 @@ MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 class EmuBackend(Backend):
     """CPU execution backend.
 
-    schedules: runs per launch (>= 1; default $QCONFORM_EMU_SCHEDULES, else 4). Run 1 forward with poison 0xA5, run 2 forward with 0x5A (unwritten
-      outputs, reads before writes), run 3 reverse order, runs 4.. seeded random orders (races).
+    schedules: runs per launch (>= 1; default $QCONFORM_EMU_SCHEDULES, else 4). Run 1: forward order, outputs
+      poisoned 0xA5; run 2: forward, 0x5A (unwritten outputs, reads before writes); run 3: reverse order;
+      runs 4..: seeded random orders (races). Shared memory gets the other poison pattern of each run.
     seed: seed of the random schedules (recorded in every fault message).
     timeout_s: wall-clock limit for one launch, all schedules together.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).

@@ -50,12 +50,12 @@ def locate(name: str, source: "str | None" = None):
 
 
 def run(args) -> int:
-    from harness.backends import get_backend
     from harness.cuda_source import source_sha256
     from harness.judge import FAIL, judge_case
     from harness.report_writer import result_row
     case, contract, code, label = locate(args.name, args.source)
-    be = get_backend(args.backend)
+    from harness.runner import resolve_backend
+    be = resolve_backend(args.backend)
     print(f"replay {case.name}\n  source: {label} (sha256 {source_sha256(code)[:16]}...)\n  backend: {be.name}\n"
           f"  inputs: numpy.random.default_rng({case.seed}), variant {case.variant}, instance {case.instance}")
     module = be.load(code)

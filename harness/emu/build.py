@@ -40,6 +40,23 @@ def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
+    """emu_runtime.cpp compiled once per toolchain, fiber library and sanitizer setting (cached)."""
+    flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ())
+    key = hashlib.sha256("\0".join([*flags, toolchain.cxx, toolchain.cxx_version, tc.runtime_sha256()]).encode()).hexdigest()[:40]
+    out = cache_dir("emu") / f"runtime-{key}.o"
+    if out.exists():
+        return out
+    tmp = out.parent / f".runtime-{key}.{os.getpid()}.tmp.o"
+    cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"), "-o", str(tmp)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, LC_ALL="C"))
+    if r.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
+    os.replace(tmp, out)
+    return out
+
+
 def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sanitize: bool = False,
           name: str = "kernel.cu") -> Built:
     """Rewrite and compile `source`; reuse the cached object when source, flags and runtime are unchanged."""
@@ -48,17 +65,18 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     flags = _check_flags(flags)
     rw = rewrite(source, name)
     cmd_flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) + flags
-    key = hashlib.sha256("\0".join([rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx_version,
+    key = hashlib.sha256("\0".join([rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
                                     tc.runtime_sha256()]).encode()).hexdigest()[:40]
     out = cache_dir("emu") / f"{key}.so"
     if out.exists():
         return Built(out, tuple(rw.kernels), toolchain, sanitize, True)
+    runtime = runtime_object(toolchain, sanitize)
     with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
         cpp = Path(tmp) / "module.cpp"
         cpp.write_text(rw.source)
         tmp_so = out.parent / f".{key}.{os.getpid()}.tmp.so"
-        cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_runtime.hpp",
-               str(cpp), "-o", str(tmp_so), *toolchain.link_flags()]
+        cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
+               str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
         env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
         if r.returncode != 0:

@@ -1,2 +1,2 @@
 // Resolves `#include <cuda_fp16.h>` in kernel source to the qconform emu runtime (__half lives there).
-#include "emu_runtime.hpp"
+#include "emu_device.hpp"

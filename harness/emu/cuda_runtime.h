@@ -1,2 +1,2 @@
 // Resolves `#include <cuda_runtime.h>` in kernel source to the qconform emu runtime.
-#include "emu_runtime.hpp"
+#include "emu_device.hpp"

@@ -1,2 +1,2 @@
 // Resolves `#include <device_launch_parameters.h>` in kernel source to the qconform emu runtime.
-#include "emu_runtime.hpp"
+#include "emu_device.hpp"

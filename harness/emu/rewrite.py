@@ -1,6 +1,6 @@
 """Rewrite CUDA C device source into a C++ translation unit for the emu runtime.
 
-Three source-level changes are needed, everything else is done by macros in emu_runtime.hpp:
+Three source-level changes are needed, everything else is done by macros in emu_device.hpp:
   * every `__shared__` declaration inside a kernel becomes a reference into a per-block arena slot (a
     `static` would persist across blocks and launches and could not be poisoned per block);
   * the inline-PTX int8 tensor-core instruction becomes a call to the runtime's warp collective (g++

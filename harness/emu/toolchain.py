@@ -19,7 +19,7 @@ FIBERS = ("auto", "boost", "ucontext")
 # read int8 buffers through int/int4 pointers; -fno-gnu-unique keeps two loaded modules from sharing state;
 # -fno-finite-loops / -fno-delete-null-pointer-checks keep a spinning or crashing kernel spinning or crashing
 # (a hang then shows up as KernelTimeout, a bad pointer as KernelCrash) instead of being optimised away.
-BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-shared", "-fno-gnu-unique", "-fvisibility=hidden", "-ffp-contract=off",
+BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden", "-ffp-contract=off",
               "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-fno-finite-loops",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
@@ -103,7 +103,8 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 def runtime_sha256() -> str:
     """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
     h = hashlib.sha256()
-    for p in sorted(RUNTIME_DIR.glob("*.h*")) + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py",
+                                                                                     RUNTIME_DIR / "toolchain.py"]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()

@@ -122,7 +122,8 @@ def test_bad_arch_is_rejected(arch):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# real compiles (cached under tmp_path, so each test is hermetic)
+# real compiles: results are keyed by source hash, so the shared nvcc cache is safe to use (a warm run compiles
+# nothing); the tests about the cache itself use a private one under tmp_path
 PRELUDE = "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n"
 
 GOOD_INT8 = PRELUDE + """
@@ -157,8 +158,8 @@ __global__ void deq_dp4a(const float* x, const signed char* wq, float* y, int K)
 """
 
 
-def _kernel_check(code, name, arch, attrs, mode, tc, cache, extra_flags=()):
-    r = cc.compile_source(code, arch, tc, extra_flags, cache=cache)
+def _kernel_check(code, name, arch, attrs, mode, tc, extra_flags=()):
+    r = cc.compile_source(code, arch, tc, extra_flags)
     assert r.ok, r.log
     src = cc.reachable_source(code, name)
     exp = cc.sass_expectations(mode, cc.kernel_int8_inputs(code)[name], src, attrs)
@@ -166,27 +167,27 @@ def _kernel_check(code, name, arch, attrs, mode, tc, cache, extra_flags=()):
     return r, cc.sass_problems(name, props, exp) + cc.resource_problems(name, r.resources[name])
 
 
-def test_good_int8_kernel_passes(sass_toolchain, tmp_path):
+def test_good_int8_kernel_passes(sass_toolchain):
     _, problems = _kernel_check(GOOD_INT8, "good_int8", "sm_80", {"act": "int8", "tiers": "512+scalar"},
-                                Mode.INT8_ACT, sass_toolchain, tmp_path)
+                                Mode.INT8_ACT, sass_toolchain)
     assert problems == []
 
 
-def test_negative_control_float_dot_lacks_idp4a_and_wide_loads(sass_toolchain, tmp_path):
+def test_negative_control_float_dot_lacks_idp4a_and_wide_loads(sass_toolchain):
     _, problems = _kernel_check(FLOAT_DOT, "float_dot", "sm_90", {"act": "int8", "tiers": "512+scalar"},
-                                Mode.INT8_ACT, sass_toolchain, tmp_path)
+                                Mode.INT8_ACT, sass_toolchain)
     assert any("IDP.4A.S8.S8" in p and "none issued" in p for p in problems), problems
     assert any("128-bit global loads" in p for p in problems), problems
 
 
-def test_negative_control_dp4a_in_a_dequant_kernel(sass_toolchain, tmp_path):
+def test_negative_control_dp4a_in_a_dequant_kernel(sass_toolchain):
     _, problems = _kernel_check(DEQUANT_WITH_DP4A, "deq_dp4a", "sm_80", {"act": "f32"}, Mode.DEQUANT,
-                                sass_toolchain, tmp_path)
+                                sass_toolchain)
     assert any("issues IDP.4A" in p for p in problems), problems
 
 
-def test_negative_control_local_array_makes_a_stack_frame(sass_toolchain, tmp_path):
-    r, problems = _kernel_check(LOCAL_ARRAY, "local_array", "sm_80", {}, None, sass_toolchain, tmp_path)
+def test_negative_control_local_array_makes_a_stack_frame(sass_toolchain):
+    r, problems = _kernel_check(LOCAL_ARRAY, "local_array", "sm_80", {}, None, sass_toolchain)
     assert r.resources["local_array"].stack_frame >= 256
     assert any("not on the allow-list" in p for p in problems), problems
 
@@ -205,20 +206,20 @@ __global__ void many_live(const float* x, float* y) {
 """
 
 
-def test_negative_control_register_cap_makes_spills(toolchain, tmp_path):
+def test_negative_control_register_cap_makes_spills(toolchain):
     # 32 live floats under a 16-register cap: ptxas must spill, and the check must say so
-    r = cc.compile_source(MANY_LIVE, "sm_80", toolchain, ["-maxrregcount=16"], cache=tmp_path)
+    r = cc.compile_source(MANY_LIVE, "sm_80", toolchain, ["-maxrregcount=16"])
     assert r.ok, r.log
     res = r.resources["many_live"]
     assert res.spill_stores > 0 and res.spill_loads > 0
     assert any("spills" in p for p in cc.resource_problems("many_live", res))
-    relaxed = cc.compile_source(MANY_LIVE, "sm_80", toolchain, cache=tmp_path)
+    relaxed = cc.compile_source(MANY_LIVE, "sm_80", toolchain)
     assert cc.resource_problems("many_live", relaxed.resources["many_live"]) == []
 
 
-def test_compile_error_is_a_result_with_the_log(toolchain, tmp_path):
+def test_compile_error_is_a_result_with_the_log(toolchain):
     r = cc.compile_source(PRELUDE + "__global__ void broken(float* y) { y[0] = undeclared; }\n", "sm_80",
-                          toolchain, cache=tmp_path)
+                          toolchain)
     assert not r.ok and "undeclared" in r.log and r.cubin is None
     with pytest.raises(ValueError, match="no SASS"):
         r.sass_text(toolchain)
@@ -275,3 +276,15 @@ def test_golden_update_writes_the_resource_table(toolchain, tmp_path, monkeypatc
     assert golden.check(tmp_path).warnings == []
     (tmp_path / golden.RESOURCES).write_text(json.dumps({**table, "files": {}}))
     assert "stale" in golden.check(tmp_path).warnings[0]
+
+
+def test_nvdisasm_fallback_reads_the_same_properties(sass_toolchain, tmp_path):
+    import dataclasses
+    if sass_toolchain.cuobjdump is None or sass_toolchain.nvdisasm is None:
+        pytest.skip("needs both cuobjdump and nvdisasm to compare them")
+    via_cuobjdump = cc.compile_source(GOOD_INT8, "sm_90", sass_toolchain)
+    only_nvdisasm = dataclasses.replace(sass_toolchain, cuobjdump=None)
+    via_nvdisasm = cc.compile_source(GOOD_INT8, "sm_90", only_nvdisasm, cache=tmp_path / "b")
+    a = cc.sass_properties(via_cuobjdump.sass(sass_toolchain)["good_int8"])
+    b = cc.sass_properties(via_nvdisasm.sass(only_nvdisasm)["good_int8"])
+    assert a == b and a["idp4a"] and a["ldg128"]

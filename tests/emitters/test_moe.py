@@ -10,7 +10,7 @@ from emitters.contract import ContractViolation
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
 from tests.emitters.test_matmul import (check_instances, profile_problems, seed_signature_problems,
-                                        signature_problems, smoke_compile)
+                                        signature_problems)
 
 MODE_IDS = {"ids": lambda m: m.value}
 
@@ -29,9 +29,8 @@ def test_contract_signatures_equal_the_seed_kernels(mode):
     assert seed_signature_problems(moe.emit(mode, TINY)) == []
 
 
-@pytest.mark.parametrize("mode", moe.MODES, **MODE_IDS)
-def test_numeric_ptx_profile_equals_the_seed(mode):
-    assert profile_problems(moe.emit(mode, TINY)) == []
+def test_numeric_ptx_profile_equals_the_seed():
+    assert profile_problems([moe.emit(mode, TINY) for mode in moe.MODES]) == []
 
 
 def test_a_single_pass_kernel_checked_against_the_two_pass_seed_differs():
@@ -49,10 +48,6 @@ def test_a_dropped_tier_shows_in_the_ptx_profile():
     assert bad.code != src.code
     problems = profile_problems(bad)
     assert {p.split(" ")[0] for p in problems} == {"moe_gate_up_silu", "moe_down_combine"}
-
-
-def test_smoke_compile_two_pass_at_tiny():
-    smoke_compile(moe.emit(Mode.TWO_PASS_INT8, TINY).code)
 
 
 @pytest.mark.parametrize("mode,field,value,kernel,param", [

@@ -83,6 +83,7 @@ def test_available_with_fake_and_backend_describes_device(fake):
     backend = get_backend("gpu")
     info = backend.describe()
     assert info["device"] == "Fake GPU 0" and info["compute_capability"] == "9.0" and info["driver"] == "13.0"
+    assert get_backend("auto").name == "gpu"
 
 
 def test_unavailable_reasons(fake, monkeypatch):

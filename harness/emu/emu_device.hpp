@@ -1,0 +1,299 @@
+// qconform emu device header: what CUDA C device code sees when compiled for the emu backend (force-included
+// ahead of the kernel source; `#include <cuda_runtime.h>` / `<cuda_fp16.h>` resolve here too).
+//
+// Every CUDA thread of a block is a cooperative fiber; blocks run one after another. __syncthreads is a
+// block barrier; warp shuffles, votes, __syncwarp and the int8 mma are warp rendezvous. The scheduler and the
+// checks live in emu_runtime.cpp, compiled once and linked into every module with hidden visibility, so each
+// loaded module has its own copy of the runtime state (modules also use -fno-gnu-unique for that reason).
+#pragma once
+#ifndef QCONFORM_EMU_DEVICE_HPP
+#define QCONFORM_EMU_DEVICE_HPP
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#include <cstdarg>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+#include <cassert>
+#include <type_traits>
+#include <utility>
+
+#define EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+// ---------------------------------------------------------------------------------------------------
+// CUDA built-in vector types (alignment as CUDA defines it).
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+#define EMU_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; }; \
+  inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }
+#define EMU_VEC3(T, N) struct N##3 { T x, y, z; }; \
+  inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }
+#define EMU_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
+  inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
+EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4)
+EMU_VEC2(unsigned char, uchar, 2) EMU_VEC4(unsigned char, uchar, 4)
+EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
+EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
+EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
+EMU_VEC2(unsigned int, uint, 8) EMU_VEC4(unsigned int, uint, 16)
+EMU_VEC2(float, float, 8) EMU_VEC3(float, float) EMU_VEC4(float, float, 16)
+EMU_VEC2(double, double, 16)
+EMU_VEC2(long long, longlong, 16)
+inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+#undef EMU_VEC2
+#undef EMU_VEC3
+#undef EMU_VEC4
+
+// ---------------------------------------------------------------------------------------------------
+// __half: IEEE binary16 stored as _Float16; conversions round to nearest even (g++ >= 12).
+struct __half {
+  _Float16 v;
+  __half() = default;
+  __half(float f) : v((_Float16)f) {}
+  __half(double f) : v((_Float16)f) {}
+  __half(int i) : v((_Float16)i) {}
+  operator float() const { return (float)v; }
+};
+struct __attribute__((aligned(4))) __half2 { __half x, y; };
+inline __half __float2half(float f) { return __half(f); }
+inline __half __float2half_rn(float f) { return __half(f); }
+inline float __half2float(__half h) { return (float)h.v; }
+inline __half __int2half_rn(int i) { return __half((float)i); }
+inline unsigned short __half_as_ushort(__half h) { unsigned short u; std::memcpy(&u, &h, 2); return u; }
+inline __half __ushort_as_half(unsigned short u) { __half h; std::memcpy(&h, &u, 2); return h; }
+inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
+inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
+inline float __low2float(__half2 h) { return (float)h.x; }
+inline float __high2float(__half2 h) { return (float)h.y; }
+// binary16 + - * / computed in float then rounded once: exact, since float keeps >= 2*11+2 bits.
+inline __half __hadd(__half a, __half b) { return __half((float)a + (float)b); }
+inline __half __hsub(__half a, __half b) { return __half((float)a - (float)b); }
+inline __half __hmul(__half a, __half b) { return __half((float)a * (float)b); }
+inline __half __hdiv(__half a, __half b) { return __half((float)a / (float)b); }
+inline __half __hneg(__half a) { return __half(-(float)a); }
+
+namespace emu {
+
+enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
+                      W_SYNCWARP, W_MMA };
+
+struct FiberHead { uint3 tid; int linear, warp, lane; };
+
+// ---- runtime state and entry points (defined in emu_runtime.cpp) --------------------------------------
+extern FiberHead* g_cur;
+extern uint3 g_block_idx;
+extern dim3 g_block_dim, g_grid_dim;
+void syncthreads(int line);
+uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, int c);
+[[noreturn]] void bad_width(int kind, int width, int line);
+void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
+                     int c0, int c1, int c2, int c3, int line);
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line);
+unsigned char* dyn_shared();
+int device_printf(const char* fmt, ...);
+[[noreturn]] void trap(int line);
+unsigned activemask();
+long long clock_tick();
+
+template <class T>
+inline uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffle of a type wider than 8 bytes");
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  return u;
+}
+template <class T>
+inline T from_bits(uint64_t u) {
+  T v;
+  std::memcpy(&v, &u, sizeof(T));
+  return v;
+}
+
+// PTX shfl.sync operand c: segment mask in bits 12:8, clamp lane in bits 4:0.
+template <class T>
+inline T shfl(int kind, unsigned mask, T var, int b, int width, int line) {
+  if (width <= 0 || width > 32 || (width & (width - 1))) bad_width(kind, width, line);
+  int c = ((32 - width) << 8) | (kind == W_SHFL_UP ? 0 : 0x1f);
+  return from_bits<T>(warp_collective(kind, mask, line, to_bits(var), b, c));
+}
+inline unsigned vote(int kind, unsigned mask, int pred, int line) {
+  return unsigned(warp_collective(kind, mask, line, pred != 0, 0, 0));
+}
+inline void syncwarp(unsigned mask, int line) { warp_collective(W_SYNCWARP, mask, line, 0, 0, 0); }
+
+template <class T>
+inline T& shared_var(int id, const char* name, int line) {
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line));
+}
+
+// ---- launch trampolines ---------------------------------------------------------------------------------
+template <class... A, size_t... I>
+inline void invoke_impl(void (*f)(A...), void** a, std::index_sequence<I...>) {
+  f(*static_cast<typename std::decay<A>::type*>(a[I])...);
+}
+template <class... A>
+inline void invoke(void (*f)(A...), void** a) {
+  invoke_impl(f, a, std::index_sequence_for<A...>{});
+}
+template <auto F>
+void thunk(void** a) { invoke(F, a); }
+template <class... A>
+constexpr int arity(void (*)(A...)) { return int(sizeof...(A)); }
+template <class... A>
+const int* param_sizes(void (*)(A...)) {
+  static const int s[] = {int(sizeof(typename std::decay<A>::type))..., 0};
+  return s;
+}
+
+struct KernelEntry {
+  const char* name;
+  void (*call)(void**);
+  int nparams;
+  const int* sizes;
+};
+
+}  // namespace emu
+
+#ifndef EMU_RUNTIME_IMPL
+// ---------------------------------------------------------------------------------------------------------
+// CUDA device API, as macros and functions over the runtime above.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__
+#define __noinline__ __attribute__((noinline))
+#define __constant__
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __managed__ EMU_UNSUPPORTED_managed_variables
+#define warpSize 32
+#define threadIdx (::emu::g_cur->tid)
+#define blockIdx (::emu::g_block_idx)
+#define blockDim (::emu::g_block_dim)
+#define gridDim (::emu::g_grid_dim)
+#define __syncthreads() ::emu::syncthreads(__LINE__)
+#define __syncwarp(...) ::emu::syncwarp(EMU_MASK_OR_ALL(__VA_ARGS__), __LINE__)
+#define EMU_MASK_OR_ALL(...) (0xffffffffu __VA_OPT__(& 0u) __VA_OPT__(| (__VA_ARGS__)))
+#define __shfl_sync(m, v, l, ...) ::emu::shfl(::emu::W_SHFL_IDX, (m), (v), (l), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_up_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_UP, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_down_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_DOWN, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_xor_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_XOR, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define EMU_WIDTH(...) (32 __VA_OPT__(* 0 + (__VA_ARGS__)))
+#define __ballot_sync(m, p) ::emu::vote(::emu::W_BALLOT, (m), (p), __LINE__)
+#define __any_sync(m, p) (::emu::vote(::emu::W_ANY, (m), (p), __LINE__) != 0)
+#define __all_sync(m, p) (::emu::vote(::emu::W_ALL, (m), (p), __LINE__) != 0)
+#define __trap() ::emu::trap(__LINE__)
+#define printf(...) ::emu::device_printf(__VA_ARGS__)
+// glibc declares __expf (and friends) itself, so the CUDA fast intrinsics must be macros.
+#define __expf(x) ::expf(x)
+#define __logf(x) ::logf(x)
+#define __log2f(x) ::log2f(x)
+#define __log10f(x) ::log10f(x)
+#define __sinf(x) ::sinf(x)
+#define __cosf(x) ::cosf(x)
+#define __tanf(x) ::tanf(x)
+#define __powf(x, y) ::powf((x), (y))
+#define __exp10f(x) ::exp10f(x)
+
+inline unsigned __activemask() { return ::emu::activemask(); }
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+inline void __threadfence_system() {}
+inline void __nanosleep(unsigned) {}
+inline long long clock64() { return ::emu::clock_tick(); }
+inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }
+
+// Integer dot products: 8-bit lanes, 32-bit modular accumulate (as PTX dp4a).
+inline int __dp4a(int a, int b, int c) {
+  uint32_t acc = uint32_t(c);
+  for (int k = 0; k < 4; ++k) acc += uint32_t(int32_t(int8_t(uint32_t(a) >> (8 * k))) * int32_t(int8_t(uint32_t(b) >> (8 * k))));
+  return int32_t(acc);
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  uint32_t acc = c;
+  for (int k = 0; k < 4; ++k) acc += ((a >> (8 * k)) & 0xffu) * ((b >> (8 * k)) & 0xffu);
+  return acc;
+}
+inline int __dp4a(char4 a, char4 b, int c) {
+  int ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return __dp4a(ia, ib, c);
+}
+
+// Float intrinsics. Default rounding mode of the host is round-to-nearest-even, as CUDA's _rn variants.
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __fmul_rn(float a, float b) { return a * b; }   // built with -ffp-contract=off: never fused
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+// cvt.rni/rzi.s32.f32 saturate and map NaN to 0 on a GPU; a plain C cast would be undefined there.
+inline int emu_cvt_s32(float r) { return r != r ? 0 : r >= 2147483647.0f ? INT_MAX : r <= -2147483648.0f ? INT_MIN : (int)r; }
+inline int __float2int_rn(float x) { return emu_cvt_s32(rintf(x)); }
+inline int __float2int_rz(float x) { return emu_cvt_s32(truncf(x)); }
+inline int __float2int_rd(float x) { return emu_cvt_s32(floorf(x)); }
+inline int __float2int_ru(float x) { return emu_cvt_s32(ceilf(x)); }
+inline unsigned __float2uint_rn(float x) { float r = rintf(x); return r != r || r <= 0.0f ? 0u : r >= 4294967295.0f ? UINT_MAX : (unsigned)r; }
+inline float __int2float_rn(int i) { return (float)i; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz(unsigned(x)) : 32; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+  return (x >> 16) | (x << 16);
+}
+inline int __mul24(int a, int b) { return int(uint32_t(a << 8 >> 8) * uint32_t(b << 8 >> 8)); }
+inline int __mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+// CUDA's global min/max overloads for device code.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+
+// Atomics: fibers never preempt each other, so a read-modify-write is atomic by construction.
+template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> inline T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
+template <class T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
+template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
+template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+template <class T> inline T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
+template <class T> inline T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
+template <class T> inline T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
+template <class T> inline T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+
+#endif  // EMU_RUNTIME_IMPL
+#endif  // QCONFORM_EMU_DEVICE_HPP
