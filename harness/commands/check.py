@@ -54,11 +54,16 @@ def match_kernels(code: str, contracts: Sequence[KernelContract], modes: Optiona
     judged once, in the first selected mode."""
     out = []
     for sig in kernel_signatures(code):
-        named = [c for c in contracts if c.name == sig.name] or [c for c in contracts if c.matches_name(sig.name)]
-        if not named:
+        exact = [c for c in contracts if c.name == sig.name]
+        pattern = [c for c in contracts if c.name != sig.name and c.matches_name(sig.name)]
+        if not exact and not pattern:
             out.append(Match(sig.name, [], "no contract of the kernel family has this name"))
             continue
-        same = [c for c in named if c.signature() == sig.ctypes]
+        # the exact name wins; a name pattern (k\d+_row, ...) is the fallback when no exact-name contract
+        # has this parameter list
+        same = [c for c in exact if c.signature() == sig.ctypes] or \
+               [c for c in pattern if c.signature() == sig.ctypes]
+        named = exact + pattern
         if modes is not None:
             picked = [c for c in same if c.mode is None or c.mode in modes]
             if same and not picked:

@@ -71,3 +71,20 @@ def test_check_fails_a_broken_kernel_and_replay_reproduces_it(tmp_path, capsys):
 
 def test_check_refuses_a_missing_file(tmp_path):
     assert main(["check", "--source", str(tmp_path / "none.cu"), "--backend", "emu"]) == 2
+
+
+def test_check_matches_stage_numbered_kernels_by_pattern(tmp_path):
+    from emitters.registry import emit
+    from reference.modes import Mode
+    code = emit("matmul", Mode.INT8_ACT, "tiny").code.replace("k0_q8dp4a", "k9_q8dp4a").replace("k0_qact", "k9_qact")
+    src = tmp_path / "stage9.cu"
+    src.write_text(code)
+    out = tmp_path / "out"
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--shapes", "tiny", "--seed", "2",
+               "--out", str(out)])
+    doc = json.loads((out / "report.json").read_text())
+    kernels = {r["kernel"] for r in doc["rows"]}
+    assert {"k9_q8dp4a", "k9_qact", "gk_gemv"} <= kernels and not doc["unchecked_kernels"]
+    assert rc == 0 and doc["summary"]["fail"] == 0
+    row = next(r for r in doc["rows"] if r["kernel"] == "k9_q8dp4a")
+    assert row["case"].startswith("k9_q8dp4a[int8act,tiny,") and "--source" in row["replay"]
