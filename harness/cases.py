@@ -93,7 +93,7 @@ def variants_for(contract: KernelContract, shape: ShapeSet) -> list[tuple[str, d
     if op in _TOPK_OPS:
         return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})]
     if op == "act_quant":
-        return [("outliers", {}), ("zero-block", {})]
+        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})]
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
     if op in _ATTENTION_OPS:

@@ -151,7 +151,8 @@ def sass_properties(instructions: Iterable[str]) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------------------------------------------------
 # expectations derived from a kernel's mode, signature and source
-_WIDE_LOAD = re.compile(r"\bconst\s+(?:int4|uint4|float4)\s*\*|\b(?:__ldg|__ldcs|__ldca)\s*\(\s*\(?\s*const\s+(?:int4|uint4|float4)")
+_WIDE_LOAD = re.compile(r"\bconst\s+(?:int4|uint4|float4)\s*\*"                           # const int4* w = ...
+                        r"|\b(?:__ldg|__ldcs|__ldca)\s*\(\s*\(?\s*const\s+(?:int4|uint4|float4)")  # __ldg((const int4*)p)
 _MMA_S8 = re.compile(r"mma\.sync\.aligned\.m16n8k32[\w.]*\.s8")
 
 

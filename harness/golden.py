@@ -213,7 +213,7 @@ def _resource_warnings(root: Path, manifest: Mapping) -> list[str]:
 @dataclass(frozen=True)
 class Change:
     path: str
-    kind: str   # added | changed | removed
+    kind: str   # added | changed | removed | manifest (only the manifest entry changed)
 
 
 def update(root: Path, emitted: Optional[Emitted] = None, shapes: Sequence[str] = GOLDEN_SHAPES) -> list[Change]:
@@ -366,6 +366,12 @@ def write_resources(root: Path, table: Mapping) -> bool:
 def failed_compiles(table: Mapping) -> list[str]:
     return [f"{rel} ({arch})" for rel, entry in table["files"].items()
             for arch, kernels in entry["archs"].items() if "compile_error" in kernels]
+
+
+def load_resources(root: Optional[Path] = None) -> dict:
+    """golden/RESOURCES.json as a dict ({} when absent), for reports."""
+    path = Path(root or default_root()) / RESOURCES
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def iter_resource_rows(table: Mapping) -> Iterable[tuple[str, str, str, dict]]:

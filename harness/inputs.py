@@ -47,6 +47,21 @@ def activation(rng: np.random.Generator, n: int, *, outliers: bool = True, zero_
     return x.astype(np.float32)
 
 
+def half_ties(rng: np.random.Generator, n: int) -> np.ndarray:
+    """An activation whose every 32-block has a power-of-two scale (amax = 127 * 2^e, so amax/127 is exact)
+    and whose other values sit exactly halfway between two quantization steps: round-half-to-even and
+    round-half-away give different int8 codes on every such element."""
+    n = _check_count(n, "n")
+    if n % 32:
+        raise ValueError(f"n: half ties are built per 32-block, got n={n}")
+    nb = n // 32
+    step = np.exp2(rng.integers(-8, 3, size=(nb, 1))).astype(np.float64)
+    k = rng.integers(-126, 126, size=(nb, 32)).astype(np.float64) + 0.5
+    x = k * step
+    x[:, 0] = np.where(rng.random(nb) < 0.5, -127.0, 127.0) * step[:, 0]
+    return x.reshape(-1).astype(np.float32)
+
+
 def gaussian_matrix(rng: np.random.Generator, rows: int, cols: int, std: float = WEIGHT_STD) -> np.ndarray:
     return (rng.standard_normal((_check_count(rows, "rows"), _check_count(cols, "cols"))) * std).astype(np.float32)
 

@@ -28,7 +28,10 @@ class ActQuant:
     @staticmethod
     def build(ctx: Ctx) -> None:
         a = ctx.pname(*ACT_F32)
-        x = inputs.activation(ctx.rng, ctx.counts[a], zero_block=ctx.case.variant == "zero-block")
+        if ctx.case.variant == "half-ties":
+            x = inputs.half_ties(ctx.rng, ctx.counts[a])
+        else:
+            x = inputs.activation(ctx.rng, ctx.counts[a], zero_block=ctx.case.variant == "zero-block")
         ctx.put(a, x)
 
     @staticmethod

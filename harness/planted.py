@@ -72,6 +72,12 @@ PLANTS: tuple[Plant, ...] = (
           r"for\s*\(\s*int\s+\w+\s*=\s*\w+\s*\*\s*512\s*\+\s*lane\s*;", r"if (0) \g<0>"),
     Plant("q8dp4a-half-scale", "matmul", Mode.TWO_PASS_INT8, "k0_q8dp4a", "tiny",
           "wrong scale index in the two-pass dp4a GEMV", r"\[\s*blk\s*\]", "[(blk ^ 1)]"),
+    Plant("qact-round-half-away", "matmul", Mode.INT8_ACT, "k0_qact", "tiny",
+          "subtle: round-half-away (roundf) instead of round-half-to-even (rintf) in the activation quantizer",
+          r"rintf\(", "roundf("),
+    Plant("twopass-lo-scale", "matmul", Mode.TWO_PASS_INT8, "k0_q8dp4a", "tiny",
+          "subtle: the lo residual byte scaled by 1/127 instead of 1/128 (a 0.8% error on a term ~1/256 "
+          "of the activation)", r"0\.0078125f", "0.0078740157f"),
     Plant("moe-down-lane", "moe", Mode.INT8_ACT, "moe_down_combine", "tiny",
           "off-by-one lane mapping: the activation word is read from the neighbouring lane",
           r"(\(\(const int\*\)\w+\)\[b \* 32 \+ )lane\]", r"\1((lane + 1) & 31)]"),

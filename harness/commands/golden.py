@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -15,8 +16,10 @@ from emitters.registry import GOLDEN_SHAPES
 
 
 def register(sub) -> None:
-    p = sub.add_parser("golden", help="check or re-bless the byte-for-byte locks of emitted kernels")
-    p.add_argument("action", choices=["check", "update"])
+    p = sub.add_parser("golden", help="check or re-bless the byte-for-byte locks of emitted kernels",
+                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["check", "update"],
+                   help="check: re-emit and compare byte for byte (exit 1 on a difference); update: re-bless")
     p.add_argument("--golden-dir", default=None,
                    help="lock folder (default: ./golden if present, else the checkout's golden/)")
     p.add_argument("--shapes", default=",".join(GOLDEN_SHAPES), help="comma-separated shape sets of the matrix")

@@ -84,6 +84,7 @@ Warp g_warps[kMaxThreads / 32];
 uint3 g_block_idx;
 dim3 g_block_dim, g_grid_dim;
 int g_nthreads = 0, g_nwarps = 0, g_exited = 0, g_bar_count = 0, g_bar_line = 0;
+int g_first_exit = -1;              // first thread of the block to exit (named in divergence reports)
 int g_policy = FORWARD;
 uint64_t g_rng = 1;
 unsigned char g_poison = 0xA5;
@@ -266,8 +267,10 @@ void release_barrier() {
 
 void barrier_exit_fault(int line) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "block (%u,%u,%u): %d thread(s) exited while %d wait at __syncthreads (line %d)",
-                g_block_idx.x, g_block_idx.y, g_block_idx.z, g_exited, g_bar_count, line);
+  const Fiber& e = g_fibers[g_first_exit];
+  std::snprintf(buf, sizeof buf, "block (%u,%u,%u): %d thread(s) exited (first: warp %d lane %d, thread (%u,%u,%u)) "
+                "while %d wait at __syncthreads (line %d)", g_block_idx.x, g_block_idx.y, g_block_idx.z, g_exited,
+                e.warp, e.lane, e.tid.x, e.tid.y, e.tid.z, g_bar_count, line);
   set_fault(BARRIER_DIVERGENCE, buf);
 }
 
@@ -427,7 +430,7 @@ void thread_exit() {
   Warp& w = g_warps[f->warp];
   unsigned bit = 1u << f->lane;
   f->state = DONE;
-  ++g_exited;
+  if (g_exited++ == 0) g_first_exit = f->linear;
   w.exited |= bit;
   if (w.arrived && (w.mask & bit)) {
     set_fault(BARRIER_DIVERGENCE, where(f) + ": exited while lane(s) " + lane_list(w.arrived) + " wait at " +
@@ -515,7 +518,7 @@ std::string describe_stuck() {
 
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
-  g_exited = 0; g_bar_count = 0; g_bar_line = 0;
+  g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
   for (int i = 0; i < kMaxSharedSlots; ++i) g_slots[i].ptr = nullptr;

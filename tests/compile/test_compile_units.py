@@ -130,7 +130,8 @@ GOOD_INT8 = PRELUDE + """
 __global__ void good_int8(const signed char* __restrict__ xq, const signed char* __restrict__ wq, float* y, int K) {
   const int4* x16 = (const int4*)xq; const int4* w16 = (const int4*)wq; int acc = 0;
   for (int i = threadIdx.x; i < K / 16; i += 32) { int4 a = x16[i], b = w16[i];
-    acc = __dp4a(a.x, b.x, acc); acc = __dp4a(a.y, b.y, acc); acc = __dp4a(a.z, b.z, acc); acc = __dp4a(a.w, b.w, acc); }
+    acc = __dp4a(a.x, b.x, acc); acc = __dp4a(a.y, b.y, acc);
+    acc = __dp4a(a.z, b.z, acc); acc = __dp4a(a.w, b.w, acc); }
   y[threadIdx.x] = (float)acc;
 }
 """
@@ -232,7 +233,8 @@ def test_cache_hits_on_the_second_compile_and_keys_on_flags(toolchain, tmp_path)
     assert second.resources == first.resources and second.key == first.key
     other = cc.compile_source(GOOD_INT8, "sm_90", toolchain, cache=tmp_path)
     assert other.key != first.key and not other.cached
-    assert cc.cache_key(GOOD_INT8, cc.nvcc_flags("sm_80"), "v1") != cc.cache_key(GOOD_INT8, cc.nvcc_flags("sm_80"), "v2")
+    flags = cc.nvcc_flags("sm_80")
+    assert cc.cache_key(GOOD_INT8, flags, "v1") != cc.cache_key(GOOD_INT8, flags, "v2")
 
 
 def test_parallel_compiles_of_one_source_share_one_entry(toolchain, tmp_path):
@@ -274,6 +276,8 @@ def test_golden_update_writes_the_resource_table(toolchain, tmp_path, monkeypatc
         assert res["registers"] > 0 and res["stack_frame"] == 0 and res["spill_stores"] == 0
     assert table["nvcc"] in toolchain.version
     assert golden.check(tmp_path).warnings == []
+    rows = list(golden.iter_resource_rows(golden.load_resources(tmp_path)))
+    assert len(rows) == 3 * 2 and {r[1] for r in rows} == set(cc.DEFAULT_ARCHS)
     (tmp_path / golden.RESOURCES).write_text(json.dumps({**table, "files": {}}))
     assert "stale" in golden.check(tmp_path).warnings[0]
 

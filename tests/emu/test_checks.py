@@ -103,8 +103,8 @@ def test_barriers_at_different_lines(mod):
 
 
 def test_exit_while_others_wait_at_barrier(mod):
-    with pytest.raises(BarrierDivergence, match=r"block \(0,0,0\): 1 thread\(s\) exited while 63 wait at "
-                                                r"__syncthreads \(line \d+\)"):
+    with pytest.raises(BarrierDivergence, match=r"block \(0,0,0\): 1 thread\(s\) exited \(first: warp 0 lane 5, "
+                                                r"thread \(5,0,0\)\) while 63 wait at __syncthreads \(line \d+\)"):
         mod.launch("early_exit", (1,), (64,), 0, [f32(64)])
 
 

@@ -57,14 +57,16 @@ def _qact_reference(a: np.ndarray, two_pass: bool, floor: float = 1e-30):
     return qh.astype(np.int8).reshape(-1), ql.astype(np.int8).reshape(-1), sh
 
 
-@pytest.mark.parametrize("set_name,two_pass", [("MOE_TWO_PASS_KERNELS", True), ("MOE_SINGLE_PASS_KERNELS", False)])
-def test_moe_qact_is_bit_exact(seed_module, set_name, two_pass):
+@pytest.mark.parametrize("set_name,kernel,two_pass", [
+    ("MOE_TWO_PASS_KERNELS", "moe_qact", True), ("MOE_SINGLE_PASS_KERNELS", "moe_qact", False),
+    ("emit_forward#1", "k0_qact", True), ("emit_forward#2", "k0_qact", False)])
+def test_activation_quantization_is_bit_exact(seed_module, set_name, kernel, two_pass):
     mod = seed_module(set_name)
-    grid, block, shared, args, outputs = build_launch(set_name, "moe_qact", SEED_VALUE)
-    mod.launch("moe_qact", grid, block, shared, args, outputs)
+    grid, block, shared, args, outputs = build_launch(set_name, kernel, SEED_VALUE)
+    mod.launch(kernel, grid, block, shared, args, outputs)
     ref = _qact_reference(args[0], two_pass)
     for got, want in zip([args[i] for i in outputs], ref):
-        assert np.array_equal(got, want), f"{set_name}/moe_qact, input seed {SEED_VALUE}"
+        assert np.array_equal(got, want), f"{set_name}/{kernel}, input seed {SEED_VALUE}"
 
 
 def test_gk_quant_act_is_bit_exact(seed_module):

@@ -143,7 +143,8 @@ def test_a_shape_subset_leaves_other_shapes_alone(tmp_path, fake_matrix, monkeyp
     monkeypatch.setattr(golden, "golden_matrix", lambda shapes=None: [e for e in MATRIX if e[2] in shapes])
     fake_matrix["extra"] = "// tiny only\n"
     changes = golden.update(tmp_path, shapes=["tiny"])
-    assert {(c.kind, c.path) for c in changes} == {("changed", "fake/dequant/tiny.cu"), ("changed", "fake/int8act/tiny.cu")}
+    assert {(c.kind, c.path) for c in changes} == {("changed", "fake/dequant/tiny.cu"),
+                                                   ("changed", "fake/int8act/tiny.cu")}
     assert (tmp_path / "fake/any/tails.cu").is_file()
     assert "fake/any/tails.cu" in golden.read_manifest(tmp_path)["files"]
     assert golden.check(tmp_path, shapes=["tiny"]).ok

@@ -78,3 +78,13 @@ def test_inputs_refuse_bad_arguments():
         inputs.q8_weight(inputs.rng_for(1), 4, 33)
     with pytest.raises(ValueError, match="count"):
         inputs.distinct_indices(inputs.rng_for(1), 5, 4)
+
+
+def test_half_ties_sit_exactly_between_two_int8_steps():
+    x = inputs.half_ties(inputs.rng_for(9), 256).reshape(-1, 32).astype(np.float64)
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    q = x / (amax / 127.0)
+    assert np.all(np.abs(q[:, 0]) == 127)
+    assert np.all(q[:, 1:] - np.floor(q[:, 1:]) == 0.5)
+    with pytest.raises(ValueError, match="32-block"):
+        inputs.half_ties(inputs.rng_for(1), 40)
