@@ -382,13 +382,44 @@ def prepare(case: Case, contract: KernelContract) -> Ctx:
     return ctx
 
 
+def _touched(ctx: Ctx) -> dict:
+    """Elements of the buffers an op must touch where that is less than the whole buffer: the routed experts
+    of a MoE weight, one embedding row, one KV-cache row written, the L cached rows attention reads."""
+    op, d = ctx.contract.op, ctx.dims
+    out: dict = {}
+    if op in ("moe_gate_up_silu", "moe_down_combine"):
+        rows = int(d["K"]) * int(d["N"])
+        for q, s in (("wg_q", "wg_s"), ("wu_q", "wu_s"), ("wd_q", "wd_s")):
+            if ctx.has(q):
+                out[q], out[s] = rows * int(d["Kd"]), rows * int(d["Kd"]) // 32
+    elif op == "embed_q8":
+        out["wq"], out["ws"] = int(d["E"]), int(d["E"]) // 32
+    elif op == "q8_gemv" and ctx.attrs.get("dest") == "kv_cache":
+        out["cache"] = int(d["N"])
+    elif op == "q8_gemv_qkv":
+        out["kc"] = out["vc"] = int(d["KD"])
+    elif op in ("attention", "attention_partials") and "L" in d:
+        nkv, hd = int(ctx.dim("n_kv", "KV")), int(ctx.dim("hd", "HD"))
+        out["kc"] = out["vc"] = int(d["L"]) * nkv * hd
+    elif op == "qk_norm_rope":
+        for b, heads in (("base", "n_heads"), ("qbase", "nh"), ("kbase", "nkv")):
+            if ctx.has(b):
+                out[b] = int(d[heads]) * int(d["hd"])
+    return out
+
+
 def bytes_moved(ctx: Ctx) -> int:
-    """Bytes the kernel must move at least: every input read once, every output written once."""
+    """Bytes the kernel must move at least: each input element it needs read once, each output written
+    once (a buffer read and written counts twice; a KV-cache row only written counts once)."""
+    touched = _touched(ctx)
+    write_only = {"cache", "kc", "vc"} if ctx.contract.op in ("q8_gemv", "q8_gemv_qkv") else set()
     total = 0
     for p in ctx.contract.params:
         if p.is_pointer:
             a = ctx.args[p.name]
-            total += a.nbytes * (2 if p.role is Role.INOUT else 1)  # type: ignore[union-attr]
+            n = min(touched.get(p.name, a.size), a.size)  # type: ignore[union-attr]
+            both = p.role is Role.INOUT and p.name not in write_only
+            total += n * a.itemsize * (2 if both else 1)  # type: ignore[union-attr]
     return total
 
 

@@ -94,6 +94,30 @@ def _gemv_act(ctx: Ctx, M: int, K: int):
     return act, step, x, kind
 
 
+def _near_tie_rows(ctx: Ctx, w, x: np.ndarray, K: int):
+    """Copy the top logit's weight row into a lower-index row and move one code of the copy by one step at
+    a column c whose activation is below half an int8 step of its block (single-pass int8 rounds it to 0;
+    the two-pass residual and f32 still see it), taking the largest such |s_w x_c|. The exact logits then
+    differ by s_w |x_c|, well above float32 rounding; INT8_ACT sees two equal logits (the greedy token may
+    flip: an explained near-tie), TWO_PASS_INT8 and DEQUANT must keep the token."""
+    from reference.quant import Q8Tensor
+    y, _ = gemv_terms(w.quants, w.scales, {"f32": x[None, :]}, K)
+    top = int(np.argmax(y[0]))
+    q, s = w.quants.copy(), w.scales.copy()
+    twin = int(ctx.rng.integers(0, top)) if top > 0 else 1
+    q[twin], s[twin] = q[top], s[top]
+    xb = x.astype(np.float64).reshape(-1, 32)
+    step = np.repeat(np.abs(xb).max(axis=1) / 127.0, 32)
+    contrib = np.abs(np.repeat(s[top].astype(np.float64), 32) * x.astype(np.float64))
+    ok = (x != 0) & (np.abs(q[top]) < 127) & (np.abs(x) < 0.45 * step)
+    if not ok.any():
+        ok = (x != 0) & (np.abs(q[top]) < 127)
+    c = int(np.argmax(np.where(ok, contrib, -1.0)))
+    q[twin, c] = q[twin, c] - np.int8(np.sign(x[c]))       # the twin's logit drops by s |x_c|
+    ctx.extra["near_tie"] = (top, twin, c)
+    return Q8Tensor(q, s)
+
+
 def _kernel_act(ctx: Ctx, kind: str, M: int, K: int):
     """The activation exactly as the kernel received it (read back from its own arguments)."""
     if kind == "f32":
@@ -141,6 +165,8 @@ class Q8Gemv:
             ctx.attrs.setdefault("act", "int8")
         act, step, x, kind = _gemv_act(ctx, M, K)
         w = inputs.q8_weight(ctx.rng, N, K)
+        if ctx.case.variant == "near-tie":
+            w = _near_tie_rows(ctx, w, x[0], K)
         _place_q8(ctx, ctx.pname(*W_Q), ctx.pname(*W_S), w, N)
         ctx.extra.update(x=x, step=step, kind=kind, M=M, N=N, K=K)
         if ctx.attrs.get("dest", "y") == "kv_cache":

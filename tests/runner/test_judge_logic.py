@@ -179,3 +179,51 @@ def test_a_source_that_does_not_build_fails_every_case():
     from harness.runner import run_cases
     run = run_cases(FakeBackend(None, fail_build=True), [_gemv_job()], progress=False)
     assert run.rows and all(r["verdict"] == FAIL and "did not build" in r["reason"] for r in run.rows)
+
+
+def test_bytes_moved_counts_only_what_the_op_must_touch():
+    from harness.judge import bytes_moved, prepare
+    c = emit("moe", Mode.INT8_ACT, "tiny").contract("moe_gate_up_silu")
+    ctx = prepare(cases_for_contract(c, "tiny", 1)[0], c)
+    d = ctx.dims
+    routed = d["K"] * d["N"] * d["Kd"]
+    want = 2 * (routed + routed // 32 * 4) + d["Kd"] + d["Kd"] // 32 * 4 + d["K"] * 4 + d["K"] * d["N"] * 4
+    assert bytes_moved(ctx) == want          # the E - K experts that are not routed are not counted
+    g = emit("matmul", Mode.INT8_ACT, "tiny").contract("gk_gemv")
+    gctx = prepare(cases_for_contract(g, "tiny", 1)[0], g)
+    N, K = gctx.dims["N"], gctx.dims["K"]
+    assert bytes_moved(gctx) == N * K + N * K // 32 * 4 + K + K // 32 * 4 + N * 4
+
+
+def test_gpu_timing_reports_time_and_bandwidth_without_disturbing_inout_buffers():
+    """On a GPU the runner times repeated launches; an in-place kernel (x += y) must be judged on the result
+    of one launch, so the timed repeats run on copies."""
+    from harness.runner import Job, run_cases
+
+    def add(x, y, n):
+        x[:] = (x + y).astype(np.float32)
+
+    class TimedModule(FakeModule):
+        def launch(self, name, grid, block, shared_bytes, args, outputs=(), timing=None):
+            res = super().launch(name, grid, block, shared_bytes, args, outputs)
+            if timing:
+                for _ in range(timing[0] + timing[1]):
+                    self.impls[name](*args)
+                res.elapsed_ms = 0.002
+            return res
+
+    class Gpu(FakeBackend):
+        name = "gpu"
+
+        def copy_bandwidth_gbps(self):
+            return 4000.0
+
+    c = emit("elementwise", None, "tiny").contract("gk_add")
+    job = Job("fake", "// gk_add", [(k, c) for k in cases_for_contract(c, "tiny", 3)])
+    run = run_cases(Gpu(lambda n: TimedModule({"gk_add": add})), [job], progress=False)
+    row = run.rows[0]
+    assert row["verdict"] == PASS, row["reason"]
+    n = 512
+    assert row["bytes_moved"] == 3 * n * 4 and row["kernel_ms"] == 0.002
+    assert row["bandwidth_gbps"] == pytest.approx(3 * n * 4 / 2e-6 / 1e9)
+    assert row["bandwidth_fraction_of_copy"] == pytest.approx(row["bandwidth_gbps"] / 4000.0)
