@@ -18,7 +18,7 @@ Grouping by mode:
 An add+norm takes two stage numbers (the sum and the norm), as the forward numbers its stages.
 
 The forward-lane quant epilogue writes row r's int8 values and block scales at row offset r; at one row
-(the decode forward) that is exactly the seed's layout (see docs/KERNELS.d/emitters_b.md for rows > 1).
+(the decode forward) that is exactly the seed's layout (see docs/KERNELS.md, section 2 for rows > 1).
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _row_body(c: KernelContract, cols: int, eps: float) -> str:
 def _row_quant(cols: int) -> str:
     nb = cols // 32
     return ("  __syncthreads();  // every yr element of the row is written before warps read whole blocks\n"
-            + warp_blocks_quant("yr[qb * 32 + ql]", f"yq[base + qb * 32 + ql]",
+            + warp_blocks_quant("yr[qb * 32 + ql]", "yq[base + qb * 32 + ql]",
                                 f"ys[(long)blockIdx.x * {nb} + qb]", str(nb), "floor"))
 
 

@@ -190,8 +190,7 @@ def _act_quant_ref(x: np.ndarray, zero_rule: str, two_pass: bool):
     from reference import quant as Q
     if two_pass:
         return Q.quantize_act_two_pass(x)
-    # The contract vocabulary says "unit" for the `amax > 0 ? amax/127 : 1` rule; the reference says "one".
-    return Q.quantize_act_int8(x, zero_rule={"unit": "one"}.get(zero_rule, zero_rule))
+    return Q.quantize_act_int8(x, zero_rule=zero_rule)
 
 
 def _weight_scales(ctx: Ctx, name: str, scales: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ Derivations are in docs/NUMERICS.md ("Error bounds"). In short, with u = 2^-24 (
 * a float32 sum of n terms, each formed with at most t roundings, in any order (sequential, strided, tree,
   fused or not) errs by at most ``gamma_(n+t) * sum |terms|`` with ``gamma_n = n u / (1 - n u)`` (Higham).
 
-The activation bounds assume a finite block; for the "one" zero rule also that amax/127 does not underflow
+The activation bounds assume a finite block; for the "unit" zero rule also that amax/127 does not underflow
 (amax >= 127 * 2^-149); outside that the quantizer's output is defined (see reference.quant) but unbounded.
 """
 from __future__ import annotations

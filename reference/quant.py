@@ -22,7 +22,7 @@ BLOCK_BYTES = 2 + QK                      # one GGUF Q8_0 block: float16 scale, 
 F16_MAX = float(np.finfo(np.float16).max)  # 65504
 ACT_AMAX_FLOOR = np.float32(1e-30)         # the `amax > 1e-30f ? amax : 1e-30f` floor of moe_qact / k*_qact
 TWO_PASS_LO = np.float32(0.0078125)        # the residual byte's scale is hi_scale * 2^-7 (exact in float32)
-ZERO_RULES = ("floor", "one")
+ZERO_RULES = ("floor", "unit")
 # Rows per chunk when quantizing or dequantizing: keeps temporaries in cache-sized pieces, memory bounded.
 _CHUNK_ELEMS = 1 << 18
 
@@ -237,7 +237,7 @@ def quantize_act_int8(x, zero_rule: str = "floor") -> tuple[np.ndarray, np.ndarr
 
     zero_rule="floor" (default; moe_qact, k*_qact and every fused quantizing epilogue, i.e. every int8-mode
     matmul and MoE input of the emitted forward): ``amax = max(amax, 1e-30f)``, ``scale = amax / 127``,
-    ``q = clamp(rintf(v / scale), -128, 127)``. zero_rule="one" (gk_quant_act, gk_rmsnorm_q8,
+    ``q = clamp(rintf(v / scale), -128, 127)``. zero_rule="unit" (gk_quant_act, gk_rmsnorm_q8,
     gk_add_rmsnorm_q8a of the generation runtime): ``scale = amax > 0 ? amax / 127 : 1``,
     ``q = (signed char)__float2int_rn(v / scale)`` (no clamp; the int32 result's low byte).
     NaN lanes: ignored by the amax (fmaxf), quantized to 0. An Inf lane makes the block's scale Inf and all its

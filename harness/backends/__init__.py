@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .base import (  # noqa: F401  (re-exported API)
     Backend, BarrierDivergence, BuildError, Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo,
-    LaunchResult, Module, OutOfBounds, RaceDetected, UnsupportedConstruct, UnwrittenOutput,
+    LaunchResult, Module, OutOfBounds, RaceDetected, UninitializedRead, UnsupportedConstruct, UnwrittenOutput,
 )
 
 BACKEND_NAMES = ("emu", "gpu", "auto")

@@ -72,6 +72,10 @@ class KernelTimeout(KernelFault):
     """The launch did not finish in its time limit."""
 
 
+class UninitializedRead(KernelFault):
+    """The result depended on the poison pattern: the kernel read shared memory, or an output, before writing it."""
+
+
 class UnsupportedConstruct(KernelFault):
     """The source uses something this backend cannot run; the message names the construct."""
 

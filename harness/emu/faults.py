@@ -1,16 +1,11 @@
-"""Faults the emu backend adds to the common family in harness.backends.base."""
+"""Map a fault name reported by the emu worker process to its KernelFault class."""
 from __future__ import annotations
 
 from harness.backends import base
-
-
-class UninitializedRead(base.KernelFault):
-    """The result depended on the poison pattern: the kernel read shared memory, or an output, before writing it."""
+from harness.backends.base import UninitializedRead  # noqa: F401  (re-exported for older imports)
 
 
 def fault_class(name: str) -> type:
-    if name == "UninitializedRead":
-        return UninitializedRead
     cls = getattr(base, name, None)
     if isinstance(cls, type) and issubclass(cls, base.KernelFault):
         return cls

@@ -14,7 +14,7 @@ RUNTIME_DIR = Path(__file__).resolve().parent
 FIBER_ENV = "QCONFORM_EMU_FIBER"      # boost | ucontext | auto
 FIBERS = ("auto", "boost", "ucontext")
 
-# Device code is compiled without floating-point contraction (see docs/NUMERICS.d/emu.md): results then
+# Device code is compiled without floating-point contraction (see docs/NUMERICS.md, section 14): results then
 # equal a GPU build with -fmad=false for + - * / sqrt. -fno-strict-aliasing because CUDA kernels routinely
 # read int8 buffers through int/int4 pointers; -fno-gnu-unique keeps two loaded modules from sharing state;
 # -fno-finite-loops / -fno-delete-null-pointer-checks keep a spinning or crashing kernel spinning or crashing

@@ -1,6 +1,6 @@
 """The same compile, resource and SASS checks on the seed's own kernel strings, decoded at test time from
 ../shared/seed/qwen_emit.rs (never copied into the repository). Findings are written up in
-docs/KERNELS.d/compile.md."""
+docs/KERNELS.md, section 4."""
 from __future__ import annotations
 
 import pytest

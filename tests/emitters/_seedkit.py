@@ -13,7 +13,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Optional
@@ -183,10 +182,10 @@ def _seed_region(src: str, stage: int, members: list, stores: list, n_in: int) -
 
 # -- nvcc ------------------------------------------------------------------------------------------------------
 def find_nvcc() -> Optional[str]:
-    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and Path(cand).is_file():
-            return cand
-    return None
+    """The toolchain qconform itself uses (the `toolchain` extra's wheels first, then a CUDA install)."""
+    from harness.toolchain import toolchain_or_reason
+    tc, _why = toolchain_or_reason()
+    return str(tc.nvcc) if tc else None
 
 
 def _cached_run(kind: str, code: str, args: list, suffix: str) -> Path:
@@ -216,28 +215,17 @@ def compile_cubin(code: str, arch: str = "sm_80") -> Path:
 
 
 def find_cuobjdump() -> Optional[str]:
-    """cuobjdump from the environment, beside nvcc, or from the NVIDIA wheels (the `toolchain` extra)."""
-    cands = [os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump")]
-    nvcc = find_nvcc()
-    if nvcc:
-        cands.append(str(Path(nvcc).parent / "cuobjdump"))
-    try:
-        import nvidia  # namespace package of the NVIDIA wheels
-        cands += [str(p) for base in nvidia.__path__ for p in sorted(Path(base).glob("*/bin/cuobjdump"))]
-    except ImportError:
-        pass
-    for cand in cands:
-        if cand and Path(cand).is_file():
-            return cand
-    return None
+    from harness.toolchain import toolchain_or_reason
+    tc, _why = toolchain_or_reason()
+    return str(tc.cuobjdump) if tc and tc.cuobjdump else None
 
 
 def sass_tools_or_skip() -> None:
     import pytest
     if not find_nvcc():
-        pytest.skip("no nvcc found (set NVCC or install the toolchain extra)")
+        pytest.skip("no nvcc found (install the toolchain extra, or set QCONFORM_NVCC / CUDA_HOME)")
     if not find_cuobjdump():
-        pytest.skip("no cuobjdump found (set CUOBJDUMP or install the toolchain extra)")
+        pytest.skip("no cuobjdump found (install the toolchain extra)")
 
 
 # Floating-point arithmetic as the GPU executes it: ptxas may fuse a PTX mul.f32 and add.f32 into FFMA, so

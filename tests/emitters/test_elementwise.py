@@ -75,7 +75,7 @@ def test_bad_chains_and_regions_are_refused():
 
 def test_float_op_census_equals_the_seed(seed):
     """k5_fused (mul then sub) is the one known difference: the seed's chain leaves that product to FMA
-    contraction (see docs/KERNELS.d/emitters_b.md); every other kernel must match."""
+    contraction (see docs/KERNELS.md, section 2); every other kernel must match."""
     kit.sass_tools_or_skip()
     ks = elementwise.emit(None, TINY)
     # Negative control compiled beside the seed's kernels: a chain product left to contraction becomes an FMA.

@@ -22,7 +22,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,18 +128,18 @@ def check_instances(src: KernelSource, shape) -> None:
 
 # ---- compiler-backed checks ----------------------------------------------------------------------------------
 def find_nvcc() -> "str | None":
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/nvcc")
-    return str(default) if default.is_file() else None
+    """The toolchain qconform itself uses (the `toolchain` extra's wheels first, then a CUDA install)."""
+    from harness.toolchain import toolchain_or_reason
+    tc, _why = toolchain_or_reason()
+    return str(tc.nvcc) if tc else None
 
 
 def need_nvcc() -> str:
-    nvcc = find_nvcc()
-    if nvcc is None:
-        pytest.skip("no nvcc on PATH or in the default CUDA install; the compile checks need one")
-    return nvcc
+    from harness.toolchain import toolchain_or_reason
+    tc, why = toolchain_or_reason()
+    if tc is None:
+        pytest.skip(f"the compile checks need nvcc: {why}")
+    return str(tc.nvcc)
 
 
 def _cached_nvcc(code: str, flag: str, suffix: str) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from harness.backends import (BarrierDivergence, Deadlock, KernelCrash, KernelTimeout, OutOfBounds, RaceDetected,
                               UnwrittenOutput)
-from harness.emu.faults import UninitializedRead
+from harness.backends import UninitializedRead
 
 SRC = r"""
 __global__ void fill_ok(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<n) y[i]=1.0f; }

@@ -1,6 +1,6 @@
 """The seed's own kernel strings (decoded at test time, never copied into the repository) through emu:
 every complete kernel set builds, every kernel launches at the tiny shapes with all checks on, the integer
-paths are bit-exact against numpy, and the findings recorded in docs/KERNELS.d/emu.md reproduce."""
+paths are bit-exact against numpy, and the findings recorded in docs/KERNELS.md, section 3 reproduce."""
 from __future__ import annotations
 
 import numpy as np
@@ -114,7 +114,7 @@ def test_marlin_tensor_core_gemm_matches_integer_reference(seed_module):
     assert np.all(np.abs(Y.reshape(B, N) - ref) <= bound), f"input seed {SEED_VALUE}"
 
 
-# ---- findings recorded in docs/KERNELS.d/emu.md ---------------------------------------------------------------
+# ---- findings recorded in docs/KERNELS.md, section 3 ---------------------------------------------------------------
 def test_finding_rmsnorm_q8_needs_256_threads(seed_module):
     mod = seed_module("GEN_DEVICE_KERNELS")
     grid, _block, shared, args, outputs = build_launch("GEN_DEVICE_KERNELS", "gk_rmsnorm_q8", SEED_VALUE)

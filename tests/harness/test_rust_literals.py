@@ -1,7 +1,6 @@
 import subprocess
 import sys
 
-import pytest
 
 from harness.cuda_source import kernel_signatures
 from harness.rust_literals import fill_format, kernel_sets, string_literals

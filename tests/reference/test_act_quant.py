@@ -60,18 +60,18 @@ def test_floor_rule_matches_the_kernel_written_out(x):
 
 @given(arrays(np.float32, st.sampled_from([32, 64]), elements=block_values))
 def test_one_rule_matches_the_kernel_written_out(x):
-    q, s = quantize_act_int8(x, "one")
+    q, s = quantize_act_int8(x, "unit")
     for b in range(x.size // 32):
         oq, osc = oracle_block_one(x[b * 32:(b + 1) * 32])
         assert s[b] == osc and q[b * 32:(b + 1) * 32].tolist() == oq, f"block {b}: {x[b * 32:(b + 1) * 32]!r}"
 
 
-@given(arrays(np.float32, 64, elements=block_values), st.sampled_from(["floor", "one"]))
+@given(arrays(np.float32, 64, elements=block_values), st.sampled_from(["floor", "unit"]))
 def test_single_pass_reconstruction_within_half_a_step(x, rule):
     q, s = quantize_act_int8(x, rule)
     step = np.repeat(s.astype(np.float64), 32)
     err = np.abs(x.astype(np.float64) - q * step)
-    tiny_one = rule == "one" and np.any(np.repeat(s, 32) < np.finfo(np.float32).tiny)  # underflowed scale: unbounded
+    tiny_one = rule == "unit" and np.any(np.repeat(s, 32) < np.finfo(np.float32).tiny)  # underflowed scale: unbounded
     if not tiny_one:
         assert np.all(err <= step * (0.5 + INT8_ACT_SLACK * U32)), f"x={x!r}"
 
@@ -102,7 +102,7 @@ def test_zero_block_rules_differ_only_in_the_scale():
     x = np.zeros(64, F)
     x[32:] = 1.0
     qf, sf = quantize_act_int8(x, "floor")
-    qo, so = quantize_act_int8(x, "one")
+    qo, so = quantize_act_int8(x, "unit")
     assert sf[0] == F(1e-30) / F(127) and so[0] == 1.0
     assert np.all(qf[:32] == 0) and np.all(qo[:32] == 0)
     assert sf[1] == so[1] and np.array_equal(qf[32:], qo[32:])
@@ -113,12 +113,12 @@ def test_tiny_blocks_floor_versus_one_rule():
     x[0], x[1] = F(1e-35), F(-5e-36)
     qf, sf = quantize_act_int8(x, "floor")          # amax floored to 1e-30: quants 0
     assert np.all(qf == 0) and sf[0] == F(1e-30) / F(127)
-    qo, so = quantize_act_int8(x, "one")            # scale amax/127: full resolution
+    qo, so = quantize_act_int8(x, "unit")            # scale amax/127: full resolution
     assert qo[0] == 127 and qo[1] == -64 and so[0] == F(1e-35) / F(127)
     # a denormal amax whose /127 underflows to 0: v/0 = inf -> INT_MAX -> low byte -1; 0/0 -> 0; -inf -> 0
     y = np.zeros(32, F)
     y[0], y[1] = F(2 ** -149 * 3), F(-2 ** -149)
-    qu, su = quantize_act_int8(y, "one")
+    qu, su = quantize_act_int8(y, "unit")
     assert su[0] == 0 and qu[0] == -1 and qu[1] == 0 and qu[2] == 0
 
 
@@ -133,7 +133,7 @@ def test_nan_and_inf_lanes():
     assert np.isinf(s[1]) and np.all(q[32:] == 0)    # an Inf lane: scale Inf, every quant 0
     hi, lo, sh = quantize_act_two_pass(x)
     assert hi[3] == 0 and lo[3] == 0 and np.all(lo[32:] == 0)
-    qa, sa = quantize_act_int8(np.full(32, np.nan, F), "one")
+    qa, sa = quantize_act_int8(np.full(32, np.nan, F), "unit")
     assert sa[0] == 1.0 and np.all(qa == 0)
 
 
@@ -187,7 +187,7 @@ def test_quantized_activation_container():
     assert quantize_activation(x, "dequant") is None
     assert quantize_activation(x, "int8act").mode is Mode.INT8_ACT
     with pytest.raises(ValueError, match="zero_rule"):
-        quantize_activation(x, "twopass", zero_rule="one")
+        quantize_activation(x, "twopass", zero_rule="unit")
     with pytest.raises(ValueError, match="scales"):
         QuantizedActivation(a.hi, a.scales[:1])
     with pytest.raises(ValueError, match="lo"):

@@ -29,7 +29,7 @@ def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
             if r["verdict"] == "fail":
                 failures.append(f"{f.name}: {r['case']}: {r['reason'][:300]}")
         assert rc == (1 if any(r["verdict"] == "fail" for r in doc["rows"]) else 0)
-    # the seed's kernels conform at tiny (docs/KERNELS.d/verdicts.md); a failure here is a finding to report
+    # the seed's kernels conform at tiny (docs/KERNELS.md, section 1); a failure here is a finding to report
     assert not failures, "\n".join(failures)
 
 
