@@ -13,7 +13,7 @@ from emitters import argmax, embed, matmul, moe
 from emitters.contract import ContractViolation, Role
 from reference.shapes import SHAPE_SETS, TINY
 from tests.seed import seed_source
-from tests.emitters.test_matmul import (seed_sets, check_instances, profile_problems,
+from tests.emitters._q8kit import (seed_sets, check_instances, profile_problems,
                                         seed_signature_problems, signature_problems)
 
 MODULES = {"embed": embed, "argmax": argmax}

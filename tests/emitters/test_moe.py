@@ -9,7 +9,7 @@ from emitters import moe
 from emitters.contract import ContractViolation
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
-from tests.emitters.test_matmul import (check_instances, profile_problems, seed_signature_problems,
+from tests.emitters._q8kit import (check_instances, profile_problems, seed_signature_problems,
                                         signature_problems)
 
 MODE_IDS = {"ids": lambda m: m.value}

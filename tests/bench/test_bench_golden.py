@@ -1,4 +1,4 @@
-"""Speed of the golden machinery (issue 3, section 4). Run with `pytest tests/golden/test_golden_bench.py
+"""Speed of the golden machinery (issue 3, section 4). Run with `pytest tests/bench/test_bench_golden.py
 --benchmark-enable`; with --benchmark-disable (the default suite) each runs once as a smoke test.
 
 Targets, read off the benchmark table: emitting the whole golden matrix and comparing it with golden/ under 10 s;
