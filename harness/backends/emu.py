@@ -22,7 +22,7 @@ from .base import Backend, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
 MAX_THREADS = 1024
-DEFAULT_SCHEDULES = 4
+DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
@@ -30,9 +30,10 @@ MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 class EmuBackend(Backend):
     """CPU execution backend.
 
-    schedules: runs per launch (>= 1; default $QCONFORM_EMU_SCHEDULES, else 4). Run 1: forward order, outputs
+    schedules: runs per launch (>= 1; default $QCONFORM_EMU_SCHEDULES, else 5). Run 1: forward order, outputs
       poisoned 0xA5; run 2: forward, 0x5A (unwritten outputs, reads before writes); run 3: reverse order;
-      runs 4..: seeded random orders (races). Shared memory gets the other poison pattern of each run.
+      run 4: warp-greedy (each warp runs ahead to the next block barrier: races between warps inside one
+      barrier interval); runs 5..: seeded random orders. Shared memory gets the other poison pattern of each run.
     seed: seed of the random schedules (recorded in every fault message).
     timeout_s: wall-clock limit for one launch, all schedules together.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).

@@ -35,7 +35,10 @@ namespace emu {
 enum FaultCode : int {
   OK = 0, BARRIER_DIVERGENCE = 1, DEADLOCK = 2, SHARED_OOB = 3, UNSUPPORTED = 4, TRAP = 5, BAD_LAUNCH = 6,
 };
-enum Policy : int { FORWARD = 0, REVERSE = 1, RANDOM = 2 };
+// WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
+// next block barrier before the next warp starts: a legal GPU order that exposes races between warps inside
+// one barrier interval (a warp overwriting shared data that a later warp has yet to read).
+enum Policy : int { FORWARD = 0, REVERSE = 1, RANDOM = 2, WARP_GREEDY = 3 };
 const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
                                  "mma.sync.m16n8k32"};
@@ -335,7 +338,12 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
     for (int l = 0; l < 32; ++l)
       if (mask >> l & 1u) g_order.push_back(f->warp * 32 + l);
     order_batch(g_order);
-    for (int id : g_order) push_ready(id);
+    if (g_policy == WARP_GREEDY) {   // the released warp goes to the front of the queue
+      for (int id : g_order) g_fibers[id].state = READY;
+      g_ready.insert(g_ready.begin() + g_ready_head, g_order.begin(), g_order.end());
+    } else {
+      for (int id : g_order) push_ready(id);
+    }
   } else {
     f->state = WAIT_WARP;
   }

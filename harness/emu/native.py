@@ -7,7 +7,7 @@ from dataclasses import dataclass
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp.
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
                5: "KernelCrash", 6: "ValueError"}
-POLICIES = {"forward": 0, "reverse": 1, "random": 2}
+POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 
 @dataclass(frozen=True)

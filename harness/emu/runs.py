@@ -19,7 +19,7 @@ DEVICE_ALIGN = 256     # cudaMalloc alignment
 
 @dataclass(frozen=True)
 class Schedule:
-    policy: str      # forward | reverse | random
+    policy: str      # forward | reverse | warp-greedy | random
     seed: int
     poison: int
 
@@ -34,11 +34,13 @@ class Schedule:
 
 
 def schedules(n: int, seed: int) -> list[Schedule]:
-    """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order."""
+    """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
+    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
     a, b = POISON_BYTES
-    out = [Schedule("forward", 0, a), Schedule("forward", 0, b), Schedule("reverse", 0, a)]
-    for k in range(3, n):
-        out.append(Schedule("random", seed + k - 3, b if k % 2 else a))
+    out = [Schedule("forward", 0, a), Schedule("forward", 0, b), Schedule("reverse", 0, a),
+           Schedule("warp-greedy", 0, b)]
+    for k in range(4, n):
+        out.append(Schedule("random", seed + k - 4, b if k % 2 else a))
     return out[:n]
 
 

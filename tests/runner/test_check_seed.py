@@ -88,3 +88,28 @@ def test_check_matches_stage_numbered_kernels_by_pattern(tmp_path):
     assert rc == 0 and doc["summary"]["fail"] == 0
     row = next(r for r in doc["rows"] if r["kernel"] == "k9_q8dp4a")
     assert row["case"].startswith("k9_q8dp4a[int8act,tiny,") and "--source" in row["replay"]
+
+
+# The seed's kernels that reuse a shared slot before every warp has read it (docs/KERNELS.md, sections 1 and 2).
+# At tiny they are race-free by accident (L = 7 and E = 32 keep the readers in warp 0); at tails (L = 37,
+# E = 64) a second warp reads the slot, and the warp-greedy schedule shows the result depends on warp order.
+SEED_RACES = {("GEN_DEVICE_KERNELS", "gk_attn"), ("GEN_DEVICE_KERNELS", "gk_fused_attn"),
+              ("MOE_ROUTER_TOPK_KERNELS", "moe_topk_idx")}
+
+
+def test_check_at_tails_finds_the_seeds_shared_slot_races_and_nothing_else(seed_cu_dir, tmp_path):
+    _, files = seed_cu_dir
+    found, other = set(), []
+    for f in files:
+        if f.stem not in {s for s, _ in SEED_RACES}:
+            continue
+        out = tmp_path / f.stem
+        main(["check", "--source", str(f), "--backend", "emu", "--shapes", "tails", "--seed", "7", "--out", str(out)])
+        for r in json.loads((out / "report.json").read_text())["rows"]:
+            if r["verdict"] != "fail":
+                continue
+            if (f.stem, r["kernel"]) in SEED_RACES and "RaceDetected" in r["reason"] and "warp-greedy" in r["reason"]:
+                found.add((f.stem, r["kernel"]))
+            else:
+                other.append(f"{f.name}: {r['case']}: {r['reason'][:200]}")
+    assert found == SEED_RACES and not other, (found, other)
