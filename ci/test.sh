@@ -15,5 +15,5 @@ python3 -m venv "$VENV"
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[test,toolchain]'
 
-# The README's test command:
-python -m pytest -n 2
+# The README's test command (the venv is active, and pytest puts the repo root on the path):
+pytest -n 2

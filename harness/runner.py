@@ -51,14 +51,22 @@ class RunResult:
         return [r for r in self.results if r.verdict == FAIL]
 
 
-def resolve_backend(backend):
+def resolve_backend(backend, sanitize: bool = False):
     """A Backend from a name (emu, gpu, auto) or a Backend given as is; an unusable one is a ValueError
-    that names the reason (no GPU, no PyCUDA, no host compiler)."""
-    from .backends import get_backend
+    that names the reason (no GPU, no PyCUDA, no host compiler). `sanitize` asks for the CPU backend's
+    AddressSanitizer build (out-of-bounds reads as well as writes), which only the CPU backend has."""
+    from .backends import get_backend, gpu_unavailable_reason
     if not isinstance(backend, str):
         return backend
+    if sanitize:
+        if backend == "gpu" or (backend == "auto" and gpu_unavailable_reason() is None):
+            raise ValueError("--sanitize: the AddressSanitizer build is a CPU-backend check; use --backend emu")
+        backend_options = {"sanitize": True}
+        backend = "emu"
+    else:
+        backend_options = {}
     try:
-        return get_backend(backend)
+        return get_backend(backend, **backend_options)
     except (RuntimeError, OSError) as exc:
         raise ValueError(f"backend: {backend} cannot be used here: {exc}") from None
 

@@ -33,6 +33,8 @@ def register(sub) -> None:
     p.add_argument("--shapes", default="tiny", help="comma-separated shape sets (default: tiny)")
     p.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
     p.add_argument("--out", default="reports/check", help="output directory for report.json/md/html")
+    p.add_argument("--sanitize", action="store_true",
+                   help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
     p.set_defaults(func=run)
 
 
@@ -119,7 +121,7 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
 
 def run(args) -> int:
     from harness.report_writer import write_reports
-    from harness.runner import run_cases, summarize
+    from harness.runner import resolve_backend, run_cases, summarize
     src = Path(args.source)
     if not src.is_file():
         raise ValueError(f"--source: no such file {args.source!r}")
@@ -132,7 +134,7 @@ def run(args) -> int:
     jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed)
     if not kernel_signatures(code):
         raise ValueError(f"--source: no __global__ kernel found in {args.source!r}")
-    run_ = run_cases(args.backend, jobs)
+    run_ = run_cases(resolve_backend(args.backend, args.sanitize), jobs)
     run_.unchecked = unchecked
     run_.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
                      shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],

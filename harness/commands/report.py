@@ -18,6 +18,8 @@ def register(sub) -> None:
     p.add_argument("--families", default=None, help="comma-separated kernel families (default: all)")
     p.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
     p.add_argument("--out", default="reports", help="output directory")
+    p.add_argument("--sanitize", action="store_true",
+                   help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
     p.set_defaults(func=run)
 
 
@@ -34,8 +36,11 @@ def run(args) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     out = Path(args.out)
     if args.backend == "reference":
+        if args.sanitize:
+            raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
         from harness import reference_report
         return reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     from harness import runner
-    return runner.run_report(backend=args.backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
+    backend = runner.resolve_backend(args.backend, args.sanitize)
+    return runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
                              families=args.families)
