@@ -81,9 +81,19 @@ def gpu_status() -> dict:
     return {"usable": reason is None, "reason": reason, "nvidia_smi": shutil.which("nvidia-smi")}
 
 
+def compile_toolchain() -> dict:
+    """The toolchain the compile, resource and SASS checks use (harness.toolchain's search order)."""
+    from harness.toolchain import toolchain_or_reason
+    tc, why = toolchain_or_reason()
+    if tc is None:
+        return {"found": False, "reason": why}
+    return {"found": True, **tc.describe()}
+
+
 def collect() -> dict:
     return {"python": sys.version.split()[0], "platform": platform.platform(), "compilers": compilers(),
-            "emu": emu_status(), "cuda_toolkits": cuda_toolkits(), "gpu": gpu_status()}
+            "emu": emu_status(), "cuda_toolkits": cuda_toolkits(), "compile_toolchain": compile_toolchain(),
+            "gpu": gpu_status()}
 
 
 def render(info: dict) -> str:
@@ -100,6 +110,12 @@ def render(info: dict) -> str:
     lines.append("CUDA toolkits:")
     lines += [f"  {t['nvcc']}: {t['version']} (ptxas {'yes' if t['ptxas'] else 'no'}, "
               f"cuobjdump {'yes' if t['cuobjdump'] else 'no'})" for t in info["cuda_toolkits"]] or ["  none found"]
+    tc = info["compile_toolchain"]
+    if tc["found"]:
+        lines.append(f"compile and SASS checks use: {tc['nvcc']} ({tc['version']}; from {tc['origin']['nvcc']}; "
+                     f"SASS reader: {tc['cuobjdump'] or tc['nvdisasm'] or 'none'})")
+    else:
+        lines.append(f"compile and SASS checks: no toolchain ({tc['reason']})")
     gpu = info["gpu"]
     lines.append("gpu backend: " + ("usable" if gpu["usable"] else f"not usable: {gpu['reason']}"))
     return "\n".join(lines)

@@ -23,3 +23,15 @@ def test_doctor_reports_forced_ucontext(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert f"emu backend: fibers = ucontext (forced by {tc.FIBER_ENV}=ucontext)" in out
     assert "host C++ compilers:" in out and "CUDA toolkits:" in out
+
+
+def test_doctor_names_the_toolchain_the_compile_checks_use(capsys):
+    from harness.toolchain import toolchain_or_reason
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["compile_toolchain"]
+    found, why = toolchain_or_reason()
+    assert info["found"] is (found is not None)
+    if found is not None:
+        assert info["nvcc"] == str(found.nvcc) and info["origin"]["nvcc"] == found.origin["nvcc"]
+    else:
+        assert info["reason"] == why
