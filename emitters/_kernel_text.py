@@ -1,4 +1,4 @@
-"""Building blocks shared by the norm, elementwise, rope and attention emitters.
+"""Building blocks every family emitter shares: parameter shorthands, kernel text, contract checks, assembly.
 
 A kernel's signature is rendered from its contract's parameter list, so the text and the contract
 cannot drift apart. `assemble` checks every contract at every instance of the shape set before any
@@ -15,8 +15,9 @@ from typing import Iterable, Mapping, Optional, Sequence
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
-from .contract import KernelContract, KernelSource, Param, Precondition, Role
+from .contract import ContractViolation, KernelContract, KernelSource, Param, Precondition, Role
 from .cuda_snippets import PRELUDE, block_quant_body
+from .expr import ExprError
 from .registry import mode_label
 
 # Static shared memory a kernel may declare without an opt-in attribute, and the default ceiling on
@@ -33,12 +34,13 @@ def out(name: str, ctype: str, count: str, doc: str = "") -> Param:
     return Param(name, ctype, Role.OUTPUT, count=count, doc=doc)
 
 
-def inout(name: str, ctype: str, count: str, doc: str = "") -> Param:
-    return Param(name, ctype, Role.INOUT, count=count, doc=doc)
+def inout(name: str, ctype: str, count: str, fill: Optional[str] = None, doc: str = "") -> Param:
+    return Param(name, ctype, Role.INOUT, count=count, fill=fill, doc=doc)
 
 
-def scalar(name: str, ctype: str, value: str, doc: str = "") -> Param:
-    return Param(name, ctype, Role.SCALAR, value=value, doc=doc)
+def scalar(name: str, ctype: str = "int", value: Optional[str] = None, doc: str = "") -> Param:
+    """A by-value parameter; its value is the dim of the same name unless given."""
+    return Param(name, ctype, Role.SCALAR, value=value if value is not None else name, doc=doc)
 
 
 # -- preconditions ---------------------------------------------------------------------------------
@@ -146,32 +148,49 @@ def baked_value(contract: KernelContract, shape: ShapeSet, dim: str) -> int:
 
 
 def check_instances(contract: KernelContract, shape: ShapeSet) -> None:
-    """Every precondition holds and every size, geometry and scalar evaluates at every instance."""
+    """Every precondition holds and every size, geometry and scalar evaluates at every instance; otherwise
+    ContractViolation naming the kernel, the parameter, the rule, the instance and the shape set."""
     if not contract.instances:
-        raise ValueError(f"kernel {contract.name}: the contract lists no instances")
-    for label, dims in instance_dims(contract, shape):
-        missing = contract.dims_needed() - set(dims)
-        if missing:
-            raise ValueError(f"kernel {contract.name}: instance {label!r} lacks dims {sorted(missing)}")
-        contract.check(dims)
-        contract.geometry(dims)
-        contract.counts(dims)
-        contract.scalars(dims)
+        raise ContractViolation(f"kernel {contract.name}: the contract lists no instances")
+    needed = contract.dims_needed()
+    for label, _ in contract.instances:
+        where = f"(instance {label!r} at shape set {shape.name!r})"
+        try:
+            dims = contract.dims_for(shape, label)
+            missing = needed - set(dims)
+            if missing:
+                raise ContractViolation(f"kernel {contract.name}: instance {label!r} lacks dims {sorted(missing)}")
+            contract.check(dims)
+            contract.geometry(dims)
+            contract.counts(dims)
+            contract.scalars(dims)
+        except ContractViolation as exc:
+            raise ContractViolation(f"{exc} {where}") from None
+        except ExprError as exc:
+            raise ContractViolation(f"kernel {contract.name}: cannot be evaluated {where}: {exc}") from None
 
 
-def assemble(family: str, mode: Optional[Mode], shape: ShapeSet,
-             kernels: Iterable[tuple[KernelContract, str]], emitter_params: Mapping[str, object]) -> KernelSource:
+def assemble(family: str, mode: Optional[Mode], shape: ShapeSet, kernels: Iterable[tuple[KernelContract, str]],
+             emitter_params: Optional[Mapping[str, object]] = None) -> KernelSource:
+    """PRELUDE, a header naming family, mode and shape set, then every kernel; every contract is checked at
+    every instance first, and all broken rules are reported together, one per line."""
     kernels = list(kernels)
     names = [c.name for c, _ in kernels]
     if len(set(names)) != len(names):
         raise ValueError(f"{family}: duplicate kernel names {names}")
+    broken = []
     for contract, _ in kernels:
-        check_instances(contract, shape)
+        try:
+            check_instances(contract, shape)
+        except ContractViolation as exc:
+            broken.append(str(exc))
+    if broken:
+        raise ContractViolation("\n".join(broken))
     header = (f"// qconform {family} kernels, mode {mode_label(mode)}, shape set {shape.name}.\n"
               f"// Written by emitters.{family}; the contracts travel with this text in the KernelSource.\n")
-    code = header + PRELUDE + "\n" + "\n".join(text for _, text in kernels)
+    code = PRELUDE + "\n" + header + "\n".join(text for _, text in kernels)
     return KernelSource(family=family, mode=mode, shape=shape.name, code=code,
-                        contracts=tuple(c for c, _ in kernels), emitter_params=dict(emitter_params))
+                        contracts=tuple(c for c, _ in kernels), emitter_params=dict(emitter_params or {}))
 
 
 __all__ = ["SHARED_LIMIT_BYTES", "inp", "out", "inout", "scalar", "tree_threads", "exact_threads", "whole_warps",

@@ -6,7 +6,8 @@ from typing import Optional
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
-from ._kbuild import ONE, assemble, inout, inp, kernel_text, out, scalar
+from ._kbuild import ONE
+from ._kernel_text import assemble, inout, inp, kernel, out, scalar
 from .contract import KernelContract, KernelSource, Precondition
 
 FAMILY = "argmax"
@@ -43,10 +44,10 @@ def _argmax_adv() -> tuple[KernelContract, str]:
             "    __syncthreads();\n"
             "  }\n"
             "  if (t == 0) { *d_tok = bidx[0]; *d_pos = *d_pos + 1; }\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def emit(mode: Optional[Mode], shape: ShapeSet) -> KernelSource:
     if mode is not None:
         raise ValueError(f"mode: the argmax family does not depend on the mode; pass None, not {mode!r}")
-    return assemble(FAMILY, None, shape, [_argmax_adv()], header=f"qconform argmax kernel, shape set {shape.name}.")
+    return assemble(FAMILY, None, shape, [_argmax_adv()])

@@ -6,7 +6,8 @@ from typing import Optional
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
-from ._kbuild import BLOCK_256, assemble, inp, k_blocks, kernel_text, out, scalar
+from ._kbuild import BLOCK_256, k_blocks
+from ._kernel_text import assemble, inp, kernel, out, scalar
 from .contract import KernelContract, KernelSource, Precondition
 
 FAMILY = "embed"
@@ -29,10 +30,10 @@ def _embed() -> tuple[KernelContract, str]:
             "  if (t >= E) return;\n"
             "  const long tok = *d_tok;\n"
             "  x[t] = (float)wq[tok * E + t] * ws[tok * (E / 32) + t / 32];\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def emit(mode: Optional[Mode], shape: ShapeSet) -> KernelSource:
     if mode is not None:
         raise ValueError(f"mode: the embed family does not depend on the mode; pass None, not {mode!r}")
-    return assemble(FAMILY, None, shape, [_embed()], header=f"qconform embedding kernel, shape set {shape.name}.")
+    return assemble(FAMILY, None, shape, [_embed()])

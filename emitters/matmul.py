@@ -16,8 +16,8 @@ from reference.modes import Mode
 from reference.shapes import ShapeSet
 
 from . import _q8_dot as dot
-from ._kbuild import (BLOCK_256, assemble, cache_row, fits_int, inout, inp, int4_rows, k_blocks, kernel_text, out,
-                      scalar, warp_rows_grid)
+from ._kbuild import BLOCK_256, cache_row, fits_int, int4_rows, k_blocks, warp_rows_grid
+from ._kernel_text import assemble, inout, inp, kernel, out, scalar
 from .contract import KernelContract, KernelSource, Precondition
 from .cuda_snippets import block_quant_body
 
@@ -84,7 +84,7 @@ def _q8gemv() -> tuple[KernelContract, str]:
             "    total += part * (double)ws[(long)n * nblk + b];\n"
             "  }\n"
             "  y[idx] = (float)total;\n")
-    return c, kernel_text(c, body, "Dequant Q8 GEMV: one thread per output, f64 accumulation.")
+    return c, kernel(c, body, "Dequant Q8 GEMV: one thread per output, f64 accumulation.")
 
 
 def _gemv_deq(kv: bool) -> tuple[KernelContract, str]:
@@ -111,7 +111,7 @@ def _gemv_deq(kv: bool) -> tuple[KernelContract, str]:
             + dot.f32_act_int4([("acc", "wrow", "srow")], "x", "K")
             + dot.warp_total(["acc"])
             + f"  if (lane == 0) {dest} = acc;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _matmul_f32() -> tuple[KernelContract, str]:
@@ -133,7 +133,7 @@ def _matmul_f32() -> tuple[KernelContract, str]:
             "  float s = 0;\n"
             "  for (int k = 0; k < K; ++k) s += a[(long)r * K + k] * b[(long)k * N + col];\n"
             "  c[idx] = s;\n")
-    return c, kernel_text(c, body, "Plain f32 matmul (weights that are not Q8_0).")
+    return c, kernel(c, body, "Plain f32 matmul (weights that are not Q8_0).")
 
 
 # ---- activation quantizers --------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def _qact(two_pass: bool, mode: Mode) -> tuple[KernelContract, str]:
             "  const int lane = threadIdx.x & 31;\n"
             + block_quant_body("a[blk * 32 + lane]", "lane", f"{'aqh' if two_pass else 'aq'}[blk * 32 + lane]",
                                "as_[blk]", "floor", lo_out=lo))
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _quant_act_gen() -> tuple[KernelContract, str]:
@@ -172,7 +172,7 @@ def _quant_act_gen() -> tuple[KernelContract, str]:
             "  if ((long)blk * 32 >= K) return;\n"
             "  const int lane = threadIdx.x & 31;\n"
             + block_quant_body("x[blk * 32 + lane]", "lane", "xq[blk * 32 + lane]", "xs[blk]", "unit"))
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- INT8_ACT / TWO_PASS_INT8 forward GEMV ------------------------------------------------------------------
@@ -210,7 +210,7 @@ def _q8dp4a(two_pass: bool, mode: Mode) -> tuple[KernelContract, str]:
             + dot.warp_total(["acc"], "    ")
             + "    if (lane == 0) y[(long)r * N + row] = acc;\n"
             + "  }\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- generation-lane int8 GEMVs ----------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def _gemv_gen(kind: str) -> tuple[KernelContract, str]:
     body = (select + "  float acc = 0.f;\n"
             + dot.int8_act([("acc", "wrow", "srow")], "xq", "xs", "K", tiers="512", scale_first=False)
             + dot.warp_total(["acc"]) + f"  if (lane == 0) {store} = acc;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- int8 tensor-core GEMM ---------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def _marlin(nt: int = MARLIN_NT) -> tuple[KernelContract, str]:
             "    if (ra < B) { if (ca < N) Y[(long)ra * N + ca] = acc[j][0]; if (cb < N) Y[(long)ra * N + cb] = acc[j][1]; }\n"
             "    if (rb < B) { if (ca < N) Y[(long)rb * N + ca] = acc[j][2]; if (cb < N) Y[(long)rb * N + cb] = acc[j][3]; }\n"
             "  }\n")
-    return c, kernel_text(c, body, f"Int8 tensor-core Q8_0 GEMM (mma.sync m16n8k32 s8, nt={nt}); needs sm_80+.")
+    return c, kernel(c, body, f"Int8 tensor-core Q8_0 GEMM (mma.sync m16n8k32 s8, nt={nt}); needs sm_80+.")
 
 
 def emit(mode: Optional[Mode], shape: ShapeSet, nt: int = MARLIN_NT) -> KernelSource:
@@ -348,5 +348,4 @@ def emit(mode: Optional[Mode], shape: ShapeSet, nt: int = MARLIN_NT) -> KernelSo
     else:
         raise ValueError(f"mode: the matmul family is emitted in {', '.join(m.value for m in MODES)}, not {mode!r}")
     params["forward_index"] = FORWARD_INDEX
-    return assemble(FAMILY, mode, shape, kernels, params,
-                    header=f"qconform matmul kernels, mode {mode.value}, shape set {shape.name}.")
+    return assemble(FAMILY, mode, shape, kernels, params)

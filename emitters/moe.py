@@ -18,8 +18,8 @@ from reference.modes import Mode
 from reference.shapes import ShapeSet
 
 from . import _q8_dot as dot
-from ._kbuild import (BLOCK_256, ONE, assemble, inout, inp, int4_rows, k_blocks, kernel_text, out, scalar,
-                      warp_rows_grid)
+from ._kbuild import BLOCK_256, ONE, int4_rows, k_blocks, warp_rows_grid
+from ._kernel_text import assemble, inout, inp, kernel, out, scalar
 from .contract import KernelContract, KernelSource, Param, Precondition
 from .cuda_snippets import block_quant_body, warp_max
 
@@ -66,7 +66,7 @@ def _moe_gemv() -> tuple[KernelContract, str]:
             "    total += part * (double)srow[b];\n"
             "  }\n"
             "  y[o] = (float)total;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _silu_had() -> tuple[KernelContract, str]:
@@ -80,7 +80,7 @@ def _silu_had() -> tuple[KernelContract, str]:
             "  if (i >= n) return;\n"
             "  const float gv = g[i];\n"
             "  he[i] = (gv / (1.0f + expf(-gv))) * u[i];\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _zero() -> tuple[KernelContract, str]:
@@ -90,7 +90,7 @@ def _zero() -> tuple[KernelContract, str]:
         preconditions=(Precondition("n >= 1", "n", "an empty launch"),),
         instances=(("combine_acc", {"n": "d"}),), doc="y = 0.")
     body = "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 0.0f;\n"
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _combine() -> tuple[KernelContract, str]:
@@ -104,7 +104,7 @@ def _combine() -> tuple[KernelContract, str]:
         doc="H += wv[e] * oute (one f32 multiply-add per element).")
     body = ("  const int o = blockIdx.x * blockDim.x + threadIdx.x;\n"
             "  if (o < d) H[o] += wv[e] * oute[o];\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _topk_dense() -> tuple[KernelContract, str]:
@@ -133,7 +133,7 @@ def _topk_dense() -> tuple[KernelContract, str]:
             "    kept += prob[at]; w[at] = prob[at]; left[at] = -1e30f;\n"
             "  }\n"
             "  for (int e = 0; e < E; ++e) w[e] /= kept;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- sparse routing (all modes) ----------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _router_fast(mode: Mode) -> tuple[KernelContract, str]:
             + "  float acc = 0.0f;\n"
             + dot.f32_act_char4("acc", "wrow", "srow", "a", "K")
             + dot.warp_total(["acc"]) + "  if (lane == 0) y[row] = acc;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _topk_idx(mode: Mode) -> tuple[KernelContract, str]:
@@ -201,7 +201,7 @@ def _topk_idx(mode: Mode) -> tuple[KernelContract, str]:
             "    w[r] = p; kept += p; prob[at] = -1e30f;\n"
             "  }\n"
             "  for (int r = 0; r < K; ++r) w[r] /= kept;\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- activation quantizer ------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def _qact(mode: Mode) -> tuple[KernelContract, str]:
             "  const int lane = threadIdx.x & 31;\n"
             + block_quant_body("a[blk * 32 + lane]", "lane", f"{'aqh' if two else 'aq'}[blk * 32 + lane]", "as_[blk]",
                                "floor", lo_out="aql[blk * 32 + lane]" if two else None))
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 # ---- fused expert kernels ------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def _gate_up(mode: Mode) -> tuple[KernelContract, str]:
     else:
         body += dot.int8x2_act(streams, "xqh", "xql", "xs", "Kd")
     body += dot.warp_total(["ga", "ua"]) + "  if (lane == 0) h[row] = (ga / (1.0f + expf(-ga))) * ua;\n"
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def _down(mode: Mode) -> tuple[KernelContract, str]:
@@ -322,7 +322,7 @@ def _down(mode: Mode) -> tuple[KernelContract, str]:
              "    for (int kk = 0; kk < K; ++kk) sum += part[kk];  // expert order, as routed\n"
              "    H[o] = sum;\n"
              "  }\n")
-    return c, kernel_text(c, body)
+    return c, kernel(c, body)
 
 
 def emit(mode: Optional[Mode], shape: ShapeSet) -> KernelSource:
@@ -335,5 +335,4 @@ def emit(mode: Optional[Mode], shape: ShapeSet) -> KernelSource:
     else:
         raise ValueError(f"mode: the moe family is emitted in {', '.join(m.value for m in MODES)}, not {mode!r}")
     return assemble(FAMILY, mode, shape, kernels, {"topk_stack": TOPK_STACK, "topk_shared": TOPK_SHARED,
-                                                   "part_slots": PART_SLOTS},
-                    header=f"qconform MoE kernels, mode {mode.value}, shape set {shape.name}.")
+                                                   "part_slots": PART_SLOTS})

@@ -2,7 +2,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// qconform argmax kernel, shape set qwen3-30b-a3b.
+// qconform argmax kernels, mode any, shape set qwen3-30b-a3b.
+// Written by emitters.argmax; the contracts travel with this text in the KernelSource.
 __global__ void gk_argmax_adv(const float* logits, int vocab, int* d_tok, int* d_pos) {
   __shared__ float bval[256];
   __shared__ int bidx[256];

@@ -1,9 +1,9 @@
-// qconform attention kernels, mode int8act, shape set tiny.
-// Written by emitters.attention; the contracts travel with this text in the KernelSource.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// qconform attention kernels, mode int8act, shape set tiny.
+// Written by emitters.attention; the contracts travel with this text in the KernelSource.
 // one block per query head; scores in static shared sc[L] (L compiled in)
 __global__ void k0_attn(const float* q, const float* kc, const float* vc, float* ctx, int L, int H, int KV, int HD, float scale, signed char* yq, float* ys) {
   const int head = blockIdx.x;

@@ -1,9 +1,9 @@
-// qconform elementwise kernels, mode any, shape set tiny.
-// Written by emitters.elementwise; the contracts travel with this text in the KernelSource.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// qconform elementwise kernels, mode any, shape set tiny.
+// Written by emitters.elementwise; the contracts travel with this text in the KernelSource.
 // c = a + b
 __global__ void k0_elem(const float* a, const float* b, float* c, int N) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;

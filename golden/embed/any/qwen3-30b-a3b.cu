@@ -2,7 +2,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// qconform embedding kernel, shape set qwen3-30b-a3b.
+// qconform embed kernels, mode any, shape set qwen3-30b-a3b.
+// Written by emitters.embed; the contracts travel with this text in the KernelSource.
 __global__ void gk_embed(float* x, const signed char* wq, const float* ws, const int* d_tok, int E) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= E) return;

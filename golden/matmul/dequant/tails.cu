@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 // qconform matmul kernels, mode dequant, shape set tails.
+// Written by emitters.matmul; the contracts travel with this text in the KernelSource.
 // Dequant Q8 GEMV: one thread per output, f64 accumulation.
 __global__ void k0_q8gemv(const float* a, const signed char* wq, const float* ws, float* y, int M, int N, int K) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 // qconform matmul kernels, mode twopass, shape set qwen3-30b-a3b.
+// Written by emitters.matmul; the contracts travel with this text in the KernelSource.
 __global__ void k0_qact(const float* a, signed char* aqh, signed char* aql, float* as_, int M, int K) {
   const int blk = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (blk >= M * (K / 32)) return;  // whole warps leave together

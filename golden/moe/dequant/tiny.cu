@@ -2,7 +2,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// qconform MoE kernels, mode dequant, shape set tiny.
+// qconform moe kernels, mode dequant, shape set tiny.
+// Written by emitters.moe; the contracts travel with this text in the KernelSource.
 __global__ void moe_gemv(const float* a, const signed char* wq, const float* ws, float* y, int N, int K) {
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= N) return;

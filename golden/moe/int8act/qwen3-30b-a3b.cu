@@ -2,7 +2,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-// qconform MoE kernels, mode int8act, shape set qwen3-30b-a3b.
+// qconform moe kernels, mode int8act, shape set qwen3-30b-a3b.
+// Written by emitters.moe; the contracts travel with this text in the KernelSource.
 __global__ void moe_router_fast(const float* a, const signed char* wq, const float* ws, float* y, int N, int K) {
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (row >= N) return;

@@ -1,9 +1,9 @@
-// qconform norm kernels, mode dequant, shape set qwen3-30b-a3b.
-// Written by emitters.norm; the contracts travel with this text in the KernelSource.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// qconform norm kernels, mode dequant, shape set qwen3-30b-a3b.
+// Written by emitters.norm; the contracts travel with this text in the KernelSource.
 // one block per row; cols and eps compiled in (rms)
 __global__ void k0_row(const float* x, const float* w, float* y) {
   const int tid = threadIdx.x;

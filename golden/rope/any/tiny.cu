@@ -1,9 +1,9 @@
-// qconform rope kernels, mode any, shape set tiny.
-// Written by emitters.rope; the contracts travel with this text in the KernelSource.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// qconform rope kernels, mode any, shape set tiny.
+// Written by emitters.rope; the contracts travel with this text in the KernelSource.
 // rotate each head's (i, i+HALF) pairs by the cos/sin tables
 __global__ void k0_rope(const float* q, const float* rc, const float* rs, float* y, int H, int HALF) {
   const int hd = 2 * HALF;
