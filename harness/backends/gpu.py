@@ -19,13 +19,10 @@ import hashlib
 import importlib
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
@@ -280,25 +277,23 @@ def check_timing(timing: object) -> Optional[tuple[int, int]]:
 # Finding the toolkit and the device
 # ------------------------------------------------------------------------------------------------------
 
+# The GPU backend searches the system's CUDA toolkit before the NVIDIA wheels: its cubins must load on the local
+# driver, which a newer wheel nvcc can outrun. harness.toolchain does the search, in this order.
+GPU_NVCC_SOURCES = ("env", "path", "cuda_home", "system", "wheel")
+
+
 def find_nvcc() -> Optional[str]:
-    """$QCONFORM_NVCC, else nvcc on PATH, else $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, /usr/local/cuda/bin/nvcc."""
-    explicit = os.environ.get("QCONFORM_NVCC")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
-            return os.path.join(root, "bin", "nvcc")
-    return None
+    """$QCONFORM_NVCC (an unusable one is an error), else nvcc on PATH, $CUDA_HOME/$CUDA_PATH, the system
+    toolkit, and last the `toolchain` extra's wheel."""
+    from harness.toolchain import locate
+    found, _source = locate("nvcc", GPU_NVCC_SOURCES, os.environ)
+    return str(found) if found else None
 
 
-@lru_cache(maxsize=None)
 def nvcc_identity(nvcc: str) -> str:
-    """`nvcc --version`, part of the compile cache key (a toolkit change must not reuse old cubins)."""
-    proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-    return proc.stdout.strip() or f"nvcc at {nvcc} (version unknown)"
+    """The nvcc release and build, part of the cubin cache key (a toolkit change must not reuse old cubins)."""
+    from harness.toolchain import nvcc_version
+    return nvcc_version(nvcc)
 
 
 def _import_driver():
@@ -326,8 +321,14 @@ def unavailable_reason() -> Optional[str]:
         device_index_for_worker(count)
     except ValueError as exc:
         return str(exc)
-    if find_nvcc() is None:
-        return "nvcc was not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); PyCUDA compiles kernels with it"
+    from harness.toolchain import ToolchainNotFound
+    try:
+        nvcc = find_nvcc()
+    except ToolchainNotFound as exc:
+        return str(exc)
+    if nvcc is None:
+        return ("nvcc was not found ($QCONFORM_NVCC, PATH, $CUDA_HOME/bin, the system CUDA toolkit, the toolchain "
+                "extra's wheel); PyCUDA compiles kernels with it")
     return None
 
 

@@ -34,7 +34,7 @@ __global__ void axpy(const float* x, float* y, int n, float a) {
 def nvcc() -> str:
     path = find_nvcc()
     if path is None:
-        pytest.skip("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); install the toolchain extra")
+        pytest.skip("nvcc not found ($QCONFORM_NVCC, PATH, $CUDA_HOME/bin, the system CUDA toolkit, the toolchain extra)")
     return path
 
 
