@@ -34,6 +34,7 @@ from reference.shapes import ShapeSet
 from ._kernel_text import (SHARED_LIMIT_BYTES, assemble, baked, baked_value, inp, kernel, out, positive, rope_rotate,
                            scalar, warp_blocks_quant, whole_warps)
 from .contract import KernelContract, KernelSource, Precondition
+from .cuda_snippets import warp_sum
 
 FAMILY = "attention"
 MODES = (Mode.DEQUANT, Mode.INT8_ACT)
@@ -61,8 +62,8 @@ def _softmax_v(qh: str, rowstride: str, hd: str, out_expr: str) -> str:
         f"    const float* kj = kc + (long)j * {rowstride} + kvh * {hd};\n"
         "    float s = 0.0f;\n"
         f"    for (int e = lane; e < {hd}; e += 32) s += {qh}[e] * kj[e];\n"
-        "    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);\n"
-        "    if (lane == 0) sc[j] = s * scale;\n"
+        + warp_sum("s", "    ")
+        + "    if (lane == 0) sc[j] = s * scale;\n"
         "  }\n"
         "  __syncthreads();\n"
         "  float m = -1e30f;\n"
@@ -76,8 +77,8 @@ def _softmax_v(qh: str, rowstride: str, hd: str, out_expr: str) -> str:
         "  __syncthreads();  // all have read the max before red[] takes the sums\n"
         "  float ss = 0.0f;\n"
         "  for (int j = threadIdx.x; j < L; j += blockDim.x) { const float ev = expf(sc[j] - mx); sc[j] = ev; ss += ev; }\n"
-        "  for (int off = 16; off > 0; off >>= 1) ss += __shfl_down_sync(0xffffffffu, ss, off);\n"
-        "  if (lane == 0) red[warp] = ss;\n"
+        + warp_sum("ss")
+        + "  if (lane == 0) red[warp] = ss;\n"
         "  __syncthreads();\n"
         "  if (threadIdx.x == 0) { float su = 0.0f; for (int w = 0; w < nwarps; ++w) su += red[w]; red[0] = su; }\n"
         "  __syncthreads();\n"
@@ -230,8 +231,8 @@ def _gk_fused_attn_body() -> str:
             "    const int lane = tid & 31, warp = tid >> 5, nwarps = (blockDim.x + 31) >> 5;\n"
             "    float qsum = 0.0f;\n"
             "    for (int i = tid; i < hd; i += blockDim.x) qsum += qsrc[i] * qsrc[i];\n"
-            "    for (int off = 16; off > 0; off >>= 1) qsum += __shfl_down_sync(0xffffffffu, qsum, off);\n"
-            "    if (lane == 0) red[warp] = qsum;\n"
+            + warp_sum("qsum", "    ")
+            + "    if (lane == 0) red[warp] = qsum;\n"
             "    __syncthreads();\n"
             "    if (tid == 0) { float t = 0.0f; for (int w = 0; w < nwarps; ++w) t += red[w]; red[0] = t; }\n"
             "    __syncthreads();\n"

@@ -229,8 +229,13 @@ def _experts(prefix: str, n_rows: str, kd: str) -> tuple[Param, Param]:
             inp(f"{prefix}_s", "const float*", f"E * {n_rows} * ({kd} // 32)"))
 
 
+# the activation each mode's expert kernels read, and the dot tiers they use for it
+_ACT_KIND = {Mode.DEQUANT: "f32", Mode.INT8_ACT: "int8", Mode.TWO_PASS_INT8: "int8x2"}
+_TIERS = {"f32": "512+scalar", "int8": "512+128+scalar", "int8x2": "128+scalar"}
+
+
 def _gate_up(mode: Mode) -> tuple[KernelContract, str]:
-    act_kind = {Mode.DEQUANT: "f32", Mode.INT8_ACT: "int8", Mode.TWO_PASS_INT8: "int8x2"}[mode]
+    act_kind = _ACT_KIND[mode]
     name = "gk_moe_gate_up_deq" if mode is Mode.DEQUANT else "moe_gate_up_silu"
     if act_kind == "f32":
         acts = (inp("x", "const float*", "Kd"),)
@@ -248,7 +253,7 @@ def _gate_up(mode: Mode) -> tuple[KernelContract, str]:
         preconditions=(k_blocks("Kd"), int4_rows("Kd"), *_topk_pre()),
         instances=_GATE_UP,
         attrs={"act": act_kind, "weight_scale": "f32", "accumulate": "f32",
-               "tiers": {"f32": "512+scalar", "int8": "512+128+scalar", "int8x2": "128+scalar"}[act_kind],
+               "tiers": _TIERS[act_kind],
                "silu": "g / (1 + expf(-g))"},
         doc="Warp per (routed expert kk, row j): gate and up dots of the shared activation, h = silu(g) * u.")
     body = (dot.warp_row_head("(long)K * N", wide=True)
@@ -272,7 +277,7 @@ def _gate_up(mode: Mode) -> tuple[KernelContract, str]:
 
 
 def _down(mode: Mode) -> tuple[KernelContract, str]:
-    act_kind = {Mode.DEQUANT: "f32", Mode.INT8_ACT: "int8", Mode.TWO_PASS_INT8: "int8x2"}[mode]
+    act_kind = _ACT_KIND[mode]
     name = "gk_moe_down_deq" if mode is Mode.DEQUANT else "moe_down_combine"
     if act_kind == "f32":
         acts = (inp("hbuf", "const float*", "K * Kd"),)
@@ -292,7 +297,7 @@ def _down(mode: Mode) -> tuple[KernelContract, str]:
                        *_topk_pre()),
         instances=_DOWN,
         attrs={"act": act_kind, "weight_scale": "f32", "accumulate": "f32",
-               "tiers": {"f32": "512+scalar", "int8": "512+128+scalar", "int8x2": "128+scalar"}[act_kind],
+               "tiers": _TIERS[act_kind],
                "combine": "H[o] = sum over kk ascending of wc[kk] * dot_kk, serial in thread 0"},
         doc="Block per output o, warp per routed expert: down-projection dot, weighted, summed in expert order.")
     body = ("  const int o = blockIdx.x;\n"

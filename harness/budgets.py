@@ -68,23 +68,7 @@ class Budget:
         return (float(r[i]) if r.size else 0.0), i
 
 
-def exact() -> "Budget":
-    return Budget(np.zeros(1), "0 (integer / exactly rounded result: bit for bit)", "mode")
-
-
 # -- linear algebra ----------------------------------------------------------------------------------------
-def f32_sum(abs_sum: np.ndarray, n_terms: int, roundings_per_term: int, extra: int = 0,
-            against: str = "mode", what: str = "") -> Budget:
-    """gamma_(n + t + extra) * sum|terms|: an f32 sum of n terms, each term carrying t roundings.
-
-    ``extra`` counts the roundings after the sum (a final scale, a warp-shuffle reduction is part of the
-    sum). Holds for any summation order and with or without FMA contraction (Higham, Lemma 3.1/3.3)."""
-    n = n_terms + roundings_per_term + extra
-    return Budget(gamma(n) * np.asarray(abs_sum, dtype=np.float64),
-                  f"gamma_{n} * sum|terms|{' ' + what if what else ''} (f32 accumulation of {n_terms} terms, "
-                  f"{roundings_per_term} roundings per term, {extra} after; Higham 3.3)", against)
-
-
 def f64_sum_to_f32(ref_abs: np.ndarray, abs_sum: np.ndarray, n_terms: int, against: str = "mode") -> Budget:
     """An f64 accumulation rounded once to f32: u32 |y| + gamma_n(u64) * sum|terms|."""
     return Budget(U32 * np.abs(ref_abs) + gamma(n_terms + 2, U64) * np.asarray(abs_sum, dtype=np.float64),
@@ -128,6 +112,12 @@ def silu_product(g: np.ndarray, u: np.ndarray, err_g: np.ndarray, err_u: np.ndar
                   f"1.1|u| e_g + |silu g| e_u + {ulps} ulp |h| (silu' <= 1.1; expf {ULP['expf']} ulp)", "mode")
 
 
+def rms_norm_rel(n: int) -> float:
+    """The relative bound of an f32 RMSNorm over n terms: the f32 sum of squares errs by gamma_(n+1), which
+    1/sqrt halves; rsqrtf adds its ulps; the mean, the eps add and the two products add 4 roundings."""
+    return 0.5 * gamma(n + 1) + (ULP["rsqrtf"] + 4) * U32
+
+
 def rms_norm(ref: np.ndarray, n: int, accumulate: str, quant_step: "np.ndarray | None" = None,
              against: str = "mode") -> Budget:
     """y = x * rsqrt(mean(x^2) + eps) * w.
@@ -136,7 +126,7 @@ def rms_norm(ref: np.ndarray, n: int, accumulate: str, quant_step: "np.ndarray |
     1/sqrt halves a relative error; rsqrtf adds its 2 ulp (0 for an f64 sqrt rounded once); the mean,
     the eps add and the two products add 4 roundings. A quantized output adds half its step."""
     if accumulate == "f32":
-        rel = 0.5 * gamma(n + 1) + (ULP["rsqrtf"] + 4) * U32
+        rel = rms_norm_rel(n)
         text = f"(gamma_{n + 1}/2 + {ULP['rsqrtf'] + 4} u) |y|"
     else:
         rel = 0.5 * gamma(n + 1, U64) + 6 * U32

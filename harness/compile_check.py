@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from reference.modes import Mode
 
-from .cache import cache_dir
+from .cache import atomic_write, cache_dir
 from .cuda_source import kernel_signatures, strip_comments
 from .toolchain import Toolchain, find_toolchain
 
@@ -312,7 +312,7 @@ class CompileResult:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
-        _atomic_write(cached, out.stdout)
+        atomic_write(cached, out.stdout)
         return out.stdout
 
     def sass(self, toolchain: Optional[Toolchain] = None) -> dict[str, list[str]]:
@@ -331,13 +331,6 @@ def cache_key(code: str, flags: Sequence[str], version: str) -> str:
         h.update(part.encode())
         h.update(b"\x00\x01")
     return h.hexdigest()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _load(entry: Path, arch: str, key: str) -> Optional[CompileResult]:

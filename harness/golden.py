@@ -16,15 +16,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from emitters.contract import KernelSource
 from emitters.registry import GOLDEN_SHAPES, emit, golden_matrix, mode_label
+
+from .cache import atomic_write
 
 MANIFEST = "MANIFEST.json"
 RESOURCES = "RESOURCES.json"
@@ -50,19 +50,6 @@ def sha256_text(text: str) -> str:
 
 def _json(obj) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n"
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # ------------------------------------------------------------------------------------------------------------

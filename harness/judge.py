@@ -18,6 +18,7 @@ import numpy as np
 
 from emitters.contract import KernelContract, Role
 from emitters.expr import evaluate
+from reference.bounds import warp_row_depth
 from reference.modes import Mode
 
 from . import budgets as B
@@ -78,10 +79,6 @@ class Ctx:
         self.extra: dict[str, object] = {}          # builder -> checker notes (the f32 activation, ...)
         self.counts = contract.counts(dims)
         self.attrs = dict(contract.attrs)
-
-    @property
-    def mode(self) -> Optional[Mode]:
-        return self.case.mode
 
     def has(self, *names: str) -> Optional[str]:
         for n in names:
@@ -182,15 +179,18 @@ def compare_exact(name: str, out: np.ndarray, ref: np.ndarray, against: str = "m
 
 
 # -- shared reference helpers ----------------------------------------------------------------------------------
-def _blocks(a: np.ndarray, k: int) -> np.ndarray:
-    return np.asarray(a).reshape(a.shape[:-1] + (k // 32, 32))
-
-
 def _act_quant_ref(x: np.ndarray, zero_rule: str, two_pass: bool):
     from reference import quant as Q
     if two_pass:
         return Q.quantize_act_two_pass(x)
     return Q.quantize_act_int8(x, zero_rule=zero_rule)
+
+
+def _ref_act_scales(values: np.ndarray, zero_rule: str) -> np.ndarray:
+    """The reference quantizer's per-32-block scales of values (flattened, rounded to float32 as the kernel
+    reads them) under the contract's zero rule ("floor" | "unit"), as float64."""
+    return _act_quant_ref(np.asarray(values).reshape(-1).astype(np.float32), zero_rule, False)[1] \
+        .astype(np.float64).reshape(-1)
 
 
 def _weight_scales(ctx: Ctx, name: str, scales: np.ndarray) -> np.ndarray:
@@ -249,7 +249,6 @@ def gemv_terms(wq: np.ndarray, ws: np.ndarray, act: dict, K: int):
 def gemv_depth(contract, K: int) -> int:
     """Roundings any term passes through: the family's warp-per-row structure (reference.bounds.warp_row_depth)
     or, for a thread-per-output kernel, a serial sum of K terms."""
-    from reference.bounds import warp_row_depth
     if contract.attrs.get("threading") == "thread_per_output":
         return K + 3
     return warp_row_depth(K)
@@ -259,7 +258,6 @@ def gemv_mode_budget(kind: str, accumulate: str, K: int, y: np.ndarray, abs_sum:
                      depth: "int | None" = None) -> B.Budget:
     if accumulate == "f64":
         return B.f64_sum_to_f32(y, abs_sum, K)
-    from reference.bounds import warp_row_depth
     n = depth if depth is not None else warp_row_depth(K)
     return B.Budget(B.gamma(n) * np.asarray(abs_sum, dtype=np.float64) + B.F32_TINY,
                     f"gamma_{n} * sum|w_j s_w x_j| (f32 accumulation, depth {n}; reference.bounds)", "mode")

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import budgets as B
 from . import inputs
-from .judge import Ctx, _act_quant_ref, compare_exact, compare_float, op
+from .judge import Ctx, _act_quant_ref, _ref_act_scales, compare_exact, compare_float, op
 
 U = B.U32
 SENTINEL_MAX = np.float32(-1e30)   # the family's "no key yet" running max (an empty split stores it)
@@ -42,18 +42,24 @@ def _build_qkv(ctx: Ctx) -> None:
         ctx.put("qnw", inputs.norm_weight(ctx.rng, hd))
 
 
+def _caches(ctx: Ctx):
+    """The kernel's K and V caches as reference.attention reads them: (positions, n_kv * hd) float64."""
+    nh, nkv, hd, L = _geom(ctx)
+    return (ctx.out("kc").astype(np.float64).reshape(-1, nkv * hd),
+            ctx.out("vc").astype(np.float64).reshape(-1, nkv * hd))
+
+
 def _scores(ctx: Ctx, q: np.ndarray):
-    """(scores (nh, L), |q||k| sums (nh, L), values (L, nh, hd)) in float64."""
+    """What the budget needs of the scores: (scores (nh, L), |q||k| sums (nh, L), keys (L, nh, hd), scale),
+    float64."""
     nh, nkv, hd, L = _geom(ctx)
     scale = float(ctx.args["scale"])
-    kc = ctx.out("kc").astype(np.float64).reshape(-1, nkv, hd)[:L]
-    vc = ctx.out("vc").astype(np.float64).reshape(-1, nkv, hd)[:L]
-    kvh = np.arange(nh) // (nh // nkv)
-    keys, vals = kc[:, kvh, :], vc[:, kvh, :]                       # (L, nh, hd)
+    kc = _caches(ctx)[0].reshape(-1, nkv, hd)[:L]
+    keys = kc[:, np.arange(nh) // (nh // nkv), :]                   # (L, nh, hd)
     qh = q.reshape(nh, hd)
     s = np.einsum("hd,nhd->hn", qh, keys) * scale
     sabs = np.einsum("hd,nhd->hn", np.abs(qh), np.abs(keys)) * scale
-    return s, sabs, vals, keys, scale
+    return s, sabs, keys, scale
 
 
 def _exp_ulps(ctx: Ctx, spread: float) -> float:
@@ -71,19 +77,20 @@ def _weight_rel(ctx: Ctx, s: np.ndarray, D: np.ndarray, rescalings: int) -> np.n
 
 def attention_budget(ctx: Ctx, q: np.ndarray, dq: "np.ndarray | None", rescalings: int):
     """(reference output (nh*hd), per-element budget, softmax weights p (nh, L))."""
+    from reference.attention import decode_attention
+    from reference.norm import softmax
     nh, nkv, hd, L = _geom(ctx)
-    s, sabs, vals, keys, scale = _scores(ctx, q)
+    s, sabs, keys, scale = _scores(ctx, q)
     ds = B.gamma(hd + 2) * sabs
     if dq is not None:
         ds = ds + scale * np.einsum("hd,nhd->hn", dq.reshape(nh, hd), np.abs(keys))
     D = ds.max(axis=1)
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    out = np.einsum("hn,nhd->hd", p, vals)
-    pv = np.einsum("hn,nhd->hd", p, np.abs(vals))
+    kc, vc = _caches(ctx)
+    out = decode_attention(q, kc, vc, nh, nkv, hd, length=L, scale=scale).reshape(nh, hd)
+    pv = decode_attention(q, kc, np.abs(vc), nh, nkv, hd, length=L, scale=scale).reshape(nh, hd)  # sum p|v|
     rel = _weight_rel(ctx, s, D, rescalings)
     bud = (rel[:, None] + B.gamma(L + 1)) * pv + U * np.abs(out) + B.F32_TINY
-    return out.reshape(-1), bud.reshape(-1), p
+    return out.reshape(-1), bud.reshape(-1), softmax(s)
 
 
 def _fused_query(ctx: Ctx):
@@ -99,7 +106,7 @@ def _fused_query(ctx: Ctx):
     w = ctx.out("qnw").astype(np.float64)
     qr = qk_norm_rope(q.reshape(1, -1), w, np.int64(pos), theta, hd, eps)[0]
     normed = rms_norm(q.reshape(nh, hd), weight=w, eps=eps).reshape(-1)
-    norm_rel = 0.5 * B.gamma(hd + 1) + (B.ULP["rsqrtf"] + 4) * U
+    norm_rel = B.rms_norm_rel(hd)
     return qr, _rope_budget(normed, pos, theta, hd, norm_rel)
 
 
@@ -134,10 +141,9 @@ def _partials(ctx: Ctx, P: int):
     """Reference partials with the kernel's empty-split convention (m = -1e30, d = 0, acc = 0)."""
     from reference.attention import attention_partials
     nh, nkv, hd, L = _geom(ctx)
-    q = ctx.out("q").astype(np.float64)
-    kc = ctx.out("kc").astype(np.float64).reshape(-1, nkv * hd)
-    vc = ctx.out("vc").astype(np.float64).reshape(-1, nkv * hd)
-    part = attention_partials(q, kc, vc, nh, nkv, hd, P, length=L, scale=float(ctx.args["scale"]))
+    kc, vc = _caches(ctx)
+    part = attention_partials(ctx.out("q").astype(np.float64), kc, vc, nh, nkv, hd, P, length=L,
+                              scale=float(ctx.args["scale"]))
     m = np.where(np.isneginf(part.m), np.float64(SENTINEL_MAX), part.m)
     return part, m
 
@@ -153,7 +159,9 @@ class AttentionPartials:
         nh, nkv, hd, L = _geom(ctx)
         P = int(ctx.dim("P"))
         part, m = _partials(ctx, P)
-        s, sabs, vals, keys, _ = _scores(ctx, ctx.out("q").astype(np.float64))
+        from reference.attention import attention_partials
+        q = ctx.out("q").astype(np.float64)
+        s, sabs, _, scale = _scores(ctx, q)
         D = (B.gamma(hd + 2) * sabs).max(axis=1)                        # per head
         rel = _weight_rel(ctx, s, D, L)                                 # per head
         empty = np.isneginf(part.m)
@@ -166,15 +174,10 @@ class AttentionPartials:
         d_bud = (rel[:, None] + B.gamma(L + 1)) * part.d + B.F32_TINY
         comps.append(compare_float("d_part", ctx.out("d_part"), part.d.reshape(-1),
                                    B.Budget(d_bud.reshape(-1), "(rel(p) + gamma_(L+1)) d", "mode")))
-        kvh = np.arange(nh) // (nh // nkv)
-        vabs = np.abs(ctx.out("vc").astype(np.float64).reshape(-1, nkv, hd)[:L][:, kvh, :])   # (L, nh, hd)
-        # sum_j exp(s_j - m_p) |v_j| per split p (the weights relative to the split's own max)
-        acc_abs = np.zeros((nh, P, hd))
-        for p_ in range(P):                  # P <= 8 splits: a short loop, each step vectorized
-            js = np.arange(p_, L, P)
-            if js.size:
-                w = np.exp(s[:, js] - m[:, p_][:, None])
-                acc_abs[:, p_] = np.einsum("hn,nhd->hd", w, vabs[js])
+        # sum_j exp(s_j - m_p) |v_j| per split p (the weights relative to the split's own max; 0 for an empty
+        # split): the reference's partial accumulators of |v|
+        kc, vc = _caches(ctx)
+        acc_abs = attention_partials(q, kc, np.abs(vc), nh, nkv, hd, P, length=L, scale=scale).acc
         acc_bud = (rel[:, None, None] + B.gamma(L + 1)) * acc_abs + B.F32_TINY
         comps.append(compare_float("acc_part", ctx.out("acc_part"), part.acc.reshape(-1),
                                    B.Budget(acc_bud.reshape(-1), "(rel(p) + gamma_(L+1)) sum e|v|", "mode")))
@@ -233,8 +236,7 @@ class AttentionCombine:
         comps = [compare_float("aq * as_ (dequantized)", rec, ref.reshape(-1),
                                B.Budget(budget.values + B.act_quant_error(step), budget.formula + " + s (0.5 + 128u)",
                                         "mode"))]
-        amax = np.abs(ref.reshape(-1, 32)).max(axis=1)
-        s_ref = np.maximum(amax, 1e-30) / 127.0
+        s_ref = _ref_act_scales(ref, ctx.attrs["quant"])
         s_bud = np.abs(budget.values.reshape(-1, 32)).max(axis=1) / 127.0 + U * s_ref
         comps.append(compare_float("as_", s, s_ref, B.Budget(s_bud, "max budget of the block / 127 + u s", "mode")))
         return comps

@@ -246,16 +246,11 @@ class Q8GemvQKV:
 
 
 # -- MoE --------------------------------------------------------------------------------------------------------
-def _softmax64(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    p = np.exp(z - z.max())
-    return p / p.sum()
-
-
-def _topk_comparison(ctx: Ctx, logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Comparison, np.ndarray]:
+def _topk_comparison(logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Comparison, np.ndarray]:
     """Compare a top-K index set with the reference's (as sets); explain a difference by ties."""
     from reference.moe import route_top_k
-    ref_idx, ref_w = route_top_k(logits.astype(np.float64), k)
+    from reference.norm import softmax
+    ref_idx, _ = route_top_k(logits.astype(np.float64), k)
     ref_idx = np.asarray(ref_idx).astype(np.int64)
     got = np.asarray(got).astype(np.int64)
     metrics = {"k": k, "kernel": got.tolist(), "reference": ref_idx.tolist()}
@@ -264,7 +259,7 @@ def _topk_comparison(ctx: Ctx, logits: np.ndarray, got: np.ndarray, k: int) -> t
             f"top-K indices repeat an expert: {got.tolist()}")), ref_idx
     if set(got.tolist()) == set(ref_idx.tolist()):
         return Comparison("idx (set)", "mode", PASS, metrics, "set equality", 0.0, 0.0, 0.0), ref_idx
-    p = _softmax64(logits)
+    p = softmax(logits)
     extra = sorted(set(got.tolist()) - set(ref_idx.tolist()))
     missing = sorted(set(ref_idx.tolist()) - set(got.tolist()))
     if any(not 0 <= i < logits.size for i in extra):
@@ -296,16 +291,17 @@ class MoeTopkIdx:
     def build(ctx: Ctx) -> None:
         E, k = int(ctx.dim("E")), int(ctx.dim("K", "k", "top_k"))
         ctx.put(ctx.pname("logits"), _topk_logits(ctx, E, k))
-        ctx.extra.update(E=E, k=k)
+        ctx.extra.update(k=k)
 
     @staticmethod
     def check(ctx: Ctx) -> list:
+        from reference.norm import softmax
         logits = ctx.out(ctx.pname("logits"))
         got = ctx.out(ctx.pname("idx"))
-        c, ref_idx = _topk_comparison(ctx, logits, got, ctx.extra["k"])
+        c, ref_idx = _topk_comparison(logits, got, ctx.extra["k"])
         comps = [c]
         w = ctx.out(ctx.pname("w")).astype(np.float64)
-        p = _softmax64(logits)
+        p = softmax(logits)
         # weights judged against the kernel's own choice of experts (a tie swap changes which weights exist)
         ok = np.all((got >= 0) & (got < logits.size))
         if ok:
@@ -322,6 +318,7 @@ class MoeTopkMask:
 
     @staticmethod
     def check(ctx: Ctx) -> list:
+        from reference.norm import softmax
         logits = ctx.out(ctx.pname("logits"))
         w = ctx.out(ctx.pname("w")).astype(np.float64)
         k = ctx.extra["k"]
@@ -329,8 +326,8 @@ class MoeTopkMask:
         if got.size != k:
             return [Comparison("w (nonzero set)", "mode", FAIL, {"nonzero": int(got.size)}, "k nonzero weights",
                                reason=f"dense top-K weights have {got.size} nonzero entries, expected {k}")]
-        c, _ = _topk_comparison(ctx, logits, got, k)
-        p = _softmax64(logits)
+        c, _ = _topk_comparison(logits, got, k)
+        p = softmax(logits)
         ref = np.zeros_like(p)
         ref[got] = p[got] / p[got].sum()
         bud = B.softmax(ref, np.abs(logits - logits.max()), logits.size + k, B.ULP["expf"])
@@ -370,6 +367,7 @@ class MoeGateUp:
 
     @staticmethod
     def check(ctx: Ctx) -> list:
+        from reference.elementwise import silu
         e = ctx.extra
         k, N, Kd, E, kind = e["k"], e["N"], e["Kd"], e["E"], e["kind"]
         idx = ctx.out(ctx.pname("idx")).astype(np.int64)
@@ -389,7 +387,7 @@ class MoeGateUp:
             if against == "dequant" and kind != "f32":
                 eg = eg + gemv_dequant_budget(gq, gs, e["x"], kind, e["step"], Kd, B.Budget(0 * g, "", "")).values[0]
                 eu = eu + gemv_dequant_budget(uq, us, e["x"], kind, e["step"], Kd, B.Budget(0 * u, "", "")).values[0]
-            ref = g / (1.0 + np.exp(-g)) * u
+            ref = silu(g) * u
             bud = B.silu_product(g, u, eg, eu)
             bud = B.Budget(bud.values, bud.formula + (" with e_g, e_u the GEMV budgets" if against == "mode" else
                                                       " with e_g, e_u incl. activation quantization"), against)
@@ -458,7 +456,8 @@ class MoeSiluHad:
     def check(ctx: Ctx) -> list:
         g = ctx.out("g").astype(np.float64)
         u = ctx.out("u").astype(np.float64)
-        ref = g / (1.0 + np.exp(-g)) * u
+        from reference.elementwise import silu
+        ref = silu(g) * u
         return [compare_float(ctx.pname("he"), ctx.out(ctx.pname("he")), ref,
                               B.silu_product(g, u, np.zeros_like(g), np.zeros_like(u)))]
 
@@ -508,12 +507,12 @@ class EmbedQ8:
         w = inputs.q8_weight(ctx.rng, 1, E)
         _place_q8(ctx, ctx.pname("wq"), ctx.pname("ws"), w, rows, row0=tok, filler=True)
         ctx.put(ctx.pname("d_tok"), np.array([tok], dtype=np.int32))
-        ctx.extra.update(tok=tok, E=E, w=w)
+        ctx.extra.update(tok=tok, w=w)
 
     @staticmethod
     def check(ctx: Ctx) -> list:
-        w = ctx.extra["w"]
-        ref = (w.quants[0].astype(np.float64) * np.repeat(w.scales[0].astype(np.float64), 32))
+        from reference.embed import embed_q8
+        ref = embed_q8(ctx.extra["w"], 0)
         # one f32 product of an int8 and an f32 scale: correctly rounded, so bit-exact against f32 math
         return [compare_exact(ctx.pname("x"), ctx.out(ctx.pname("x")), ref.astype(np.float32), "mode"),
                 compare_float(ctx.pname("x"), ctx.out(ctx.pname("x")), ref,

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import budgets as B
 from . import inputs
-from .judge import Ctx, JudgeError, _act_quant_ref, compare_exact, compare_float, op
+from .judge import Ctx, JudgeError, _act_quant_ref, _ref_act_scales, compare_exact, compare_float, op
 
 U = B.U32
 
@@ -85,8 +85,7 @@ class RmsNorm:
                 rec = q_out.astype(np.float64) * step
                 bud = B.rms_norm(ref, cols, acc, quant_step=step)
                 comps.append(compare_float(f"{qn} * {sn} (dequantized)", rec, ref, bud))
-                amax = np.abs(ref.reshape(-1, 32)).max(axis=1)
-                s_ref = np.where(amax > 0, amax / 127.0, 1.0)
+                s_ref = _ref_act_scales(ref, quant)
                 bud_s = B.rms_norm(s_ref, cols, acc)
                 comps.append(compare_float(sn, s_out, s_ref, B.Budget(bud_s.values + U * s_ref, bud_s.formula +
                                                                         " + u (amax/127)", "mode")))
@@ -143,7 +142,8 @@ class SoftmaxRows:
 def _step(opname: str, t, et, v=None, ev=None):
     """One op of a chain in float64 with its forward error bound: (value, bound)."""
     if opname == "silu":
-        val = t / (1.0 + np.exp(-t))
+        from reference.elementwise import silu
+        val = silu(t)
         return val, 1.1 * et + (B.ULP["expf"] + 3) * U * np.abs(val)
     if opname in ("add", "sub"):
         val = t + v if opname == "add" else t - v
@@ -321,7 +321,7 @@ class QkNormRope:
             groups = [("qbase", "qnw", 0, int(ctx.dim("nh"))), ("kbase", "knw", int(ctx.dim("kstride")),
                                                                int(ctx.dim("nkv")))]
         comps = []
-        norm_rel = 0.5 * B.gamma(hd + 1) + (B.ULP["rsqrtf"] + 4) * U
+        norm_rel = B.rms_norm_rel(hd)
         for buf, wn, stride, nheads in groups:
             before = ctx.before[buf].astype(np.float64)
             after = ctx.out(buf)

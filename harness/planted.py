@@ -112,14 +112,13 @@ def planted_source(plant: Plant) -> tuple[str, object]:
 
 
 def run_plant(backend, plant: Plant, seed: int = 1):
-    """Run the planted kernel's cases; returns the CaseResults (the plant is caught if any FAILS)."""
+    """Run the planted kernel's cases through the runner; returns the CaseResults (the plant is caught if any
+    FAILS; a planted source that does not build fails every case)."""
     from .cases import cases_for_contract
-    from .judge import judge_case
-    from .runner import resolve_backend
+    from .runner import Job, run_cases
     code, contract = planted_source(plant)
-    be = resolve_backend(backend)
-    module = be.load(code)
     cases = cases_for_contract(contract, plant.shape, seed,
                                instances=[plant.instance] if plant.instance else None,
                                first_instance_only=plant.instance is None)
-    return [judge_case(module, c, contract) for c in cases]
+    job = Job(f"plant/{plant.name}", code, [(c, contract) for c in cases])
+    return run_cases(backend, [job], progress=False).results

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import metrics
+from harness.cache import atomic_write
+from harness.report_writer import finite_json
 from reference._parallel import map_chunks
 from reference.argmax import argmax_first, argmax_report
 from reference.attention import decode_attention
@@ -310,7 +312,8 @@ def run(shapes: list[ShapeSet], modes: list[Mode], seed: int, out_dir: Path) -> 
     doc = {"backend": "reference", "seed": seed, **header, "elapsed_s": round(elapsed, 3), "shape_seconds": timings,
            "rel_floor": REL_FLOOR, "shape_sets": {s.name: s.as_dict() for s in shapes},
            "rows": [vars(r) for r in rows]}
-    (out_dir / "report.json").write_text(json.dumps(doc, indent=1, default=float, allow_nan=True) + "\n")
+    # inf/nan as strings (valid JSON), written beside the target and renamed over it (as the kernel reports)
+    atomic_write(out_dir / "report.json", json.dumps(finite_json(doc), indent=1, default=float, allow_nan=False) + "\n")
     write_markdown(out_dir / "report.md", rows, seed, elapsed, header)
     print_table(rows, seed)
     print(f"wrote {out_dir / 'report.json'} and {out_dir / 'report.md'} ({elapsed:.1f} s)")

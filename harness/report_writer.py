@@ -5,9 +5,7 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import shlex
-import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
@@ -15,22 +13,23 @@ from typing import Optional
 from emitters.registry import mode_label
 
 from .judge import FAIL, PASS, TIE, UNCHECKED, CaseResult, Comparison
+from harness.cache import atomic_write
 
 REPORT_VERSION = 1
 VERDICTS = (PASS, TIE, FAIL, UNCHECKED)
 PRIMARY_METRICS = ("max_abs", "max_rel", "nmse", "max_ulp", "cosine", "worst_index")
 
 
-def _finite(x):
+def finite_json(x):
     """JSON has no inf/nan: write them as strings so the file stays valid JSON."""
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
+        return {k: finite_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
+        return [finite_json(v) for v in x]
     if hasattr(x, "item") and callable(x.item):
-        return _finite(x.item())
+        return finite_json(x.item())
     return x
 
 
@@ -86,7 +85,7 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw
-    return _finite(row)
+    return finite_json(row)
 
 
 def counts(rows: list[dict]) -> dict:
@@ -96,27 +95,14 @@ def counts(rows: list[dict]) -> dict:
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write beside the target under a unique name, then rename over it (readers never see half a file;
-    parallel writers never clash). The file gets the usual permissions (umask), unlike mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_reports(out_dir: Path, run) -> list[Path]:
     out_dir = Path(out_dir)
-    doc = {"version": REPORT_VERSION, "meta": _finite(run.meta), "summary": counts(run.rows),
+    doc = {"version": REPORT_VERSION, "meta": finite_json(run.meta), "summary": counts(run.rows),
            "unchecked_kernels": run.unchecked, "rows": run.rows}
     paths = [out_dir / "report.json", out_dir / "report.md", out_dir / "report.html"]
-    _atomic_write(paths[0], json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    _atomic_write(paths[1], markdown(doc))
-    _atomic_write(paths[2], html_report(doc))
+    atomic_write(paths[0], json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    atomic_write(paths[1], markdown(doc))
+    atomic_write(paths[2], html_report(doc))
     return paths
 
 

@@ -85,8 +85,7 @@ def parse_families(families: "str | Sequence[str] | None") -> list[str]:
 
 
 def emitted_jobs(shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int,
-                 families: "str | Sequence[str] | None" = None, first_instance_only: bool = False,
-                 kernels: "Sequence[str] | None" = None) -> list[Job]:
+                 families: "str | Sequence[str] | None" = None, first_instance_only: bool = False) -> list[Job]:
     """One job per (family, mode, shape) of qconform's emitters; mode-free families run once per shape."""
     jobs = []
     for fam in parse_families(families):
@@ -97,15 +96,13 @@ def emitted_jobs(shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int,
                 src = emit(fam, mode, shape)
                 pairs = []
                 for c in src.contracts:
-                    if kernels is not None and c.name not in kernels:
-                        continue
                     pairs += [(case, c) for case in
                               cases_for_contract(c, shape, seed, first_instance_only=first_instance_only)]
                 jobs.append(Job(f"{fam}/{mode_label(mode)}/{shape.name}", src.code, pairs))
     return jobs
 
 
-def _progress(total: int, enabled: bool):
+def _progress(enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[case]}"), disable=not enabled, transient=False)
@@ -126,7 +123,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
     results: list[CaseResult] = []
     rows: list[dict] = []
     total = sum(len(j.cases) for j in jobs)
-    with _progress(total, progress and sys.stderr.isatty()) as bar:
+    with _progress(progress and sys.stderr.isatty()) as bar:
         task = bar.add_task("judging", total=total, case="")
         for job in jobs:
             try:
@@ -162,8 +159,7 @@ def _describe(be) -> dict:
 
 
 def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int, out_dir,
-               families: "str | Sequence[str] | None" = None, progress: bool = True,
-               first_instance_only: bool = False) -> int:
+               families: "str | Sequence[str] | None" = None, progress: bool = True) -> int:
     """`qconform report` on a kernel backend: exit 0 when every case passes (ties included), 1 otherwise."""
     from .report_writer import write_reports
     shapes = [get_shape(s) for s in shapes]
@@ -171,7 +167,7 @@ def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed:
     t0 = time.time()
     print(f"qconform report: seed {seed} (rerun with --seed {seed}); backend {backend if isinstance(backend, str) else backend.name}",
           file=sys.stderr)
-    jobs = emitted_jobs(shapes, modes, seed, families, first_instance_only)
+    jobs = emitted_jobs(shapes, modes, seed, families)
     run = run_cases(backend, jobs, progress)
     run.meta.update(command="report", seed=seed, shapes=[s.name for s in shapes],
                     modes=[m.value for m in modes], families=parse_families(families),

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
+from harness.cuda_source import kernel_signatures
+
 
 @dataclass(frozen=True)
 class RustLiteral:
@@ -128,7 +130,18 @@ def string_literals(src: str) -> list[RustLiteral]:
 
 
 _FMT_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)?(?::[^{}]*)?\}")
+# Only for templates with unfilled placeholders (a name may still hold `{i}`); complete sets are read with
+# harness.cuda_source.kernel_signatures, which also knows `__launch_bounds__(..)` and skips comments.
 _GLOBAL_NAME = re.compile(r"__global__\s+void\s+([A-Za-z_{}\w]+)\s*\(")
+
+
+def _kernel_names(code: str, complete: bool) -> tuple[str, ...]:
+    if complete:
+        try:
+            return tuple(s.name for s in kernel_signatures(code))
+        except ValueError:   # a parameter kernel_signatures cannot read: fall back to the name scan
+            pass
+    return tuple(m.group(1) for m in _GLOBAL_NAME.finditer(code))
 
 
 def fill_format(template: str, values: Mapping[str, object]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -192,7 +205,7 @@ def kernel_sets(src: str, values: Optional[Mapping[str, object]] = None) -> list
             code, seen, unfilled = fill_format(lit.text, values)
         else:
             code, seen, unfilled = lit.text, (), ()
-        kernels = tuple(m.group(1) for m in _GLOBAL_NAME.finditer(code))
+        kernels = _kernel_names(code, not unfilled)
         sets.append(KernelSet(name, lit.line, code, is_fmt, seen, unfilled, kernels))
     # Names from later same-fn literals were numbered on the fly; give the first one its #1 too when it has siblings.
     counts = {}

@@ -13,7 +13,7 @@ def float_array(name: str, value, ndim: "int | tuple[int, ...] | None" = None, d
     Integer, boolean or complex input is refused: the ops are defined on real floating values only.
     """
     arr = np.asarray(value)
-    if arr.dtype.kind not in "fiu" or arr.dtype == np.bool_:
+    if arr.dtype.kind not in "fiu":                 # bool (kind "b"), complex, object, str...
         raise ValueError(f"{name}: expected a real floating array, got dtype {arr.dtype}")
     if arr.dtype.kind in "iu":
         raise ValueError(f"{name}: expected a floating array, got integer dtype {arr.dtype}")
@@ -37,12 +37,6 @@ def block_multiple(name: str, n: int) -> None:
 def positive_int(name: str, value) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return int(value)
-
-
-def nonneg_int(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
     return int(value)
 
 

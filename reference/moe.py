@@ -110,9 +110,8 @@ def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
     return QuantizedActivation(act.hi[r * n:(r + 1) * n], act.scales[r * n // QK:(r + 1) * n // QK], lo)
 
 
-def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True) -> MoeTrace:
-    """moe_ffn with every intermediate (see MoeTrace)."""
-    mode = Mode.parse(mode)
+def _route(x, weights: MoeWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Check x and weights; (x as float32 (d,), router logits (E,) in DEQUANT, top-k indices, their weights)."""
     if not isinstance(weights, MoeWeights):
         raise ValueError(f"weights: expected MoeWeights, got {type(weights).__name__}")
     xv = float_array("x", x, ndim=1, dtype=np.float32)
@@ -120,6 +119,13 @@ def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bo
         raise ValueError(f"x: expected shape ({weights.d},) = (d,), got {xv.shape}")
     logits = q8_matmul(xv, weights.router, Mode.DEQUANT)
     idx, w = route_top_k(logits, weights.top_k)
+    return xv, logits, idx, w
+
+
+def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True) -> MoeTrace:
+    """moe_ffn with every intermediate (see MoeTrace)."""
+    mode = Mode.parse(mode)
+    xv, logits, idx, w = _route(x, weights)
     k, dff, d = weights.top_k, weights.dff, weights.d
     rows = _expert_rows(idx, dff)
     x_act = quantize_activation(xv, mode, zero_rule=zero_rule, fma=fma)
@@ -152,14 +158,8 @@ def moe_ffn_dense(x, weights: MoeWeights) -> np.ndarray:
     """DEQUANT MoE computed densely: every expert's FFN, combined with a weight vector that is zero outside
     the top-k (the dense moe_topk + moe_combine path). Equals moe_ffn(x, weights, DEQUANT) up to float64
     rounding."""
-    if not isinstance(weights, MoeWeights):
-        raise ValueError(f"weights: expected MoeWeights, got {type(weights).__name__}")
-    xv = float_array("x", x, ndim=1, dtype=np.float32)
-    if xv.shape != (weights.d,):
-        raise ValueError(f"x: expected shape ({weights.d},) = (d,), got {xv.shape}")
+    xv, _, idx, w = _route(x, weights)
     e, d, dff = weights.n_expert, weights.d, weights.dff
-    logits = q8_matmul(xv, weights.router, Mode.DEQUANT)
-    idx, w = route_top_k(logits, weights.top_k)
     dense_w = np.zeros(e)
     dense_w[idx] = w
     g = q8_matmul(xv, weights.gate, Mode.DEQUANT)

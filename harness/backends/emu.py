@@ -14,10 +14,11 @@ from harness.emu import toolchain as tc
 from harness.emu.args import check_args
 from harness.emu.build import Built, build
 from harness.emu.client import Worker, WorkerDied, WorkerTimedOut
-from harness.emu.faults import UninitializedRead, fault_class
+from harness.emu.faults import fault_error
 from harness.emu.runs import LaunchSpec, Outcome
 
-from .base import Backend, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module, OutOfBounds, as_dim3
+from .base import (Backend, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module, OutOfBounds,
+                   UninitializedRead, as_dim3)
 
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
@@ -152,7 +153,7 @@ class EmuModule(Module):
         self.last_stats = {"kernel_ms": outcome.kernel_ms, "switches": outcome.switches, "printf": outcome.printf}
         if outcome.fault:
             cls, detail = outcome.fault
-            raise fault_class(cls)(launch, detail)
+            raise fault_error(cls, launch, detail)
         notes = [f"emu: {len(outcome.kernel_ms)} schedule(s), run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         if outcome.printf:

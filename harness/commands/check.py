@@ -103,7 +103,8 @@ def _rename(c: KernelContract, name: str) -> KernelContract:
 
 def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]],
                seed: int):
-    """(jobs, unchecked kernels, ambiguous kernels) for a source file."""
+    """(jobs, unchecked kernels) for a source file. A kernel no contract matches, or one whose match is
+    ambiguous, is among the unchecked kernels ({"kernel", "reason"}), never judged."""
     from harness.runner import Job
     pairs, unchecked, seen_unchecked = [], [], set()
     for shape in shapes:

@@ -2,7 +2,6 @@
 uses (Boost.Context or ucontext), AddressSanitizer, CUDA toolkits and whether a GPU backend is usable."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import platform
@@ -10,48 +9,53 @@ import re
 import shutil
 import subprocess
 import sys
-
-
-def _version(cmd: list[str], pattern: str = r".+") -> "str | None":
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (out.stdout or out.stderr).strip()
-    m = re.search(pattern, text)
-    return m.group(0).strip() if m else (text.splitlines()[0] if text else None)
+from pathlib import Path
 
 
 def compilers() -> list[dict]:
+    """Every distinct host compiler among the emu backend's candidates ($CXX, g++, c++, clang++)."""
+    from harness.emu import toolchain as tc
     found, seen = [], set()
-    for name in [os.environ.get("CXX"), "g++", "c++", "clang++"]:
-        path = shutil.which(name) if name else None
+    for name in tc.cxx_candidates():
+        path = shutil.which(name)
         if path and os.path.realpath(path) not in seen:
             seen.add(os.path.realpath(path))
-            found.append({"name": name, "path": path, "version": _version([path, "--version"])})
+            found.append({"name": name, "path": path, "version": tc.compiler_version(path)})
     return found
 
 
-def cuda_toolkits() -> list[dict]:
-    """nvcc on PATH, under CUDA_HOME/CUDA_PATH, /usr/local/cuda*, and from the nvidia-cuda-nvcc wheel."""
-    candidates = [shutil.which("nvcc")]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
-    candidates += sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
+def _nvcc_release(nvcc: Path) -> "str | None":
+    from harness.toolchain import ToolchainNotFound, nvcc_version
     try:
-        import nvidia.cuda_nvcc as wheel   # the `toolchain` extra
-        candidates += [os.path.join(p, "bin", "nvcc") for p in getattr(wheel, "__path__", [])]
-    except ImportError:
-        pass
+        text = nvcc_version(str(nvcc))
+    except (ToolchainNotFound, OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"release [\d.]+, V[\d.]+", text)
+    return m.group(0) if m else text
+
+
+def cuda_toolkits() -> list[dict]:
+    """The nvcc each of harness.toolchain's sources offers (env, wheel, cuda_home, system, path), one entry per
+    distinct nvcc; a SASS reader counts for a toolkit when it sits beside its nvcc or comes from the same source."""
+    from harness.toolchain import SOURCES, ToolchainNotFound, locate
+    env = os.environ
     out, seen = [], set()
-    for c in candidates:
-        if c and os.path.isfile(c) and os.path.realpath(c) not in seen:
-            seen.add(os.path.realpath(c))
-            bindir = os.path.dirname(c)
-            out.append({"nvcc": c, "version": _version([c, "--version"], r"release [\d.]+, V[\d.]+"),
-                        "ptxas": os.path.isfile(os.path.join(bindir, "ptxas")),
-                        "cuobjdump": bool(shutil.which("cuobjdump") or os.path.isfile(os.path.join(bindir, "cuobjdump")))})
+    for source in SOURCES:
+        try:
+            nvcc, _ = locate("nvcc", (source,), env)
+        except ToolchainNotFound:   # a broken QCONFORM_NVCC: compile_toolchain reports it
+            continue
+        if nvcc is None or os.path.realpath(nvcc) in seen:
+            continue
+        seen.add(os.path.realpath(nvcc))
+        try:
+            cuobjdump, _ = locate("cuobjdump", (source,), env)
+        except ToolchainNotFound:
+            cuobjdump = None
+        bindir = nvcc.parent
+        out.append({"nvcc": str(nvcc), "source": source, "version": _nvcc_release(nvcc),
+                    "ptxas": (bindir / "ptxas").is_file(),
+                    "cuobjdump": (bindir / "cuobjdump").is_file() or cuobjdump is not None})
     return out
 
 

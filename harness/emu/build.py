@@ -26,9 +26,6 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018
 class Built:
     path: Path                       # the shared object
     kernels: tuple[KernelSignature, ...]
-    toolchain: tc.Toolchain
-    sanitize: bool
-    cached: bool                     # True when no compile was needed
 
 
 def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
@@ -69,7 +66,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                                     tc.runtime_sha256()]).encode()).hexdigest()[:40]
     out = cache_dir("emu") / f"{key}.so"
     if out.exists():
-        return Built(out, tuple(rw.kernels), toolchain, sanitize, True)
+        return Built(out, tuple(rw.kernels))
     runtime = runtime_object(toolchain, sanitize)
     with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
         cpp = Path(tmp) / "module.cpp"
@@ -83,7 +80,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             tmp_so.unlink(missing_ok=True)
             _raise_build_error(r.stderr, name)
         os.replace(tmp_so, out)   # atomic: concurrent builders of the same key write identical objects
-    return Built(out, tuple(rw.kernels), toolchain, sanitize, False)
+    return Built(out, tuple(rw.kernels))
 
 
 def _raise_build_error(stderr: str, name: str) -> None:

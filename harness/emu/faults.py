@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from harness.backends import base
-from harness.backends.base import UninitializedRead  # noqa: F401  (re-exported for older imports)
+
+
+BAD_LAUNCH = "BadLaunch"   # emu::BAD_LAUNCH: grid/block/shared size outside the CUDA limits
 
 
 def fault_class(name: str) -> type:
@@ -10,3 +12,11 @@ def fault_class(name: str) -> type:
     if isinstance(cls, type) and issubclass(cls, base.KernelFault):
         return cls
     return base.KernelCrash
+
+
+def fault_error(name: str, launch: "base.LaunchInfo | None", detail: str) -> Exception:
+    """The exception for a fault the worker reported: a bad launch configuration is the caller's error
+    (ValueError, like the backend's own argument checks); everything else is a KernelFault."""
+    if name == BAD_LAUNCH:
+        return ValueError(f"launch: {launch}: {detail}" if launch else f"launch: {detail}")
+    return fault_class(name)(launch, detail)

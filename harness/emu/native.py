@@ -4,9 +4,10 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-# Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp.
+# Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
+# outside the CUDA limits: a caller error, raised as ValueError (see harness.emu.faults.fault_error).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "ValueError"}
+               5: "KernelCrash", 6: "BadLaunch"}
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 

@@ -94,16 +94,24 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts
 
 
-def _brace_depth(text: str, pos: int) -> int:
-    depth, j = 0, 0
-    while j < pos:
-        c = text[j]
-        if c in "\"'":
-            j = _skip_string(text, j)
-            continue
-        depth += (c == "{") - (c == "}")
-        j += 1
-    return depth
+class _BraceDepth:
+    """Brace depth at increasing positions of one text, scanning each character once (strings skipped)."""
+
+    def __init__(self, text: str):
+        self.text, self.depth, self.j = text, 0, 0
+
+    def at(self, pos: int) -> int:
+        """Depth just before `pos`; positions must not decrease from call to call."""
+        text, depth, j = self.text, self.depth, self.j
+        while j < pos:
+            c = text[j]
+            if c in "\"'":
+                j = _skip_string(text, j)
+                continue
+            depth += (c == "{") - (c == "}")
+            j += 1
+        self.depth, self.j = depth, j
+        return depth
 
 
 def check_unsupported(clean: str) -> None:
@@ -171,6 +179,7 @@ _DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", 
 
 def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
     out, pos, slot, names = [], 0, 0, []
+    depth = _BraceDepth(clean)
     for m in _SHARED.finditer(clean):
         if m.start() < pos:
             continue
@@ -178,7 +187,7 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         semi = clean.find(";", m.end())
         if semi < 0:
             raise UnsupportedConstruct(None, f"__shared__ declaration without ';' (line {line})")
-        if _brace_depth(clean, m.start()) == 0:
+        if depth.at(m.start()) == 0:
             raise UnsupportedConstruct(None, f"__shared__ variable at file scope (line {line}) is not supported by "
                                              "emu; declare it inside the kernel")
         decl = _ALIGN.sub(" ", clean[m.end():semi])

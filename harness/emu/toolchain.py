@@ -47,9 +47,14 @@ class Toolchain:
         return ("-lboost_context",) if self.fiber == "boost" else ()
 
 
+def cxx_candidates() -> list[str]:
+    """The compiler commands tried in order when none is given: $CXX, then g++ / c++ / clang++."""
+    return [c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c]
+
+
 def find_cxx(explicit: "str | None" = None) -> str:
     """The host C++ compiler: the argument, else $CXX, else g++ / c++ / clang++ on PATH."""
-    candidates = [explicit] if explicit else [os.environ.get("CXX"), "g++", "c++", "clang++"]
+    candidates = [explicit] if explicit else cxx_candidates()
     for c in candidates:
         if c and shutil.which(c):
             return shutil.which(c)  # type: ignore[return-value]

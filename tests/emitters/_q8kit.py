@@ -127,19 +127,21 @@ def need_nvcc() -> str:
     return str(tc.nvcc)
 
 
-def _cached_nvcc(code: str, flag: str, suffix: str) -> str:
-    """nvcc `flag` output of `code` for sm_80, cached by (source, flag, nvcc path) hash with an atomic rename."""
+def _cached_ptx(code: str) -> str:
+    """nvcc -ptx output of `code` for sm_80, cached by (source, nvcc path) hash with an atomic rename
+    (harness.compile_check.compile_source makes cubins only)."""
     nvcc = need_nvcc()
+    flag = "-ptx"
     key = hashlib.sha256(f"{nvcc}\0{flag}\0{code}".encode()).hexdigest()
-    cached = cache_dir("emitters-a") / f"{key}{suffix}"
+    cached = cache_dir("emitters-a") / f"{key}.ptx"
     if cached.is_file():
         return cached.read_text()
     with tempfile.TemporaryDirectory() as tmp:
-        cu, outp = Path(tmp) / "k.cu", Path(tmp) / f"k{suffix}"
+        cu, outp = Path(tmp) / "k.cu", Path(tmp) / "k.ptx"
         cu.write_text(code)
         run = subprocess.run([nvcc, "-arch=sm_80", flag, str(cu), "-o", str(outp)], capture_output=True, text=True)
         assert run.returncode == 0, f"nvcc {flag} failed:\n{run.stderr[-4000:]}"
-        text = outp.read_text(errors="replace") if suffix == ".ptx" else "compiled\n"
+        text = outp.read_text(errors="replace")
     fd, part = tempfile.mkstemp(dir=cached.parent, suffix=".part")
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
@@ -148,7 +150,11 @@ def _cached_nvcc(code: str, flag: str, suffix: str) -> str:
 
 
 def smoke_compile(code: str) -> None:
-    _cached_nvcc(code, "-cubin", ".cubin")
+    """Compile `code` to an sm_80 cubin through qconform's own compile cache; fail with nvcc's log."""
+    from harness.compile_check import compile_source
+    need_nvcc()
+    res = compile_source(code, "sm_80")
+    assert res.ok, f"nvcc -cubin failed:\n{res.log[-4000:]}"
 
 
 _NUMERIC_OP = re.compile(r"^(fma|mul|add|sub|div|rcp|sqrt|rsqrt|ex2|lg2|max|min|neg|abs|cvt|dp4a|mma)\b")
@@ -156,7 +162,7 @@ _NUMERIC_OP = re.compile(r"^(fma|mul|add|sub|div|rcp|sqrt|rsqrt|ex2|lg2|max|min|
 
 def ptx_profile(code: str) -> dict[str, tuple[str, ...]]:
     """Per kernel, the numeric PTX opcodes (with rounding and types) nvcc -O3 leaves, in program order."""
-    ptx = _cached_nvcc(code, "-ptx", ".ptx")
+    ptx = _cached_ptx(code)
     out = {}
     for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\n\}", ptx, re.S):
         mangled = re.match(r"_Z(\d+)", m.group(1))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
 import os
 import re
 import subprocess
@@ -19,7 +18,6 @@ from typing import Optional
 
 from emitters.contract import KernelContract
 from emitters.cuda_snippets import PRELUDE
-from harness.cache import cache_dir
 from harness.rust_literals import fill_format, kernel_sets, string_literals
 from reference.shapes import get_shape
 
@@ -124,9 +122,8 @@ def seed_forward_kernel(src: str, contract: KernelContract, dims: dict) -> str:
             "i": stage, "qparam": ", signed char* yq, float* ys" if quant else "", "L": int(dims["L"]),
             "qepilogue": epi})
     if kind == "elem":
-        ops = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
         return _fill(seed_literal(src, "__global__ void k{i}_elem("), {"i": stage, "ty": "float",
-                                                                         "op": ops[a["ops"][0]]})
+                                                                         "op": _C_OPS[a["ops"][0]]})
     if kind == "fused":
         return _seed_chain(src, stage, a["ops"])
     if kind == "region":
@@ -188,30 +185,13 @@ def find_nvcc() -> Optional[str]:
     return str(tc.nvcc) if tc else None
 
 
-def _cached_run(kind: str, code: str, args: list, suffix: str) -> Path:
-    """Run nvcc once per (source, args); the result lands atomically in a hash-keyed cache file."""
-    nvcc = find_nvcc()
-    key = hashlib.sha256((code + "\0" + " ".join(args)).encode()).hexdigest()[:24]
-    folder = cache_dir(kind)
-    target = folder / f"{key}{suffix}"
-    if target.is_file():
-        return target
-    src = folder / f"{key}.{os.getpid()}.cu"
-    tmp = folder / f"{key}.{os.getpid()}{suffix}.part"
-    src.write_text(code)
-    try:
-        proc = subprocess.run([nvcc, *args, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise AssertionError(f"nvcc {' '.join(args)} failed:\n{proc.stderr[-4000:]}")
-        os.replace(tmp, target)
-    finally:
-        src.unlink(missing_ok=True)
-        tmp.unlink(missing_ok=True)
-    return target
-
-
 def compile_cubin(code: str, arch: str = "sm_80") -> Path:
-    return _cached_run("emitters_b_cubin", code, [f"-arch={arch}", "-cubin"], ".cubin")
+    """The cubin of `code` for `arch`, through qconform's own hash-keyed, xdist-safe compile cache."""
+    from harness.compile_check import compile_source
+    res = compile_source(code, arch)
+    if not res.ok:
+        raise AssertionError(f"nvcc -arch={arch} -cubin failed:\n{res.log[-4000:]}")
+    return res.cubin
 
 
 def find_cuobjdump() -> Optional[str]:

@@ -84,9 +84,14 @@ def _all_emitted():
     return out
 
 
+def _coverage_gaps(sources) -> tuple[set, set]:
+    """(owned seed kernels no source has a contract for, contracts for kernels not owned)."""
+    names = {c.name for src in sources for c in src.contracts}
+    return OWNED - names, names - OWNED
+
+
 def test_emitters_a_cover_every_owned_seed_kernel():
-    names = {c.name for src in _all_emitted() for c in src.contracts}
-    assert names == OWNED
+    assert _coverage_gaps(_all_emitted()) == (set(), set())
 
 
 def test_every_owned_seed_kernel_is_in_the_seed():
@@ -95,8 +100,9 @@ def test_every_owned_seed_kernel_is_in_the_seed():
 
 
 def test_coverage_check_catches_a_missing_kernel():
-    names = {c.name for src in _all_emitted() for c in src.contracts} - {"gk_gemv_qkv"}
-    assert names != OWNED
+    stripped = [dataclasses.replace(src, contracts=tuple(c for c in src.contracts if c.name != "gk_gemv_qkv"))
+                for src in _all_emitted()]
+    assert _coverage_gaps(stripped) == ({"gk_gemv_qkv"}, set())
 
 
 # ---- the documented tie rule of gk_argmax_adv, checked against a model of its scan + halving tree ----------

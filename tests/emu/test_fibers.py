@@ -51,5 +51,14 @@ def test_boost_is_used_when_usable(emu):
             tc.resolve_fiber("boost")
         pytest.skip("Boost.Context not installed here: the ucontext fallback is in use")
     assert tc.resolve_fiber("auto") == "boost"
-    x, y = _run(emu) if emu.toolchain.fiber == "boost" else _run(__import__("harness.backends.emu", fromlist=["x"]).EmuBackend(fiber="boost"))
+    if emu.toolchain.fiber == "boost":
+        x, y = _run(emu)
+    else:   # the shared backend was forced to ucontext (QCONFORM_EMU_FIBER): start a Boost.Context one
+        from harness.backends.emu import EmuBackend
+        be = EmuBackend(fiber="boost")
+        try:
+            assert be.toolchain.fiber == "boost"
+            x, y = _run(be)
+        finally:
+            be.close()
     assert np.array_equal(y, x.reshape(4, 256).sum(1))

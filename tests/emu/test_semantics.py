@@ -191,6 +191,19 @@ def test_argument_mismatch_is_value_error(mod, bad, match):
         mod.launch("scalars", (1,), (1,), 0, bad)
 
 
+def test_runtime_rejected_launch_config_is_value_error_not_crash(mod, monkeypatch):
+    # The runtime's own limit check (emu::BAD_LAUNCH, 256 KiB of dynamic shared memory) behind the backend's:
+    # with the backend's check relaxed, the runtime's refusal must still surface as the caller's ValueError.
+    import harness.backends.emu as emu_mod
+    from harness.backends.base import KernelFault
+    from harness.emu.native import FAULT_NAMES
+    assert FAULT_NAMES[6] == "BadLaunch"
+    monkeypatch.setattr(emu_mod, "MAX_DYNAMIC_SHARED", 512 * 1024)
+    with pytest.raises(ValueError, match=r"launch: hello<<<1x1x1, 4x1x1, 307200>>>: .*outside the CUDA limits") as err:
+        mod.launch("hello", (1,), (4,), 300 * 1024, [np.zeros(4, np.int32)])
+    assert not isinstance(err.value, KernelFault)
+
+
 def test_launch_argument_errors(mod):
     out = np.zeros(4, np.int32)
     with pytest.raises(ValueError, match=r"name: no kernel 'nope'"):

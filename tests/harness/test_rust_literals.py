@@ -75,3 +75,18 @@ def test_extract_cli_rejects_bad_define(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "extract", str(SEED_RS), "--out", str(tmp_path),
                            "--define", "oops"], capture_output=True, text=True)
     assert proc.returncode == 2 and "--define: expected NAME=VALUE" in proc.stderr
+
+
+def test_kernel_names_read_past_launch_bounds_and_comments():
+    src = ('const K: &str = "__global__ void __launch_bounds__(256) k_a(float* x) { }\\n'
+           '// __global__ void not_a_kernel(int n)\\n'
+           '__global__ __launch_bounds__(128, 2) void k_b(const float* x, int n) { }";\n'
+           'fn emit() -> String { format!("__global__ void k{i}_c(float* y) {{ }}\\n'
+           '__global__ void __launch_bounds__(64) k{i}_d(int n) {{ {body} }}", i = 1) }\n')
+    sets = {ks.name: ks for ks in kernel_sets(src, {"i": 7})}
+    assert sets["K"].complete and sets["K"].kernels == ("k_a", "k_b")
+    # an incomplete template keeps the placeholder-tolerant scan (and is never written out)
+    tmpl = sets["emit"]
+    assert not tmpl.complete and tmpl.unfilled == ("body",) and tmpl.kernels[0] == "k7_c"
+    filled = {ks.name: ks for ks in kernel_sets(src, {"i": 7, "body": ""})}["emit"]
+    assert filled.complete and filled.kernels == ("k7_c", "k7_d")

@@ -26,6 +26,7 @@ def test_emitted_kernels_conform_on_gpu(gpu, family, mode, shape):
     from reference.shapes import get_shape
     jobs = [j for j in emitted_jobs([get_shape(shape)], [mode] if mode else [], 20240601, [family])
             if j.label == f"{family}/{mode_label(mode)}/{shape}"]
+    assert len(jobs) == 1 and jobs[0].cases, f"no cases for {family}/{mode_label(mode)}/{shape}"
     run = run_cases(gpu, jobs, progress=False)
     bad = [r for r in run.rows if r["verdict"] in (FAIL, UNCHECKED)]
     assert not bad, "\n".join(f"{r['verdict']} {r['case']}: {r['reason'][:300]} (replay: {r['replay']})" for r in bad)

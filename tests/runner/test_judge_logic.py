@@ -227,3 +227,24 @@ def test_gpu_timing_reports_time_and_bandwidth_without_disturbing_inout_buffers(
     assert row["bytes_moved"] == 3 * n * 4 and row["kernel_ms"] == 0.002
     assert row["bandwidth_gbps"] == pytest.approx(3 * n * 4 / 2e-6 / 1e9)
     assert row["bandwidth_fraction_of_copy"] == pytest.approx(row["bandwidth_gbps"] / 4000.0)
+
+
+@pytest.mark.parametrize("rule", ["floor", "unit"])
+def test_an_all_zero_block_of_a_quant_epilogue_is_judged_by_the_contracts_zero_rule(rule):
+    """The norm/attention quant epilogues' reference scales follow ctx.attrs["quant"]: an all-zero output block
+    gets the floor rule's 1e-30/127 (or the unit rule's 1), and a kernel that follows its rule passes while one
+    that follows the other rule fails."""
+    from harness.judge import _ref_act_scales, compare_float
+    from reference.quant import quantize_act_int8
+    values = np.zeros((2, 64), np.float64)
+    values[0, 32:] = np.linspace(-3.0, 2.5, 32)           # block 1 is non-zero; blocks 0, 2, 3 are all zero
+    s_ref = _ref_act_scales(values, rule)
+    zero_scale = np.float32(1e-30) / np.float32(127) if rule == "floor" else 1.0
+    assert s_ref.shape == (4,)
+    assert s_ref[[0, 2, 3]].tolist() == [float(np.float32(zero_scale))] * 3
+    assert s_ref[1] == float(np.float32(np.float32(3.0) / np.float32(127)))
+    own = quantize_act_int8(values.reshape(-1).astype(np.float32), zero_rule=rule)[1]
+    other = quantize_act_int8(values.reshape(-1).astype(np.float32), zero_rule="unit" if rule == "floor" else "floor")[1]
+    budget = B.Budget(B.U32 * s_ref, "u s", "mode")
+    assert compare_float("as_", own, s_ref, budget).verdict == PASS
+    assert compare_float("as_", other, s_ref, budget).verdict == FAIL

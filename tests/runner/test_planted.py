@@ -29,3 +29,12 @@ def test_a_plant_whose_pattern_vanished_is_an_error():
     from emitters.registry import emit
     with pytest.raises(PlantError, match="occurs 0 time"):
         bogus.apply(emit("matmul", Mode.INT8_ACT, "tiny").code)
+
+
+def test_a_plant_that_does_not_build_is_a_failed_case(emu):
+    from reference.modes import Mode
+    broken = Plant("no-build", "matmul", Mode.INT8_ACT, "gk_gemv", "tiny", "a syntax error",
+                   r"float acc = 0\.f;", "float acc = 0.f this_is_not_cuda;")
+    results = run_plant(emu, broken, seed=99)
+    assert results and all(r.verdict == FAIL for r in results)
+    assert all("did not build" in r.reason for r in results), [r.reason for r in results]

@@ -63,3 +63,25 @@ def test_lm_head_near_tie_flips_in_int8act_and_holds_in_twopass(emu):
         verdicts[mode] = out
     assert all(v == "tie" and t == "tie" and "near-tie" in r for v, t, r in verdicts[Mode.INT8_ACT])
     assert all(v == "pass" for v, _, _ in verdicts[Mode.TWO_PASS_INT8] + verdicts[Mode.DEQUANT])
+
+
+def test_reference_report_json_stays_valid_with_non_finite_metrics(tmp_path, monkeypatch, capsys):
+    """report.json of the reference backend is strict JSON (inf/nan written as strings) and leaves no temp file."""
+    from harness import reference_report
+    from reference.modes import Mode
+    from reference.shapes import TINY
+
+    def rows(shape, modes, seed):
+        return [reference_report.Row(shape=shape.name, op="q_proj", mode=Mode.INT8_ACT.value, n=4, max_abs=1.0,
+                                     max_rel=float("inf"), nmse=float("nan"), cosine=1.0, max_ulp_f32=2.0)]
+
+    monkeypatch.setattr(reference_report, "shape_rows", rows)
+    assert reference_report.run(shapes=[TINY], modes=[Mode.INT8_ACT], seed=3, out_dir=tmp_path) == 0
+    capsys.readouterr()
+
+    def refuse(token):
+        raise AssertionError(f"report.json holds the non-JSON constant {token}")
+
+    doc = json.loads((tmp_path / "report.json").read_text(), parse_constant=refuse)
+    assert doc["rows"][0]["max_rel"] == "inf" and doc["rows"][0]["nmse"] == "nan"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
