@@ -132,8 +132,8 @@ def _read(path: Path) -> GGUFReader:
     except CheckpointError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
     except _Truncated as exc:
-        raise CheckpointError(f"{path}: truncated file: the header needs bytes up to offset {exc.end}, the file "
-                              f"has {exc.size}") from None
+        raise CheckpointError(f"{path}: truncated file (or a damaged length in the header): the header needs bytes "
+                              f"up to offset {exc.end}, the file has {exc.size}") from None
     except (ValueError, KeyError, IndexError, OverflowError, TypeError, MemoryError) as exc:
         # what the stock parser raises on a damaged header (unknown value type, duplicate key, bad UTF-8,
         # an absurd count): all the same rule broken, the header is not valid GGUF
@@ -188,6 +188,8 @@ def _metadata(reader: GGUFReader) -> dict[str, Any]:
 
 def _config(reader: GGUFReader, tensors: dict) -> ModelConfig:
     arch = _string(reader, "general.architecture")
+    if arch is None:
+        raise CheckpointError(f"metadata key 'general.architecture' is missing; expected {ARCH!r}")
     if arch != ARCH:
         raise CheckpointError(f"general.architecture: expected {ARCH!r}, got {arch!r} (only Qwen3-MoE "
                               f"checkpoints are supported)")
@@ -273,8 +275,8 @@ class _LayerSource:
     (no eviction: a decoder visits layers in a cycle, where keeping the first ones is the best any cache of
     that size can do)."""
 
-    def __init__(self, tensors: dict, config: ModelConfig, cache_bytes: int):
-        self.tensors, self.config, self.cache_bytes = tensors, config, int(cache_bytes)
+    def __init__(self, tensors: dict, config: ModelConfig, cache_bytes: int, path: Path):
+        self.tensors, self.config, self.cache_bytes, self.path = tensors, config, int(cache_bytes), path
         self.cache: dict[int, LayerWeights] = {}
         self.cached_bytes = 0
 
@@ -282,7 +284,10 @@ class _LayerSource:
         hit = self.cache.get(i)
         if hit is not None:
             return hit
-        layer = self.build(i)
+        try:
+            layer = self.build(i)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{self.path}: {exc}") from None
         size = layer_nbytes(layer)
         if self.cached_bytes + size <= self.cache_bytes:
             self.cache[i] = layer
@@ -324,8 +329,18 @@ def layer_nbytes(layer: LayerWeights) -> int:
 
 def open_checkpoint(path: "str | os.PathLike[str]", *,
                     layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
-    """Open a qwen3moe GGUF: header and tensor inventory checked now, layers read when asked for."""
+    """Open a qwen3moe GGUF: header and tensor inventory checked now, layers read when asked for.
+    Every CheckpointError message starts with the file's path."""
     path = Path(path)
+    try:
+        return _open(path, layer_cache_bytes)
+    except CheckpointError as exc:
+        if str(exc).startswith(f"{path}: "):
+            raise
+        raise CheckpointError(f"{path}: {exc}") from None
+
+
+def _open(path: Path, layer_cache_bytes: int) -> Checkpoint:
     reader = _read(path)
     tensors = {t.name: t for t in reader.tensors}
     config = _config(reader, tensors)
@@ -334,7 +349,7 @@ def open_checkpoint(path: "str | os.PathLike[str]", *,
     output = token_embd if tied else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, (config.vocab, config.d_model))
     weights = ModelWeights(config=config, token_embd=token_embd,
                            output_norm=float_vector("output_norm.weight", tensors["output_norm.weight"]),
-                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes),
+                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, path),
                            name=_string(reader, "general.name") or path.stem, tied_output=tied)
     raw_tokens = _tokens(reader, config)
     return Checkpoint(path=path, config=config, weights=weights, metadata=_metadata(reader),

@@ -31,8 +31,8 @@ def byte_decoder() -> dict[str, int]:
 
 
 def piece_bytes(token: str) -> "bytes | None":
-    """The bytes a byte-level token stands for, or None when it is not spelled in the byte alphabet (a special
-    token such as ``<|endoftext|>`` is spelled with plain ASCII that is partly outside it)."""
+    """The bytes a byte-level token stands for, or None when it is not spelled in the byte alphabet (special
+    tokens such as ``<|endoftext|>`` are printable ASCII, which the alphabet spells as itself)."""
     dec = byte_decoder()
     try:
         return bytes(dec[c] for c in token)
@@ -49,7 +49,8 @@ def _escape(text: str) -> str:
             out.append(ch)
         else:
             code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+            # \xNN only below 0x80: a \xNN of 0x80..0xff always means a byte that is not valid UTF-8
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
     return "".join(out)
 
 

@@ -172,6 +172,16 @@ def _q8_nbytes(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape[:-1])) * (shape[-1] // QK) * BLOCK_BYTES
 
 
+def tensor_nbytes(slot: TensorSlot) -> int:
+    """Bytes of a tensor's data as make-model writes it (Q8_0 matrices, F32 norms and router)."""
+    return _q8_nbytes(slot.shape) if slot.role == MATRIX else 4 * int(np.prod(slot.shape))
+
+
+def planned_bytes(preset: str, layers: Optional[int] = None) -> int:
+    """The tensor bytes of a synthetic model (the file adds its header and alignment padding)."""
+    return sum(tensor_nbytes(s) for s in model_slots(preset_config(preset, layers)))
+
+
 class _StreamedTensor:
     """What GGUFWriter.write_tensor_data needs of a tensor (its size, and writing itself to the file), produced
     chunk by chunk so a 214 MB expert tensor never exists whole."""
@@ -207,12 +217,9 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
         _add_metadata(w, c, preset, seed)
         total = 0
         for s in slots:
-            if s.role == MATRIX:
-                nbytes = _q8_nbytes(s.shape)
-                w.add_tensor_info(s.name, s.shape, np.dtype(np.float32), nbytes, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-            else:
-                nbytes = 4 * int(np.prod(s.shape))
-                w.add_tensor_info(s.name, s.shape, np.dtype(np.float32), nbytes)
+            nbytes = tensor_nbytes(s)
+            raw = gguf.GGMLQuantizationType.Q8_0 if s.role == MATRIX else None
+            w.add_tensor_info(s.name, s.shape, np.dtype(np.float32), nbytes, raw_dtype=raw)
             total += nbytes
         w.write_header_to_file()
         w.write_kv_data_to_file()
