@@ -95,7 +95,15 @@ class Checkpoint:
     tokens: Optional[list[str]]          # printable token pieces (GPT-2 byte-level decoded), or None
     raw_tokens: Optional[list[str]] = None   # the token strings as stored
     tensor_types: dict[str, str] = field(default_factory=dict)
+    _tensors: dict = field(default_factory=dict, repr=False)
     _sha256: Optional[str] = None
+
+    def raw_tensor(self, name: str):
+        """gguf-py's ReaderTensor of a tensor (its .data is a view of the mapped file: uint8 blocks for Q8_0)."""
+        try:
+            return self._tensors[name]
+        except KeyError:
+            raise ValueError(f"tensor: {name!r} is not in {self.path}") from None
 
     def sha256(self) -> str:
         """SHA-256 of the whole file, streamed (computed once)."""
@@ -354,7 +362,7 @@ def _open(path: Path, layer_cache_bytes: int) -> Checkpoint:
     raw_tokens = _tokens(reader, config)
     return Checkpoint(path=path, config=config, weights=weights, metadata=_metadata(reader),
                       tokens=token_pieces(raw_tokens) if raw_tokens is not None else None, raw_tokens=raw_tokens,
-                      tensor_types={n: t.tensor_type.name for n, t in tensors.items()})
+                      tensor_types={n: t.tensor_type.name for n, t in tensors.items()}, _tensors=tensors)
 
 
 def _tokens(reader: GGUFReader, config: ModelConfig) -> Optional[list[str]]:
