@@ -15,6 +15,7 @@ float32; the whole file is never copied and peak memory is the embedding, the LM
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +54,21 @@ class _GuardedReader(GGUFReader):
 
     def _get(self, offset, dtype, count=1, override_order=None):
         count = int(count)
-        end = int(offset) + np.dtype(dtype).itemsize * count
+        offset = int(offset)
+        end = offset + np.dtype(dtype).itemsize * count
         if count < 0 or end > len(self.data):
             raise _Truncated(end, len(self.data))
-        return super()._get(offset, dtype, count, override_order)
+        # one plain ndarray on the map per part: a slice of the np.memmap itself carries the map's attributes
+        # and a fresh dtype, which for the ~300k strings of a real vocabulary costs ~0.5 GB
+        cache = self.__dict__.setdefault("_get_cache", {})
+        plain = cache.get("plain")
+        if plain is None:
+            plain = cache["plain"] = self.data.view(np.ndarray)
+        order = self.byte_order if override_order is None else override_order
+        dt = cache.get((dtype, order))
+        if dt is None:
+            dt = cache[(dtype, order)] = np.dtype(dtype).newbyteorder(order)
+        return np.ndarray((count,), dtype=dt, buffer=plain, offset=offset)   # one small object per field part
 
     def _build_tensors(self, start_offs, fields):
         from gguf.constants import GGML_QUANT_SIZES
@@ -243,16 +255,27 @@ def _check_inventory(config: ModelConfig, tensors: dict) -> tuple[list[TensorSlo
 
 
 # ------------------------------------------------------------------------------------------------ tensors
-def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...]) -> Q8Tensor:
+COPY_CHUNK_BYTES = 32 << 20     # GGUF bytes copied (then released from the map) at a time
+
+
+def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...], tensor=None) -> Q8Tensor:
     """A GGUF Q8_0 tensor's bytes (uint8, any leading shape, last axis = blocks*34) as a (rows, cols) Q8Tensor
-    with the leading axes folded into rows (expert-major): quants copied out of the blocks, scales widened."""
+    with the leading axes folded into rows (expert-major): quants copied out of the blocks, scales widened.
+    Given the ReaderTensor, each copied chunk's mapped pages are released at once (peak: the copy + a chunk)."""
     cols = shape[-1]
     rows = int(np.prod(shape[:-1]))
     nb = cols // QK
-    blocks = np.ascontiguousarray(data).reshape(rows, nb * BLOCK_BYTES).view(_Q8_RECORD)   # a view for a memmap
+    row_bytes = nb * BLOCK_BYTES
+    blocks = np.asarray(data).reshape(rows, row_bytes).view(_Q8_RECORD)    # a view of the map, never a copy
     quants = np.empty((rows, cols), dtype=np.int8)
-    np.copyto(quants.reshape(rows, nb, QK), blocks["qs"])
-    scales = blocks["d"].astype(np.float32)
+    scales = np.empty((rows, nb), dtype=np.float32)
+    step = max(1, COPY_CHUNK_BYTES // row_bytes)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        np.copyto(quants[r0:r1].reshape(r1 - r0, nb, QK), blocks["qs"][r0:r1])
+        np.copyto(scales[r0:r1], blocks["d"][r0:r1], casting="safe")
+        if tensor is not None:
+            release_pages(tensor, r0 * row_bytes, r1 * row_bytes)
     try:
         return Q8Tensor(quants, scales)
     except ValueError as exc:
@@ -276,6 +299,24 @@ def float_vector(name: str, t) -> np.ndarray:
         raise CheckpointError(f"tensor {name!r}: element {tuple(int(b) for b in bad)} is {out[tuple(bad)]}; "
                               f"weights must be finite")
     return out
+
+
+def release_pages(t, lo: int = 0, hi: "int | None" = None) -> None:
+    """Drop bytes [lo, hi) of a tensor's mapped data from this process (the pages stay in the OS page cache):
+    once copied out they would otherwise count in the resident set until the whole file is unmapped. Only
+    pages wholly inside the range are dropped (MADV_DONTNEED on a read-only map re-reads on the next touch)."""
+    data = t.data
+    while data is not None and not isinstance(data, np.memmap):
+        data = data.base
+    mm = getattr(data, "_mmap", None)
+    if mm is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    hi = int(t.n_bytes) if hi is None else hi
+    page = mmap.PAGESIZE
+    start = -(-(int(t.data_offset) + lo) // page) * page
+    end = min((int(t.data_offset) + hi) // page * page, len(mm))
+    if end > start:
+        mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
 
 class _LayerSource:
@@ -309,7 +350,7 @@ class _LayerSource:
             if role == NORM:
                 parts[attr] = float_vector(slot.name, t)
             elif role == MATRIX or t.tensor_type == T.Q8_0:
-                parts[attr] = q8_from_blocks(slot.name, t.data, slot.shape)
+                parts[attr] = q8_from_blocks(slot.name, t.data, slot.shape, tensor=t)
             else:   # a float router: the kernels read its Q8_0 quantization (what gguf-py would write)
                 router = float_vector(slot.name, t)
                 parts["router_float"] = router
@@ -353,8 +394,10 @@ def _open(path: Path, layer_cache_bytes: int) -> Checkpoint:
     tensors = {t.name: t for t in reader.tensors}
     config = _config(reader, tensors)
     _slots, tied = _check_inventory(config, tensors)
-    token_embd = q8_from_blocks("token_embd.weight", tensors["token_embd.weight"].data, (config.vocab, config.d_model))
-    output = token_embd if tied else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, (config.vocab, config.d_model))
+    vd = (config.vocab, config.d_model)
+    emb = tensors["token_embd.weight"]
+    token_embd = q8_from_blocks(emb.name, emb.data, vd, tensor=emb)
+    output = token_embd if tied else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, vd, tensor=tensors[OUTPUT])
     weights = ModelWeights(config=config, token_embd=token_embd,
                            output_norm=float_vector("output_norm.weight", tensors["output_norm.weight"]),
                            output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, path),

@@ -251,17 +251,24 @@ def _generator_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def default_model_path(seed: int = 0, *, preset: str = "tiny", progress: bool = True) -> Path:
-    """A synthetic model (tiny by default: the default of every model-level command), made once and cached
-    under a name that hashes the generator's code, so a changed generator never reuses a stale file."""
+def cached_model_path(preset: str = "tiny", *, layers: Optional[int] = None, seed: int = 0,
+                      progress: bool = True) -> Path:
+    """A synthetic model made once and cached under a name that hashes the generator's code (a changed
+    generator never reuses a stale file). The full-depth qwen3-30b-a3b preset (~32 GB) is not cached."""
     from harness.cache import cache_dir
-    if preset == "qwen3-30b-a3b":
-        raise ValueError("preset: the qwen3-30b-a3b preset is ~32 GB and is not cached; write it with make-model")
-    preset_config(preset)
-    path = cache_dir("models") / f"synthetic-{preset}-s{seed}-{_generator_digest()}.gguf"
+    c = preset_config(preset, layers)
+    if preset == "qwen3-30b-a3b" and layers is None:
+        raise ValueError("preset: the full qwen3-30b-a3b model is ~32 GB and is not cached; write it with "
+                         "make-model (or give layers)")
+    path = cache_dir("models") / f"synthetic-{preset}-L{c.n_layer}-s{seed}-{_generator_digest()}.gguf"
     if not path.is_file():
-        write_synthetic_gguf(preset, path, seed=seed, progress=progress)
+        write_synthetic_gguf(preset, path, layers=layers, seed=seed, progress=progress)
     return path
+
+
+def default_model_path(seed: int = 0, *, progress: bool = True) -> Path:
+    """The tiny synthetic model: the embedded default of every model-level command."""
+    return cached_model_path("tiny", seed=seed, progress=progress)
 
 
 def resolve_model(spec: "str | os.PathLike[str] | None", *, seed: int = 0, progress: bool = True) -> Path:
@@ -271,7 +278,7 @@ def resolve_model(spec: "str | os.PathLike[str] | None", *, seed: int = 0, progr
         return default_model_path(seed, progress=progress)
     text = os.fspath(spec)
     if text in ("tiny", "tails") and not Path(text).exists():
-        return default_model_path(seed, preset=text, progress=progress)
+        return cached_model_path(text, seed=seed, progress=progress)
     path = Path(text)
     if not path.is_file():
         raise ValueError(f"--model: {text!r} is neither a file nor a cached synthetic preset (tiny, tails)")

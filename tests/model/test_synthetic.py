@@ -159,7 +159,7 @@ def test_metadata_llama_cpp_reads(tiny_gguf):
 def test_default_model_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path))
     p = default_model_path(progress=False)
-    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-s0-")
+    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-L2-s0-")
     mtime = p.stat().st_mtime_ns
     assert default_model_path(progress=False) == p and p.stat().st_mtime_ns == mtime
     assert resolve_model(None, progress=False) == p
