@@ -376,35 +376,65 @@ def layer_nbytes(layer: LayerWeights) -> int:
     return total
 
 
-def open_checkpoint(path: "str | os.PathLike[str]", *,
-                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
-    """Open a qwen3moe GGUF: header and tensor inventory checked now, layers read when asked for.
-    Every CheckpointError message starts with the file's path."""
-    path = Path(path)
+@dataclass(frozen=True)
+class CheckpointHeader:
+    """A checkpoint's validated header: config, metadata and tensor inventory; no weight has been read."""
+
+    path: Path
+    config: ModelConfig
+    tied_output: bool
+    name: str
+    metadata: dict
+    raw_tokens: Optional[list[str]]
+    tensors: dict            # GGUF name -> gguf-py ReaderTensor (data: a view of the mapped file)
+
+
+def _prefixed(path: Path, fn):
     try:
-        return _open(path, layer_cache_bytes)
+        return fn()
     except CheckpointError as exc:
         if str(exc).startswith(f"{path}: "):
             raise
         raise CheckpointError(f"{path}: {exc}") from None
 
 
-def _open(path: Path, layer_cache_bytes: int) -> Checkpoint:
-    reader = _read(path)
-    tensors = {t.name: t for t in reader.tensors}
-    config = _config(reader, tensors)
-    _slots, tied = _check_inventory(config, tensors)
+def read_header(path: "str | os.PathLike[str]") -> CheckpointHeader:
+    """Check a qwen3moe GGUF's header, config and tensor inventory (types, shapes) without reading weights."""
+    path = Path(path)
+
+    def run() -> CheckpointHeader:
+        reader = _read(path)
+        tensors = {t.name: t for t in reader.tensors}
+        config = _config(reader, tensors)
+        _slots, tied = _check_inventory(config, tensors)
+        return CheckpointHeader(path=path, config=config, tied_output=tied,
+                                name=_string(reader, "general.name") or path.stem, metadata=_metadata(reader),
+                                raw_tokens=_tokens(reader, config), tensors=tensors)
+    return _prefixed(path, run)
+
+
+def open_checkpoint(path: "str | os.PathLike[str]", *,
+                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
+    """Open a qwen3moe GGUF: header and tensor inventory checked now, the embedding and LM head read, layers
+    read when asked for. Every CheckpointError message starts with the file's path."""
+    head = read_header(path)
+    return _prefixed(head.path, lambda: _open(head, layer_cache_bytes))
+
+
+def _open(head: CheckpointHeader, layer_cache_bytes: int) -> Checkpoint:
+    tensors, config = head.tensors, head.config
     vd = (config.vocab, config.d_model)
     emb = tensors["token_embd.weight"]
     token_embd = q8_from_blocks(emb.name, emb.data, vd, tensor=emb)
-    output = token_embd if tied else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, vd, tensor=tensors[OUTPUT])
+    output = token_embd if head.tied_output else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, vd,
+                                                                tensor=tensors[OUTPUT])
     weights = ModelWeights(config=config, token_embd=token_embd,
                            output_norm=float_vector("output_norm.weight", tensors["output_norm.weight"]),
-                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, path),
-                           name=_string(reader, "general.name") or path.stem, tied_output=tied)
-    raw_tokens = _tokens(reader, config)
-    return Checkpoint(path=path, config=config, weights=weights, metadata=_metadata(reader),
-                      tokens=token_pieces(raw_tokens) if raw_tokens is not None else None, raw_tokens=raw_tokens,
+                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, head.path),
+                           name=head.name, tied_output=head.tied_output)
+    raw = head.raw_tokens
+    return Checkpoint(path=head.path, config=config, weights=weights, metadata=head.metadata,
+                      tokens=token_pieces(raw) if raw is not None else None, raw_tokens=raw,
                       tensor_types={n: t.tensor_type.name for n, t in tensors.items()}, _tensors=tensors)
 
 

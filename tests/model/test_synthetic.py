@@ -28,6 +28,20 @@ def test_seeded_and_deterministic():
     assert not np.array_equal(a.layer(0).gate_exps.quants, c.layer(0).gate_exps.quants)
 
 
+# SHA-256 of `make-model --preset tiny --seed 0`, per GENERATOR_VERSION (cached models are named by version).
+TINY_SHA256 = {1: "188bde1b6d0bc7688728d9138abc6762715e260f9abc0869e626a5e245d28258"}
+
+
+def test_generator_version_locks_the_bytes(tiny_gguf):
+    import hashlib
+
+    from harness.model.synthetic import GENERATOR_VERSION
+    digest = hashlib.sha256(tiny_gguf.read_bytes()).hexdigest()
+    assert digest == TINY_SHA256.get(GENERATOR_VERSION), (
+        f"the tiny synthetic model's bytes changed ({digest}): bump GENERATOR_VERSION in "
+        f"harness/model/synthetic.py and record the new hash here, so no stale cached model is reused")
+
+
 def test_file_is_byte_identical_across_writes(tmp_path):
     p1 = write_synthetic_gguf("tiny", tmp_path / "a.gguf", layers=1, seed=2, progress=False)
     p2 = write_synthetic_gguf("tiny", tmp_path / "b.gguf", layers=1, seed=2, progress=False)
@@ -159,7 +173,7 @@ def test_metadata_llama_cpp_reads(tiny_gguf):
 def test_default_model_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path))
     p = default_model_path(progress=False)
-    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-L2-s0-")
+    assert p.parent == tmp_path / "models" and p.name == "synthetic-tiny-L2-s0-v1.gguf"
     mtime = p.stat().st_mtime_ns
     assert default_model_path(progress=False) == p and p.stat().st_mtime_ns == mtime
     assert resolve_model(None, progress=False) == p
