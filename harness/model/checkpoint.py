@@ -1,16 +1,18 @@
 """Open a qwen3moe GGUF checkpoint as the reference's ModelWeights, memory-mapped, one layer at a time.
 
-The file is read through ``gguf.GGUFReader`` (a NumPy memmap): opening it reads the header only. The config
-comes from the metadata (``qwen3moe.*`` keys; nothing the file states is assumed), the vocabulary size from
-the rows of ``token_embd.weight``. Every tensor's presence, type and shape is checked against that config
-before any weight is read, and every bad input is one ``CheckpointError`` naming the key or tensor and what
-was expected.
+The file is read through ``gguf.GGUFReader`` (a NumPy memmap). The config comes from the metadata
+(``qwen3moe.*`` keys; nothing the file states is assumed), the vocabulary size from the rows of
+``token_embd.weight``. Every tensor's presence, type and shape is checked against that config before any
+weight is read (``read_header``), and every bad input is one ``CheckpointError`` naming the file, the key or
+tensor, and what was expected.
 
 Q8_0 storage: a GGUF Q8_0 block is a float16 scale followed by its 32 int8 quants, so the quants of a row are
-not evenly spaced in the file and no strided (rows, cols) view of them exists. ``layer(i)`` therefore copies
-one layer's quants out of the mapping (a strided block view, no temporaries) and widens its scales to
-float32; the whole file is never copied and peak memory is the embedding, the LM head and the layers kept
-(``layer_cache_bytes``; the default keeps a small model whole and a full-width one to about one layer).
+not evenly spaced in the file and no strided (rows, cols) view of them exists. Reading a matrix therefore
+copies its quants out of the mapping through a structured view of the blocks (no temporaries) and widens its
+scales to float32, a chunk at a time, dropping each copied chunk's mapped pages. ``open_checkpoint`` reads the
+embedding and the LM head; ``layer(i)`` reads layer i when asked. Peak memory is those two, the layers kept
+(``layer_cache_bytes``, default 1 GiB: a small model is kept whole, a full-width one keeps its first layer)
+and the layer being read -- never the file.
 """
 from __future__ import annotations
 
@@ -148,7 +150,7 @@ def _read(path: Path) -> GGUFReader:
     if size < 24:
         raise CheckpointError(f"{path}: truncated file: {size} bytes, a GGUF header needs at least 24")
     try:
-        return _GuardedReader(path, "r")
+        reader = _GuardedReader(path, "r")
     except CheckpointError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
     except _Truncated as exc:
@@ -158,6 +160,10 @@ def _read(path: Path) -> GGUFReader:
         # what the stock parser raises on a damaged header (unknown value type, duplicate key, bad UTF-8,
         # an absurd count): all the same rule broken, the header is not valid GGUF
         raise CheckpointError(f"{path}: invalid GGUF header: {type(exc).__name__}: {exc}") from None
+    if reader.byte_order != "I" or reader.endianess.name != "LITTLE":
+        raise CheckpointError(f"{path}: a big-endian GGUF; only little-endian files (what llama.cpp writes) are "
+                              f"supported")
+    return reader
 
 
 def _scalar(reader: GGUFReader, key: str, kind: type) -> Any:
