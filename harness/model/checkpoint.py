@@ -422,7 +422,11 @@ def read_header(path: "str | os.PathLike[str]") -> CheckpointHeader:
 def open_checkpoint(path: "str | os.PathLike[str]", *,
                     layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
     """Open a qwen3moe GGUF: header and tensor inventory checked now, the embedding and LM head read, layers
-    read when asked for. Every CheckpointError message starts with the file's path."""
+    read when asked for. Every CheckpointError message starts with the file's path. A folder written by
+    export-weights is opened as memory-mapped views instead (harness.model.exported)."""
+    if Path(path).is_dir():
+        from .exported import open_exported
+        return open_exported(path)
     head = read_header(path)
     return _prefixed(head.path, lambda: _open(head, layer_cache_bytes))
 

@@ -6,7 +6,10 @@ Files, with E = d_model, QD = q_dim, KD = kv_dim, FF = d_expert, NE = experts, V
 ``emb.q/.s`` (V x E); per layer l ``an{l}.f fn{l}.f`` (E), ``aqn{l}.f akn{l}.f`` (head_dim), ``wq{l}`` (QD x E),
 ``wk{l} wv{l}`` (KD x E), ``wo{l}`` (E x QD), ``wr{l}`` (NE x E: the Q8_0 router the kernels read),
 ``wg{l} wu{l}`` (NE*FF x E), ``wd{l}`` (NE*E x FF), each ``.q/.s``; then ``on.f`` (E) and ``wout.q/.s`` (V x E).
-A ``manifest.json`` records the config and every file's shape, so a generated program can be sized from it.
+Beside them, not read by the seed's program: ``wr{l}.rf`` (the float router as the checkpoint stores it, when
+it is a float type), ``tokens.json`` (the vocabulary) and ``manifest.json`` (format, config, metadata, each
+file's tensor and shape, and every file's SHA-256). The folder is then a whole model in the kernels' own
+layout, which ``harness.model.exported.open_exported`` maps without copying.
 
 Streamed: a bounded chunk of rows is read from the mapping, split into quants and scales and appended; every
 file is then read back and compared, chunk by chunk, with gguf-py's own dequantization of the GGUF tensor
@@ -14,6 +17,7 @@ file is then read back and compared, chunk by chunk, with gguf-py's own dequanti
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +37,10 @@ from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_he
 from .layout import OUTPUT
 from .progress import ByteProgress
 
+ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)
+MANIFEST = "manifest.json"
+TOKENS = "tokens.json"
+MANIFEST_FORMAT = "qconform-export-1"
 CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
 _Q8_RECORD = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])
 
@@ -93,12 +101,33 @@ def _row_chunks(rows: int, row_bytes: int) -> Iterator[tuple[int, int]]:
         yield r0, min(rows, r0 + step)
 
 
-def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress) -> None:
+class _Out:
+    """A weight file being written, hashed as it goes (the manifest records every file's SHA-256)."""
+
+    def __init__(self, path: Path, digests: dict):
+        self.path, self.digests = path, digests
+        self.fh = open(path, "wb")
+        self.h = hashlib.sha256()
+
+    def put(self, arr: np.ndarray) -> None:
+        arr = np.ascontiguousarray(arr)
+        arr.tofile(self.fh)
+        self.h.update(memoryview(arr).cast("B"))
+
+    def __enter__(self) -> "_Out":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+        self.digests[self.path.name] = self.h.hexdigest()
+
+
+def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
     rows, cols = item.shape
     t = ck.tensors[item.tensor]
     blocks = _blocks(ck, item)
     rb = blocks.shape[1]
-    with open(folder / f"{item.stem}.q", "wb") as fq, open(folder / f"{item.stem}.s", "wb") as fs:
+    with _Out(folder / f"{item.stem}.q", digests) as fq, _Out(folder / f"{item.stem}.s", digests) as fs:
         for r0, r1 in _row_chunks(rows, rb):
             rec = blocks[r0:r1].view(_Q8_RECORD)
             scales = rec["d"].astype("<f4")
@@ -106,25 +135,29 @@ def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: BytePro
                 bad = np.argwhere(~np.isfinite(scales))[0]
                 raise CheckpointError(f"{ck.path}: tensor {item.tensor!r}: block scale ({r0 + bad[0]}, {bad[1]}) is "
                                       f"{scales[tuple(bad)]}; scales must be finite")
-            np.ascontiguousarray(rec["qs"]).tofile(fq)
-            scales.tofile(fs)
+            fq.put(rec["qs"])
+            fs.put(scales)
             release_pages(t, r0 * rb, r1 * rb)
             bar.advance((r1 - r0) * (cols + cols // QK * 4), item.stem)
 
 
-def _write_item(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress) -> None:
+def _write_item(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
     t = ck.tensors[item.tensor]
     if item.kind == "norm":
-        float_vector(item.tensor, t).astype("<f4").tofile(folder / f"{item.stem}.f")
+        with _Out(folder / f"{item.stem}.f", digests) as f:
+            f.put(float_vector(item.tensor, t).astype("<f4"))
         bar.advance(_out_bytes(item), item.stem)
     elif item.kind == "router" and t.tensor_type != T.Q8_0:
-        # the kernels read the Q8_0 quantization of the float router (bit-identical to gguf-py's)
-        q8 = quantize_q8_0(float_vector(item.tensor, t))
-        q8.quants.tofile(folder / f"{item.stem}.q")
-        q8.scales.astype("<f4").tofile(folder / f"{item.stem}.s")
+        # the kernels read the Q8_0 quantization of the float router (bit-identical to gguf-py's); the float
+        # router is kept beside it (not read by the seed's program) so the folder is the whole model
+        router = float_vector(item.tensor, t)
+        q8 = quantize_q8_0(router)
+        for ext, arr in (("q", q8.quants), ("s", q8.scales.astype("<f4")), (ROUTER_FLOAT_EXT, router.astype("<f4"))):
+            with _Out(folder / f"{item.stem}.{ext}", digests) as f:
+                f.put(arr)
         bar.advance(_out_bytes(item), item.stem)
     else:
-        _write_q8(ck, item, folder, bar)
+        _write_q8(ck, item, folder, bar, digests)
 
 
 # ------------------------------------------------------------------------------------------------ verification
@@ -186,21 +219,26 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
     tmp.mkdir()
     t0 = time.monotonic()
     try:
+        digests: dict[str, str] = {}
         with ByteProgress(f"export-weights {ck.path.name}", total, progress) as bar:
             for item in plan:
-                _write_item(ck, item, tmp, bar)
+                _write_item(ck, item, tmp, bar, digests)
                 _verify_item(ck, item, tmp)
+        if ck.raw_tokens is not None:
+            (tmp / TOKENS).write_text(json.dumps(ck.raw_tokens, ensure_ascii=False) + "\n", encoding="utf-8")
+            digests[TOKENS] = hashlib.sha256((tmp / TOKENS).read_bytes()).hexdigest()
         manifest = {
-            "source": ck.path.name, "source_bytes": ck.path.stat().st_size, "config": asdict(ck.config),
-            "tied_output": ck.tied_output,
+            "format": MANIFEST_FORMAT, "source": ck.path.name, "source_bytes": ck.path.stat().st_size,
+            "name": ck.name, "config": asdict(ck.config), "tied_output": ck.tied_output,
+            "metadata": {k: v for k, v in ck.metadata.items() if not (isinstance(v, str) and v.startswith("<array"))},
             "files": {i.stem: {"tensor": i.tensor, "kind": i.kind, "shape": list(i.shape)} for i in plan},
+            "sha256": dict(sorted(digests.items())),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             out.rmdir()            # empty (checked above)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    n_files = sum(2 if i.kind != "norm" else 1 for i in plan)
-    return ExportResult(out, n_files, total, time.monotonic() - t0)
+    return ExportResult(out, len(digests), total, time.monotonic() - t0)

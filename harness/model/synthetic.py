@@ -291,13 +291,15 @@ def default_model_path(seed: int = 0, *, progress: bool = True) -> Path:
 
 def resolve_model(spec: "str | os.PathLike[str] | None", *, seed: int = 0, progress: bool = True) -> Path:
     """What a model-level command's ``--model`` accepts: nothing (the cached tiny synthetic model), a cached
-    synthetic preset by name (``tiny``, ``tails``), or the path of a qwen3moe GGUF file."""
+    synthetic preset by name (``tiny``, ``tails``), the path of a qwen3moe GGUF file, or a folder written by
+    export-weights (open_checkpoint maps it without copying)."""
     if spec is None:
         return default_model_path(seed, progress=progress)
     text = os.fspath(spec)
     if text in ("tiny", "tails") and not Path(text).exists():
         return cached_model_path(text, seed=seed, progress=progress)
     path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"--model: {text!r} is neither a file nor a cached synthetic preset (tiny, tails)")
+    if not (path.is_file() or (path / "manifest.json").is_file()):
+        raise ValueError(f"--model: {text!r} is neither a GGUF file, an export-weights folder nor a synthetic "
+                         f"preset (tiny, tails)")
     return path
