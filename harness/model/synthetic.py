@@ -96,8 +96,8 @@ def _chunks(slot: TensorSlot) -> list[tuple[int, int]]:
 def _row_gain(c: ModelConfig, slot: TensorSlot, seed: int) -> "np.ndarray | None":
     if slot.name != "output.weight":
         return None
-    cols = slot.shape[-1]
-    return LM_HEAD_GAIN / np.sqrt(cols) * np.exp(LM_HEAD_SPREAD * _rng(seed, slot.name, -1).standard_normal(slot.shape[0]))
+    spread = LM_HEAD_SPREAD * _rng(seed, slot.name, -1).standard_normal(slot.shape[0])
+    return LM_HEAD_GAIN / np.sqrt(slot.shape[-1]) * np.exp(spread)
 
 
 def matrix_chunk(c: ModelConfig, slot: TensorSlot, seed: int, k: int, row_gain=None) -> np.ndarray:

@@ -12,7 +12,9 @@ from harness.model.export import ExportError, export_weights
 from ..seed import seed_source
 from .ggufkit import rewrite
 
-_LOAD = re.compile(r'snprintf\(p,512,\\"%s/([a-z]+)(%d)?\.([qsf])\\",W(?:,l)?\); *[a-z_]+(?:\[l\])?=L([ifh])\(p,(.+?)\);')
+# `snprintf(p,512,"%s/wq%d.q",W,l); wq_q[l]=Li(p,(long)QD*E);` in the Rust string literal (quotes escaped)
+_LOAD = re.compile(r'snprintf\(p,512,\\"%s/([a-z]+)(%d)?\.([qsf])\\",W(?:,l)?\); *'
+                   r'[a-z_]+(?:\[l\])?=L([ifh])\(p,(.+?)\);')
 
 
 def seed_files(config) -> dict[str, int]:
