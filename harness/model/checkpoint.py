@@ -30,13 +30,12 @@ from gguf import GGUFReader, GGUFValueType
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 
-from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, ROUTER, TensorSlot,
-                     config_key, gguf_dims, layer_slots, model_slots)
+from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, Q8_BLOCK,
+                     TensorSlot, config_key, gguf_dims, layer_slots, model_slots)
 from .pieces import token_pieces
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_LAYER_CACHE_BYTES = 1 << 30
-_Q8_RECORD = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])   # one Q8_0 block as GGUF stores it (34 bytes)
 
 
 class CheckpointError(ValueError):
@@ -272,7 +271,7 @@ def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...], tensor=N
     rows = int(np.prod(shape[:-1]))
     nb = cols // QK
     row_bytes = nb * BLOCK_BYTES
-    blocks = np.asarray(data).reshape(rows, row_bytes).view(_Q8_RECORD)    # a view of the map, never a copy
+    blocks = np.asarray(data).reshape(rows, row_bytes).view(Q8_BLOCK)    # a view of the map, never a copy
     quants = np.empty((rows, cols), dtype=np.int8)
     scales = np.empty((rows, nb), dtype=np.float32)
     step = max(1, COPY_CHUNK_BYTES // row_bytes)

@@ -34,7 +34,7 @@ from gguf import GGMLQuantizationType as T
 from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
-from .layout import OUTPUT
+from .layout import OUTPUT, Q8_BLOCK
 from .progress import ByteProgress
 
 ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)
@@ -42,7 +42,6 @@ MANIFEST = "manifest.json"
 TOKENS = "tokens.json"
 MANIFEST_FORMAT = "qconform-export-1"
 CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
-_Q8_RECORD = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])
 
 
 class ExportError(RuntimeError):
@@ -129,7 +128,7 @@ def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: BytePro
     rb = blocks.shape[1]
     with _Out(folder / f"{item.stem}.q", digests) as fq, _Out(folder / f"{item.stem}.s", digests) as fs:
         for r0, r1 in _row_chunks(rows, rb):
-            rec = blocks[r0:r1].view(_Q8_RECORD)
+            rec = blocks[r0:r1].view(Q8_BLOCK)
             scales = rec["d"].astype("<f4")
             if not np.all(np.isfinite(scales)):
                 bad = np.argwhere(~np.isfinite(scales))[0]

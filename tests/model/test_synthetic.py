@@ -192,3 +192,10 @@ def test_make_model_cli(tmp_path, capsys):
     assert main(["make-model", "--preset", "tiny", "--layers", "0", "--out", str(tmp_path / "z.gguf")]) == 2
     assert "layers: expected a positive integer" in capsys.readouterr().err
     assert not (tmp_path / "z.gguf").exists()
+
+
+def test_tails_preset_in_memory():
+    w = synthetic_weights("tails", layers=1, seed=1)
+    w.check()
+    assert w.config.vocab == 1000 and w.config.d_model == 672      # K = 672: not a multiple of 128
+    assert len(byte_level_vocabulary(1000).tokens) == 1000
