@@ -19,7 +19,7 @@ def get_backend(name: str = "auto", **options) -> Backend:
     if name == "auto":
         name = "gpu" if gpu_unavailable_reason() is None else "emu"
     if name == "emu":
-        from .emu import EmuBackend
+        from harness.backends.emu.backend import EmuBackend
         return EmuBackend(**options)
     if name == "gpu":
         from .gpu import GpuBackend

@@ -29,7 +29,7 @@ import numpy as np
 
 from emitters.contract import CTYPE_DTYPES, element_ctype
 from harness.cache import cache_dir
-from harness.cuda_source import KernelSignature, kernel_signatures
+from cudasrc.signatures import KernelSignature, kernel_signatures
 
 from .base import (
     GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, BuildError, KernelCrash, KernelTimeout, LaunchInfo,
@@ -278,21 +278,21 @@ def check_timing(timing: object) -> Optional[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------------------
 
 # The GPU backend searches the system's CUDA toolkit before the NVIDIA wheels: its cubins must load on the local
-# driver, which a newer wheel nvcc can outrun. harness.toolchain does the search, in this order.
+# driver, which a newer wheel nvcc can outrun. harness.toolchain.finder does the search, in this order.
 GPU_NVCC_SOURCES = ("env", "path", "cuda_home", "system", "wheel")
 
 
 def find_nvcc() -> Optional[str]:
     """$QCONFORM_NVCC (an unusable one is an error), else nvcc on PATH, $CUDA_HOME/$CUDA_PATH, the system
     toolkit, and last the `toolchain` extra's wheel."""
-    from harness.toolchain import locate
+    from harness.toolchain.finder import locate
     found, _source = locate("nvcc", GPU_NVCC_SOURCES, os.environ)
     return str(found) if found else None
 
 
 def nvcc_identity(nvcc: str) -> str:
     """The nvcc release and build, part of the cubin cache key (a toolkit change must not reuse old cubins)."""
-    from harness.toolchain import nvcc_version
+    from harness.toolchain.finder import nvcc_version
     return nvcc_version(nvcc)
 
 
@@ -321,7 +321,7 @@ def unavailable_reason() -> Optional[str]:
         device_index_for_worker(count)
     except ValueError as exc:
         return str(exc)
-    from harness.toolchain import ToolchainNotFound
+    from harness.toolchain.finder import ToolchainNotFound
     try:
         nvcc = find_nvcc()
     except ToolchainNotFound as exc:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.toolchain import toolchain_or_reason
+from harness.toolchain.finder import toolchain_or_reason
 
 
 @pytest.fixture(scope="session")

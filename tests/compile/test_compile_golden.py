@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import compile_check as cc
-from harness import golden
+from harness.toolchain import compile as cc
+from harness.toolchain import golden
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 MANIFEST = golden.read_manifest(GOLDEN)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import compile_check as cc
-from harness.cuda_source import kernel_signatures
-from harness.rust_literals import CUDA_PRELUDE, kernel_sets
+from harness.toolchain import compile as cc
+from cudasrc.signatures import kernel_signatures
+from harness.toolchain.rust_literals import CUDA_PRELUDE, kernel_sets
 from reference.modes import Mode
 from tests.seed import SEED_RS, seed_source
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from harness import compile_check as cc
-from harness.compile_check import KernelResources, SassExpectation
+from harness.toolchain import compile as cc
+from harness.toolchain.compile import KernelResources, SassExpectation
 from reference.modes import Mode
 
 PTXAS_LOG = """\
@@ -260,7 +260,7 @@ def test_golden_update_writes_the_resource_table(toolchain, tmp_path, monkeypatc
     """`qconform golden update` compiles every lock for both archs and tabulates ptxas resources per kernel."""
     import json
 
-    from harness import golden
+    from harness.toolchain import golden
     from harness.cli import main
     from tests.golden.test_golden_locks import MATRIX, _fake_source
 

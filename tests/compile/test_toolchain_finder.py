@@ -1,4 +1,4 @@
-"""harness.toolchain: where nvcc/ptxas/cuobjdump/nvdisasm are found, in which order, and that the NVIDIA wheels
+"""harness.toolchain.finder: where nvcc/ptxas/cuobjdump/nvdisasm are found, in which order, and that the NVIDIA wheels
 of the `toolchain` extra alone (no system CUDA) give a working compiler, headers and SASS reader."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import toolchain as tcm
-from harness.toolchain import ToolchainNotFound, find_toolchain
+from harness.toolchain import finder as tcm
+from harness.toolchain.finder import ToolchainNotFound, find_toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,8 +87,8 @@ def test_wheels_alone_compile_and_disassemble(tmp_path):
     give nvcc + ptxas + cuda_runtime.h/cuda_fp16.h + cuobjdump, and a dp4a kernel shows IDP4A and 128-bit loads."""
     script = r"""
 import json, sys
-from harness.toolchain import find_toolchain
-from harness import compile_check as cc
+from harness.toolchain.finder import find_toolchain
+from harness.toolchain import compile as cc
 tc = find_toolchain()
 code = ('#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n'
         '__global__ void k(const int4* __restrict__ a, const __half* s, float* y) {\n'

@@ -18,8 +18,8 @@ from emitters import matmul
 from emitters.contract import KernelContract, KernelSource
 from emitters.cuda_snippets import PRELUDE
 from harness.cache import cache_dir
-from harness.cuda_source import kernel_signatures
-from harness.rust_literals import kernel_sets
+from cudasrc.signatures import kernel_signatures
+from harness.toolchain.rust_literals import kernel_sets
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS
 from tests.seed import seed_source
@@ -114,13 +114,13 @@ def check_instances(src: KernelSource, shape) -> None:
 # ---- compiler-backed checks ----------------------------------------------------------------------------------
 def find_nvcc() -> "str | None":
     """The toolchain qconform itself uses (the `toolchain` extra's wheels first, then a CUDA install)."""
-    from harness.toolchain import toolchain_or_reason
+    from harness.toolchain.finder import toolchain_or_reason
     tc, _why = toolchain_or_reason()
     return str(tc.nvcc) if tc else None
 
 
 def need_nvcc() -> str:
-    from harness.toolchain import toolchain_or_reason
+    from harness.toolchain.finder import toolchain_or_reason
     tc, why = toolchain_or_reason()
     if tc is None:
         pytest.skip(f"the compile checks need nvcc: {why}")
@@ -129,7 +129,7 @@ def need_nvcc() -> str:
 
 def _cached_ptx(code: str) -> str:
     """nvcc -ptx output of `code` for sm_80, cached by (source, nvcc path) hash with an atomic rename
-    (harness.compile_check.compile_source makes cubins only)."""
+    (harness.toolchain.compile.compile_source makes cubins only)."""
     nvcc = need_nvcc()
     flag = "-ptx"
     key = hashlib.sha256(f"{nvcc}\0{flag}\0{code}".encode()).hexdigest()
@@ -151,7 +151,7 @@ def _cached_ptx(code: str) -> str:
 
 def smoke_compile(code: str) -> None:
     """Compile `code` to an sm_80 cubin through qconform's own compile cache; fail with nvcc's log."""
-    from harness.compile_check import compile_source
+    from harness.toolchain.compile import compile_source
     need_nvcc()
     res = compile_source(code, "sm_80")
     assert res.ok, f"nvcc -cubin failed:\n{res.log[-4000:]}"

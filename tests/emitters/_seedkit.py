@@ -18,7 +18,7 @@ from typing import Optional
 
 from emitters.contract import KernelContract
 from emitters.cuda_snippets import PRELUDE
-from harness.rust_literals import fill_format, kernel_sets, string_literals
+from harness.toolchain.rust_literals import fill_format, kernel_sets, string_literals
 from reference.shapes import get_shape
 
 
@@ -180,14 +180,14 @@ def _seed_region(src: str, stage: int, members: list, stores: list, n_in: int) -
 # -- nvcc ------------------------------------------------------------------------------------------------------
 def find_nvcc() -> Optional[str]:
     """The toolchain qconform itself uses (the `toolchain` extra's wheels first, then a CUDA install)."""
-    from harness.toolchain import toolchain_or_reason
+    from harness.toolchain.finder import toolchain_or_reason
     tc, _why = toolchain_or_reason()
     return str(tc.nvcc) if tc else None
 
 
 def compile_cubin(code: str, arch: str = "sm_80") -> Path:
     """The cubin of `code` for `arch`, through qconform's own hash-keyed, xdist-safe compile cache."""
-    from harness.compile_check import compile_source
+    from harness.toolchain.compile import compile_source
     res = compile_source(code, arch)
     if not res.ok:
         raise AssertionError(f"nvcc -arch={arch} -cubin failed:\n{res.log[-4000:]}")
@@ -195,7 +195,7 @@ def compile_cubin(code: str, arch: str = "sm_80") -> Path:
 
 
 def find_cuobjdump() -> Optional[str]:
-    from harness.toolchain import toolchain_or_reason
+    from harness.toolchain.finder import toolchain_or_reason
     tc, _why = toolchain_or_reason()
     return str(tc.cuobjdump) if tc and tc.cuobjdump else None
 
@@ -245,7 +245,7 @@ def with_prelude(code: str) -> str:
 # -- generic checks every emitter test runs ----------------------------------------------------------------------
 def assert_signatures_follow_contracts(ks) -> None:
     """The text declares exactly the contracts' kernels, in order, with their parameter names and C types."""
-    from harness.cuda_source import kernel_signatures
+    from cudasrc.signatures import kernel_signatures
     sigs = kernel_signatures(ks.code)
     assert [s.name for s in sigs] == [c.name for c in ks.contracts]
     for s, c in zip(sigs, ks.contracts):

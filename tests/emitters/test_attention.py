@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from emitters import attention
 from emitters.contract import ContractViolation
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
 from reference.shapes import QWEN3_30B_A3B, SHAPE_SETS, TINY
 from tests.emitters import _seedkit as kit

@@ -7,7 +7,7 @@ import pytest
 
 from emitters import elementwise
 from emitters.contract import ContractViolation
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.shapes import SHAPE_SETS, TINY
 from tests.emitters import _seedkit as kit
 from tests.seed import seed_source

@@ -180,7 +180,7 @@ def _seed_expr(text: str) -> str:
 
 def seed_launches() -> list[tuple[str, list[str], list[str], int]]:
     """(kernel name with {i} -> 0, geometry parts, argument texts, line) for every seed launch of an owned kernel."""
-    from harness.rust_literals import string_literals
+    from harness.toolchain.rust_literals import string_literals
     out, seen = [], set()
     for lit in string_literals(seed_source()):
         for m in _LAUNCH.finditer(lit.text):

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from emitters import norm
 from emitters.contract import ContractViolation
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
 from tests.seed import seed_source

@@ -11,7 +11,7 @@ SEED = Path(__file__).resolve().parents[2] / ".." / "shared" / "seed" / "qwen_em
 
 @pytest.fixture(scope="session")
 def emu():
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     backend = EmuBackend(timeout_s=60)
     yield backend
     backend.close()
@@ -32,5 +32,5 @@ def load(emu):
 def seed_sets():
     if not SEED.is_file():
         pytest.skip(f"the seed kernel file is absent ({SEED.name} not found next to the repository)")
-    from harness.rust_literals import kernel_sets
+    from harness.toolchain.rust_literals import kernel_sets
     return {ks.name: ks for ks in kernel_sets(SEED.read_text(), {"i": 0, "nt": 2}) if ks.complete}

@@ -160,7 +160,7 @@ def test_stack_overflow_is_a_crash(mod):
 
 
 def test_schedule_count_option_and_env(monkeypatch):
-    from harness.backends.emu import SCHEDULES_ENV, EmuBackend
+    from harness.backends.emu.backend import SCHEDULES_ENV, EmuBackend
     monkeypatch.setenv(SCHEDULES_ENV, "2")
     assert EmuBackend().schedules == 2
     monkeypatch.setenv(SCHEDULES_ENV, "many")
@@ -171,7 +171,7 @@ def test_schedule_count_option_and_env(monkeypatch):
 
 
 def test_single_schedule_skips_the_comparisons(emu):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     one = EmuBackend(schedules=1)
     try:
         mod = one.load(SRC)
@@ -184,7 +184,7 @@ def test_single_schedule_skips_the_comparisons(emu):
 
 
 def test_hang_times_out(emu):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     quick = EmuBackend(timeout_s=2, schedules=2)
     try:
         mod = quick.load(SRC)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from harness.cli import main
-from harness.emu import toolchain as tc
+from harness.backends.emu import toolchain as tc
 
 
 def test_doctor_json_names_fiber_library_and_compiler(capsys):
@@ -22,7 +22,7 @@ def test_doctor_json_names_fiber_library_and_compiler(capsys):
 
 
 def _check_toolkit_entries(toolkits):
-    from harness.toolchain import SOURCES
+    from harness.toolchain.finder import SOURCES
     assert isinstance(toolkits, list)
     for t in toolkits:
         assert os.path.isfile(t["nvcc"]) and os.access(t["nvcc"], os.X_OK), t
@@ -40,7 +40,7 @@ def test_doctor_reports_forced_ucontext(capsys, monkeypatch):
 
 
 def test_doctor_names_the_toolchain_the_compile_checks_use(capsys):
-    from harness.toolchain import nvcc_version, toolchain_or_reason
+    from harness.toolchain.finder import nvcc_version, toolchain_or_reason
     assert main(["doctor", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)["compile_toolchain"]
     found, why = toolchain_or_reason()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.emu import toolchain as tc
+from harness.backends.emu import toolchain as tc
 
 SRC = r"""
 __global__ void reduce(const float* x, float* y){
@@ -25,7 +25,7 @@ def _run(backend):
 
 
 def test_ucontext_fallback_runs_and_agrees():
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     be = EmuBackend(fiber="ucontext", schedules=3)
     try:
         assert be.toolchain.fiber == "ucontext" and be.describe()["fiber"] == "ucontext"
@@ -54,7 +54,7 @@ def test_boost_is_used_when_usable(emu):
     if emu.toolchain.fiber == "boost":
         x, y = _run(emu)
     else:   # the shared backend was forced to ucontext (QCONFORM_EMU_FIBER): start a Boost.Context one
-        from harness.backends.emu import EmuBackend
+        from harness.backends.emu.backend import EmuBackend
         be = EmuBackend(fiber="boost")
         try:
             assert be.toolchain.fiber == "boost"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from harness.backends import BuildError, UnsupportedConstruct
-from harness.emu.rewrite import rewrite
+from harness.backends.emu.rewrite import rewrite
 
 
 def test_shared_declarations_become_arena_slots_and_lines_are_kept():

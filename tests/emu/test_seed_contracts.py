@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.cuda_source import kernel_signatures
-from harness.rust_literals import CUDA_PRELUDE
+from cudasrc.signatures import kernel_signatures
+from harness.toolchain.rust_literals import CUDA_PRELUDE
 from reference.shapes import TINY
 
 from .test_seed_kernels import SETS

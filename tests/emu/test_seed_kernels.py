@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.backends import OutOfBounds, UnwrittenOutput
-from harness.rust_literals import CUDA_PRELUDE
+from harness.toolchain.rust_literals import CUDA_PRELUDE
 
 from .seed_launches import D, TOP, Inputs, build_launch
 
@@ -141,7 +141,7 @@ def test_finding_attn_dynamic_shared_must_hold_all_scores(seed_module):
 
 @pytest.mark.slow
 def test_finding_marlin_reads_a_full_16_row_tile(seed_sets):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     x = Inputs(SEED_VALUE)
     B, N, K = 1, 64, D
     args = [x.q(B * K), x.pos(B * K // 32), x.q(N * K), x.pos(N * K // 32), x.zeros(B * N), np.int32(B), np.int32(N),

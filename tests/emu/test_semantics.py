@@ -194,9 +194,9 @@ def test_argument_mismatch_is_value_error(mod, bad, match):
 def test_runtime_rejected_launch_config_is_value_error_not_crash(mod, monkeypatch):
     # The runtime's own limit check (emu::BAD_LAUNCH, 256 KiB of dynamic shared memory) behind the backend's:
     # with the backend's check relaxed, the runtime's refusal must still surface as the caller's ValueError.
-    import harness.backends.emu as emu_mod
+    import harness.backends.emu.backend as emu_mod
     from harness.backends.base import KernelFault
-    from harness.emu.native import FAULT_NAMES
+    from harness.backends.emu.native import FAULT_NAMES
     assert FAULT_NAMES[6] == "BadLaunch"
     monkeypatch.setattr(emu_mod, "MAX_DYNAMIC_SHARED", 512 * 1024)
     with pytest.raises(ValueError, match=r"launch: hello<<<1x1x1, 4x1x1, 307200>>>: .*outside the CUDA limits") as err:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.backends import RaceDetected
-from harness.backends.emu import EmuBackend
+from harness.backends.emu.backend import EmuBackend
 
 SOURCE = r"""
 __global__ void reuse_slot(const float* x, float* y, int fence) {

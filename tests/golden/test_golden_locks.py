@@ -11,7 +11,7 @@ import pytest
 
 from emitters.contract import KernelContract, KernelSource, Param, Role
 from emitters.registry import golden_matrix
-from harness import golden
+from harness.toolchain import golden
 from harness.cli import main
 from reference.modes import Mode
 
@@ -45,7 +45,7 @@ def test_manifest_records_contracts_and_sha_of_every_lock():
 
 
 def _global_names(code: str) -> set[str]:
-    from harness.cuda_source import kernel_signatures
+    from cudasrc.signatures import kernel_signatures
     return {s.name for s in kernel_signatures(code)}
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.backends import KernelCrash, OutOfBounds, UnwrittenOutput, get_backend, gpu_unavailable_reason
-from harness.rust_literals import kernel_sets
+from harness.toolchain.rust_literals import kernel_sets
 from tests.seed import seed_source
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,7 @@ from harness.backends.gpu import (
     BufferArg, ScalarArg, check_timing, device_index_for_worker, guard_damage, plan_args, prepare_source,
     runs_disagree, unwritten_report, validate_flags,
 )
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 
 SRC = """
 __global__ void scale(const float* __restrict__ x, float* y, const signed char* q, int n, float s) { }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.gpu import find_nvcc, prepare_source
-from harness.rust_literals import kernel_sets
+from harness.toolchain.rust_literals import kernel_sets
 from tests.seed import seed_source
 
 ARCH = "sm_90"   # the lent GPU machines are Hopper; any arch shows the naming

@@ -2,7 +2,7 @@ import pytest
 
 from emitters.contract import ContractViolation, KernelContract, Param, Precondition, Role, normalize_ctype
 from emitters.expr import ExprError, evaluate, names_in
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
 from reference.shapes import TAILS, TINY, get_shape, parse_shape_list
 

@@ -2,8 +2,8 @@ import subprocess
 import sys
 
 
-from harness.cuda_source import kernel_signatures
-from harness.rust_literals import fill_format, kernel_sets, string_literals
+from cudasrc.signatures import kernel_signatures
+from harness.toolchain.rust_literals import fill_format, kernel_sets, string_literals
 from tests.seed import SEED_RS, seed_source
 
 

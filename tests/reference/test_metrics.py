@@ -1,4 +1,4 @@
-"""harness.metrics: general error metrics for arrays of any shape, float32 or float64."""
+"""harness.judging.metrics: general error metrics for arrays of any shape, float32 or float64."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from harness import metrics
+from harness.judging import metrics
 
 
 def test_basic_metrics_on_a_known_pair():

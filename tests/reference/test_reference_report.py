@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from harness import reference_report
+from harness.reports import reference_modes as reference_report
 from harness.cli import main
 from reference.modes import Mode
 from reference.shapes import TINY

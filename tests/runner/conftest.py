@@ -13,7 +13,7 @@ def emu():
 @pytest.fixture(scope="session")
 def seed_cu_dir(tmp_path_factory):
     """The seed's complete kernel sets as .cu files (decoded at test time, never copied into the repo)."""
-    from harness.rust_literals import extract_to_dir
+    from harness.toolchain.rust_literals import extract_to_dir
     from tests.seed import SEED_RS, seed_source
     seed_source()   # skips with the reason when the seed is absent
     out = tmp_path_factory.mktemp("seed_cu")

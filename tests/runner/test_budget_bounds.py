@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.judge import gemv_mode_budget, gemv_terms
+from harness.judging.core import gemv_mode_budget, gemv_terms
 
 
 def warp_gemv_f32(wq, ws, xq, xs, K):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from emitters.registry import emit
-from harness import inputs
-from harness.cases import case_from_name, cases_for_contract, derive_seed, parse_case_name, variants_for
+from harness.cases import inputs
+from harness.cases.names import case_from_name, cases_for_contract, derive_seed, parse_case_name, variants_for
 from reference.modes import Mode
 from reference.shapes import TAILS, TINY
 

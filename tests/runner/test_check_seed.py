@@ -7,7 +7,7 @@ import json
 
 
 from harness.cli import main
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 
 
 def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
@@ -52,7 +52,7 @@ def test_unknown_and_mismatched_kernels_are_unchecked(tmp_path):
 
 def test_check_fails_a_broken_kernel_and_replay_reproduces_it(tmp_path, capsys):
     from emitters.registry import emit
-    from harness.planted import PLANTS
+    from harness.cases.planted import PLANTS
     plant = next(p for p in PLANTS if p.name == "gemv-scale-index")
     src = tmp_path / "broken.cu"
     src.write_text(plant.apply(emit(plant.family, plant.mode, "tiny").code))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emitters.registry import golden_matrix, mode_label
-from harness.judge import FAIL, UNCHECKED
+from harness.judging.core import FAIL, UNCHECKED
 
 pytestmark = pytest.mark.gpu
 MATRIX = golden_matrix(("tiny", "tails", "qwen3-30b-a3b"))
@@ -22,7 +22,7 @@ def gpu():
 
 @pytest.mark.parametrize("family,mode,shape", MATRIX, ids=[f"{f}-{mode_label(m)}-{s}" for f, m, s in MATRIX])
 def test_emitted_kernels_conform_on_gpu(gpu, family, mode, shape):
-    from harness.runner import emitted_jobs, run_cases
+    from harness.judging.runner import emitted_jobs, run_cases
     from reference.shapes import get_shape
     jobs = [j for j in emitted_jobs([get_shape(shape)], [mode] if mode else [], 20240601, [family])
             if j.label == f"{family}/{mode_label(mode)}/{shape}"]

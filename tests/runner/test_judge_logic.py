@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from emitters.registry import emit
-from harness import budgets as B
+from harness.judging import budgets as B
 from harness.backends.base import LaunchInfo, LaunchResult
-from harness.cases import cases_for_contract
-from harness.judge import FAIL, PASS, TIE, UNCHECKED, judge_case
-from harness.tokens import argmax_comparison, token_comparison
+from harness.cases.names import cases_for_contract
+from harness.judging.core import FAIL, PASS, TIE, UNCHECKED, judge_case
+from harness.judging.tokens import argmax_comparison, token_comparison
 from reference.modes import Mode
 
 
@@ -155,7 +155,7 @@ class FakeBackend:
 
 
 def _gemv_job(n_cases=3):
-    from harness.runner import Job
+    from harness.judging.runner import Job
     c = emit("matmul", Mode.INT8_ACT, "tiny").contract("gk_gemv")
     cases = cases_for_contract(c, "tiny", 1)[:n_cases]
     return Job("fake", "// source", [(k, c) for k in cases])
@@ -163,7 +163,7 @@ def _gemv_job(n_cases=3):
 
 def test_run_continues_in_a_fresh_module_after_a_crash():
     from harness.backends.base import KernelCrash
-    from harness.runner import run_cases
+    from harness.judging.runner import run_cases
 
     def crash(*args):
         raise KernelCrash(None, "illegal address (sticky CUDA error)")
@@ -176,13 +176,13 @@ def test_run_continues_in_a_fresh_module_after_a_crash():
 
 
 def test_a_source_that_does_not_build_fails_every_case():
-    from harness.runner import run_cases
+    from harness.judging.runner import run_cases
     run = run_cases(FakeBackend(None, fail_build=True), [_gemv_job()], progress=False)
     assert run.rows and all(r["verdict"] == FAIL and "did not build" in r["reason"] for r in run.rows)
 
 
 def test_bytes_moved_counts_only_what_the_op_must_touch():
-    from harness.judge import bytes_moved, prepare
+    from harness.judging.core import bytes_moved, prepare
     c = emit("moe", Mode.INT8_ACT, "tiny").contract("moe_gate_up_silu")
     ctx = prepare(cases_for_contract(c, "tiny", 1)[0], c)
     d = ctx.dims
@@ -198,7 +198,7 @@ def test_bytes_moved_counts_only_what_the_op_must_touch():
 def test_gpu_timing_reports_time_and_bandwidth_without_disturbing_inout_buffers():
     """On a GPU the runner times repeated launches; an in-place kernel (x += y) must be judged on the result
     of one launch, so the timed repeats run on copies."""
-    from harness.runner import Job, run_cases
+    from harness.judging.runner import Job, run_cases
 
     def add(x, y, n):
         x[:] = (x + y).astype(np.float32)
@@ -234,7 +234,7 @@ def test_an_all_zero_block_of_a_quant_epilogue_is_judged_by_the_contracts_zero_r
     """The norm/attention quant epilogues' reference scales follow ctx.attrs["quant"]: an all-zero output block
     gets the floor rule's 1e-30/127 (or the unit rule's 1), and a kernel that follows its rule passes while one
     that follows the other rule fails."""
-    from harness.judge import _ref_act_scales, compare_float
+    from harness.judging.core import _ref_act_scales, compare_float
     from reference.quant import quantize_act_int8
     values = np.zeros((2, 64), np.float64)
     values[0, 32:] = np.linspace(-3.0, 2.5, 32)           # block 1 is non-zero; blocks 0, 2, 3 are all zero

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from emitters.registry import golden_matrix, mode_label
-from harness.judge import FAIL, UNCHECKED
-from harness.runner import emitted_jobs, run_cases
+from harness.judging.core import FAIL, UNCHECKED
+from harness.judging.runner import emitted_jobs, run_cases
 from reference.shapes import get_shape
 
 SEED = 20240601

@@ -9,9 +9,9 @@ import pytest
 
 from emitters.contract import Role
 from emitters.registry import emit
-from harness.cases import cases_for_contract
-from harness.judge import OPS, PASS, compare_float, launch, prepare
-from harness.judge_attention import attention_budget
+from harness.cases.names import cases_for_contract
+from harness.judging.core import OPS, PASS, compare_float, launch, prepare
+from harness.judging.attention import attention_budget
 from reference.modes import Mode
 
 
@@ -50,7 +50,7 @@ def test_split_k_attention_partials_then_combine(emu, seed_cu_dir, source, lengt
     out = _run_second(module, comb, comb.dims_for(ctx.case.shape_set), ctx.args)["out"]
     L, P = ctx.dims["L"], ctx.dims["P"]
     ref, bud, _ = attention_budget(ctx, ctx.out("q").astype(np.float64), None, rescalings=L + P)
-    from harness import budgets as B
+    from harness.judging import budgets as B
     c = compare_float("out", out, ref, B.Budget(bud, "attention budget, L + P rescalings", "dequant"))
     assert c.verdict == PASS, c.reason
 

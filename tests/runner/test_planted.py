@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from emitters.registry import available_families
-from harness.judge import FAIL
-from harness.planted import PLANTS, PlantError, Plant, plants_for, run_plant
+from harness.judging.core import FAIL
+from harness.cases.planted import PLANTS, PlantError, Plant, plants_for, run_plant
 
 
 def test_every_family_has_a_plant():

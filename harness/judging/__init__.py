@@ -1,0 +1,5 @@
+"""Judging kernels against the reference. In: `Case`s, a backend that runs kernels, the reference. Out: one
+`CaseResult` per case with a verdict (pass / tie / fail / unchecked), its comparisons, metrics and derived
+budgets. `runner` drives a run over many cases; `core` prepares, launches and compares one case; the per-family
+judges (`ops`, `rows`, `attention`) say what each kernel op must produce; `budgets`, `metrics` and `tokens`
+give the bounds, the error figures and the greedy-token rule."""
