@@ -262,7 +262,7 @@ def test_golden_update_writes_the_resource_table(toolchain, tmp_path, monkeypatc
 
     from harness.toolchain import golden
     from harness.cli import main
-    from tests.golden.test_golden_locks import MATRIX, _fake_source
+    from tests.toolchain.test_golden_locks import MATRIX, _fake_source
 
     monkeypatch.setattr(golden, "golden_matrix", lambda shapes=None: list(MATRIX))
     monkeypatch.setattr(golden, "emit", lambda fam, mode, shape: _fake_source(fam, mode, shape))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SEED = Path(__file__).resolve().parents[2] / ".." / "shared" / "seed" / "qwen_emit.rs"
+SEED = Path(__file__).resolve().parents[3] / ".." / "shared" / "seed" / "qwen_emit.rs"
 
 
 @pytest.fixture(scope="session")

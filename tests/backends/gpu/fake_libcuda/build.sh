@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the fake driver for the PyCUDA installed in $PYTHON, then run the GPU tests against it:
-#   tests/gpu/fake_libcuda/build.sh /tmp/fakecuda && \
-#   LD_LIBRARY_PATH=/tmp/fakecuda python -m pytest -m gpu tests/gpu
+#   tests/backends/gpu/fake_libcuda/build.sh /tmp/fakecuda && \
+#   LD_LIBRARY_PATH=/tmp/fakecuda python -m pytest -m gpu tests/backends/gpu
 # Entry points PyCUDA links but the fake does not implement are generated as stubs that fail.
 set -euo pipefail
 out="${1:?usage: build.sh OUTDIR}"

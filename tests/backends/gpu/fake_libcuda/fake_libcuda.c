@@ -1,5 +1,5 @@
 /* A stand-in for the CUDA driver library (libcuda.so.1) that lets the REAL PyCUDA, and so the GPU backend,
-   run tests/gpu/test_device.py on a machine without a GPU: a check of how the backend uses PyCUDA's API
+   run tests/backends/gpu/test_device.py on a machine without a GPU: a check of how the backend uses PyCUDA's API
    (contexts, allocations, copies, launches, events, sticky errors), not of any kernel's numerics.
    Device memory is host memory. Modules are the real cubins nvcc builds; a kernel is "found" when the cubin
    has a section .text.NAME (its plain, unmangled name). The kernels of test_device.py are emulated by name
