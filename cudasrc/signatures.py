@@ -5,7 +5,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from emitters.contract import normalize_ctype
+from .types import normalize_ctype
 
 
 @dataclass(frozen=True)

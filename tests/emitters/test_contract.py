@@ -1,6 +1,7 @@
 import pytest
 
-from emitters.contract import ContractViolation, KernelContract, Param, Precondition, Role, normalize_ctype
+from cudasrc.types import normalize_ctype
+from emitters.contract import ContractViolation, KernelContract, Param, Precondition, Role
 from emitters.expr import ExprError, evaluate, names_in
 from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
