@@ -13,13 +13,10 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -28,7 +25,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from reference.modes import Mode
 
-from harness.cache import atomic_write, cache_dir
+from harness.cache import atomic_write, cache_dir, cache_entry, content_key
 from cudasrc.signatures import kernel_signatures, strip_comments
 from .finder import Toolchain, find_toolchain
 
@@ -326,11 +323,7 @@ def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list[str]:
 
 
 def cache_key(code: str, flags: Sequence[str], version: str) -> str:
-    h = hashlib.sha256()
-    for part in (_ENTRY_VERSION, code, "\0".join(flags), version):
-        h.update(part.encode())
-        h.update(b"\x00\x01")
-    return h.hexdigest()
+    return content_key(_ENTRY_VERSION, code, "\0".join(flags), version)
 
 
 def _load(entry: Path, arch: str, key: str) -> Optional[CompileResult]:
@@ -354,8 +347,10 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
     hit = _load(entry, arch, key)
     if hit is not None:
         return hit
-    work = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-{key[:12]}-"))
-    try:
+    made: list[CompileResult] = []
+
+    def make(work: Path) -> None:
+        work.mkdir()
         (work / "kernel.cu").write_text(code)
         t0 = time.perf_counter()
         proc = subprocess.run([str(tc.nvcc), *flags, "-o", "kernel.cubin", "kernel.cu"], cwd=work,
@@ -367,18 +362,15 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
         (work / "result.json").write_text(json.dumps(
             {"ok": ok, "arch": arch, "flags": flags, "nvcc": tc.version, "log": log, "seconds": round(seconds, 3),
              "resources": {k: v.as_dict() for k, v in resources.items()}}, indent=1, sort_keys=True))
-        try:
-            os.rename(work, entry)
-        except OSError:       # another worker stored the same entry first: keep theirs
-            shutil.rmtree(work, ignore_errors=True)
-            hit = _load(entry, arch, key)
-            if hit is not None:
-                return CompileResult(arch, hit.ok, key, hit.log, hit.resources, entry, False)
-            raise
-        return CompileResult(arch, ok, key, log, resources, entry, False)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
+        made.append(CompileResult(arch, ok, key, log, resources, entry, False))
+
+    _, made_now = cache_entry(entry, make)
+    if made_now:
+        return made[0]
+    hit = _load(entry, arch, key)        # another worker stored the same entry first: keep theirs
+    if hit is None:
+        raise RuntimeError(f"compile cache: {entry} holds no result.json")
+    return CompileResult(arch, hit.ok, key, hit.log, hit.resources, entry, False)
 
 
 def compile_many(jobs: Sequence[tuple[str, str]], archs: Sequence[str] = DEFAULT_ARCHS,

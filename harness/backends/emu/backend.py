@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from harness.backends.args import BufferArg, plan_args
 from harness.backends.emu import toolchain as tc
-from harness.backends.emu.args import check_args
 from harness.backends.emu.build import Built, build
 from harness.backends.emu.client import Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu.faults import fault_error
@@ -142,7 +142,9 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        checked, outs = check_args(sig, args, outputs, sizes)
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False)
+        checked = [p.array if isinstance(p, BufferArg) else p.value for p in plan]
+        outs = tuple(int(o) for o in outputs)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
         outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)

@@ -1,7 +1,6 @@
-"""Compile CUDA source into an emu shared object, cached by content hash (xdist-safe: atomic rename)."""
+"""Compile CUDA source into an emu shared object, cached by content hash (harness.cache.cache_entry)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.backends.base import BuildError, UnsupportedConstruct
-from harness.cache import cache_dir
+from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature
 
 from . import toolchain as tc
@@ -40,18 +39,16 @@ def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
 def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
     """emu_runtime.cpp compiled once per toolchain, fiber library and sanitizer setting (cached)."""
     flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ())
-    key = hashlib.sha256("\0".join([*flags, toolchain.cxx, toolchain.cxx_version, tc.runtime_sha256()]).encode()).hexdigest()[:40]
-    out = cache_dir("emu") / f"runtime-{key}.o"
-    if out.exists():
-        return out
-    tmp = out.parent / f".runtime-{key}.{os.getpid()}.tmp.o"
-    cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"), "-o", str(tmp)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, LC_ALL="C"))
-    if r.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
-    os.replace(tmp, out)
-    return out
+    key = content_key(*flags, toolchain.cxx, toolchain.cxx_version, tc.runtime_sha256())[:40]
+
+    def make(tmp: Path) -> None:
+        cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
+               "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, LC_ALL="C"))
+        if r.returncode != 0:
+            raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
+
+    return cache_entry(cache_dir("emu") / f"runtime-{key}.o", make)[0]
 
 
 def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sanitize: bool = False,
@@ -62,24 +59,22 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     flags = _check_flags(flags)
     rw = rewrite(source, name)
     cmd_flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) + flags
-    key = hashlib.sha256("\0".join([rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
-                                    tc.runtime_sha256()]).encode()).hexdigest()[:40]
-    out = cache_dir("emu") / f"{key}.so"
-    if out.exists():
-        return Built(out, tuple(rw.kernels))
-    runtime = runtime_object(toolchain, sanitize)
-    with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
-        cpp = Path(tmp) / "module.cpp"
-        cpp.write_text(rw.source)
-        tmp_so = out.parent / f".{key}.{os.getpid()}.tmp.so"
-        cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
-               str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
-        env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-        if r.returncode != 0:
-            tmp_so.unlink(missing_ok=True)
-            _raise_build_error(r.stderr, name)
-        os.replace(tmp_so, out)   # atomic: concurrent builders of the same key write identical objects
+    key = content_key(rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
+                      tc.runtime_sha256())[:40]
+
+    def make(tmp_so: Path) -> None:
+        runtime = runtime_object(toolchain, sanitize)
+        with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
+            cpp = Path(tmp) / "module.cpp"
+            cpp.write_text(rw.source)
+            cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
+                   str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
+            env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                _raise_build_error(r.stderr, name)
+
+    out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels))
 
 

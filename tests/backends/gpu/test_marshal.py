@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE
+from harness.backends.args import BufferArg, ScalarArg, plan_args
 from harness.backends.gpu import (
-    BufferArg, ScalarArg, check_timing, device_index_for_worker, guard_damage, plan_args, prepare_source,
-    runs_disagree, unwritten_report, validate_flags,
+    check_timing, device_index_for_worker, guard_damage, prepare_source, runs_disagree, unwritten_report,
+    validate_flags,
 )
 from cudasrc.signatures import kernel_signatures
 
