@@ -112,7 +112,6 @@ def variants_for(contract: KernelContract, shape: ShapeSet, instance: Optional[s
 def _allowed(contract: KernelContract, shape: ShapeSet, override: dict) -> bool:
     """Whether a cache length is legal for the kernel: a kernel with the length compiled in (a static
     score array) has a precondition that rules other lengths out, so those lengths are not its cases."""
-    from harness.judging.core import derived_dims
     if not contract.instances:
         return True
     dims = derived_dims({**contract.dims_for(shape), **override}, override)
@@ -169,3 +168,14 @@ def case_from_name(name: str, contracts: Iterable[KernelContract]) -> tuple[Case
             raise ValueError(f"case name: kernel {c.name} has no input variant {parts.variant!r}; has "
                              f"{', '.join(v for v, _ in variants_for(c, shape, parts.instance))}")
     raise ValueError(f"case name: no kernel {parts.kernel!r} in mode {mode_label(parts.mode)} among the contracts")
+
+
+def derived_dims(dims: dict, override: dict) -> dict:
+    """Dims that follow from an overridden cache length: the position L-1 and a cache at least L long."""
+    if "L" in override:
+        L = override["L"]
+        if "pos" in dims:
+            dims["pos"] = L - 1
+        if "maxseq" in dims and dims["maxseq"] < L:
+            dims["maxseq"] = L
+    return dims

@@ -109,16 +109,3 @@ def planted_source(plant: Plant) -> tuple[str, object]:
     """(changed source, the contract of the planted kernel) at the plant's shape."""
     src = emit(plant.family, plant.mode, plant.shape)
     return plant.apply(src.code), src.contract(plant.kernel)
-
-
-def run_plant(backend, plant: Plant, seed: int = 1):
-    """Run the planted kernel's cases through the runner; returns the CaseResults (the plant is caught if any
-    FAILS; a planted source that does not build fails every case)."""
-    from .names import cases_for_contract
-    from harness.judging.runner import Job, run_cases
-    code, contract = planted_source(plant)
-    cases = cases_for_contract(contract, plant.shape, seed,
-                               instances=[plant.instance] if plant.instance else None,
-                               first_instance_only=plant.instance is None)
-    job = Job(f"plant/{plant.name}", code, [(c, contract) for c in cases])
-    return run_cases(backend, [job], progress=False).results

@@ -52,7 +52,7 @@ def locate(name: str, source: "str | None" = None):
 def run(args) -> int:
     from cudasrc.signatures import source_sha256
     from harness.judging.core import FAIL, judge_case
-    from harness.reports.writer import result_row
+    from harness.judging.records import result_row
     case, contract, code, label = locate(args.name, args.source)
     from harness.judging.runner import resolve_backend
     be = resolve_backend(args.backend)

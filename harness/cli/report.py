@@ -41,6 +41,6 @@ def run(args) -> int:
         from harness.reports import reference_modes as reference_report
         return reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     from harness.judging import runner
+    from harness.reports.conformance import run_report
     backend = runner.resolve_backend(args.backend, args.sanitize)
-    return runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
-                             families=args.families)
+    return run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out, families=args.families)

@@ -3,3 +3,7 @@
 budgets. `runner` drives a run over many cases; `core` prepares, launches and compares one case; the per-family
 judges (`ops`, `rows`, `attention`) say what each kernel op must produce; `budgets`, `metrics` and `tokens`
 give the bounds, the error figures and the greedy-token rule."""
+
+# The per-family judges register themselves in registry.OPS when imported; the package imports them so that
+# any import of a judging module sees every judge.
+from . import attention, ops, rows  # noqa: E402,F401

@@ -15,7 +15,8 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
-from .core import Ctx, _act_quant_ref, _ref_act_scales, compare_exact, compare_float, op
+from .core import _act_quant_ref, _ref_act_scales, compare_exact, compare_float
+from .registry import Ctx, op
 
 U = B.U32
 SENTINEL_MAX = np.float32(-1e30)   # the family's "no key yet" running max (an empty split stores it)

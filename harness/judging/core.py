@@ -4,15 +4,16 @@ own half-precision weight scales) and with the exact DEQUANT reference, each aga
 
 Integer outputs (int8 activations, top-K indices, token ids, positions) compare bit for bit; a top-K set
 compares as a set, and a difference explained by an exact (or within-budget) tie is a "tie", not a failure.
-Per-op knowledge lives in small functions registered in ``OPS`` (op name from the contract vocabulary);
-an op without a judge is reported as unchecked, never passed.
+Per-op knowledge lives in the family modules (ops, rows, attention), registered in ``registry.OPS`` (op name
+from the contract vocabulary) when the package is imported; an op without a judge is reported as unchecked,
+never passed.
 """
 from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -21,31 +22,14 @@ from emitters.expr import evaluate
 from reference.bounds import warp_row_depth
 from reference.modes import Mode
 
-from . import budgets as B
-from harness.cases import inputs
 from harness.backends.base import KernelFault
-from harness.cases.names import Case
+from harness.cases import inputs
+from harness.cases.names import Case, derived_dims
 
-PASS, FAIL, TIE, UNCHECKED = "pass", "fail", "tie", "unchecked"
-
-
-@dataclass
-class Comparison:
-    """One output compared with one reference."""
-    output: str                  # parameter name, or a derived quantity ("idx (set)", "token")
-    against: str                 # "mode" | "dequant" | "exact"
-    verdict: str                 # pass | fail | tie
-    metrics: dict = field(default_factory=dict)
-    budget: Optional[str] = None       # the budget's formula
-    budget_at_worst: Optional[float] = None
-    observed_at_worst: Optional[float] = None
-    usage: Optional[float] = None      # max err/budget (<= 1 passes)
-    reason: str = ""
-    histogram: Optional[dict] = None   # error distribution (log10 |err| bins)
-
-    @property
-    def margin(self) -> Optional[float]:
-        return None if self.usage is None else 1.0 - self.usage
+from . import budgets as B
+from .registry import (  # noqa: F401  (FAIL ... UNCHECKED, Comparison: the verdict vocabulary callers import here)
+    FAIL, OPS, PASS, TIE, UNCHECKED, Comparison, Ctx, JudgeError,
+)
 
 
 @dataclass
@@ -61,58 +45,6 @@ class CaseResult:
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
     fault: Optional[str] = None              # KernelFault class name when the launch faulted
-
-
-class JudgeError(ValueError):
-    """The judge cannot build or read this kernel's arguments (a contract the judge does not understand)."""
-
-
-# -- context ------------------------------------------------------------------------------------------------
-class Ctx:
-    """What an op's builder and checker see: the contract, the dims, the seeded RNG, the arguments."""
-
-    def __init__(self, case: Case, contract: KernelContract, dims: dict):
-        self.case, self.contract, self.dims = case, contract, dims
-        self.rng = inputs.rng_for(case.seed)
-        self.args: dict[str, object] = {}
-        self.before: dict[str, np.ndarray] = {}     # copies of INOUT buffers before the launch
-        self.extra: dict[str, object] = {}          # builder -> checker notes (the f32 activation, ...)
-        self.counts = contract.counts(dims)
-        self.attrs = dict(contract.attrs)
-
-    def has(self, *names: str) -> Optional[str]:
-        for n in names:
-            if any(p.name == n for p in self.contract.params):
-                return n
-        return None
-
-    def pname(self, *names: str) -> str:
-        n = self.has(*names)
-        if n is None:
-            raise JudgeError(f"kernel {self.contract.name} (op {self.contract.op}): none of the parameters "
-                             f"{', '.join(names)} in its contract")
-        return n
-
-    def dim(self, *names: str, default=None):
-        for n in names:
-            if n in self.dims:
-                return self.dims[n]
-        if default is not None:
-            return default
-        raise JudgeError(f"kernel {self.contract.name}: none of the dims {', '.join(names)} given "
-                         f"(have {', '.join(sorted(self.dims))})")
-
-    def put(self, name: str, value: np.ndarray) -> None:
-        p = self.contract.param(name)
-        want = self.counts[name]
-        arr = np.ascontiguousarray(np.asarray(value).reshape(-1).astype(p.dtype, copy=False))
-        if arr.size != want:
-            raise JudgeError(f"kernel {self.contract.name}: parameter {name} needs {want} elements, "
-                             f"the op builder made {arr.size}")
-        self.args[name] = arr
-
-    def out(self, name: str) -> np.ndarray:
-        return self.args[name]  # type: ignore[return-value]
 
 
 # -- comparisons --------------------------------------------------------------------------------------------
@@ -289,26 +221,6 @@ def _q8_act_for(ctx: Ctx, x: np.ndarray, kind: str, M: int, K: int):
     return {"int8x2": (np.asarray(qh).reshape(M, K), np.asarray(ql).reshape(M, K), s)}, s.astype(np.float64) / 128.0
 
 
-# -- op registry ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class OpJudge:
-    build: Callable[[Ctx], None]
-    check: Callable[[Ctx], list]
-
-
-OPS: dict[str, OpJudge] = {}
-
-
-def op(name: str):
-    def deco(cls):
-        OPS[name] = OpJudge(cls.build, cls.check)
-        return cls
-    return deco
-
-
-from . import attention as judge_attention, ops as judge_ops, rows as judge_rows  # noqa: E402,F401  (register the per-op judges)
-
-
 # -- generic argument filling and the launch -------------------------------------------------------------------
 def _fill_rest(ctx: Ctx) -> None:
     for p in ctx.contract.params:
@@ -351,17 +263,6 @@ def case_dims(case: Case, contract: KernelContract) -> dict:
     for k, v in case.dims_override:
         dims[k] = v
     return derived_dims(dims, dict(case.dims_override))
-
-
-def derived_dims(dims: dict, override: dict) -> dict:
-    """Dims that follow from an overridden cache length: the position L-1 and a cache at least L long."""
-    if "L" in override:
-        L = override["L"]
-        if "pos" in dims:
-            dims["pos"] = L - 1
-        if "maxseq" in dims and dims["maxseq"] < L:
-            dims["maxseq"] = L
-    return dims
 
 
 def prepare(case: Case, contract: KernelContract) -> Ctx:

@@ -10,9 +10,9 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
-from .core import (FAIL, PASS, TIE, Comparison, Ctx, JudgeError, _act_quant_ref, _place_q8,
-                    _q8_act_for, _weight_scales, compare_exact, compare_float, gemv_dequant_budget,
-                    gemv_depth, gemv_mode_budget, gemv_terms, op)
+from .core import (_act_quant_ref, _place_q8, _q8_act_for, _weight_scales, compare_exact, compare_float,
+                   gemv_dequant_budget, gemv_depth, gemv_mode_budget, gemv_terms)
+from .registry import FAIL, PASS, TIE, Comparison, Ctx, JudgeError, op
 
 ACT_F32 = ("a", "x", "hbuf")
 ACT_Q = ("aq", "xq", "hq", "Xq")

@@ -7,7 +7,8 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
-from .core import Ctx, JudgeError, _act_quant_ref, _ref_act_scales, compare_exact, compare_float, op
+from .core import _act_quant_ref, _ref_act_scales, compare_exact, compare_float
+from .registry import Ctx, JudgeError, op
 
 U = B.U32
 

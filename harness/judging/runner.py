@@ -1,13 +1,13 @@
 """The conformance run: every kernel of every family, in every mode and shape set, on a backend, judged
-against the reference; the rows go to report.json / report.md / report.html.
+against the reference, one report row per case (harness.reports writes the files).
 
-``run_report`` judges qconform's own emitted kernels; ``run_cases`` is the engine shared with
-``qconform check`` (kernels from a file, matched to contracts) and with the pytest matrix.
+``emitted_jobs`` lists qconform's own emitted kernels; ``run_cases`` is the engine shared with
+``qconform report``, ``qconform check`` (kernels from a file, matched to contracts), the planted bugs
+(``run_plant``) and the pytest matrix.
 """
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -15,11 +15,14 @@ from typing import Iterable, Optional, Sequence
 from emitters.contract import KernelContract
 from emitters.registry import available_families, emit, mode_label, modes_of
 from reference.modes import Mode
-from reference.shapes import ShapeSet, get_shape
+from reference.shapes import ShapeSet
 
-from harness.cases.names import Case, cases_for_contract
 from cudasrc.signatures import source_sha256
+from harness.cases.names import Case, cases_for_contract
+from harness.cases.planted import Plant, planted_source
+
 from .core import FAIL, UNCHECKED, CaseResult, judge_case
+from .records import counts, result_row
 
 # GPU timing: launches before timing, timed launches (median reported).
 GPU_TIMING = (3, 20)
@@ -111,7 +114,6 @@ def _progress(enabled: bool):
 def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
     """Load each job's source once, judge its cases, and return the report rows."""
     from harness.backends.base import BuildError, KernelFault
-    from harness.reports.writer import result_row
     be = resolve_backend(backend)
     timing = GPU_TIMING if getattr(be, "name", "") == "gpu" else None
     copy_bw = None
@@ -158,27 +160,7 @@ def _describe(be) -> dict:
         return {"backend": getattr(be, "name", "?"), "describe_error": str(exc)}
 
 
-def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int, out_dir,
-               families: "str | Sequence[str] | None" = None, progress: bool = True) -> int:
-    """`qconform report` on a kernel backend: exit 0 when every case passes (ties included), 1 otherwise."""
-    from harness.reports.writer import write_reports
-    shapes = [get_shape(s) for s in shapes]
-    modes = [Mode.parse(m) for m in modes]
-    t0 = time.time()
-    print(f"qconform report: seed {seed} (rerun with --seed {seed}); backend {backend if isinstance(backend, str) else backend.name}",
-          file=sys.stderr)
-    jobs = emitted_jobs(shapes, modes, seed, families)
-    run = run_cases(backend, jobs, progress)
-    run.meta.update(command="report", seed=seed, shapes=[s.name for s in shapes],
-                    modes=[m.value for m in modes], families=parse_families(families),
-                    started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
-                    duration_s=round(time.time() - t0, 3))
-    paths = write_reports(Path(out_dir), run)
-    return summarize(run, paths)
-
-
 def summarize(run: RunResult, paths: Iterable[Path]) -> int:
-    from harness.reports.writer import counts
     c = counts(run.rows)
     print(f"qconform: {c['pass']} pass, {c['tie']} tie, {c['fail']} fail, {c['unchecked']} unchecked "
           f"cases; {len(run.unchecked)} kernels unchecked", file=sys.stderr)
@@ -193,3 +175,14 @@ def summarize(run: RunResult, paths: Iterable[Path]) -> int:
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
     return 1 if c["fail"] else 0
+
+
+def run_plant(backend, plant: Plant, seed: int = 1):
+    """Run the planted kernel's cases through the runner; returns the CaseResults (the plant is caught if any
+    FAILS; a planted source that does not build fails every case)."""
+    code, contract = planted_source(plant)
+    cases = cases_for_contract(contract, plant.shape, seed,
+                               instances=[plant.instance] if plant.instance else None,
+                               first_instance_only=plant.instance is None)
+    job = Job(f"plant/{plant.name}", code, [(c, contract) for c in cases])
+    return run_cases(backend, [job], progress=False).results

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import FAIL, PASS, TIE, Comparison
+from .registry import FAIL, PASS, TIE, Comparison
 
 
 def _argmax_first(z: np.ndarray) -> int:

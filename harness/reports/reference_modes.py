@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.judging import metrics
 from harness.cache import atomic_write
-from harness.reports.writer import finite_json
+from harness.judging.records import finite_json
 from reference._parallel import map_chunks
 from reference.argmax import argmax_first, argmax_report
 from reference.attention import decode_attention

@@ -5,7 +5,8 @@ import pytest
 
 from emitters.registry import available_families
 from harness.judging.core import FAIL
-from harness.cases.planted import PLANTS, PlantError, Plant, plants_for, run_plant
+from harness.cases.planted import PLANTS, PlantError, Plant, plants_for
+from harness.judging.runner import run_plant
 
 
 def test_every_family_has_a_plant():
