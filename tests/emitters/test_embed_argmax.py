@@ -13,7 +13,7 @@ from emitters import argmax, embed, matmul, moe
 from emitters.contract import ContractViolation, Role
 from reference.shapes import SHAPE_SETS, TINY
 from tests.seed import seed_source
-from tests.emitters._q8kit import (seed_sets, check_instances, profile_problems,
+from tests.emitters.kit import (seed_sets, check_instances, profile_problems,
                                         seed_signature_problems, signature_problems)
 
 MODULES = {"embed": embed, "argmax": argmax}
@@ -43,7 +43,7 @@ def test_seed_signatures(family):
     assert seed_signature_problems(MODULES[family].emit(None, TINY)) == []
 
 
-def test_numeric_ptx_profile_equals_the_seed():
+def test_numeric_profile_equals_the_seed():
     assert profile_problems([MODULES[f].emit(None, TINY) for f in MODULES]) == []
 
 
