@@ -154,3 +154,14 @@ def test_what_the_lower_packages_may_import(graph, package, allowed):
     wrong = [f"{a} -> {b}" for a, targets in graph.items() if a == package or a.startswith(package + ".")
              for b in sorted(targets) if not any(b == p or b.startswith(p + ".") for p in allowed)]
     assert not wrong, f"{package} may import only {', '.join(allowed)}:\n" + "\n".join(wrong)
+
+
+def test_every_package_says_what_comes_in_and_what_goes_out():
+    packages = [p for root in ("harness", "cudasrc") for p in (REPO / root).rglob("__init__.py")]
+    assert len(packages) >= 10
+    vague = []
+    for path in packages:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if "In:" not in doc or "Out:" not in doc:
+            vague.append(str(path.relative_to(REPO)))
+    assert not vague, f"package docstrings without 'In:' and 'Out:': {vague}"

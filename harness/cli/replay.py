@@ -29,7 +29,7 @@ def locate(name: str, source: "str | None" = None):
     parts = parse_case_name(name)
     shape = get_shape(parts.shape)
     if source:
-        from harness.cli.check import check_jobs
+        from harness.judging.matching import check_jobs
         path = Path(source)
         if not path.is_file():
             raise ValueError(f"--source: no such file {source!r}")

@@ -1,4 +1,6 @@
-"""The pieces of the CPU execution backend (harness.backends.emu.backend.EmuBackend):
+"""The CPU execution backend (harness.backends.emu.backend.EmuBackend). In: unmodified CUDA C source and launches.
+Out: results with CUDA's execution semantics, run on fibers in a worker process, with bounds, race, barrier
+and poison checks raised as KernelFaults. Its pieces:
 
 emu_device.hpp    what device code sees: CUDA types, intrinsics and macros (force-included)
 emu_runtime.cpp   C++ runtime: fibers per CUDA thread, barriers, warp collectives, the int8 mma, checks
