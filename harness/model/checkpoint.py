@@ -16,10 +16,9 @@ and the layer being read -- never the file.
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,16 +29,14 @@ from gguf import GGUFReader, GGUFValueType
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 
+from .base import Checkpoint, CheckpointError
 from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, Q8_BLOCK,
                      TensorSlot, config_key, gguf_dims, layer_slots, model_slots)
+from .exported import open_exported
 from .pieces import token_pieces
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_LAYER_CACHE_BYTES = 1 << 30
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used as given; the message names the file, the key or tensor, and the rule."""
 
 
 class _Truncated(Exception):
@@ -95,46 +92,6 @@ class _GuardedReader(GGUFReader):
                                       f"{[int(x) for x in dims]}) needs bytes [{begin}, {end}) but the file "
                                       f"has {size} bytes")
         super()._build_tensors(start_offs, fields)
-
-
-@dataclass
-class Checkpoint:
-    """An opened checkpoint. ``weights.layer(i)`` reads layer i from the mapping when asked."""
-
-    path: Path
-    config: ModelConfig
-    weights: ModelWeights
-    metadata: dict[str, Any]
-    tokens: Optional[list[str]]          # printable token pieces (GPT-2 byte-level decoded), or None
-    raw_tokens: Optional[list[str]] = None   # the token strings as stored
-    tensor_types: dict[str, str] = field(default_factory=dict)
-    _tensors: dict = field(default_factory=dict, repr=False)
-    _sha256: Optional[str] = None
-
-    def raw_tensor(self, name: str):
-        """gguf-py's ReaderTensor of a tensor (its .data is a view of the mapped file: uint8 blocks for Q8_0)."""
-        try:
-            return self._tensors[name]
-        except KeyError:
-            raise ValueError(f"tensor: {name!r} is not in {self.path}") from None
-
-    def sha256(self) -> str:
-        """SHA-256 of the whole file, streamed (computed once)."""
-        if self._sha256 is None:
-            h = hashlib.sha256()
-            with open(self.path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 24), b""):
-                    h.update(chunk)
-            self._sha256 = h.hexdigest()
-        return self._sha256
-
-    def piece(self, token: int) -> str:
-        """The printable piece of a token id ('' when the file has no vocabulary)."""
-        if self.tokens is None:
-            return ""
-        if not 0 <= int(token) < len(self.tokens):
-            raise ValueError(f"token: id {token} outside the vocabulary [0, {len(self.tokens)})")
-        return self.tokens[int(token)]
 
 
 # ------------------------------------------------------------------------------------------------ header
@@ -424,7 +381,6 @@ def open_checkpoint(path: "str | os.PathLike[str]", *,
     read when asked for. Every CheckpointError message starts with the file's path. A folder written by
     export-weights is opened as memory-mapped views instead (harness.model.exported)."""
     if Path(path).is_dir():
-        from .exported import open_exported
         return open_exported(path)
     head = read_header(path)
     return _prefixed(head.path, lambda: _open(head, layer_cache_bytes))

@@ -34,13 +34,9 @@ from gguf import GGMLQuantizationType as T
 from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
-from .layout import OUTPUT, Q8_BLOCK
+from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, OUTPUT, Q8_BLOCK, ROUTER_FLOAT_EXT
 from .progress import ByteProgress
 
-ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)
-MANIFEST = "manifest.json"
-TOKENS = "tokens.json"
-MANIFEST_FORMAT = "qconform-export-1"
 CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
 
 
@@ -224,16 +220,17 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
                 _write_item(ck, item, tmp, bar, digests)
                 _verify_item(ck, item, tmp)
         if ck.raw_tokens is not None:
-            (tmp / TOKENS).write_text(json.dumps(ck.raw_tokens, ensure_ascii=False) + "\n", encoding="utf-8")
-            digests[TOKENS] = hashlib.sha256((tmp / TOKENS).read_bytes()).hexdigest()
+            text = json.dumps(ck.raw_tokens, ensure_ascii=False) + "\n"
+            (tmp / EXPORT_TOKENS).write_text(text, encoding="utf-8")
+            digests[EXPORT_TOKENS] = hashlib.sha256((tmp / EXPORT_TOKENS).read_bytes()).hexdigest()
         manifest = {
-            "format": MANIFEST_FORMAT, "source": ck.path.name, "source_bytes": ck.path.stat().st_size,
+            "format": EXPORT_FORMAT, "source": ck.path.name, "source_bytes": ck.path.stat().st_size,
             "name": ck.name, "config": asdict(ck.config), "tied_output": ck.tied_output,
             "metadata": {k: v for k, v in ck.metadata.items() if not (isinstance(v, str) and v.startswith("<array"))},
             "files": {i.stem: {"tensor": i.tensor, "kind": i.kind, "shape": list(i.shape)} for i in plan},
             "sha256": dict(sorted(digests.items())),
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             out.rmdir()            # empty (checked above)
         os.replace(tmp, out)

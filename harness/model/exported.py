@@ -20,9 +20,8 @@ import numpy as np
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import QK, Q8Tensor
 
-from .checkpoint import Checkpoint, CheckpointError
-from .export import MANIFEST, MANIFEST_FORMAT, ROUTER_FLOAT_EXT, TOKENS
-from .layout import LAYER_TENSORS
+from .base import Checkpoint, CheckpointError
+from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, LAYER_TENSORS, ROUTER_FLOAT_EXT
 from .pieces import token_pieces
 
 # LayerWeights field -> exported file stem prefix (per layer: f"{prefix}{l}")
@@ -35,16 +34,16 @@ def _fail(folder: Path, msg: str) -> CheckpointError:
 
 
 def _manifest(folder: Path) -> dict:
-    path = folder / MANIFEST
+    path = folder / EXPORT_MANIFEST
     if not path.is_file():
-        raise _fail(folder, f"no {MANIFEST}: not an export-weights folder")
+        raise _fail(folder, f"no {EXPORT_MANIFEST}: not an export-weights folder")
     try:
         m = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
-        raise _fail(folder, f"{MANIFEST} is not valid JSON ({exc})") from None
-    if not isinstance(m, dict) or m.get("format") != MANIFEST_FORMAT:
-        raise _fail(folder, f"{MANIFEST}: format {m.get('format') if isinstance(m, dict) else None!r}, expected "
-                            f"{MANIFEST_FORMAT!r}")
+        raise _fail(folder, f"{EXPORT_MANIFEST} is not valid JSON ({exc})") from None
+    if not isinstance(m, dict) or m.get("format") != EXPORT_FORMAT:
+        found = m.get("format") if isinstance(m, dict) else None
+        raise _fail(folder, f"{EXPORT_MANIFEST}: format {found!r}, expected {EXPORT_FORMAT!r}")
     return m
 
 
@@ -63,8 +62,8 @@ class _Files:
     def shape(self, stem: str, want: tuple) -> tuple:
         entry = self.files.get(stem)
         if entry is None or tuple(entry.get("shape", ())) != tuple(want):
-            raise _fail(self.folder, f"{MANIFEST}: {stem} has shape {entry and entry.get('shape')}, the config "
-                                     f"needs {list(want)}")
+            found = entry and entry.get("shape")
+            raise _fail(self.folder, f"{EXPORT_MANIFEST}: {stem} has shape {found}, the config needs {list(want)}")
         return tuple(want)
 
     def q8(self, stem: str, shape: tuple) -> Q8Tensor:
@@ -92,7 +91,7 @@ def open_exported(folder: "str | os.PathLike[str]", *, verify: bool = False) -> 
     try:
         c = ModelConfig(**m["config"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise _fail(folder, f"{MANIFEST}: config: {exc}") from None
+        raise _fail(folder, f"{EXPORT_MANIFEST}: config: {exc}") from None
     if verify:
         for name, digest in m.get("sha256", {}).items():
             h = hashlib.sha256()
@@ -121,10 +120,10 @@ def open_exported(folder: "str | os.PathLike[str]", *, verify: bool = False) -> 
                            output=files.q8("wout", (c.vocab, E)), layer_source=layer,
                            name=m.get("name", folder.name), tied_output=bool(m.get("tied_output")))
     raw = None
-    if (folder / TOKENS).is_file():
-        raw = json.loads((folder / TOKENS).read_text(encoding="utf-8"))
+    if (folder / EXPORT_TOKENS).is_file():
+        raw = json.loads((folder / EXPORT_TOKENS).read_text(encoding="utf-8"))
         if not isinstance(raw, list) or len(raw) != c.vocab:
-            raise _fail(folder, f"{TOKENS}: expected a list of {c.vocab} token strings")
+            raise _fail(folder, f"{EXPORT_TOKENS}: expected a list of {c.vocab} token strings")
     return Checkpoint(path=folder, config=c, weights=weights, metadata=m.get("metadata", {}),
                       tokens=token_pieces(raw) if raw is not None else None, raw_tokens=raw,
-                      _sha256=hashlib.sha256((folder / MANIFEST).read_bytes()).hexdigest())
+                      _sha256=hashlib.sha256((folder / EXPORT_MANIFEST).read_bytes()).hexdigest())

@@ -97,3 +97,10 @@ def model_slots(c: ModelConfig, *, with_output: bool = True) -> list[TensorSlot]
 def gguf_dims(shape: "tuple[int, ...]") -> list[int]:
     """A NumPy shape in GGUF's order (ne0 first), as GGUF tools print it."""
     return list(reversed(shape))
+
+
+# The export-weights folder (export.py writes it, exported.py opens it) beside the seed's own files.
+EXPORT_MANIFEST = "manifest.json"
+EXPORT_TOKENS = "tokens.json"
+EXPORT_FORMAT = "qconform-export-1"
+ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)
