@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +30,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
+from harness.cache import check_free_space, temp_sibling
 from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
@@ -210,7 +210,8 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
     plan = export_plan(ck)
     total = sum(_out_bytes(i) for i in plan)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    check_free_space(out.parent, total, "--out")
+    tmp = temp_sibling(out)
     tmp.mkdir()
     t0 = time.monotonic()
     try:

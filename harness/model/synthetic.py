@@ -12,7 +12,6 @@ spread of row norms, so greedy decoding has margins of the size real models have
 from __future__ import annotations
 
 import os
-import uuid
 import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from typing import Iterator, Optional
 import gguf
 import numpy as np
 
+from harness.cache import cache_dir, cache_entry, check_free_space, content_key, temp_sibling
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 from reference.shapes import get_shape
@@ -238,7 +238,8 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    check_free_space(out.parent, sum(tensor_nbytes(s) for s in model_slots(c)), "--out")
+    tmp = temp_sibling(out)
     slots = model_slots(c)
     w = gguf.GGUFWriter(tmp, ARCH)
     try:
@@ -271,17 +272,18 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
 
 def cached_model_path(preset: str = "tiny", *, layers: Optional[int] = None, seed: int = 0,
                       progress: bool = True) -> Path:
-    """A synthetic model made once and cached under a name that carries GENERATOR_VERSION (a changed
-    generator never reuses a stale file). The full-depth qwen3-30b-a3b preset (~32 GB) is not cached."""
-    from harness.cache import cache_dir
+    """A synthetic model made once and cached (harness.cache): named by the key of preset, layers, seed and
+    GENERATOR_VERSION, so a changed generator never reuses a stale file. The full-depth qwen3-30b-a3b preset
+    (~32 GB) is not cached."""
     c = preset_config(preset, layers)
     if preset == "qwen3-30b-a3b" and layers is None:
         raise ValueError("preset: the full qwen3-30b-a3b model is ~32 GB and is not cached; write it with "
                          "make-model (or give layers)")
-    path = cache_dir("models") / f"synthetic-{preset}-L{c.n_layer}-s{seed}-v{GENERATOR_VERSION}.gguf"
-    if not path.is_file():
-        write_synthetic_gguf(preset, path, layers=layers, seed=seed, progress=progress)
-    return path
+    key = content_key("synthetic-gguf", preset, str(c.n_layer), str(seed), str(GENERATOR_VERSION))[:16]
+    path = cache_dir("models") / f"synthetic-{preset}-L{c.n_layer}-s{seed}-{key}.gguf"
+    made, _ = cache_entry(path, lambda tmp: write_synthetic_gguf(preset, tmp, layers=layers, seed=seed,
+                                                                 progress=progress))
+    return made
 
 
 def default_model_path(seed: int = 0, *, progress: bool = True) -> Path:

@@ -173,7 +173,7 @@ def test_metadata_llama_cpp_reads(tiny_gguf):
 def test_default_model_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path))
     p = default_model_path(progress=False)
-    assert p.parent == tmp_path / "models" and p.name == "synthetic-tiny-L2-s0-v1.gguf"
+    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-L2-s0-")
     mtime = p.stat().st_mtime_ns
     assert default_model_path(progress=False) == p and p.stat().st_mtime_ns == mtime
     assert resolve_model(None, progress=False) == p
@@ -199,3 +199,14 @@ def test_tails_preset_in_memory():
     w.check()
     assert w.config.vocab == 1000 and w.config.d_model == 672      # K = 672: not a multiple of 128
     assert len(byte_level_vocabulary(1000).tokens) == 1000
+
+
+def test_no_room_is_refused_before_writing(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    import harness.cache
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(harness.cache.shutil, "disk_usage", lambda p: usage(10**12, 10**12 - 10**6, 10**6))
+    with pytest.raises(ValueError, match=r"--out: 0\.01 GB to write but 0\.00 GB free in "):
+        write_synthetic_gguf("tiny", tmp_path / "x.gguf", layers=1, progress=False)
+    assert list(tmp_path.iterdir()) == []
