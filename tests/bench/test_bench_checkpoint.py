@@ -9,7 +9,7 @@ too. With --benchmark-disable (the default suite) everything runs on the tails p
 
 Measured on the shared 2-core development machine (load ~12): open 0.80 GB resident (embedding + LM head
 0.67 GB), reading a layer +0.67 GB (one layer's copy), a second layer nothing more; exported folder: a layer in
-0.5 s, 0.25 GB resident in all; make-model ~9-11 MB/s; export-weights ~36 MB/s (verification included).
+0.5 s, 0.3 GB resident in all; make-model 11-17 MB/s; export-weights 31-43 MB/s (verification included).
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _full(request) -> bool:
 
 @pytest.fixture(scope="session")
 def wide_file(request):
-    """Full width when measuring (made once: ~2 GB, a few minutes at ~15 MB/s on 2 cores), tails otherwise."""
+    """Full width when measuring (made once: ~2 GB, 2-4 minutes on 2 busy cores), tails otherwise."""
     if _full(request):
         return cached_model_path("qwen3-30b-a3b", layers=2, seed=0, progress=True)
     return cached_model_path("tails", layers=2, seed=0, progress=False)
