@@ -236,3 +236,11 @@ def test_non_finite_norm(tiny1_gguf, tmp_path):
     norm[7] = np.nan
     path = rewrite(tiny1_gguf, tmp_path / "nan.gguf", tensors={"output_norm.weight": ((c.d_model,), T.F32, norm)})
     assert "tensor 'output_norm.weight': element (7,) is nan" in _err(path)
+
+
+def test_no_vocabulary_means_no_pieces(tiny1_gguf, tmp_path):
+    path = rewrite(tiny1_gguf, tmp_path / "novocab.gguf", drop_keys=("tokenizer.ggml.tokens",))
+    ck = open_checkpoint(path)
+    assert ck.tokens is None and ck.piece(5) == ""
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        open_checkpoint(tiny1_gguf).piece(1024)
