@@ -13,6 +13,7 @@ COMMANDS = [
     ("extract", "harness.commands.extract"),
     ("golden", "harness.commands.golden"),
     ("doctor", "harness.commands.doctor"),
+    ("generate", "harness.commands.generate"),
 ]
 
 
