@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference._parallel import map_chunks
 from reference._validate import QK, float_array, positive_int
 from reference.elementwise import silu
 from reference.matmul import blocked_product, q8_matmul
@@ -101,8 +102,9 @@ class MoeTrace:
     out: np.ndarray
 
 
-def _expert_rows(experts: np.ndarray, per_expert: int) -> np.ndarray:
-    return (experts[:, None] * per_expert + np.arange(per_expert)).reshape(-1)
+def _expert(t: Q8Tensor, e: int, per_expert: int) -> Q8Tensor:
+    """Expert e's rows of an expert-major stacked matrix, as a view."""
+    return Q8Tensor(t.quants[e * per_expert:(e + 1) * per_expert], t.scales[e * per_expert:(e + 1) * per_expert])
 
 
 def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
@@ -169,29 +171,34 @@ def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bo
         xv = _check_x(x, weights, exact)
         logits, idx, w = _given_routing(routing, weights)
     k, dff, d = weights.top_k, weights.dff, weights.d
-    rows = _expert_rows(idx, dff)
     x_act = quantize_activation(xv, mode, zero_rule=zero_rule, fma=fma)
-    gate, up = weights.gate.take_rows(rows), weights.up.take_rows(rows)
-    if exact:
-        g, u = blocked_product(gate, xv[None])[0], blocked_product(up, xv[None])[0]
-    elif x_act is None:
-        g, u = q8_matmul(xv, gate, mode), q8_matmul(xv, up, mode)
-    else:
-        g, u = q8_matmul(None, gate, mode, act=x_act), q8_matmul(None, up, mode, act=x_act)
+    g, u = np.empty(k * dff), np.empty(k * dff)
+
+    def product(t: Q8Tensor, v, act) -> np.ndarray:
+        if exact:
+            return blocked_product(t, v[None])[0]
+        return q8_matmul(v, t, mode) if act is None else q8_matmul(None, t, mode, act=act)
+
+    # One job per routed expert, on views of its contiguous rows (no copy of the expert matrices); the jobs
+    # share the cores (each expert's product alone is too small to be split).
+    def gate_up(r: int) -> None:
+        sl = slice(r * dff, (r + 1) * dff)
+        g[sl] = product(_expert(weights.gate, idx[r], dff), xv if x_act is None else None, x_act)
+        u[sl] = product(_expert(weights.up, idx[r], dff), xv if x_act is None else None, x_act)
+
+    map_chunks(k, gate_up)
     h = silu(g) * u
     if not exact:
         h = h.astype(np.float32)                             # the kernels store h as float32
     h_act = quantize_activation(h, mode, zero_rule=zero_rule, fma=fma)
     expert_out = np.empty((k, d))
-    for r, e in enumerate(idx):
-        down_e = Q8Tensor(weights.down.quants[e * d:(e + 1) * d], weights.down.scales[e * d:(e + 1) * d])
-        h_r = h[r * dff:(r + 1) * dff]
-        if exact:
-            expert_out[r] = blocked_product(down_e, h_r[None])[0]
-        elif h_act is None:
-            expert_out[r] = q8_matmul(h_r, down_e, mode)
-        else:
-            expert_out[r] = q8_matmul(None, down_e, mode, act=_slice_act(h_act, r, dff))
+
+    def down(r: int) -> None:
+        act = None if h_act is None else _slice_act(h_act, r, dff)
+        expert_out[r] = product(_expert(weights.down, idx[r], d), h[r * dff:(r + 1) * dff] if act is None else None,
+                                act)
+
+    map_chunks(k, down)
     out = w @ expert_out
     return MoeTrace(logits, idx, w, x_act, g.reshape(k, dff), u.reshape(k, dff), h.reshape(k, dff).astype(np.float64),
                     h_act, expert_out, out)
