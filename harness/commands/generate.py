@@ -94,6 +94,25 @@ class StepProgress:
             self.bar.__exit__(*exc)
 
 
+def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
+    """The whole-model section of `qconform report`: every lane on the cached tiny synthetic model (seed 0,
+    prompt 1,2,3), written under out_dir; 1 if a lane fails."""
+    from harness.model.checkpoint import open_checkpoint
+    from harness.model.generation import run_generation
+    from harness.model.generation_report import write_generation_report
+    from harness.model.synthetic import default_model_path
+    path = default_model_path(0)
+    ckpt = open_checkpoint(path)
+    with StepProgress() as progress:
+        result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
+                                progress=progress)
+    paths = write_generation_report(out_dir, result, _piece_function(ckpt))
+    verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
+    print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
+          f"({result.elapsed_s:.1f} s)")
+    return 1 if result.failed else 0
+
+
 def run(args) -> int:
     if args.backend != "reference":
         raise ValueError(f"--backend: {args.backend!r} is not available yet (the kernel backends' decode step is "

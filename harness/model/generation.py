@@ -242,7 +242,8 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
     n_steps = len(prompt) + n_tokens - 1
     judged = [lane for lane in lanes if lane != "exact"]
     needed = judged + [x for x in (external_lanes if external else ()) if x not in judged]
-    total = n_steps * (1 + len(needed) + (1 if router_check else 0))
+    # every lane's teacher-forced steps, plus at most n_tokens - 1 free-running steps after a divergence
+    total = n_steps * (1 + len(needed) + (1 if router_check else 0)) + (n_tokens - 1) * len(needed)
     done = [0]
 
     def tick(label: str) -> Callable[[], None]:
@@ -285,6 +286,8 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
             stats, _ = teacher_stats(weights, exact, stream.logits, recs, stream.bound_lane)
             ext_results.append(StreamResult(name=stream.name, tokens=list(stream.tokens), verdict=verdict,
                                             divergence=div, teacher=stats, bound_lane=stream.bound_lane))
+    if progress is not None:
+        progress("done", total, total)
     c = weights.config
     return GenerationRun(model=model_name, prompt=list(prompt), n_tokens=n_tokens, exact_tokens=exact_tokens,
                          exact_margins=[r.margin for r in exact[len(prompt) - 1:]], lanes=results, router=effect,
