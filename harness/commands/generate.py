@@ -128,7 +128,8 @@ def run(args) -> int:
     piece = _piece_function(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
-        from harness.model.llama_cpp import llama_streams
+        from harness.model.llama_cpp import import_llama, llama_streams
+        import_llama()              # before any decoding: say now that the extra is missing
         external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
     from harness.model.generation import run_generation
     from harness.model.generation_report import write_generation_report

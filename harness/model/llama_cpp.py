@@ -19,7 +19,7 @@ GGML_TYPE_F32 = 0
 NAME = "llama.cpp"
 
 
-class LlamaCppUnavailable(RuntimeError):
+class LlamaCppUnavailable(ValueError):
     """llama-cpp-python is not importable (the optional extra ``llama`` is not installed)."""
 
 
