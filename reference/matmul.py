@@ -84,18 +84,19 @@ def blocked_product_quantized(w: Q8Tensor, act: QuantizedActivation) -> np.ndarr
 
     def work(lo: int, hi_: int) -> None:
         buf = np.empty((step, nb, QK), dtype=np.float32)
+        ints = np.empty((step, nb, p_count * m), dtype=np.float32)
         for r0 in range(lo, hi_, step):
             r1 = min(r0 + step, hi_)
-            b = buf[: r1 - r0]
+            b, d = buf[: r1 - r0], ints[: r1 - r0]
             np.copyto(b, w.quants[r0:r1].reshape(-1, nb, QK), casting="unsafe")
-            ints = np.matmul(b.transpose(1, 0, 2), a)                 # (nb, rows, P*M), exact integers
-            dots = ints.astype(np.float64) * fac[:, None, :]
+            np.matmul(b.transpose(1, 0, 2), a, out=d.transpose(1, 0, 2))   # exact integers, (rows, nb, P*M)
+            dots = d.astype(np.float64) * fac
             if p_count == 2:
                 dots = dots[:, :, :m] + dots[:, :, m:]                # hi*s + lo*s/128: exact in float64
             sw = w.scales[r0:r1].astype(np.float64)
             for i in range(m):      # row by row: a row's value does not depend on the other rows
-                out[r0:r1, i] = np.einsum("obm,ob->om", np.ascontiguousarray(dots[:, :, i:i + 1].transpose(1, 0, 2)),
-                                          sw)[:, 0]
+                di = dots if m == 1 else np.ascontiguousarray(dots[:, :, i:i + 1])
+                out[r0:r1, i] = np.einsum("obm,ob->om", di, sw)[:, 0]
 
     over_rows(n, k, work)
     return out.T
