@@ -133,6 +133,7 @@ class StepRecord:
     head_act: Optional[QuantizedActivation] = None
     hidden: Optional[np.ndarray] = None
     buffers: Optional[dict] = None
+    lm_head: Optional[Q8Tensor] = field(default=None, repr=False, compare=False)   # for logit_bound (no copy)
 
 
 class Decoder:
@@ -309,7 +310,8 @@ class Decoder:
         margin = float(logits[top[0]] - logits[top[1]]) if logits.size > 1 else float("inf")
         return StepRecord(position=pos, input_token=int(token), logits=logits, token=token_out,
                           top5=(top.astype(np.int64), logits[top]), margin=margin, experts=experts,
-                          head_input=xn.astype(np.float64), head_act=act, hidden=hidden, buffers=buf)
+                          head_input=xn.astype(np.float64), head_act=act, hidden=hidden, buffers=buf,
+                          lm_head=self.weights.output)
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -366,8 +368,7 @@ def _token_list(name: str, tokens) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ bounds
-def logit_bound_vector(weights: ModelWeights, record: StepRecord, lane: str,
-                       exact: Optional[StepRecord] = None) -> np.ndarray:
+def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> np.ndarray:
     """Per-token bound (vocab,) on |lane logit - exact logit| at this step (docs/NUMERICS.md, "Logit bound").
 
     head: what the LM head's arithmetic in this lane's mode can add on the lane's own head input x (the float
@@ -381,7 +382,9 @@ def logit_bound_vector(weights: ModelWeights, record: StepRecord, lane: str,
     spec = lane_spec(lane)
     if not isinstance(record, StepRecord):
         raise ValueError(f"record: expected a StepRecord, got {type(record).__name__}")
-    w = weights.output
+    w = record.lm_head
+    if not isinstance(w, Q8Tensor):
+        raise ValueError("record: has no LM head (a StepRecord from Decoder.step carries it)")
     x = np.asarray(record.head_input, dtype=np.float64)
     if x.shape != (w.cols,):
         raise ValueError(f"record: head_input has shape {x.shape}, the LM head expects ({w.cols},)")
@@ -410,6 +413,6 @@ def logit_bound_vector(weights: ModelWeights, record: StepRecord, lane: str,
     return bound
 
 
-def logit_bound(weights: ModelWeights, record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> float:
+def logit_bound(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> float:
     """The largest per-token bound of logit_bound_vector (a bound on every logit of the step)."""
-    return float(logit_bound_vector(weights, record, lane, exact).max())
+    return float(logit_bound_vector(record, lane, exact).max())

@@ -102,16 +102,16 @@ class GenerationRun:
 
 
 # --------------------------------------------------------------------------------------------- judging
-def _bound_parts(weights: ModelWeights, lane_rec: StepRecord, lane: str, exact_rec: StepRecord,
+def _bound_parts(lane_rec: StepRecord, lane: str, exact_rec: StepRecord,
                  tokens: tuple[int, int]) -> tuple[float, float, float]:
-    total = logit_bound_vector(weights, lane_rec, lane, exact_rec)
-    head = logit_bound_vector(weights, lane_rec, lane)
+    total = logit_bound_vector(lane_rec, lane, exact_rec)
+    head = logit_bound_vector(lane_rec, lane)
     a, b = tokens
     t, h = float(total[a] + total[b]), float(head[a] + head[b])
     return t, h, t - h
 
 
-def judge_divergence(weights: ModelWeights, tokens: list[int], exact: list[StepRecord], bound_records: list[StepRecord],
+def judge_divergence(tokens: list[int], exact: list[StepRecord], bound_records: list[StepRecord],
                      bound_lane: str, n_prompt: int) -> tuple[str, Optional[Divergence]]:
     """Verdict of a generated stream `tokens` against the exact run; `bound_records` are the teacher-forced
     records of the lane whose derived bound explains a divergence (the stream's own lane, or for an external
@@ -123,7 +123,7 @@ def judge_divergence(weights: ModelWeights, tokens: list[int], exact: list[StepR
         step = n_prompt - 1 + i
         e = exact[step]
         gap = float(e.logits[a] - e.logits[b])
-        bound, head, drift = _bound_parts(weights, bound_records[step], bound_lane, e, (a, b))
+        bound, head, drift = _bound_parts(bound_records[step], bound_lane, e, (a, b))
         div = Divergence(index=i, step=step, exact_token=a, lane_token=b, exact_margin=e.margin, exact_gap=gap,
                          bound=bound, bound_head=head, bound_drift=drift)
         return (TIE if gap <= bound else FAIL), div
@@ -132,7 +132,7 @@ def judge_divergence(weights: ModelWeights, tokens: list[int], exact: list[StepR
     return PASS, None
 
 
-def teacher_stats(weights: ModelWeights, exact: list[StepRecord], logits: list[np.ndarray],
+def teacher_stats(exact: list[StepRecord], logits: list[np.ndarray],
                   bound_records: list[StepRecord], bound_lane: str) -> tuple[dict, list[dict]]:
     """llama-perplexity --kl-divergence style statistics of teacher-forced logits against exact's, and the
     largest logit error against the derived bound (per token) of `bound_lane` at each step."""
@@ -144,7 +144,7 @@ def teacher_stats(weights: ModelWeights, exact: list[StepRecord], logits: list[n
         same += int(np.argmax(z) == e.token)
         p, q = np.exp(log_softmax(e.logits)), np.exp(log_softmax(z))
         rms_dp.append(float(q[e.token] - p[e.token]))
-        bound = logit_bound_vector(weights, bound_records[step], bound_lane, e)
+        bound = logit_bound_vector(bound_records[step], bound_lane, e)
         err = np.abs(z - e.logits)
         o = int(np.argmax(err / np.maximum(bound, np.finfo(float).tiny)))
         usage = float(err[o] / bound[o]) if bound[o] > 0 else (0.0 if err[o] == 0 else float("inf"))
@@ -265,9 +265,9 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
         teacher_records[lane] = recs
         if lane not in judged:
             continue
-        verdict, div = judge_divergence(weights, free, exact, recs, lane, len(prompt))
-        stats, per_step = teacher_stats(weights, exact, [r.logits for r in recs], recs, lane)
-        chart = _chart_rows(weights, exact, recs, lane, len(prompt))
+        verdict, div = judge_divergence(free, exact, recs, lane, len(prompt))
+        stats, per_step = teacher_stats(exact, [r.logits for r in recs], recs, lane)
+        chart = _chart_rows(exact, recs, lane, len(prompt))
         results.append(StreamResult(name=lane, tokens=free, verdict=verdict, divergence=div, teacher=stats,
                                     per_step=chart, hidden_error=hidden_error(exact, recs)))
     effect = router_effect(weights, fed, exact, tick("float router")) if router_check else \
@@ -282,8 +282,8 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
             if len(stream.logits) != len(fed):
                 raise ValueError(f"external: {stream.name} gave {len(stream.logits)} teacher-forced steps, "
                                  f"expected {len(fed)}")
-            verdict, div = judge_divergence(weights, stream.tokens, exact, recs, stream.bound_lane, len(prompt))
-            stats, _ = teacher_stats(weights, exact, stream.logits, recs, stream.bound_lane)
+            verdict, div = judge_divergence(stream.tokens, exact, recs, stream.bound_lane, len(prompt))
+            stats, _ = teacher_stats(exact, stream.logits, recs, stream.bound_lane)
             ext_results.append(StreamResult(name=stream.name, tokens=list(stream.tokens), verdict=verdict,
                                             divergence=div, teacher=stats, bound_lane=stream.bound_lane))
     if progress is not None:
@@ -295,14 +295,14 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
                          config={k: getattr(c, k) for k in c.__dataclass_fields__})
 
 
-def _chart_rows(weights: ModelWeights, exact: list[StepRecord], recs: list[StepRecord], lane: str,
+def _chart_rows(exact: list[StepRecord], recs: list[StepRecord], lane: str,
                 n_prompt: int) -> list[dict]:
     """Per generated step: exact's top-1/top-2 margin and the lane's bound on that margin's change."""
     rows = []
     for step in range(n_prompt - 1, len(exact)):
         e = exact[step]
         a, b = int(e.top5[0][0]), int(e.top5[0][1])
-        bound, head, drift = _bound_parts(weights, recs[step], lane, e, (a, b))
+        bound, head, drift = _bound_parts(recs[step], lane, e, (a, b))
         rows.append({"index": step - (n_prompt - 1), "margin": e.margin, "bound": bound, "bound_head": head,
                      "bound_drift": drift, "lane_token": recs[step].token, "exact_token": e.token})
     return rows

@@ -148,16 +148,16 @@ def test_logit_bound_holds_with_the_measured_drift(runs, weights, lane):
     """|lane - exact| <= head bound + propagated drift at every step, per token (the triangle inequality the
     bound is derived from)."""
     for rec, ex in zip(runs[lane], runs["exact"]):
-        b = logit_bound_vector(weights, rec, lane, ex)
+        b = logit_bound_vector(rec, lane, ex)
         assert (np.abs(rec.logits - ex.logits) <= b).all(), (lane, rec.position)
-        assert logit_bound(weights, rec, lane, ex) == b.max()
+        assert logit_bound(rec, lane, ex) == b.max()
 
 
 @pytest.mark.parametrize("lane", ["precise", "fast", "twopass"])
 def test_head_bound_covers_the_heads_own_arithmetic_and_catches_a_corrupt_logit(runs, weights, lane):
     rec = runs[lane][-1]
     on_input = blocked_product(weights.output, rec.head_input[None])[0]   # exact head on the lane's own input
-    head = logit_bound_vector(weights, rec, lane)
+    head = logit_bound_vector(rec, lane)
     assert (np.abs(rec.logits - on_input) <= head).all()
     bad = rec.logits.copy()
     bad[5] += 2 * head[5] + 1e-3                                          # negative control
