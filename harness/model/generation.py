@@ -70,6 +70,7 @@ class StreamResult:
     per_step: list[dict] = field(default_factory=list)     # exact margin and the lane's bound per generated step
     hidden_error: Optional[list[float]] = None             # per layer, max relative error over the steps
     bound_lane: Optional[str] = None                        # whose derived bound judged it (external streams)
+    agrees_with_lane: Optional[int] = None                  # leading tokens equal to that lane's free stream
 
 
 @dataclass
@@ -259,10 +260,12 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
     exact_tokens = [r.token for r in exact[len(prompt) - 1:]]
     fed = list(prompt) + exact_tokens[:-1]
     teacher_records: dict[str, list[StepRecord]] = {}
+    free_streams: dict[str, list[int]] = {}
     results = []
     for lane in needed:
         recs, free = run_lane(weights, lane, fed, len(prompt), n_tokens, exact_tokens, tick(lane))
         teacher_records[lane] = recs
+        free_streams[lane] = free
         if lane not in judged:
             continue
         verdict, div = judge_divergence(free, exact, recs, lane, len(prompt))
@@ -284,8 +287,12 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
                                  f"expected {len(fed)}")
             verdict, div = judge_divergence(stream.tokens, exact, recs, stream.bound_lane, len(prompt))
             stats, _ = teacher_stats(exact, stream.logits, recs, stream.bound_lane)
+            lane_free = free_streams.get(stream.bound_lane)
+            agree = None if lane_free is None else next(
+                (i for i, (a, b) in enumerate(zip(lane_free, stream.tokens)) if a != b), min(len(lane_free), len(stream.tokens)))
             ext_results.append(StreamResult(name=stream.name, tokens=list(stream.tokens), verdict=verdict,
-                                            divergence=div, teacher=stats, bound_lane=stream.bound_lane))
+                                            divergence=div, teacher=stats, bound_lane=stream.bound_lane,
+                                            agrees_with_lane=agree))
     if progress is not None:
         progress("done", total, total)
     c = weights.config

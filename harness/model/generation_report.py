@@ -23,6 +23,7 @@ def run_dict(run: GenerationRun, piece: Optional[Callable[[int], str]] = None) -
              "per_step": s.per_step, "hidden_error_per_layer": s.hidden_error}
         if s.bound_lane:
             d["judged_with_bound_of"] = s.bound_lane
+            d["leading_tokens_equal_to_that_lane"] = s.agrees_with_lane
         if piece is not None:
             d["pieces"] = [piece(t) for t in s.tokens]
         return d
@@ -82,6 +83,9 @@ def markdown(run: GenerationRun, piece=None) -> str:
         out.append(f"| {s.name} | {t['steps']} | {100 * t['top1_agreement']:.1f}% | {_g(t['kl_mean'])} | "
                    f"{_g(t['kl_p99'])} | {_g(t['kl_max'])} | {_g(t['rms_delta_p'])} | {_g(t['max_logit_error'])} | "
                    f"{_g(t['budget_usage'])} |")
+    for s in run.external:
+        out.append(f"\n{s.name} is judged with the `{s.bound_lane}` lane's bound; its first {s.agrees_with_lane} of "
+                   f"{len(s.tokens)} tokens equal that lane's free-running stream.")
     r = run.router
     out += ["", "## F32-router effect (exact lane, float router instead of the Q8_0 one)", ""]
     if not r.available:
@@ -179,7 +183,11 @@ def html_report(run: GenerationRun, piece=None) -> str:
                    f"<td>{_g(t['kl_mean'])}</td><td>{_g(t['kl_p99'])}</td><td>{_g(t['kl_max'])}</td>"
                    f"<td>{_g(t['rms_delta_p'])}</td><td>{_g(t['max_logit_error'])}</td>"
                    f"<td>{_g(t['budget_usage'])}</td></tr>")
-    out.append("</table><h2>Margin and bound per step</h2>"
+    out.append("</table>")
+    for s in run.external:
+        out.append(f"<p>{esc(s.name)} is judged with the <code>{esc(str(s.bound_lane))}</code> lane's bound; its first "
+                   f"{s.agrees_with_lane} of {len(s.tokens)} tokens equal that lane's free-running stream.</p>")
+    out.append("<h2>Margin and bound per step</h2>"
                "<p>Exact lane's top-1/top-2 margin (solid) and each lane's derived bound on that margin's change "
                "(dashed); a lane can flip a token only where its bound reaches the margin. Red line: first "
                "divergence.</p>")

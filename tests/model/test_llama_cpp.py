@@ -60,4 +60,5 @@ def test_compare_command_writes_the_llama_stream(tiny_gguf, tmp_path):
     doc = json.loads((out / "report.json").read_text())
     assert [s["name"] for s in doc["external"]] == ["llama.cpp"]
     assert doc["external"][0]["judged_with_bound_of"] == "fast"
+    assert 0 <= doc["external"][0]["leading_tokens_equal_to_that_lane"] <= 4
     assert rc == (1 if doc["failed"] else 0)
