@@ -368,17 +368,10 @@ def _token_list(name: str, tokens) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ bounds
-def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> np.ndarray:
-    """Per-token bound (vocab,) on |lane logit - exact logit| at this step (docs/NUMERICS.md, "Logit bound").
-
-    head: what the LM head's arithmetic in this lane's mode can add on the lane's own head input x (the float
-    vector ``record.head_input``): the activation quantization, ``sum_b s_w e_b sum_j |w|`` (reference.bounds),
-    plus a float32 warp-per-row kernel's accumulation ``gamma_(K/32+24) sum |w x_hat|`` and the stored logit's
-    rounding ``u |y|`` (the exact lane: float64 summation only). drift: with the exact lane's record of the
-    same step, ``sum_k |w_k| |x_k - x_exact_k|``, the propagation of the lane's measured head-input drift
-    through the exact LM head (triangle inequality: the lane's logits minus exact's are W(x_hat - x) +
-    W(x - x_exact) + rounding).
-    """
+def logit_bound_parts(record: StepRecord, lane: str, exact: Optional[StepRecord] = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(head, drift): the two parts of logit_bound_vector, per token, from one pass over the LM head; drift is
+    zero without the exact record."""
     spec = lane_spec(lane)
     if not isinstance(record, StepRecord):
         raise ValueError(f"record: expected a StepRecord, got {type(record).__name__}")
@@ -406,11 +399,25 @@ def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord
     if spec.exact:
         acc = gamma(w.cols + 3, U64) * sums[1]
     else:
-        acc = (gamma(warp_row_depth(w.cols)) + U32 * (1 + gamma(warp_row_depth(w.cols)))) * sums[1]
-    bound = sums[0] + acc
-    if exact is not None:
-        bound = bound + sums[2]
-    return bound
+        depth = gamma(warp_row_depth(w.cols))
+        acc = (depth + U32 * (1 + depth)) * sums[1]
+    drift = sums[2] if exact is not None else np.zeros(w.rows)
+    return sums[0] + acc, drift
+
+
+def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> np.ndarray:
+    """Per-token bound (vocab,) on |lane logit - exact logit| at this step (docs/NUMERICS.md, "Logit bound").
+
+    head: what the LM head's arithmetic in this lane's mode can add on the lane's own head input x (the float
+    vector ``record.head_input``): the activation quantization, ``sum_b s_w e_b sum_j |w|`` (reference.bounds),
+    plus a float32 warp-per-row kernel's accumulation ``gamma_(K/32+24) sum |w x_hat|`` and the stored logit's
+    rounding ``u |y|`` (the exact lane: float64 summation only). drift: with the exact lane's record of the
+    same step, ``sum_k |w_k| |x_k - x_exact_k|``, the propagation of the lane's measured head-input drift
+    through the exact LM head (triangle inequality: the lane's logits minus exact's are W(x_hat - x) +
+    W(x - x_exact) + rounding).
+    """
+    head, drift = logit_bound_parts(record, lane, exact)
+    return head + drift
 
 
 def logit_bound(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> float:

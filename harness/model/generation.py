@@ -22,7 +22,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from harness.judge import FAIL, PASS, TIE
-from reference.decoder import LANES, Decoder, StepRecord, generate, logit_bound_vector, teacher_forced
+from reference.decoder import LANES, Decoder, StepRecord, generate, logit_bound_parts, teacher_forced
 from reference.model import ModelWeights
 
 KL_PERCENTILE = 99.0
@@ -103,20 +103,25 @@ class GenerationRun:
 
 
 # --------------------------------------------------------------------------------------------- judging
-def _bound_parts(lane_rec: StepRecord, lane: str, exact_rec: StepRecord,
-                 tokens: tuple[int, int]) -> tuple[float, float, float]:
-    total = logit_bound_vector(lane_rec, lane, exact_rec)
-    head = logit_bound_vector(lane_rec, lane)
+def bound_parts(records: list[StepRecord], lane: str, exact: list[StepRecord]) -> list:
+    """Per step, the (head, drift) parts of `lane`'s logit bound (reference.decoder.logit_bound_parts): one
+    pass over the LM head per step, shared by the verdict, the statistics and the chart."""
+    return [logit_bound_parts(r, lane, e) for r, e in zip(records, exact)]
+
+
+def _pair_bound(parts, step: int, tokens: tuple[int, int]) -> tuple[float, float, float]:
+    """(bound on the change of the gap between two tokens' logits, its head part, its drift part)."""
+    head, drift = parts[step]
     a, b = tokens
-    t, h = float(total[a] + total[b]), float(head[a] + head[b])
-    return t, h, t - h
+    h, d = float(head[a] + head[b]), float(drift[a] + drift[b])
+    return h + d, h, d
 
 
-def judge_divergence(tokens: list[int], exact: list[StepRecord], bound_records: list[StepRecord],
-                     bound_lane: str, n_prompt: int) -> tuple[str, Optional[Divergence]]:
-    """Verdict of a generated stream `tokens` against the exact run; `bound_records` are the teacher-forced
-    records of the lane whose derived bound explains a divergence (the stream's own lane, or for an external
-    stream the reference lane of its arithmetic)."""
+def judge_divergence(tokens: list[int], exact: list[StepRecord], parts, n_prompt: int
+                     ) -> tuple[str, Optional[Divergence]]:
+    """Verdict of a generated stream `tokens` against the exact run; `parts` (bound_parts) are the per-step
+    bounds of the lane whose derived bound explains a divergence (the stream's own lane, or for an external
+    stream the reference lane of its arithmetic), from its teacher-forced records."""
     exact_tokens = [r.token for r in exact[n_prompt - 1:]]
     for i, (a, b) in enumerate(zip(exact_tokens, tokens)):
         if a == b:
@@ -124,7 +129,7 @@ def judge_divergence(tokens: list[int], exact: list[StepRecord], bound_records: 
         step = n_prompt - 1 + i
         e = exact[step]
         gap = float(e.logits[a] - e.logits[b])
-        bound, head, drift = _bound_parts(bound_records[step], bound_lane, e, (a, b))
+        bound, head, drift = _pair_bound(parts, step, (a, b))
         div = Divergence(index=i, step=step, exact_token=a, lane_token=b, exact_margin=e.margin, exact_gap=gap,
                          bound=bound, bound_head=head, bound_drift=drift)
         return (TIE if gap <= bound else FAIL), div
@@ -133,10 +138,9 @@ def judge_divergence(tokens: list[int], exact: list[StepRecord], bound_records: 
     return PASS, None
 
 
-def teacher_stats(exact: list[StepRecord], logits: list[np.ndarray],
-                  bound_records: list[StepRecord], bound_lane: str) -> tuple[dict, list[dict]]:
+def teacher_stats(exact: list[StepRecord], logits: list[np.ndarray], parts) -> tuple[dict, list[dict]]:
     """llama-perplexity --kl-divergence style statistics of teacher-forced logits against exact's, and the
-    largest logit error against the derived bound (per token) of `bound_lane` at each step."""
+    largest logit error against the derived per-token bound (`parts`, bound_parts) at each step."""
     kls, same, worst, per_step = [], 0, None, []
     rms_dp = []
     for step, (e, z) in enumerate(zip(exact, logits)):
@@ -145,7 +149,7 @@ def teacher_stats(exact: list[StepRecord], logits: list[np.ndarray],
         same += int(np.argmax(z) == e.token)
         p, q = np.exp(log_softmax(e.logits)), np.exp(log_softmax(z))
         rms_dp.append(float(q[e.token] - p[e.token]))
-        bound = logit_bound_vector(bound_records[step], bound_lane, e)
+        bound = parts[step][0] + parts[step][1]
         err = np.abs(z - e.logits)
         o = int(np.argmax(err / np.maximum(bound, np.finfo(float).tiny)))
         usage = float(err[o] / bound[o]) if bound[o] > 0 else (0.0 if err[o] == 0 else float("inf"))
@@ -259,18 +263,18 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
     exact = generate(weights, "exact", prompt, n_tokens, keep_hidden=True, on_step=lambda r: exact_tick())
     exact_tokens = [r.token for r in exact[len(prompt) - 1:]]
     fed = list(prompt) + exact_tokens[:-1]
-    teacher_records: dict[str, list[StepRecord]] = {}
+    lane_parts: dict[str, list] = {}
     free_streams: dict[str, list[int]] = {}
     results = []
     for lane in needed:
         recs, free = run_lane(weights, lane, fed, len(prompt), n_tokens, exact_tokens, tick(lane))
-        teacher_records[lane] = recs
+        lane_parts[lane] = parts = bound_parts(recs, lane, exact)
         free_streams[lane] = free
         if lane not in judged:
             continue
-        verdict, div = judge_divergence(free, exact, recs, lane, len(prompt))
-        stats, per_step = teacher_stats(exact, [r.logits for r in recs], recs, lane)
-        chart = _chart_rows(exact, recs, lane, len(prompt))
+        verdict, div = judge_divergence(free, exact, parts, len(prompt))
+        stats, per_step = teacher_stats(exact, [r.logits for r in recs], parts)
+        chart = _chart_rows(exact, recs, parts, len(prompt))
         results.append(StreamResult(name=lane, tokens=free, verdict=verdict, divergence=div, teacher=stats,
                                     per_step=chart, hidden_error=hidden_error(exact, recs)))
     effect = router_effect(weights, fed, exact, tick("float router")) if router_check else \
@@ -278,15 +282,15 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
     ext_results = []
     if external is not None:
         for stream in external(list(prompt), fed):
-            if stream.bound_lane not in teacher_records:
+            if stream.bound_lane not in lane_parts:
                 raise ValueError(f"external: stream {stream.name} is judged with lane {stream.bound_lane!r}, "
                                  f"which did not run")
-            recs = teacher_records[stream.bound_lane]
+            parts = lane_parts[stream.bound_lane]
             if len(stream.logits) != len(fed):
                 raise ValueError(f"external: {stream.name} gave {len(stream.logits)} teacher-forced steps, "
                                  f"expected {len(fed)}")
-            verdict, div = judge_divergence(stream.tokens, exact, recs, stream.bound_lane, len(prompt))
-            stats, _ = teacher_stats(exact, stream.logits, recs, stream.bound_lane)
+            verdict, div = judge_divergence(stream.tokens, exact, parts, len(prompt))
+            stats, _ = teacher_stats(exact, stream.logits, parts)
             lane_free = free_streams.get(stream.bound_lane)
             agree = None if lane_free is None else next(
                 (i for i, (a, b) in enumerate(zip(lane_free, stream.tokens)) if a != b), min(len(lane_free), len(stream.tokens)))
@@ -302,14 +306,13 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
                          config={k: getattr(c, k) for k in c.__dataclass_fields__})
 
 
-def _chart_rows(exact: list[StepRecord], recs: list[StepRecord], lane: str,
-                n_prompt: int) -> list[dict]:
+def _chart_rows(exact: list[StepRecord], recs: list[StepRecord], parts, n_prompt: int) -> list[dict]:
     """Per generated step: exact's top-1/top-2 margin and the lane's bound on that margin's change."""
     rows = []
     for step in range(n_prompt - 1, len(exact)):
         e = exact[step]
         a, b = int(e.top5[0][0]), int(e.top5[0][1])
-        bound, head, drift = _bound_parts(recs[step], lane, e, (a, b))
+        bound, head, drift = _pair_bound(parts, step, (a, b))
         rows.append({"index": step - (n_prompt - 1), "margin": e.margin, "bound": bound, "bound_head": head,
                      "bound_drift": drift, "lane_token": recs[step].token, "exact_token": e.token})
     return rows

@@ -6,8 +6,8 @@ import pytest
 
 from harness.cli import main
 from harness.judge import FAIL, PASS, TIE
-from harness.model.generation import (ExternalStream, judge_divergence, kl_divergence, run_generation,
-                                      teacher_stats)
+from harness.model.generation import (ExternalStream, bound_parts, judge_divergence, kl_divergence,
+                                      run_generation, teacher_stats)
 from harness.model.generation_report import write_generation_report
 from reference.decoder import generate, teacher_forced
 from tests.model.weights import small_weights
@@ -60,16 +60,16 @@ def test_a_swapped_token_is_fail_above_the_bound_and_tie_below(weights):
     """Negative control: a stream that differs from exact where exact's gap exceeds the fast lane's bound must
     fail; where the gap is below the bound it is a tie."""
     exact, tokens, fed = _exact(weights)
-    fast = teacher_forced(weights, "fast", fed)
+    fast = bound_parts(teacher_forced(weights, "fast", fed), "fast", exact)
     step = len(PROMPT) - 1
     order = np.argsort(-exact[step].logits)
     far, near = int(order[-1]), int(order[1])
-    verdict, div = judge_divergence([far] + tokens[1:], exact, fast, "fast", len(PROMPT))
+    verdict, div = judge_divergence([far] + tokens[1:], exact, fast, len(PROMPT))
     assert verdict == FAIL and div.index == 0 and div.exact_gap > div.bound
-    verdict, div = judge_divergence([near] + tokens[1:], exact, fast, "fast", len(PROMPT))
+    verdict, div = judge_divergence([near] + tokens[1:], exact, fast, len(PROMPT))
     assert div.exact_gap == pytest.approx(exact[step].margin)
     assert verdict == (TIE if div.exact_gap <= div.bound else FAIL)
-    assert judge_divergence(tokens, exact, fast, "fast", len(PROMPT)) == (PASS, None)
+    assert judge_divergence(tokens, exact, fast, len(PROMPT)) == (PASS, None)
 
 
 def test_a_broken_decoder_fails(weights):
@@ -93,7 +93,7 @@ def test_a_broken_decoder_fails(weights):
 
 def test_teacher_stats_of_identical_logits(weights):
     exact, _, fed = _exact(weights)
-    stats, _ = teacher_stats(exact, [r.logits for r in exact], exact, "exact")
+    stats, _ = teacher_stats(exact, [r.logits for r in exact], bound_parts(exact, "exact", exact))
     assert stats["kl_max"] == 0 and stats["top1_agreement"] == 1 and stats["max_logit_error"] == 0
 
 
