@@ -22,7 +22,7 @@ from reference._validate import QK, float_array, positive_int
 from reference.elementwise import silu
 from reference.matmul import blocked_product, q8_matmul
 from reference.modes import Mode
-from reference.quant import Q8Tensor, QuantizedActivation, quantize_activation
+from reference.quant import Q8Blocks, Q8Tensor, QuantizedActivation, quantize_activation
 
 
 def route_top_k(logits, k) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,8 @@ def route_top_k(logits, k) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class MoeWeights:
     """router (E, d), gate and up (E*dff, d) with expert e's rows at [e*dff, (e+1)*dff), down (E*d, dff) with
-    expert e's rows at [e*d, (e+1)*d), all Q8Tensor; top_k experts per token."""
+    expert e's rows at [e*d, (e+1)*d); the router a Q8Tensor, the expert matrices Q8Tensor or Q8Blocks (only the
+    routed experts' rows are read); top_k experts per token."""
 
     router: Q8Tensor
     gate: Q8Tensor
@@ -55,9 +56,11 @@ class MoeWeights:
     top_k: int
 
     def __post_init__(self) -> None:
-        for name in ("router", "gate", "up", "down"):
-            if not isinstance(getattr(self, name), Q8Tensor):
-                raise ValueError(f"{name}: expected a Q8Tensor, got {type(getattr(self, name)).__name__}")
+        if not isinstance(self.router, Q8Tensor):
+            raise ValueError(f"router: expected a Q8Tensor, got {type(self.router).__name__}")
+        for name in ("gate", "up", "down"):     # expert matrices may stay in GGUF blocks (Q8Blocks)
+            if not isinstance(getattr(self, name), (Q8Tensor, Q8Blocks)):
+                raise ValueError(f"{name}: expected a Q8Tensor or Q8Blocks, got {type(getattr(self, name)).__name__}")
         e, d = self.router.shape
         dff = self.down.cols
         if self.gate.shape != (e * dff, d) or self.up.shape != (e * dff, d):
@@ -102,9 +105,13 @@ class MoeTrace:
     out: np.ndarray
 
 
-def _expert(t: Q8Tensor, e: int, per_expert: int) -> Q8Tensor:
-    """Expert e's rows of an expert-major stacked matrix, as a view."""
-    return Q8Tensor(t.quants[e * per_expert:(e + 1) * per_expert], t.scales[e * per_expert:(e + 1) * per_expert])
+def _expert(t: "Q8Tensor | Q8Blocks", e: int, per_expert: int) -> Q8Tensor:
+    """Expert e's rows of an expert-major stacked matrix (a view of a Q8Tensor; converted from GGUF blocks)."""
+    return t.row_range(int(e) * per_expert, (int(e) + 1) * per_expert)
+
+
+def _whole(t: "Q8Tensor | Q8Blocks") -> Q8Tensor:
+    return t.materialize() if isinstance(t, Q8Blocks) else t
 
 
 def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
@@ -217,9 +224,8 @@ def moe_ffn_dense(x, weights: MoeWeights) -> np.ndarray:
     e, d, dff = weights.n_expert, weights.d, weights.dff
     dense_w = np.zeros(e)
     dense_w[idx] = w
-    g = q8_matmul(xv, weights.gate, Mode.DEQUANT)
-    u = q8_matmul(xv, weights.up, Mode.DEQUANT)
+    g = q8_matmul(xv, _whole(weights.gate), Mode.DEQUANT)
+    u = q8_matmul(xv, _whole(weights.up), Mode.DEQUANT)
     h = (silu(g) * u).astype(np.float32).reshape(e, dff)
-    outs = np.stack([q8_matmul(h[i], weights.down.take_rows(np.arange(i * d, (i + 1) * d)), Mode.DEQUANT)
-                     for i in range(e)])
+    outs = np.stack([q8_matmul(h[i], _expert(weights.down, i, d), Mode.DEQUANT) for i in range(e)])
     return dense_w @ outs
