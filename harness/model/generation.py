@@ -1,7 +1,7 @@
 """Token exactness of the decoder lanes against the exact lane: free-running generation, teacher-forced
 statistics, the F32-router effect and (optionally) an external token stream such as llama.cpp's.
 
-Computation only; harness/model/generation_report.py writes the report. One run:
+Computation only; harness/reports/generation.py writes the report. One run:
 
 1. the exact lane generates: the prompt is prefilled through the decode step, then N tokens are decoded
    greedily (len(prompt) + N - 1 steps); its token sequence S = prompt + generated[:-1] is the teacher's;
@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from harness.judge import FAIL, PASS, TIE
+from harness.judging.registry import FAIL, PASS, TIE
 from reference.decoder import LANES, Decoder, StepRecord, generate, logit_bound_parts, teacher_forced
 from reference.model import ModelWeights
 

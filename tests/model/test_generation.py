@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.judge import FAIL, PASS, TIE
+from harness.judging.registry import FAIL, PASS, TIE
 from harness.model.generation import (ExternalStream, bound_parts, judge_divergence, kl_divergence,
                                       run_generation, teacher_stats)
-from harness.model.generation_report import write_generation_report
+from harness.reports.generation import write_generation_report
 from reference.decoder import generate, teacher_forced
 from tests.model.weights import small_weights
 
