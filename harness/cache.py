@@ -1,6 +1,7 @@
 """Where compiled artefacts are cached, and the one way they are stored: a folder per purpose (`cache_dir`),
 entries named by the hash of everything that determines them (`content_key`), built once and renamed into
-place atomically (`cache_entry`); plus `atomic_write` for any file the project writes."""
+place atomically (`cache_entry`); plus `atomic_write` for any file the project writes, and for large outputs
+streamed in place of being held whole, `temp_sibling` (the temporary name to rename) and `check_free_space`."""
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +20,19 @@ def cache_dir(kind: str) -> Path:
     return path
 
 
+def temp_sibling(path: "str | Path") -> Path:
+    """A unique hidden temporary name beside `path` (the same folder, so os.replace onto `path` is atomic)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def check_free_space(folder: "str | Path", need: int, what: str) -> None:
+    """Refuse before writing anything when `folder`'s file system cannot hold `need` more bytes."""
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise ValueError(f"{what}: {need / 1e9:.2f} GB to write but {free / 1e9:.2f} GB free in {folder}")
+
+
 def atomic_write(path: "str | Path", data: "str | bytes") -> None:
     """Write `data` to `path` all at once: a uniquely named temporary file in the same folder, then os.replace,
     so a reader sees the old file or the new one, never a part, and parallel writers never clash. Text is
@@ -26,7 +40,7 @@ def atomic_write(path: "str | Path", data: "str | bytes") -> None:
     0600). The folder is created if needed; the temporary file is removed if anything fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_sibling(path)
     try:
         if isinstance(data, bytes):
             with open(tmp, "xb") as fh:
@@ -60,7 +74,7 @@ def cache_entry(path: "str | Path", make: Callable[[Path], None]) -> tuple[Path,
     if path.exists():
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = temp_sibling(path)
     try:
         make(tmp)
         if not tmp.exists():

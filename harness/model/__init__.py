@@ -1,4 +1,5 @@
-"""Model-level work on whole qwen3moe models. In: GGUF checkpoints (or the synthetic presets) and the reference
-decoder's lanes (reference.decoder); optionally llama.cpp. Out: checkpoints written or opened (make-model,
-export-weights, ModelWeights read a layer at a time), token pieces, and generation runs (each lane's token
-stream and teacher-forced statistics against the exact lane) for harness.reports.generation to write."""
+"""Model-level work. In: a qwen3moe GGUF checkpoint (or an export-weights folder), or a synthetic model's
+preset and seed; the reference decoder's lanes (reference.decoder) and optionally llama.cpp. Out: the
+reference's ModelWeights (reference.model) with the config the file states and its token pieces; synthetic
+GGUF files (make-model); the seed generation program's raw weight files (export-weights); generation runs
+(each lane's token stream and teacher-forced statistics against the exact lane) for harness.reports.generation."""

@@ -1,22 +1,24 @@
 """Open a qwen3moe GGUF checkpoint as the reference's ModelWeights, memory-mapped, one layer at a time.
 
-The file is read through ``gguf.GGUFReader`` (a NumPy memmap): opening it reads the header only. The config
-comes from the metadata (``qwen3moe.*`` keys; nothing the file states is assumed), the vocabulary size from
-the rows of ``token_embd.weight``. Every tensor's presence, type and shape is checked against that config
-before any weight is read, and every bad input is one ``CheckpointError`` naming the key or tensor and what
-was expected.
+The file is read through ``gguf.GGUFReader`` (a NumPy memmap). The config comes from the metadata
+(``qwen3moe.*`` keys; nothing the file states is assumed), the vocabulary size from the rows of
+``token_embd.weight``. Every tensor's presence, type and shape is checked against that config before any
+weight is read (``read_header``), and every bad input is one ``CheckpointError`` naming the file, the key or
+tensor, and what was expected.
 
 Q8_0 storage: a GGUF Q8_0 block is a float16 scale followed by its 32 int8 quants, so the quants of a row are
-not evenly spaced in the file and no strided (rows, cols) view of them exists. ``layer(i)`` therefore copies
-one layer's quants out of the mapping (a strided block view, no temporaries) and widens its scales to
-float32; the whole file is never copied and peak memory is the embedding, the LM head and the layers kept
-(``layer_cache_bytes``; the default keeps a small model whole and a full-width one to about one layer).
+not evenly spaced in the file and no strided (rows, cols) view of them exists. Reading a matrix therefore
+copies its quants out of the mapping through a structured view of the blocks (no temporaries) and widens its
+scales to float32, a chunk at a time, dropping each copied chunk's mapped pages. ``open_checkpoint`` reads the
+embedding and the LM head; ``layer(i)`` reads layer i when asked. Peak memory is those two, the layers kept
+(``layer_cache_bytes``, default 1 GiB: a small model is kept whole, a full-width one keeps its first layer)
+and the layer being read -- never the file.
 """
 from __future__ import annotations
 
-import hashlib
+import mmap
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,17 +29,14 @@ from gguf import GGUFReader, GGUFValueType
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Blocks, Q8Tensor, quantize_q8_0
 
-from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, ROUTER, TensorSlot,
-                     config_key, gguf_dims, layer_slots, model_slots)
+from .base import Checkpoint, CheckpointError
+from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, Q8_BLOCK,
+                     TensorSlot, config_key, gguf_dims, layer_slots, model_slots)
+from .exported import open_exported
 from .pieces import token_pieces
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_LAYER_CACHE_BYTES = 1 << 30
-_Q8_RECORD = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])   # one Q8_0 block as GGUF stores it (34 bytes)
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used as given; the message names the file, the key or tensor, and the rule."""
 
 
 class _Truncated(Exception):
@@ -53,10 +52,21 @@ class _GuardedReader(GGUFReader):
 
     def _get(self, offset, dtype, count=1, override_order=None):
         count = int(count)
-        end = int(offset) + np.dtype(dtype).itemsize * count
+        offset = int(offset)
+        end = offset + np.dtype(dtype).itemsize * count
         if count < 0 or end > len(self.data):
             raise _Truncated(end, len(self.data))
-        return super()._get(offset, dtype, count, override_order)
+        # one plain ndarray on the map per part: a slice of the np.memmap itself carries the map's attributes
+        # and a fresh dtype, which for the ~300k strings of a real vocabulary costs ~0.5 GB
+        cache = self.__dict__.setdefault("_get_cache", {})
+        plain = cache.get("plain")
+        if plain is None:
+            plain = cache["plain"] = self.data.view(np.ndarray)
+        order = self.byte_order if override_order is None else override_order
+        dt = cache.get((dtype, order))
+        if dt is None:
+            dt = cache[(dtype, order)] = np.dtype(dtype).newbyteorder(order)
+        return np.ndarray((count,), dtype=dt, buffer=plain, offset=offset)   # one small object per field part
 
     def _build_tensors(self, start_offs, fields):
         from gguf.constants import GGML_QUANT_SIZES
@@ -84,46 +94,6 @@ class _GuardedReader(GGUFReader):
         super()._build_tensors(start_offs, fields)
 
 
-@dataclass
-class Checkpoint:
-    """An opened checkpoint. ``weights.layer(i)`` reads layer i from the mapping when asked."""
-
-    path: Path
-    config: ModelConfig
-    weights: ModelWeights
-    metadata: dict[str, Any]
-    tokens: Optional[list[str]]          # printable token pieces (GPT-2 byte-level decoded), or None
-    raw_tokens: Optional[list[str]] = None   # the token strings as stored
-    tensor_types: dict[str, str] = field(default_factory=dict)
-    _tensors: dict = field(default_factory=dict, repr=False)
-    _sha256: Optional[str] = None
-
-    def raw_tensor(self, name: str):
-        """gguf-py's ReaderTensor of a tensor (its .data is a view of the mapped file: uint8 blocks for Q8_0)."""
-        try:
-            return self._tensors[name]
-        except KeyError:
-            raise ValueError(f"tensor: {name!r} is not in {self.path}") from None
-
-    def sha256(self) -> str:
-        """SHA-256 of the whole file, streamed (computed once)."""
-        if self._sha256 is None:
-            h = hashlib.sha256()
-            with open(self.path, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 24), b""):
-                    h.update(chunk)
-            self._sha256 = h.hexdigest()
-        return self._sha256
-
-    def piece(self, token: int) -> str:
-        """The printable piece of a token id ('' when the file has no vocabulary)."""
-        if self.tokens is None:
-            return ""
-        if not 0 <= int(token) < len(self.tokens):
-            raise ValueError(f"token: id {token} outside the vocabulary [0, {len(self.tokens)})")
-        return self.tokens[int(token)]
-
-
 # ------------------------------------------------------------------------------------------------ header
 def _read(path: Path) -> GGUFReader:
     if not path.is_file():
@@ -136,7 +106,7 @@ def _read(path: Path) -> GGUFReader:
     if size < 24:
         raise CheckpointError(f"{path}: truncated file: {size} bytes, a GGUF header needs at least 24")
     try:
-        return _GuardedReader(path, "r")
+        reader = _GuardedReader(path, "r")
     except CheckpointError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
     except _Truncated as exc:
@@ -146,6 +116,10 @@ def _read(path: Path) -> GGUFReader:
         # what the stock parser raises on a damaged header (unknown value type, duplicate key, bad UTF-8,
         # an absurd count): all the same rule broken, the header is not valid GGUF
         raise CheckpointError(f"{path}: invalid GGUF header: {type(exc).__name__}: {exc}") from None
+    if reader.byte_order != "I" or reader.endianess.name != "LITTLE":
+        raise CheckpointError(f"{path}: a big-endian GGUF; only little-endian files (what llama.cpp writes) are "
+                              f"supported")
+    return reader
 
 
 def _scalar(reader: GGUFReader, key: str, kind: type) -> Any:
@@ -243,16 +217,27 @@ def _check_inventory(config: ModelConfig, tensors: dict) -> tuple[list[TensorSlo
 
 
 # ------------------------------------------------------------------------------------------------ tensors
-def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...]) -> Q8Tensor:
+COPY_CHUNK_BYTES = 32 << 20     # GGUF bytes copied (then released from the map) at a time
+
+
+def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...], tensor=None) -> Q8Tensor:
     """A GGUF Q8_0 tensor's bytes (uint8, any leading shape, last axis = blocks*34) as a (rows, cols) Q8Tensor
-    with the leading axes folded into rows (expert-major): quants copied out of the blocks, scales widened."""
+    with the leading axes folded into rows (expert-major): quants copied out of the blocks, scales widened.
+    Given the ReaderTensor, each copied chunk's mapped pages are released at once (peak: the copy + a chunk)."""
     cols = shape[-1]
     rows = int(np.prod(shape[:-1]))
     nb = cols // QK
-    blocks = np.ascontiguousarray(data).reshape(rows, nb * BLOCK_BYTES).view(_Q8_RECORD)   # a view for a memmap
+    row_bytes = nb * BLOCK_BYTES
+    blocks = np.asarray(data).reshape(rows, row_bytes).view(Q8_BLOCK)    # a view of the map, never a copy
     quants = np.empty((rows, cols), dtype=np.int8)
-    np.copyto(quants.reshape(rows, nb, QK), blocks["qs"])
-    scales = blocks["d"].astype(np.float32)
+    scales = np.empty((rows, nb), dtype=np.float32)
+    step = max(1, COPY_CHUNK_BYTES // row_bytes)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        np.copyto(quants[r0:r1].reshape(r1 - r0, nb, QK), blocks["qs"][r0:r1])
+        np.copyto(scales[r0:r1], blocks["d"][r0:r1], casting="safe")
+        if tensor is not None:
+            release_pages(tensor, r0 * row_bytes, r1 * row_bytes)
     try:
         return Q8Tensor(quants, scales)
     except ValueError as exc:
@@ -289,6 +274,24 @@ def float_vector(name: str, t) -> np.ndarray:
     return out
 
 
+def release_pages(t, lo: int = 0, hi: "int | None" = None) -> None:
+    """Drop bytes [lo, hi) of a tensor's mapped data from this process (the pages stay in the OS page cache):
+    once copied out they would otherwise count in the resident set until the whole file is unmapped. Only
+    pages wholly inside the range are dropped (MADV_DONTNEED on a read-only map re-reads on the next touch)."""
+    data = t.data
+    while data is not None and not isinstance(data, np.memmap):
+        data = data.base
+    mm = getattr(data, "_mmap", None)
+    if mm is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    hi = int(t.n_bytes) if hi is None else hi
+    page = mmap.PAGESIZE
+    start = -(-(int(t.data_offset) + lo) // page) * page
+    end = min((int(t.data_offset) + hi) // page * page, len(mm))
+    if end > start:
+        mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
 class _LayerSource:
     """layer(i) for ModelWeights: builds LayerWeights from the mapping, keeps layers while they fit the budget
     (no eviction: a decoder visits layers in a cycle, where keeping the first ones is the best any cache of
@@ -323,7 +326,7 @@ class _LayerSource:
                 # left in GGUF blocks (a view of the mapping): the decoder converts only the routed experts' rows
                 parts[attr] = q8_blocks(slot.name, t.data, slot.shape)
             elif role == MATRIX or t.tensor_type == T.Q8_0:
-                parts[attr] = q8_from_blocks(slot.name, t.data, slot.shape)
+                parts[attr] = q8_from_blocks(slot.name, t.data, slot.shape, tensor=t)
             else:   # a float router: the kernels read its Q8_0 quantization (what gguf-py would write)
                 router = float_vector(slot.name, t)
                 parts["router_float"] = router
@@ -349,33 +352,68 @@ def layer_nbytes(layer: LayerWeights) -> int:
     return total
 
 
-def open_checkpoint(path: "str | os.PathLike[str]", *,
-                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
-    """Open a qwen3moe GGUF: header and tensor inventory checked now, layers read when asked for.
-    Every CheckpointError message starts with the file's path."""
-    path = Path(path)
+@dataclass(frozen=True)
+class CheckpointHeader:
+    """A checkpoint's validated header: config, metadata and tensor inventory; no weight has been read."""
+
+    path: Path
+    config: ModelConfig
+    tied_output: bool
+    name: str
+    metadata: dict
+    raw_tokens: Optional[list[str]]
+    tensors: dict            # GGUF name -> gguf-py ReaderTensor (data: a view of the mapped file)
+
+
+def _prefixed(path: Path, fn):
     try:
-        return _open(path, layer_cache_bytes)
+        return fn()
     except CheckpointError as exc:
         if str(exc).startswith(f"{path}: "):
             raise
         raise CheckpointError(f"{path}: {exc}") from None
 
 
-def _open(path: Path, layer_cache_bytes: int) -> Checkpoint:
-    reader = _read(path)
-    tensors = {t.name: t for t in reader.tensors}
-    config = _config(reader, tensors)
-    _slots, tied = _check_inventory(config, tensors)
-    token_embd = q8_from_blocks("token_embd.weight", tensors["token_embd.weight"].data, (config.vocab, config.d_model))
-    output = token_embd if tied else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, (config.vocab, config.d_model))
+def read_header(path: "str | os.PathLike[str]") -> CheckpointHeader:
+    """Check a qwen3moe GGUF's header, config and tensor inventory (types, shapes) without reading weights."""
+    path = Path(path)
+
+    def run() -> CheckpointHeader:
+        reader = _read(path)
+        tensors = {t.name: t for t in reader.tensors}
+        config = _config(reader, tensors)
+        _slots, tied = _check_inventory(config, tensors)
+        return CheckpointHeader(path=path, config=config, tied_output=tied,
+                                name=_string(reader, "general.name") or path.stem, metadata=_metadata(reader),
+                                raw_tokens=_tokens(reader, config), tensors=tensors)
+    return _prefixed(path, run)
+
+
+def open_checkpoint(path: "str | os.PathLike[str]", *,
+                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
+    """Open a qwen3moe GGUF: header and tensor inventory checked now, the embedding and LM head read, layers
+    read when asked for. Every CheckpointError message starts with the file's path. A folder written by
+    export-weights is opened as memory-mapped views instead (harness.model.exported)."""
+    if Path(path).is_dir():
+        return open_exported(path)
+    head = read_header(path)
+    return _prefixed(head.path, lambda: _open(head, layer_cache_bytes))
+
+
+def _open(head: CheckpointHeader, layer_cache_bytes: int) -> Checkpoint:
+    tensors, config = head.tensors, head.config
+    vd = (config.vocab, config.d_model)
+    emb = tensors["token_embd.weight"]
+    token_embd = q8_from_blocks(emb.name, emb.data, vd, tensor=emb)
+    output = token_embd if head.tied_output else q8_from_blocks(OUTPUT, tensors[OUTPUT].data, vd,
+                                                                tensor=tensors[OUTPUT])
     weights = ModelWeights(config=config, token_embd=token_embd,
                            output_norm=float_vector("output_norm.weight", tensors["output_norm.weight"]),
-                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, path),
-                           name=_string(reader, "general.name") or path.stem, tied_output=tied)
-    raw_tokens = _tokens(reader, config)
-    return Checkpoint(path=path, config=config, weights=weights, metadata=_metadata(reader),
-                      tokens=token_pieces(raw_tokens) if raw_tokens is not None else None, raw_tokens=raw_tokens,
+                           output=output, layer_source=_LayerSource(tensors, config, layer_cache_bytes, head.path),
+                           name=head.name, tied_output=head.tied_output)
+    raw = head.raw_tokens
+    return Checkpoint(path=head.path, config=config, weights=weights, metadata=head.metadata,
+                      tokens=token_pieces(raw) if raw is not None else None, raw_tokens=raw,
                       tensor_types={n: t.tensor_type.name for n, t in tensors.items()}, _tensors=tensors)
 
 

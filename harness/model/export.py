@@ -6,7 +6,10 @@ Files, with E = d_model, QD = q_dim, KD = kv_dim, FF = d_expert, NE = experts, V
 ``emb.q/.s`` (V x E); per layer l ``an{l}.f fn{l}.f`` (E), ``aqn{l}.f akn{l}.f`` (head_dim), ``wq{l}`` (QD x E),
 ``wk{l} wv{l}`` (KD x E), ``wo{l}`` (E x QD), ``wr{l}`` (NE x E: the Q8_0 router the kernels read),
 ``wg{l} wu{l}`` (NE*FF x E), ``wd{l}`` (NE*E x FF), each ``.q/.s``; then ``on.f`` (E) and ``wout.q/.s`` (V x E).
-A ``manifest.json`` records the config and every file's shape, so a generated program can be sized from it.
+Beside them, not read by the seed's program: ``wr{l}.rf`` (the float router as the checkpoint stores it, when
+it is a float type), ``tokens.json`` (the vocabulary) and ``manifest.json`` (format, config, metadata, each
+file's tensor and shape, and every file's SHA-256). The folder is then a whole model in the kernels' own
+layout, which ``harness.model.exported.open_exported`` maps without copying.
 
 Streamed: a bounded chunk of rows is read from the mapping, split into quants and scales and appended; every
 file is then read back and compared, chunk by chunk, with gguf-py's own dequantization of the GGUF tensor
@@ -14,11 +17,11 @@ file is then read back and compared, chunk by chunk, with gguf-py's own dequanti
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
@@ -27,14 +30,14 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
+from harness.cache import check_free_space, temp_sibling
 from reference.quant import QK, quantize_q8_0
 
-from .checkpoint import CheckpointError, Checkpoint, float_vector, open_checkpoint
-from .layout import OUTPUT
+from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
+from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, OUTPUT, Q8_BLOCK, ROUTER_FLOAT_EXT
 from .progress import ByteProgress
 
-CHUNK_BYTES = 32 << 20       # GGUF bytes per streamed chunk
-_Q8_RECORD = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])
+CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
 
 
 class ExportError(RuntimeError):
@@ -49,7 +52,7 @@ class ExportItem:
     shape: tuple       # (rows, cols) for q8/router, (n,) for norms
 
 
-def export_plan(ck: Checkpoint) -> list[ExportItem]:
+def export_plan(ck: CheckpointHeader) -> list[ExportItem]:
     c = ck.config
     E, QD, KD, FF, NE, V = c.d_model, c.q_dim, c.kv_dim, c.d_expert, c.n_expert, c.vocab
     items = [ExportItem("emb", "token_embd.weight", "q8", (V, E))]
@@ -70,7 +73,7 @@ def export_plan(ck: Checkpoint) -> list[ExportItem]:
             ExportItem(f"wd{l}", b + "ffn_down_exps.weight", "q8", (NE * E, FF)),
         ]
     items.append(ExportItem("on", "output_norm.weight", "norm", (E,)))
-    items.append(ExportItem("wout", "token_embd.weight" if ck.weights.tied_output else OUTPUT, "q8", (V, E)))
+    items.append(ExportItem("wout", "token_embd.weight" if ck.tied_output else OUTPUT, "q8", (V, E)))
     return items
 
 
@@ -81,10 +84,10 @@ def _out_bytes(item: ExportItem) -> int:
     return rows * cols + rows * (cols // QK) * 4
 
 
-def _blocks(ck: Checkpoint, item: ExportItem) -> np.ndarray:
+def _blocks(ck: CheckpointHeader, item: ExportItem) -> np.ndarray:
     """The tensor's Q8_0 bytes as (rows, blocks*34) uint8, a view of the mapping."""
     rows, cols = item.shape
-    return np.asarray(ck.raw_tensor(item.tensor).data).reshape(rows, (cols // QK) * (QK + 2))
+    return np.asarray(ck.tensors[item.tensor].data).reshape(rows, (cols // QK) * (QK + 2))
 
 
 def _row_chunks(rows: int, row_bytes: int) -> Iterator[tuple[int, int]]:
@@ -93,48 +96,70 @@ def _row_chunks(rows: int, row_bytes: int) -> Iterator[tuple[int, int]]:
         yield r0, min(rows, r0 + step)
 
 
-def _write_q8(ck: Checkpoint, item: ExportItem, folder: Path, bar: ByteProgress) -> None:
+class _Out:
+    """A weight file being written, hashed as it goes (the manifest records every file's SHA-256)."""
+
+    def __init__(self, path: Path, digests: dict):
+        self.path, self.digests = path, digests
+        self.fh = open(path, "wb")
+        self.h = hashlib.sha256()
+
+    def put(self, arr: np.ndarray) -> None:
+        arr = np.ascontiguousarray(arr)
+        arr.tofile(self.fh)
+        self.h.update(memoryview(arr).cast("B"))
+
+    def __enter__(self) -> "_Out":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.fh.close()
+        self.digests[self.path.name] = self.h.hexdigest()
+
+
+def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
     rows, cols = item.shape
+    t = ck.tensors[item.tensor]
     blocks = _blocks(ck, item)
-    with open(folder / f"{item.stem}.q", "wb") as fq, open(folder / f"{item.stem}.s", "wb") as fs:
-        for r0, r1 in _row_chunks(rows, blocks.shape[1]):
-            rec = blocks[r0:r1].view(_Q8_RECORD)
+    rb = blocks.shape[1]
+    with _Out(folder / f"{item.stem}.q", digests) as fq, _Out(folder / f"{item.stem}.s", digests) as fs:
+        for r0, r1 in _row_chunks(rows, rb):
+            rec = blocks[r0:r1].view(Q8_BLOCK)
             scales = rec["d"].astype("<f4")
             if not np.all(np.isfinite(scales)):
                 bad = np.argwhere(~np.isfinite(scales))[0]
                 raise CheckpointError(f"{ck.path}: tensor {item.tensor!r}: block scale ({r0 + bad[0]}, {bad[1]}) is "
                                       f"{scales[tuple(bad)]}; scales must be finite")
-            np.ascontiguousarray(rec["qs"]).tofile(fq)
-            scales.tofile(fs)
+            fq.put(rec["qs"])
+            fs.put(scales)
+            release_pages(t, r0 * rb, r1 * rb)
             bar.advance((r1 - r0) * (cols + cols // QK * 4), item.stem)
 
 
-def _router_q8(ck: Checkpoint, item: ExportItem):
-    t = ck.raw_tensor(item.tensor)
-    if t.tensor_type == T.Q8_0:
-        return None
-    return quantize_q8_0(float_vector(item.tensor, t))
-
-
-def _write_item(ck: Checkpoint, item: ExportItem, folder: Path, bar: ByteProgress) -> None:
+def _write_item(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
+    t = ck.tensors[item.tensor]
     if item.kind == "norm":
-        float_vector(item.tensor, ck.raw_tensor(item.tensor)).astype("<f4").tofile(folder / f"{item.stem}.f")
+        with _Out(folder / f"{item.stem}.f", digests) as f:
+            f.put(float_vector(item.tensor, t).astype("<f4"))
         bar.advance(_out_bytes(item), item.stem)
-        return
-    if item.kind == "router":
-        q8 = _router_q8(ck, item)
-        if q8 is not None:
-            q8.quants.tofile(folder / f"{item.stem}.q")
-            q8.scales.astype("<f4").tofile(folder / f"{item.stem}.s")
-            bar.advance(_out_bytes(item), item.stem)
-            return
-    _write_q8(ck, item, folder, bar)
+    elif item.kind == "router" and t.tensor_type != T.Q8_0:
+        # the kernels read the Q8_0 quantization of the float router (bit-identical to gguf-py's); the float
+        # router is kept beside it (not read by the seed's program) so the folder is the whole model
+        router = float_vector(item.tensor, t)
+        q8 = quantize_q8_0(router)
+        for ext, arr in (("q", q8.quants), ("s", q8.scales.astype("<f4")), (ROUTER_FLOAT_EXT, router.astype("<f4"))):
+            with _Out(folder / f"{item.stem}.{ext}", digests) as f:
+                f.put(arr)
+        bar.advance(_out_bytes(item), item.stem)
+    else:
+        _write_q8(ck, item, folder, bar, digests)
 
 
 # ------------------------------------------------------------------------------------------------ verification
-def _verify_item(ck: Checkpoint, item: ExportItem, folder: Path) -> None:
-    """Read the written files back and compare them with gguf-py's dequantization of the GGUF tensor."""
-    t = ck.raw_tensor(item.tensor)
+def _verify_item(ck: CheckpointHeader, item: ExportItem, folder: Path) -> None:
+    """Read the written files back (chunk by chunk, plain reads: nothing stays resident) and compare them with
+    gguf-py's dequantization of the GGUF tensor."""
+    t = ck.tensors[item.tensor]
     if item.kind == "norm":
         got = np.fromfile(folder / f"{item.stem}.f", dtype="<f4")
         want = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(-1)
@@ -147,21 +172,23 @@ def _verify_item(ck: Checkpoint, item: ExportItem, folder: Path) -> None:
         actual = (folder / f"{item.stem}.{ext}").stat().st_size
         if actual != size:
             raise ExportError(f"{item.stem}.{ext}: {actual} bytes written, {size} expected for {item.shape}")
-    q = np.memmap(folder / f"{item.stem}.q", dtype=np.int8, mode="r", shape=(rows, cols))
-    s = np.memmap(folder / f"{item.stem}.s", dtype="<f4", mode="r", shape=(rows, nb))
-    if item.kind == "router" and t.tensor_type != T.Q8_0:
-        # the kernels' router is gguf-py's Q8_0 quantization of the float router
-        source = gguf.quants.quantize(float_vector(item.tensor, t), T.Q8_0)
-    else:
-        source = _blocks(ck, item)
-    for r0, r1 in _row_chunks(rows, source.shape[1]):
-        want = gguf.quants.dequantize(np.asarray(source[r0:r1]), T.Q8_0).reshape(r1 - r0, cols)
-        got = (q[r0:r1].reshape(r1 - r0, nb, QK) * s[r0:r1, :, None]).reshape(r1 - r0, cols)
-        if not np.array_equal(got, want):
-            bad = np.argwhere(got != want)[0]
-            raise ExportError(f"{item.stem}.q/.s: row {r0 + bad[0]} column {bad[1]} reads back as "
-                              f"{got[tuple(bad)]}, gguf-py dequantizes {item.tensor} to {want[tuple(bad)]}")
-    del q, s
+    from_file = not (item.kind == "router" and t.tensor_type != T.Q8_0)
+    # the float router's reference is gguf-py's own Q8_0 quantization of it
+    source = _blocks(ck, item) if from_file else gguf.quants.quantize(float_vector(item.tensor, t), T.Q8_0)
+    rb = source.shape[1]
+    with open(folder / f"{item.stem}.q", "rb") as fq, open(folder / f"{item.stem}.s", "rb") as fs:
+        for r0, r1 in _row_chunks(rows, rb):
+            n = r1 - r0
+            q = np.fromfile(fq, dtype=np.int8, count=n * cols).reshape(n, nb, QK)
+            s = np.fromfile(fs, dtype="<f4", count=n * nb).reshape(n, nb, 1)
+            want = gguf.quants.dequantize(np.asarray(source[r0:r1]), T.Q8_0).reshape(n, cols)
+            if from_file:
+                release_pages(t, r0 * rb, r1 * rb)
+            got = (q * s).reshape(n, cols)
+            if not np.array_equal(got, want):
+                bad = np.argwhere(got != want)[0]
+                raise ExportError(f"{item.stem}.q/.s: row {r0 + bad[0]} column {bad[1]} reads back as "
+                                  f"{got[tuple(bad)]}, gguf-py dequantizes {item.tensor} to {want[tuple(bad)]}")
 
 
 # ------------------------------------------------------------------------------------------------ driver
@@ -175,7 +202,7 @@ class ExportResult:
 
 def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]", *,
                    progress: bool = True) -> ExportResult:
-    ck = open_checkpoint(path, layer_cache_bytes=0)
+    ck = read_header(path)
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"--out: {out} already exists and is not an empty folder (export-weights never "
@@ -183,25 +210,32 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
     plan = export_plan(ck)
     total = sum(_out_bytes(i) for i in plan)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    check_free_space(out.parent, total, "--out")
+    tmp = temp_sibling(out)
     tmp.mkdir()
     t0 = time.monotonic()
     try:
+        digests: dict[str, str] = {}
         with ByteProgress(f"export-weights {ck.path.name}", total, progress) as bar:
             for item in plan:
-                _write_item(ck, item, tmp, bar)
+                _write_item(ck, item, tmp, bar, digests)
                 _verify_item(ck, item, tmp)
+        if ck.raw_tokens is not None:
+            text = json.dumps(ck.raw_tokens, ensure_ascii=False) + "\n"
+            (tmp / EXPORT_TOKENS).write_text(text, encoding="utf-8")
+            digests[EXPORT_TOKENS] = hashlib.sha256((tmp / EXPORT_TOKENS).read_bytes()).hexdigest()
         manifest = {
-            "source": ck.path.name, "source_bytes": ck.path.stat().st_size, "config": asdict(ck.config),
-            "tied_output": ck.weights.tied_output,
+            "format": EXPORT_FORMAT, "source": ck.path.name, "source_bytes": ck.path.stat().st_size,
+            "name": ck.name, "config": asdict(ck.config), "tied_output": ck.tied_output,
+            "metadata": {k: v for k, v in ck.metadata.items() if not (isinstance(v, str) and v.startswith("<array"))},
             "files": {i.stem: {"tensor": i.tensor, "kind": i.kind, "shape": list(i.shape)} for i in plan},
+            "sha256": dict(sorted(digests.items())),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             out.rmdir()            # empty (checked above)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    n_files = sum(2 if i.kind != "norm" else 1 for i in plan)
-    return ExportResult(out, n_files, total, time.monotonic() - t0)
+    return ExportResult(out, len(digests), total, time.monotonic() - t0)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from gguf import GGMLQuantizationType as T
 
 from reference.model import ModelConfig
+from reference.quant import QK
 
 ARCH = "qwen3moe"
 
@@ -33,6 +35,10 @@ CONFIG_KEYS: dict[str, tuple[str, type]] = {
 def config_key(field: str) -> str:
     return f"{ARCH}.{CONFIG_KEYS[field][0]}"
 
+
+# One Q8_0 block as GGUF stores it (34 bytes): a structured view of a tensor's bytes reads scales and quants
+# in place.
+Q8_BLOCK = np.dtype([("d", "<f2"), ("qs", "i1", (QK,))])
 
 # Tensor roles: what types the loader accepts for each.
 MATRIX, ROUTER, NORM = "matrix", "router", "norm"
@@ -91,3 +97,10 @@ def model_slots(c: ModelConfig, *, with_output: bool = True) -> list[TensorSlot]
 def gguf_dims(shape: "tuple[int, ...]") -> list[int]:
     """A NumPy shape in GGUF's order (ne0 first), as GGUF tools print it."""
     return list(reversed(shape))
+
+
+# The export-weights folder (export.py writes it, exported.py opens it) beside the seed's own files.
+EXPORT_MANIFEST = "manifest.json"
+EXPORT_TOKENS = "tokens.json"
+EXPORT_FORMAT = "qconform-export-1"
+ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)

@@ -11,16 +11,17 @@ spread of row norms, so greedy decoding has margins of the size real models have
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import uuid
 import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator, Optional
 
 import gguf
 import numpy as np
 
+from harness.cache import cache_dir, cache_entry, check_free_space, content_key, temp_sibling
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 from reference.shapes import get_shape
@@ -37,6 +38,10 @@ ROUTER_GAIN = 2.0             # router logit std for a unit-RMS input, before th
 ROUTER_SPREAD = 0.7           # log-normal sigma of per-expert router gains (a few experts dominate)
 LM_HEAD_GAIN = 4.0            # LM-head logit std for a unit-RMS input
 LM_HEAD_SPREAD = 0.3          # log-normal sigma of per-token LM-head row gains
+# The version of the bytes make-model writes: part of every cached model's name. Any change to what is
+# written (weights, vocabulary, metadata) must bump it; tests/model/test_synthetic.py locks the tiny model's
+# SHA-256 per version, so a change that forgets to bump fails there.
+GENERATOR_VERSION = 1
 
 
 def preset_config(preset: str, layers: Optional[int] = None) -> ModelConfig:
@@ -88,27 +93,50 @@ def _chunks(slot: TensorSlot) -> list[tuple[int, int]]:
     return [(r, min(CHUNK_ROWS, rows - r)) for r in range(0, rows, CHUNK_ROWS)]
 
 
-def matrix_chunks(c: ModelConfig, slot: TensorSlot, seed: int) -> Iterator[np.ndarray]:
-    """The float32 rows of a matrix, chunk by chunk (the Q8_0 quantization of each is what the file holds)."""
+def _row_gain(c: ModelConfig, slot: TensorSlot, seed: int) -> "np.ndarray | None":
+    if slot.name != "output.weight":
+        return None
+    spread = LM_HEAD_SPREAD * _rng(seed, slot.name, -1).standard_normal(slot.shape[0])
+    return LM_HEAD_GAIN / np.sqrt(slot.shape[-1]) * np.exp(spread)
+
+
+def matrix_chunk(c: ModelConfig, slot: TensorSlot, seed: int, k: int, row_gain=None) -> np.ndarray:
+    """Chunk k of a matrix as float32 rows (the Q8_0 quantization of each chunk is what the file holds)."""
     short = slot.name.split(".")[0] if slot.layer < 0 else _short(slot)
-    cols = slot.shape[-1]
-    row_gain = None
+    r0, n = _chunks(slot)[k]
+    w = _rng(seed, slot.name, k).standard_normal((n, slot.shape[-1]), dtype=np.float32)
+    if short == "token_embd":
+        return w                                   # unit RMS: the residual stream starts at the scale of a layer
     if short == "output":
-        row_gain = LM_HEAD_GAIN / np.sqrt(cols) * np.exp(
-            LM_HEAD_SPREAD * _rng(seed, slot.name, -1).standard_normal(slot.shape[0]))
-    for k, (r0, n) in enumerate(_chunks(slot)):
-        w = _rng(seed, slot.name, k).standard_normal((n, cols), dtype=np.float32)
-        if short == "token_embd":
-            pass                                   # unit RMS: the residual stream starts at the scale of a layer
-        elif row_gain is not None:
-            w *= row_gain[r0:r0 + n, None].astype(np.float32)
-        else:
-            w *= np.float32(_fan_in_std(c, short))
-        yield w
+        w *= row_gain[r0:r0 + n, None].astype(np.float32)
+    else:
+        w *= np.float32(_fan_in_std(c, short))
+    return w
+
+
+def quantized_chunks(c: ModelConfig, slot: TensorSlot, seed: int, workers: int = 0) -> Iterator[Q8Tensor]:
+    """The Q8_0 chunks of a matrix in order, generated on `workers` threads (default: one per core; NumPy's
+    generators and arithmetic release the GIL) with at most workers+1 chunks in memory."""
+    from reference._parallel import cpu_count
+    gain = _row_gain(c, slot, seed)
+    n_chunks = len(_chunks(slot))
+    workers = workers or min(cpu_count(), n_chunks)
+    if workers <= 1:
+        for k in range(n_chunks):
+            yield quantize_q8_0(matrix_chunk(c, slot, seed, k, gain))
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="qconform-synth") as pool:
+        pending: deque = deque()
+        for k in range(n_chunks):
+            pending.append(pool.submit(lambda k=k: quantize_q8_0(matrix_chunk(c, slot, seed, k, gain))))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def quantized_matrix(c: ModelConfig, slot: TensorSlot, seed: int) -> Q8Tensor:
-    parts = [quantize_q8_0(w) for w in matrix_chunks(c, slot, seed)]
+    parts = list(quantized_chunks(c, slot, seed))
     return Q8Tensor(np.concatenate([p.quants for p in parts]), np.concatenate([p.scales for p in parts]))
 
 
@@ -192,8 +220,8 @@ class _StreamedTensor:
 
     def tofile(self, fh) -> None:
         written = 0
-        for w in matrix_chunks(self.c, self.slot, self.seed):
-            raw = quantize_q8_0(w).to_gguf_blocks()
+        for q8 in quantized_chunks(self.c, self.slot, self.seed):
+            raw = q8.to_gguf_blocks()
             raw.tofile(fh)
             written += raw.nbytes
             self.bar.advance(raw.nbytes, self.slot.name)
@@ -210,7 +238,8 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    check_free_space(out.parent, sum(tensor_nbytes(s) for s in model_slots(c)), "--out")
+    tmp = temp_sibling(out)
     slots = model_slots(c)
     w = gguf.GGUFWriter(tmp, ARCH)
     try:
@@ -241,38 +270,38 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
     return out
 
 
-def _generator_digest() -> str:
-    """Hash of the code that defines a synthetic model's bytes: a cached file is reused only if it is current."""
-    h = hashlib.sha256()
-    here = Path(__file__).parent
-    for name in ("synthetic.py", "vocab.py", "layout.py", "pieces.py"):
-        h.update((here / name).read_bytes())
-    h.update(gguf.__version__.encode() if hasattr(gguf, "__version__") else b"")
-    return h.hexdigest()[:16]
+def cached_model_path(preset: str = "tiny", *, layers: Optional[int] = None, seed: int = 0,
+                      progress: bool = True) -> Path:
+    """A synthetic model made once and cached (harness.cache): named by the key of preset, layers, seed and
+    GENERATOR_VERSION, so a changed generator never reuses a stale file. The full-depth qwen3-30b-a3b preset
+    (~32 GB) is not cached."""
+    c = preset_config(preset, layers)
+    if preset == "qwen3-30b-a3b" and layers is None:
+        raise ValueError("preset: the full qwen3-30b-a3b model is ~32 GB and is not cached; write it with "
+                         "make-model (or give layers)")
+    key = content_key("synthetic-gguf", preset, str(c.n_layer), str(seed), str(GENERATOR_VERSION))[:16]
+    path = cache_dir("models") / f"synthetic-{preset}-L{c.n_layer}-s{seed}-{key}.gguf"
+    made, _ = cache_entry(path, lambda tmp: write_synthetic_gguf(preset, tmp, layers=layers, seed=seed,
+                                                                 progress=progress))
+    return made
 
 
-def default_model_path(seed: int = 0, *, preset: str = "tiny", progress: bool = True) -> Path:
-    """A synthetic model (tiny by default: the default of every model-level command), made once and cached
-    under a name that hashes the generator's code, so a changed generator never reuses a stale file."""
-    from harness.cache import cache_dir
-    if preset == "qwen3-30b-a3b":
-        raise ValueError("preset: the qwen3-30b-a3b preset is ~32 GB and is not cached; write it with make-model")
-    preset_config(preset)
-    path = cache_dir("models") / f"synthetic-{preset}-s{seed}-{_generator_digest()}.gguf"
-    if not path.is_file():
-        write_synthetic_gguf(preset, path, seed=seed, progress=progress)
-    return path
+def default_model_path(seed: int = 0, *, progress: bool = True) -> Path:
+    """The tiny synthetic model: the embedded default of every model-level command."""
+    return cached_model_path("tiny", seed=seed, progress=progress)
 
 
 def resolve_model(spec: "str | os.PathLike[str] | None", *, seed: int = 0, progress: bool = True) -> Path:
     """What a model-level command's ``--model`` accepts: nothing (the cached tiny synthetic model), a cached
-    synthetic preset by name (``tiny``, ``tails``), or the path of a qwen3moe GGUF file."""
+    synthetic preset by name (``tiny``, ``tails``), the path of a qwen3moe GGUF file, or a folder written by
+    export-weights (open_checkpoint maps it without copying)."""
     if spec is None:
         return default_model_path(seed, progress=progress)
     text = os.fspath(spec)
     if text in ("tiny", "tails") and not Path(text).exists():
-        return default_model_path(seed, preset=text, progress=progress)
+        return cached_model_path(text, seed=seed, progress=progress)
     path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"--model: {text!r} is neither a file nor a cached synthetic preset (tiny, tails)")
+    if not (path.is_file() or (path / "manifest.json").is_file()):
+        raise ValueError(f"--model: {text!r} is neither a GGUF file, an export-weights folder nor a synthetic "
+                         f"preset (tiny, tails)")
     return path

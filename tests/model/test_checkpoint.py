@@ -225,7 +225,8 @@ def test_non_finite_scale_is_reported_when_the_layer_is_read(tiny1_gguf, tmp_pat
     path = rewrite(tiny1_gguf, tmp_path / "inf.gguf",
                    tensors={"blk.0.attn_v.weight": ((c.kv_dim, c.d_model), T.Q8_0, raw)})
     ck = open_checkpoint(path)            # the header is fine: weights are read when the layer is asked for
-    with pytest.raises(CheckpointError, match=r"tensor 'blk.0.attn_v.weight': scales: every block scale must be finite"):
+    with pytest.raises(CheckpointError,
+                       match=r"tensor 'blk.0.attn_v.weight': scales: every block scale must be finite"):
         ck.weights.layer(0)
 
 

@@ -12,7 +12,9 @@ from harness.model.export import ExportError, export_weights
 from ..seed import seed_source
 from .ggufkit import rewrite
 
-_LOAD = re.compile(r'snprintf\(p,512,\\"%s/([a-z]+)(%d)?\.([qsf])\\",W(?:,l)?\); *[a-z_]+(?:\[l\])?=L([ifh])\(p,(.+?)\);')
+# `snprintf(p,512,"%s/wq%d.q",W,l); wq_q[l]=Li(p,(long)QD*E);` in the Rust string literal (quotes escaped)
+_LOAD = re.compile(r'snprintf\(p,512,\\"%s/([a-z]+)(%d)?\.([qsf])\\",W(?:,l)?\); *'
+                   r'[a-z_]+(?:\[l\])?=L([ifh])\(p,(.+?)\);')
 
 
 def seed_files(config) -> dict[str, int]:
@@ -44,9 +46,10 @@ def exported(tiny_gguf, tmp_path_factory):
 def test_file_set_and_sizes_are_the_seeds(exported):
     res, ck = exported
     want = seed_files(ck.config)
-    got = {p.name: p.stat().st_size for p in res.folder.iterdir() if p.name != "manifest.json"}
+    extras = {"manifest.json", "tokens.json"} | {f"wr{l}.rf" for l in range(ck.config.n_layer)}
+    got = {p.name: p.stat().st_size for p in res.folder.iterdir() if p.name not in extras}
     assert got == want
-    assert res.files == len(want)
+    assert res.files == len(want) + len(extras) - 1        # every file but the manifest has a SHA-256 in it
 
 
 def test_contents_are_the_kernels_layout(exported):
@@ -79,8 +82,8 @@ def test_verification_catches_a_bad_write(tiny1_gguf, tmp_path, monkeypatch):
     """Negative control: a writer that flips one quant is caught by the read-back, and nothing is left."""
     real = export_mod._write_q8
 
-    def flipped(ck, item, folder, bar):
-        real(ck, item, folder, bar)
+    def flipped(ck, item, folder, bar, digests):
+        real(ck, item, folder, bar, digests)
         if item.stem == "wu0":
             with open(folder / "wu0.q", "r+b") as fh:
                 fh.seek(1234)
@@ -115,3 +118,46 @@ def test_cli(tiny1_gguf, tmp_path, capsys):
     assert "verified against gguf-py" in capsys.readouterr().out
     assert main(["export-weights", str(tmp_path / "missing.gguf"), "--out", str(tmp_path / "v")]) == 2
     assert "no such checkpoint file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ open_exported
+def test_exported_folder_is_the_same_model_as_views(exported):
+    from harness.model.exported import open_exported
+    from harness.model.synthetic import resolve_model
+    res, ck = exported
+    ex = open_exported(res.folder, verify=True)
+    assert ex.config == ck.config and ex.tokens == ck.tokens
+    ex.weights.check()
+    for layer in range(ck.config.n_layer):
+        a, b = ex.weights.layer(layer), ck.weights.layer(layer)
+        for key, value in vars(b).items():
+            got = getattr(a, key)
+            same = (np.array_equal(got.quants, value.quants) and np.array_equal(got.scales, value.scales)
+                    if hasattr(value, "quants") else np.array_equal(got, value))
+            assert same, (layer, key)
+        assert isinstance(a.gate_exps.quants, np.memmap)          # mapped, not copied
+    assert resolve_model(str(res.folder)) == res.folder
+    assert open_checkpoint(res.folder).sha256() == ex.sha256()       # --model accepts the folder
+
+
+def test_exported_folder_damage_is_refused(exported, tmp_path):
+    import shutil
+
+    from harness.model.exported import open_exported
+    res, _ = exported
+    bad = tmp_path / "bad"
+    shutil.copytree(res.folder, bad)
+    with open(bad / "wu1.q", "r+b") as fh:                       # same size, one byte changed
+        fh.seek(77)
+        b = fh.read(1)
+        fh.seek(77)
+        fh.write(bytes([b[0] ^ 4]))
+    open_exported(bad)                                            # sizes alone cannot see it
+    with pytest.raises(CheckpointError, match="wu1.q: SHA-256"):
+        open_exported(bad, verify=True)
+    (bad / "wd0.s").write_bytes(b"\0" * 8)
+    with pytest.raises(CheckpointError, match=r"wd0.s: 8 bytes, expected"):
+        open_exported(bad).weights.layer(0)
+    (bad / "manifest.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="format None"):
+        open_exported(bad)

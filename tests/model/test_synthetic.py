@@ -28,6 +28,20 @@ def test_seeded_and_deterministic():
     assert not np.array_equal(a.layer(0).gate_exps.quants, c.layer(0).gate_exps.quants)
 
 
+# SHA-256 of `make-model --preset tiny --seed 0`, per GENERATOR_VERSION (cached models are named by version).
+TINY_SHA256 = {1: "188bde1b6d0bc7688728d9138abc6762715e260f9abc0869e626a5e245d28258"}
+
+
+def test_generator_version_locks_the_bytes(tiny_gguf):
+    import hashlib
+
+    from harness.model.synthetic import GENERATOR_VERSION
+    digest = hashlib.sha256(tiny_gguf.read_bytes()).hexdigest()
+    assert digest == TINY_SHA256.get(GENERATOR_VERSION), (
+        f"the tiny synthetic model's bytes changed ({digest}): bump GENERATOR_VERSION in "
+        f"harness/model/synthetic.py and record the new hash here, so no stale cached model is reused")
+
+
 def test_file_is_byte_identical_across_writes(tmp_path):
     p1 = write_synthetic_gguf("tiny", tmp_path / "a.gguf", layers=1, seed=2, progress=False)
     p2 = write_synthetic_gguf("tiny", tmp_path / "b.gguf", layers=1, seed=2, progress=False)
@@ -159,7 +173,7 @@ def test_metadata_llama_cpp_reads(tiny_gguf):
 def test_default_model_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path))
     p = default_model_path(progress=False)
-    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-s0-")
+    assert p.parent == tmp_path / "models" and p.name.startswith("synthetic-tiny-L2-s0-")
     mtime = p.stat().st_mtime_ns
     assert default_model_path(progress=False) == p and p.stat().st_mtime_ns == mtime
     assert resolve_model(None, progress=False) == p
@@ -178,3 +192,21 @@ def test_make_model_cli(tmp_path, capsys):
     assert main(["make-model", "--preset", "tiny", "--layers", "0", "--out", str(tmp_path / "z.gguf")]) == 2
     assert "layers: expected a positive integer" in capsys.readouterr().err
     assert not (tmp_path / "z.gguf").exists()
+
+
+def test_tails_preset_in_memory():
+    w = synthetic_weights("tails", layers=1, seed=1)
+    w.check()
+    assert w.config.vocab == 1000 and w.config.d_model == 672      # K = 672: not a multiple of 128
+    assert len(byte_level_vocabulary(1000).tokens) == 1000
+
+
+def test_no_room_is_refused_before_writing(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    import harness.cache
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(harness.cache.shutil, "disk_usage", lambda p: usage(10**12, 10**12 - 10**6, 10**6))
+    with pytest.raises(ValueError, match=r"--out: 0\.01 GB to write but 0\.00 GB free in "):
+        write_synthetic_gguf("tiny", tmp_path / "x.gguf", layers=1, progress=False)
+    assert list(tmp_path.iterdir()) == []
