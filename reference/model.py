@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reference.moe import MoeWeights
-from reference.quant import Q8Tensor
+from reference.quant import Q8Blocks, Q8Tensor
 from reference.shapes import ShapeSet
 
 
@@ -77,7 +77,9 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One transformer block. Norm weights are float32 vectors; matrices are Q8_0.
+    """One transformer block. Norm weights are float32 vectors; matrices are Q8_0. The stacked expert matrices
+    may stay in GGUF block layout (reference.quant.Q8Blocks, e.g. memory-mapped): a decoder converts only the
+    rows of the experts it routes to.
 
     ``router`` is the Q8_0 router the kernels read. ``router_float`` is the router as the checkpoint stored
     it when that was a float type (real Q8_0 checkpoints keep ``ffn_gate_inp`` in F32), else None: the
@@ -93,9 +95,9 @@ class LayerWeights:
     k_norm: np.ndarray         # (head_dim,)
     ffn_norm: np.ndarray       # (d_model,)
     router: Q8Tensor           # (n_expert, d_model)
-    gate_exps: Q8Tensor        # (n_expert * d_expert, d_model)
-    up_exps: Q8Tensor          # (n_expert * d_expert, d_model)
-    down_exps: Q8Tensor        # (n_expert * d_model, d_expert)
+    gate_exps: "Q8Tensor | Q8Blocks"   # (n_expert * d_expert, d_model)
+    up_exps: "Q8Tensor | Q8Blocks"     # (n_expert * d_expert, d_model)
+    down_exps: "Q8Tensor | Q8Blocks"   # (n_expert * d_model, d_expert)
     router_float: Optional[np.ndarray] = None   # (n_expert, d_model) float32, or None
 
     def moe(self, top_k: int) -> MoeWeights:

@@ -108,8 +108,81 @@ class Q8Tensor:
             raise ValueError(f"rows: indices must lie in [0, {self.rows}), got min {idx.min()} max {idx.max()}")
         return Q8Tensor(self.quants[idx], self.scales[idx])
 
+    def row_range(self, lo: int, hi: int) -> "Q8Tensor":
+        """Rows [lo, hi) as a view (no copy), e.g. one expert of an expert-major stacked matrix."""
+        if not 0 <= lo < hi <= self.rows:
+            raise ValueError(f"rows: range [{lo}, {hi}) must be non-empty and lie in [0, {self.rows}]")
+        return Q8Tensor(self.quants[lo:hi], self.scales[lo:hi])
+
     def dequantize(self, dtype=np.float64) -> np.ndarray:
         return dequantize_q8_0(self, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class Q8Blocks:
+    """A Q8_0 matrix left in GGUF block layout: ``raw`` uint8 (rows, cols/32*34), e.g. a memory-mapped tensor.
+
+    Rows become a Q8Tensor only when taken (``row_range``, ``take_rows``), so a decoder reads the routed
+    experts' rows of a stacked expert tensor (2.4 GB at qwen3-30b-a3b width per layer) and nothing else; the
+    block checks (finite, float16 scales) run on the rows taken, their errors prefixed with ``name``.
+    ``quants``, ``scales`` and ``dequantize`` convert the whole matrix (for tests and small models).
+    """
+
+    raw: np.ndarray
+    cols: int
+    name: str = "tensor"
+
+    def __post_init__(self) -> None:
+        r = self.raw
+        if not isinstance(r, np.ndarray) or r.dtype != np.uint8 or r.ndim != 2:
+            raise ValueError(f"{self.name}: expected 2-D uint8 GGUF Q8_0 blocks, got {getattr(r, 'dtype', type(r))} "
+                             f"shape {getattr(r, 'shape', None)}")
+        block_multiple(f"{self.name} cols", self.cols)
+        if r.shape[1] != self.cols // QK * BLOCK_BYTES or r.shape[0] <= 0:
+            raise ValueError(f"{self.name}: {r.shape[1]} bytes per row, expected {self.cols // QK * BLOCK_BYTES} "
+                             f"({self.cols} columns in {BLOCK_BYTES}-byte blocks of {QK})")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.raw.shape[0], self.cols)
+
+    @property
+    def rows(self) -> int:
+        return self.raw.shape[0]
+
+    def _convert(self, raw: np.ndarray, what: str) -> Q8Tensor:
+        try:
+            return Q8Tensor.from_gguf_blocks(raw, (raw.shape[0], self.cols))
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {what}: {exc}") from None
+
+    def row_range(self, lo: int, hi: int) -> Q8Tensor:
+        if not 0 <= lo < hi <= self.rows:
+            raise ValueError(f"rows: range [{lo}, {hi}) must be non-empty and lie in [0, {self.rows}]")
+        return self._convert(self.raw[lo:hi], f"rows [{lo}, {hi})")
+
+    def take_rows(self, rows) -> Q8Tensor:
+        idx = np.asarray(rows)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1 or idx.size == 0:
+            raise ValueError(f"rows: expected a non-empty 1-D integer index array, got dtype {idx.dtype} shape "
+                             f"{idx.shape}")
+        if idx.min() < 0 or idx.max() >= self.rows:
+            raise ValueError(f"rows: indices must lie in [0, {self.rows}), got min {idx.min()} max {idx.max()}")
+        return self._convert(self.raw[idx], "taken rows")
+
+    def materialize(self) -> Q8Tensor:
+        return self.row_range(0, self.rows)
+
+    @property
+    def quants(self) -> np.ndarray:
+        return self.materialize().quants
+
+    @property
+    def scales(self) -> np.ndarray:
+        return self.materialize().scales
+
+    def dequantize(self, dtype=np.float64) -> np.ndarray:
+        return self.materialize().dequantize(dtype)
 
 
 def _round_half_away_f32(v: np.ndarray) -> np.ndarray:

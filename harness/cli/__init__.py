@@ -18,6 +18,7 @@ COMMANDS = [
     ("doctor", "harness.cli.doctor"),
     ("make-model", "harness.cli.make_model"),
     ("export-weights", "harness.cli.export_weights"),
+    ("generate", "harness.cli.generate"),
 ]
 
 

@@ -27,7 +27,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFReader, GGUFValueType
 
 from reference.model import LayerWeights, ModelConfig, ModelWeights
-from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
+from reference.quant import BLOCK_BYTES, QK, Q8Blocks, Q8Tensor, quantize_q8_0
 
 from .base import Checkpoint, CheckpointError
 from .layout import (ACCEPTED_TYPES, ARCH, CONFIG_KEYS, LAYER_TENSORS, MATRIX, NORM, OUTPUT, Q8_BLOCK,
@@ -244,6 +244,17 @@ def q8_from_blocks(name: str, data: np.ndarray, shape: tuple[int, ...], tensor=N
         raise CheckpointError(f"tensor {name!r}: {exc}") from None
 
 
+EXPERT_MATRICES = ("gate_exps", "up_exps", "down_exps")
+
+
+def q8_blocks(name: str, data: np.ndarray, shape: tuple[int, ...]) -> Q8Blocks:
+    """A GGUF Q8_0 tensor's bytes as (rows, blocks*34) Q8Blocks, leading axes folded into rows (expert-major),
+    without a copy; rows are checked and converted when taken."""
+    cols = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    return Q8Blocks(np.asarray(data).reshape(rows, cols // QK * BLOCK_BYTES), cols, name=f"tensor {name!r}")
+
+
 def float_vector(name: str, t) -> np.ndarray:
     """An F32/F16/BF16 tensor as a float32 array (a copy; these are small), checked finite."""
     if t.tensor_type == T.F32:
@@ -311,6 +322,9 @@ class _LayerSource:
             t = self.tensors[slot.name]
             if role == NORM:
                 parts[attr] = float_vector(slot.name, t)
+            elif attr in EXPERT_MATRICES:
+                # left in GGUF blocks (a view of the mapping): the decoder converts only the routed experts' rows
+                parts[attr] = q8_blocks(slot.name, t.data, slot.shape)
             elif role == MATRIX or t.tensor_type == T.Q8_0:
                 parts[attr] = q8_from_blocks(slot.name, t.data, slot.shape, tensor=t)
             else:   # a float router: the kernels read its Q8_0 quantization (what gguf-py would write)
@@ -331,7 +345,7 @@ class _LayerSource:
 def layer_nbytes(layer: LayerWeights) -> int:
     total = 0
     for value in vars(layer).values():
-        if isinstance(value, Q8Tensor):
+        if isinstance(value, Q8Tensor):      # (Q8Blocks stay in the mapping: nothing resident)
             total += value.quants.nbytes + value.scales.nbytes
         elif isinstance(value, np.ndarray):
             total += value.nbytes
