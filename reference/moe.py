@@ -19,7 +19,7 @@ import numpy as np
 
 from reference._validate import QK, float_array, positive_int
 from reference.elementwise import silu
-from reference.matmul import q8_matmul
+from reference.matmul import blocked_product, q8_matmul
 from reference.modes import Mode
 from reference.quant import Q8Tensor, QuantizedActivation, quantize_activation
 
@@ -110,38 +110,86 @@ def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
     return QuantizedActivation(act.hi[r * n:(r + 1) * n], act.scales[r * n // QK:(r + 1) * n // QK], lo)
 
 
-def _route(x, weights: MoeWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Check x and weights; (x as float32 (d,), router logits (E,) in DEQUANT, top-k indices, their weights)."""
+def _check_x(x, weights: MoeWeights, exact: bool) -> np.ndarray:
     if not isinstance(weights, MoeWeights):
         raise ValueError(f"weights: expected MoeWeights, got {type(weights).__name__}")
-    xv = float_array("x", x, ndim=1, dtype=np.float32)
+    xv = float_array("x", x, ndim=1, dtype=np.float64 if exact else np.float32)
     if xv.shape != (weights.d,):
         raise ValueError(f"x: expected shape ({weights.d},) = (d,), got {xv.shape}")
-    logits = q8_matmul(xv, weights.router, Mode.DEQUANT)
+    return xv
+
+
+def _route(x, weights: MoeWeights, exact: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Check x and weights; (x (d,) as float32, or float64 when exact; router logits (E,) in DEQUANT, top-k
+    indices, their weights)."""
+    xv = _check_x(x, weights, exact)
+    logits = blocked_product(weights.router, xv[None])[0] if exact else q8_matmul(xv, weights.router, Mode.DEQUANT)
     idx, w = route_top_k(logits, weights.top_k)
     return xv, logits, idx, w
 
 
-def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True) -> MoeTrace:
-    """moe_ffn with every intermediate (see MoeTrace)."""
+def _given_routing(routing, weights: MoeWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check a caller's (logits (E,), indices (k,), weights (k,)) routing: a router the caller evaluated itself
+    (a float router, the kernels' float32 logits and weights)."""
+    try:
+        logits, idx, w = routing
+    except (TypeError, ValueError):
+        raise ValueError("routing: expected (logits, indices, weights)") from None
+    lv = float_array("routing logits", logits, ndim=1)
+    iv = np.asarray(idx)
+    wv = float_array("routing weights", w, ndim=1)
+    k = weights.top_k
+    if lv.shape != (weights.n_expert,):
+        raise ValueError(f"routing logits: expected shape ({weights.n_expert},) = (E,), got {lv.shape}")
+    if iv.dtype.kind not in "iu" or iv.shape != (k,):
+        raise ValueError(f"routing indices: expected {k} integers (top_k), got dtype {iv.dtype} shape {iv.shape}")
+    if iv.min() < 0 or iv.max() >= weights.n_expert or np.unique(iv).size != k:
+        raise ValueError(f"routing indices: expected {k} distinct experts in [0, {weights.n_expert}), got "
+                         f"{iv.tolist()}")
+    if wv.shape != (k,):
+        raise ValueError(f"routing weights: expected shape ({k},) = (top_k,), got {wv.shape}")
+    return lv, iv.astype(np.int64), wv
+
+
+def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True, routing=None,
+              exact: bool = False) -> MoeTrace:
+    """moe_ffn with every intermediate (see MoeTrace).
+
+    routing: (logits, indices, weights) evaluated by the caller (a float router, or the kernels' float32 router
+    outputs), used instead of routing x through ``weights.router``.
+    exact: DEQUANT in float64 throughout -- x is not rounded to float32 and neither is h (the truth a decoder's
+    exact lane computes); only with mode DEQUANT.
+    """
     mode = Mode.parse(mode)
-    xv, logits, idx, w = _route(x, weights)
+    if exact and mode is not Mode.DEQUANT:
+        raise ValueError(f"exact: float64 storage is the DEQUANT math only, got mode {mode.value}")
+    if routing is None:
+        xv, logits, idx, w = _route(x, weights, exact)
+    else:
+        xv = _check_x(x, weights, exact)
+        logits, idx, w = _given_routing(routing, weights)
     k, dff, d = weights.top_k, weights.dff, weights.d
     rows = _expert_rows(idx, dff)
     x_act = quantize_activation(xv, mode, zero_rule=zero_rule, fma=fma)
-    if x_act is None:
-        g = q8_matmul(xv, weights.gate.take_rows(rows), mode)
-        u = q8_matmul(xv, weights.up.take_rows(rows), mode)
+    gate, up = weights.gate.take_rows(rows), weights.up.take_rows(rows)
+    if exact:
+        g, u = blocked_product(gate, xv[None])[0], blocked_product(up, xv[None])[0]
+    elif x_act is None:
+        g, u = q8_matmul(xv, gate, mode), q8_matmul(xv, up, mode)
     else:
-        g = q8_matmul(None, weights.gate.take_rows(rows), mode, act=x_act)
-        u = q8_matmul(None, weights.up.take_rows(rows), mode, act=x_act)
-    h = (silu(g) * u).astype(np.float32)                     # the kernels store h as float32
+        g, u = q8_matmul(None, gate, mode, act=x_act), q8_matmul(None, up, mode, act=x_act)
+    h = silu(g) * u
+    if not exact:
+        h = h.astype(np.float32)                             # the kernels store h as float32
     h_act = quantize_activation(h, mode, zero_rule=zero_rule, fma=fma)
     expert_out = np.empty((k, d))
     for r, e in enumerate(idx):
-        down_e = weights.down.take_rows(np.arange(e * d, (e + 1) * d))
-        if h_act is None:
-            expert_out[r] = q8_matmul(h[r * dff:(r + 1) * dff], down_e, mode)
+        down_e = Q8Tensor(weights.down.quants[e * d:(e + 1) * d], weights.down.scales[e * d:(e + 1) * d])
+        h_r = h[r * dff:(r + 1) * dff]
+        if exact:
+            expert_out[r] = blocked_product(down_e, h_r[None])[0]
+        elif h_act is None:
+            expert_out[r] = q8_matmul(h_r, down_e, mode)
         else:
             expert_out[r] = q8_matmul(None, down_e, mode, act=_slice_act(h_act, r, dff))
     out = w @ expert_out
