@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from emitters.contract import CTYPE_DTYPES, element_ctype, normalize_ctype
+from harness.backends.base import Buffer
 from harness.cuda_source import KernelSignature
 
 _DTYPES = dict(CTYPE_DTYPES)
@@ -29,8 +30,8 @@ def _expected(ctype: str) -> Optional[np.dtype]:
 
 def check_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[int],
                native_sizes: Sequence[int]) -> tuple[list, tuple[int, ...]]:
-    """Validated (args, outputs). Arrays must be C-contiguous numpy arrays of the parameter's element type;
-    by-value parameters take numpy scalars of exactly the parameter's type."""
+    """Validated (args, outputs). Arrays must be C-contiguous numpy arrays (or resident Buffers) of the
+    parameter's element type; by-value parameters take numpy scalars of exactly the parameter's type."""
     params = sig.params
     if len(args) != len(params):
         raise ValueError(f"args: kernel {sig.name} takes {len(params)} arguments "
@@ -39,9 +40,15 @@ def check_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[i
     for i, ((ctype, pname), a) in enumerate(zip(params, args)):
         ctype = normalize_ctype(ctype)
         what = f"args[{i}] ({pname}: {ctype})"
-        if ctype.endswith("*"):
+        if ctype.endswith("*") and isinstance(a, Buffer):
+            want = _expected(ctype)
+            if want is not None and a.dtype != want:
+                raise ValueError(f"{what}: expected a buffer of {want}, got {a}")
+            checked.append(a)
+        elif ctype.endswith("*"):
             if not isinstance(a, np.ndarray):
-                raise ValueError(f"{what}: a pointer parameter takes a numpy array, got {type(a).__name__}")
+                raise ValueError(f"{what}: a pointer parameter takes a numpy array or a resident Buffer, got "
+                                 f"{type(a).__name__}")
             if not a.flags.c_contiguous:
                 raise ValueError(f"{what}: the array must be C-contiguous (copy it with np.ascontiguousarray)")
             if a.size == 0:
@@ -70,9 +77,15 @@ def check_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[i
     for o in outputs:
         if not isinstance(o, (int, np.integer)) or not 0 <= int(o) < len(args):
             raise ValueError(f"outputs: {o!r} is not an argument index in [0, {len(args)})")
-        if not isinstance(args[int(o)], np.ndarray):
+        if not isinstance(args[int(o)], (np.ndarray, Buffer)):
             raise ValueError(f"outputs: args[{int(o)}] ({params[int(o)][1]}) is not an array")
         outs.append(int(o))
+    bufs = [i for i, a in enumerate(checked) if isinstance(a, Buffer)]
+    for x in range(len(bufs)):
+        for y in range(x + 1, len(bufs)):
+            if checked[bufs[x]].id == checked[bufs[y]].id:
+                raise ValueError(f"args: args[{bufs[x]}] and args[{bufs[y]}] are the same {checked[bufs[x]]}; "
+                                 "aliasing arguments are not supported")
     arrays = [i for i, a in enumerate(checked) if isinstance(a, np.ndarray)]
     for x in range(len(arrays)):
         for y in range(x + 1, len(arrays)):
