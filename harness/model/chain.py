@@ -195,17 +195,25 @@ class Chain:
         self.program, self.module, self.buffers = program, module, buffers
         self.steps = 0
         self.launch_hook = launch_hook
+        self._used = used_buffers(program)
         missing = [k for k in program.kernels() if k not in module.kernel_names]
         if missing:
             raise ValueError(f"module: kernels {', '.join(missing)} of lane {program.lane} are not in the module")
 
     def load_weights(self, weights: ModelWeights) -> None:
-        used = used_buffers(self.program)
         if weights.config != self.program.config:
             raise ValueError("weights: their config differs from the program's")
         for name, arr in weight_arrays(weights):
-            if name in used:
+            if name in self._used:
                 self.buffers.write(name, arr)
+
+    def reset(self) -> None:
+        """Back to an empty KV cache: caches and scratch to their unwritten pattern (a later read of a row no
+        launch of this run wrote shows as NaN), the step counter to 0."""
+        for name, d in self.program.buffers.items():
+            if d.kind in ("kv", "scratch") and name in self._used:
+                self.buffers.write(name, initial(d))
+        self.steps = 0
 
     def set_state(self, token: int, position: int) -> None:
         if not 0 <= position < self.program.maxseq:
