@@ -124,7 +124,8 @@ def run_free(chain: Chain, prompt: Sequence[int], n_tokens: int,
         gen.append(host_argmax(outs[n_prompt - 1].logits))
         gen += [o.token for o in outs[n_prompt:]]
     fed = list(prompt) + gen
-    fed = fed[:len(outs)] if fault else fed[:n_prompt + n_tokens - 1]
+    # on a fault the faulting step's input token is known too (blame reruns that step)
+    fed = fed[:len(outs) + 1] if fault else fed[:n_prompt + n_tokens - 1]
     toks = [None] * (n_prompt - 1) + gen
     return KernelRun(fed, [o.logits for o in outs], toks[:len(outs)], fault, time.perf_counter() - t0), gen
 
