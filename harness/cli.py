@@ -16,6 +16,7 @@ COMMANDS = [
     ("make-model", "harness.commands.make_model"),
     ("export-weights", "harness.commands.export_weights"),
     ("generate", "harness.commands.generate"),
+    ("replay-launch", "harness.commands.replay_launch"),
 ]
 
 
