@@ -135,3 +135,14 @@ def test_bad_lane_and_dims_are_errors():
     # gk_attn keeps maxseq scores in dynamic shared memory: a cache too long breaks its precondition
     with pytest.raises(ProgramError, match=r"gk_attn.*maxseq"):
         build_program(tiny_config(), "fast", maxseq=20000)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tails", "qwen3-30b-a3b"])
+def test_qconform_emits_every_kernel_of_every_lane_at_the_presets(preset):
+    from harness.model.synthetic import preset_config
+    cfg = preset_config(preset, 2)
+    for lane in LANES:
+        p = build_program(cfg, lane, maxseq=300)
+        assert p.source_label == "qconform emitters"
+        launched = {l.kernel for l in (*p.launches, p.advance)}
+        assert launched <= set(p.kernels()) and "gk_argmax_adv" in launched
