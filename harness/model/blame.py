@@ -286,9 +286,13 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
     replay = replay_command(replay_args, program.lane, fed, blamed.index) if blamed and replay_args is not None \
         else None
     if blamed is not None:
-        finding = (f"step {pos}: {blamed.where} is out of its own budget on the reference's inputs"
-                   + (f" (output {blamed.output}, worst element {blamed.worst_index}, {blamed.usage:.3g}x budget)"
-                      if blamed.usage is not None and blamed.fault is None else f" ({blamed.fault})"))
+        if blamed.fault is not None:
+            detail = f"{blamed.fault}"
+        elif blamed.usage is not None and blamed.usage != float("inf"):
+            detail = f"output {blamed.output}, worst element {blamed.worst_index}, {blamed.usage:.3g}x budget"
+        else:
+            detail = (blamed.reason or "").split("; ")[0]
+        finding = f"step {pos}: {blamed.where} is out of its own budget on the reference's inputs ({detail})"
     elif any(v.verdict == "unchecked" for v in verdicts):
         finding = (f"step {pos}: no launch is out of budget, but some could not be judged: "
                    + "; ".join(f"{v.where}: {v.reason.splitlines()[0]}" for v in verdicts if v.verdict == "unchecked"))

@@ -29,10 +29,6 @@ from reference.model import ModelWeights
 from .chain import Chain, ChainFault, StepOutput, generate as chain_generate, host_argmax
 from .generation import kl_divergence, log_softmax
 
-# The buffers the LM head reads, per lane (the head input the budget is built on).
-HEAD_INPUT = {"precise": ("xn",), "fast": ("aqE", "asE"), "flash": ("aqE", "asE"), "twopass": ("aqE", "aqE_lo", "asE")}
-
-
 @dataclass
 class KernelStep:
     """One decode step of the kernels against the reference lane fed the same token."""
@@ -92,19 +88,6 @@ class KernelRun:
     tokens: list[Optional[int]]
     fault: Optional[ChainFault] = None
     seconds: float = 0.0
-
-
-def head_input(chain: Chain) -> np.ndarray:
-    """The LM head's input as the kernels left it (dequantized in the int8 lanes), float64."""
-    names = HEAD_INPUT[chain.program.lane]
-    if len(names) == 1:
-        return chain.buffers.read(names[0]).astype(np.float64).reshape(-1)
-    hi = chain.buffers.read(names[0]).astype(np.float64).reshape(-1)
-    s = np.repeat(chain.buffers.read(names[-1]).astype(np.float64).reshape(-1), 32)
-    x = hi * s
-    if len(names) == 3:
-        x = x + chain.buffers.read(names[1]).astype(np.float64).reshape(-1) * (s / 128.0)
-    return x
 
 
 def run_free(chain: Chain, prompt: Sequence[int], n_tokens: int,
@@ -268,5 +251,5 @@ def first_bad_step(result: KernelLaneResult, run: KernelRun) -> Optional[int]:
     return result.first_bad
 
 
-__all__ = ["HEAD_INPUT", "KernelLaneResult", "KernelRun", "KernelStep", "compare_run", "compare_step",
-           "first_bad_step", "head_input", "judge_lane", "kernel_budget", "run_fed", "run_free", "teacher_stats"]
+__all__ = ["KernelLaneResult", "KernelRun", "KernelStep", "compare_run", "compare_step",
+           "first_bad_step", "judge_lane", "kernel_budget", "run_fed", "run_free", "teacher_stats"]
