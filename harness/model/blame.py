@@ -6,7 +6,7 @@ step with the buffer state the reference decoder's same lane has at each launch:
 rows of the earlier positions (the reference's), this step's token and position, and every buffer the earlier
 launches of the step wrote, as the reference computed it (reference.decoder capture, keyed by the seed's
 buffer names). Each launch runs once on those inputs and its outputs are judged by the conformance judge of its
-op (harness.judge OPS: the mode-faithful reference of that launch's own inputs, under that kernel's per-case
+op (harness.judging OPS: the mode-faithful reference of that launch's own inputs, under that kernel's per-case
 budget). The first launch whose own output is out of budget (or that faults) is named: kernel, layer, step,
 output, worst element, and the `qconform replay-launch` command that reruns that one launch on those inputs.
 
@@ -24,8 +24,8 @@ import numpy as np
 
 from emitters.contract import Role
 from harness.backends.base import KernelFault
-from harness.cases import Case
-from harness.judge import FAIL, OPS, PASS, TIE, Ctx, _combine, effective_act
+from harness.cases.names import Case
+from harness.judging.core import FAIL, OPS, PASS, TIE, Ctx, _combine, effective_act
 from reference.decoder import Decoder
 from reference.model import ModelWeights
 from reference.quant import Q8Tensor
@@ -155,7 +155,7 @@ def _apply_reference(state: dict, launch: Launch, program: Program, capture: dic
 # -- judging one launch -------------------------------------------------------------------------------------------------
 def _act_of(ctx: Ctx, kind: str, M: int, K: int) -> tuple[dict, np.ndarray]:
     """The activation as the kernel received it ({"f32"|"int8"|"int8x2": ...}) and its per-block step."""
-    from harness.judge_ops import _kernel_act
+    from harness.judging.ops import _kernel_act
     act = _kernel_act(ctx, kind, M, K)
     if kind == "f32":
         return act, np.zeros((M, K // 32))
@@ -193,7 +193,7 @@ def _extras(ctx: Ctx, launch: Launch, pos: int) -> None:
         ws = ctx.args["ws"].reshape(-1, E // 32)[tok:tok + 1]
         ctx.extra.update(tok=tok, w=Q8Tensor(np.ascontiguousarray(wq), np.ascontiguousarray(ws)))
     elif op == "rms_norm" and a.get("residual", "none") != "none":
-        from harness.judge_rows import _RMS_RES, _output_name
+        from harness.judging.rows import _RMS_RES, _output_name
         ctx.extra["res"] = next(n for n in _RMS_RES if ctx.has(n) and n != _output_name(ctx, (n,)))
 
 

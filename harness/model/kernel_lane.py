@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.judge import FAIL, PASS, TIE, UNCHECKED
+from harness.judging.core import FAIL, PASS, TIE, UNCHECKED
 from reference.decoder import StepRecord, generate as ref_generate, logit_bound_vector, teacher_forced
 from reference.model import ModelWeights
 

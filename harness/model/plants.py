@@ -2,7 +2,7 @@
 
 Each plant changes one kernel of a lane, as qconform emits it, in one small way a kernel author gets wrong;
 the kernels then run as the program runs them. A plant is caught when the lane's token check fails (or a
-launch faults) and blame names the planted kernel. Patterns target qconform's emitted text (harness.planted's
+launch faults) and blame names the planted kernel. Patterns target qconform's emitted text (harness.cases.planted's
 Plant does the edit and refuses a pattern that no longer occurs).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional
 
 from reference.model import ModelConfig
 
-from harness.planted import Plant
+from harness.cases.planted import Plant
 
 from .program import Program, build_program
 

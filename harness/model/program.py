@@ -36,7 +36,7 @@ from reference.model import ModelConfig
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 
 LANES = ("precise", "fast", "flash", "twopass")
 

@@ -24,7 +24,7 @@ def tiny1_gguf(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def emu():
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     backend = EmuBackend(timeout_s=120, schedules=3)
     yield backend
     backend.close()
@@ -35,6 +35,6 @@ def seed_gen_sources():
     """(label, CUDA C) of the seed's generation kernel sets, as `qconform extract` writes them."""
     if not SEED.is_file():
         pytest.skip(f"the seed kernel file is absent ({SEED.name} not found next to the repository)")
-    from harness.rust_literals import kernel_sets
+    from harness.toolchain.rust_literals import kernel_sets
     sets = {ks.name: ks for ks in kernel_sets(SEED.read_text(), {"i": 0, "nt": 2}) if ks.complete}
     return [(f"{n}.cu", sets[n].code) for n in SEED_GEN_SETS]

@@ -9,7 +9,7 @@ import pytest
 from harness.model.chain import Chain, ChainFault, HostBuffers, ResidentBuffers, make_buffers
 from harness.model.kernel_lane import judge_lane, run_fed
 from harness.model.program import LANES, build_program
-from harness.planted import Plant
+from harness.cases.planted import Plant
 
 from .weights import small_weights
 

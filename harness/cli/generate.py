@@ -1,0 +1,241 @@
+"""`qconform generate`: token exactness of the decoder lanes against the exact lane on a model (the cached tiny
+synthetic model by default), optionally against llama.cpp; writes report.json / report.md / report.html."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from reference.decoder import LANES
+
+BACKENDS = ("reference", "emu", "gpu", "auto")
+COMPARE = ("llama.cpp",)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("generate", help="greedy generation per lane against the exact lane (token exactness)")
+    p.add_argument("--model", default=None,
+                   help="GGUF checkpoint (default: the cached tiny synthetic model, made on first use)")
+    p.add_argument("--backend", default="reference", choices=BACKENDS,
+                   help="where the decode steps run: 'reference' runs the NumPy lanes")
+    p.add_argument("--lanes", default=",".join(LANES), help=f"comma-separated lanes ({', '.join(LANES)})")
+    p.add_argument("--prompt-tokens", default="1,2,3", help="comma-separated prompt token ids")
+    p.add_argument("--tokens", type=int, default=16, help="tokens to generate")
+    p.add_argument("--out", default="reports/generate", help="output directory")
+    p.add_argument("--seed", type=int, default=0, help="seed of the default synthetic model")
+    p.add_argument("--compare", default=None, choices=COMPARE,
+                   help="also run the GGUF through llama.cpp (extra 'llama': llama-cpp-python)")
+    p.add_argument("--no-router-effect", action="store_true", help="skip the F32-router comparison")
+    p.add_argument("--source", action="append", default=[],
+                   help="CUDA file to take the kernels from (repeatable; default: qconform's emitters), e.g. the "
+                        "seed's extracted GEN_DEVICE_KERNELS.cu, MOE_ROUTER_TOPK_KERNELS.cu, MOE_SINGLE_PASS_KERNELS.cu")
+    p.add_argument("--lock", default=None,
+                   help="token lock file: recorded when absent, else every kernel stream is checked against it")
+    p.add_argument("--update-lock", action="store_true", help="re-bless --lock with the current streams")
+    p.add_argument("--no-blame", action="store_true", help="do not rerun a failing step launch by launch")
+    p.add_argument("--emu-schedules", type=int, default=None,
+                   help="emu: thread schedules per launch (default: the backend's, $QCONFORM_EMU_SCHEDULES or 5)")
+    p.set_defaults(func=run)
+
+
+def parse_lanes(text: str) -> list[str]:
+    lanes = [t.strip() for t in text.split(",") if t.strip()]
+    if not lanes:
+        raise ValueError("--lanes: empty lane list")
+    for lane in lanes:
+        if lane not in LANES:
+            raise ValueError(f"--lanes: unknown lane {lane!r}; expected some of {', '.join(LANES)}")
+    if len(set(lanes)) != len(lanes):
+        raise ValueError(f"--lanes: a lane is listed twice in {text!r}")
+    return lanes
+
+
+def parse_tokens(text: str, vocab: int) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            tok = int(part)
+        except ValueError:
+            raise ValueError(f"--prompt-tokens: {part!r} is not an integer token id") from None
+        if not 0 <= tok < vocab:
+            raise ValueError(f"--prompt-tokens: token {tok} outside the model's vocabulary [0, {vocab})")
+        out.append(tok)
+    if not out:
+        raise ValueError("--prompt-tokens: expected at least one token id")
+    return out
+
+
+class StepProgress:
+    """A rich bar on a terminal; otherwise a plain line every PLAIN_EVERY_S seconds."""
+
+    PLAIN_EVERY_S = 10.0
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.bar = self.task = None
+        self.last = time.monotonic()
+
+    def __enter__(self):
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(file=self.stream))
+            self.bar.__enter__()
+        return self
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if self.bar is not None:
+            if self.task is None:
+                self.task = self.bar.add_task(label, total=total)
+            self.bar.update(self.task, completed=done, description=f"decode steps ({label})")
+            return
+        now = time.monotonic()
+        if now - self.last >= self.PLAIN_EVERY_S or done == total:
+            self.last = now
+            print(f"generate: {done}/{total} decode steps ({label})", file=self.stream, flush=True)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def run(args) -> int:
+    if args.backend == "reference":
+        for flag, given in (("--source", args.source), ("--lock", args.lock), ("--update-lock", args.update_lock),
+                            ("--emu-schedules", args.emu_schedules is not None)):
+            if given:
+                raise ValueError(f"{flag}: applies to the kernels; give --backend emu, gpu or auto")
+    if args.update_lock and not args.lock:
+        raise ValueError("--update-lock: give the lock file with --lock")
+    if args.tokens <= 0:
+        raise ValueError(f"--tokens: expected a positive number of tokens, got {args.tokens}")
+    lanes = parse_lanes(args.lanes)
+    from harness.model.checkpoint import open_checkpoint
+    from harness.model.synthetic import resolve_model
+    path = resolve_model(args.model, seed=args.seed)
+    ckpt = open_checkpoint(path)
+    prompt = parse_tokens(args.prompt_tokens, ckpt.config.vocab)
+    piece = _piece_function(ckpt)
+    external, external_lanes = None, ()
+    if args.compare == "llama.cpp":
+        from harness.model.llama_cpp import llama_streams
+        external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
+    from harness.model.generation import run_generation
+    from harness.model.generation_report import write_generation_report
+    print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "
+          f"backend {args.backend}")
+    if args.backend != "reference":
+        if external is not None:
+            raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
+                             "their own streams)")
+        return _run_kernels(args, ckpt, path, lanes, prompt, piece)
+    with StepProgress() as progress:
+        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
+                                router_check=not args.no_router_effect, external=external,
+                                external_lanes=external_lanes, progress=progress)
+    paths = write_generation_report(Path(args.out), result, piece)
+    print_summary(result, piece)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
+    return 1 if result.failed else 0
+
+
+def _run_kernels(args, ckpt, path, lanes, prompt, piece) -> int:
+    """--backend emu|gpu|auto: every kernel lane on the backend, against its reference lane and exact."""
+    from harness.model.generation import run_generation
+    from harness.model.kernel_generation import (KernelSetup, KernelStreams, kernel_lanes, prepare_lanes,
+                                                 read_sources)
+    from harness.model.kernel_report import write_report
+    from harness.model.locks import Stream, apply_lock
+    from harness.judging.runner import resolve_backend
+    klanes = kernel_lanes(lanes)
+    if not klanes:
+        raise ValueError(f"--lanes: none of {', '.join(lanes)} has kernels (the exact lane is reference only)")
+    options = {}
+    if args.emu_schedules is not None:
+        if args.emu_schedules < 1:
+            raise ValueError(f"--emu-schedules: expected a positive number, got {args.emu_schedules}")
+        options["schedules"] = args.emu_schedules
+    backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
+    setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, not args.no_blame)
+    maxseq = len(prompt) + args.tokens - 1
+    runners = prepare_lanes(ckpt.weights, klanes, maxseq, setup)
+    with StepProgress() as progress:
+        streams = KernelStreams(ckpt.weights, runners, args.tokens, setup, backend.name, progress)
+        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
+                                router_check=not args.no_router_effect, external=streams,
+                                external_lanes=tuple(klanes), progress=progress)
+    locks = []
+    if args.lock:
+        sha = ckpt.sha256()
+        locks = apply_lock(args.lock, [Stream(sha, tuple(prompt), r.lane, r.backend, tuple(r.tokens), r.source)
+                                       for r in streams.results], update=args.update_lock)
+    meta = {"backend": backend.describe(), "sources": list(args.source)}
+    paths = write_report(Path(args.out), result, streams.results, locks, piece, meta)
+    print_summary(result, piece)
+    print_kernel_summary(streams.results, locks)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
+    failed = result.failed or any(r.failed for r in streams.results) or any(c.failed for c in locks)
+    return 1 if failed else 0
+
+
+def _emu_with(name: str, options: dict):
+    if name == "gpu":
+        raise ValueError("--emu-schedules: applies to the emu backend, not --backend gpu")
+    from harness.backends import gpu_unavailable_reason
+    if name == "auto" and gpu_unavailable_reason() is None:
+        raise ValueError("--emu-schedules: --backend auto picked the GPU here; give --backend emu")
+    from harness.backends import get_backend
+    return get_backend("emu", **options)
+
+
+def print_kernel_summary(results, locks) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kernels against their reference lane")
+    for col in ("lane", "backend", "verdict", "first bad step", "same tokens", "s/step", "blame"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        first = "none" if r.first_bad is None else str(r.steps[r.first_bad].step)
+        if r.fault:
+            first = "fault"
+        blame = ""
+        if r.blame:
+            blame = r.blame["finding"] + (f"\n{r.blame['replay']}" if r.blame.get("replay") else "")
+        style = {"fail": "red", "tie": "yellow"}.get(r.verdict)
+        table.add_row(r.lane, r.backend, r.verdict, first, "yes" if r.tokens == r.ref_tokens else "no",
+                      f"{r.seconds_per_step:.3f}", blame, style=style)
+    Console(width=200).print(table)
+    for c in locks:
+        print(f"lock: {c.stream.lane} ({c.stream.backend}): {c.status}" + (f": {c.message}" if c.failed else ""))
+
+
+def _piece_function(ckpt):
+    if not ckpt.tokens:
+        return None
+    from harness.model.pieces import token_pieces
+    pieces = token_pieces(ckpt.tokens)
+    return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+
+
+def print_summary(result, piece=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"generate {result.model}: streams against the exact lane")
+    for col in ("stream", "verdict", "first divergence", "exact margin", "gap", "bound", "same top-1", "KL mean",
+                "KL max", "max logit err"):
+        table.add_column(col)
+    for s in result.lanes + result.external:
+        d, t = s.divergence, s.teacher
+        style = {"fail": "red", "tie": "yellow"}.get(s.verdict)
+        table.add_row(s.name, s.verdict, "none" if d is None else str(d.index),
+                      "" if d is None else f"{d.exact_margin:.3g}", "" if d is None else f"{d.exact_gap:.3g}",
+                      "" if d is None else f"{d.bound:.3g}", f"{100 * t['top1_agreement']:.1f}%",
+                      f"{t['kl_mean']:.3g}", f"{t['kl_max']:.3g}", f"{t['max_logit_error']:.3g}", style=style)
+    Console(width=160).print(table)
+    ex = result.exact_tokens
+    shown = " ".join(f"{t}{'' if piece is None else '[' + piece(t) + ']'}" for t in ex)
+    print(f"exact tokens: {shown}")
