@@ -25,7 +25,7 @@ import numpy as np
 from emitters.contract import Role
 from harness.backends.base import KernelFault
 from harness.cases.names import Case
-from harness.judging.core import FAIL, OPS, PASS, TIE, Ctx, _combine, effective_act
+from harness.judging.core import FAIL, OPS, PASS, Ctx, _combine, effective_act
 from reference.decoder import Decoder
 from reference.model import ModelWeights
 from reference.quant import Q8Tensor

@@ -12,7 +12,7 @@ is re-raised as ChainFault naming the step, the position, the layer and the laun
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -180,7 +180,6 @@ class StepOutput:
     token_in: int
     logits: np.ndarray                      # float32 (vocab,), as the LM head wrote them
     token: Optional[int] = None             # gk_argmax_adv's token (None for a step without the advance)
-    captured: dict = field(default_factory=dict)   # {(layer, buffer base name): array} when capture was asked
 
 
 class Chain:
@@ -194,6 +193,7 @@ class Chain:
                  launch_hook: Optional[Callable[[Launch, int], None]] = None):
         self.program, self.module, self.buffers = program, module, buffers
         self.steps = 0
+        self.history: list[int] = []     # the token at each position whose KV rows the caches now hold
         self.launch_hook = launch_hook
         self._used = used_buffers(program)
         missing = [k for k in program.kernels() if k not in module.kernel_names]
@@ -214,6 +214,15 @@ class Chain:
             if d.kind in ("kv", "scratch") and name in self._used:
                 self.buffers.write(name, initial(d))
         self.steps = 0
+        self.history = []
+
+    def resume_at(self, position: int) -> None:
+        """Continue from `position` on the KV rows of positions < position already in the caches (the earlier
+        run fed the same tokens there); later rows are rewritten before any step reads them."""
+        if not 0 < position <= len(self.history):
+            raise ValueError(f"position: the caches hold {len(self.history)} positions; cannot resume at {position}")
+        self.history = self.history[:position]
+        self.steps = position
 
     def set_state(self, token: int, position: int) -> None:
         if not 0 <= position < self.program.maxseq:
@@ -234,24 +243,18 @@ class Chain:
         if self.launch_hook is not None:
             self.launch_hook(launch, step)
 
-    def step(self, token: int, position: int, *, advance: bool = False,
-             capture: Optional[Callable[[Launch], Sequence[str]]] = None,
-             launches: Optional[Sequence[Launch]] = None) -> StepOutput:
+    def step(self, token: int, position: int, *, advance: bool = False) -> StepOutput:
         """Run one decode step at `position` with input `token` (written from the host)."""
         self.set_state(token, position)
-        return self.step_on_device(position, token, advance=advance, capture=capture, launches=launches)
+        return self.step_on_device(position, token, advance=advance)
 
-    def step_on_device(self, position: int, token: int, *, advance: bool = False,
-                       capture: Optional[Callable[[Launch], Sequence[str]]] = None,
-                       launches: Optional[Sequence[Launch]] = None) -> StepOutput:
+    def step_on_device(self, position: int, token: int, *, advance: bool = False) -> StepOutput:
         """Run one decode step on the token and position already on the device."""
         step = self.steps
-        captured: dict = {}
-        for launch in (self.program.launches if launches is None else launches):
+        del self.history[position:]
+        for launch in self.program.launches:
             self.run_launch(launch, step, position)
-            if capture is not None:
-                for name in capture(launch):
-                    captured[(launch.layer, name)] = self.buffers.read(name)
+        self.history.append(int(token))
         out = StepOutput(step, position, token, self.buffers.read("logits").reshape(-1))
         if advance:
             self.run_launch(self.program.advance, step, position)
@@ -260,7 +263,6 @@ class Chain:
             if pos_after != position + 1:
                 raise ChainFault(step, position, self.program.advance,
                                  ValueError(f"d_pos is {pos_after} after the advance, expected {position + 1}"))
-        out.captured = captured
         self.steps += 1
         return out
 

@@ -88,7 +88,7 @@ class KernelStreams:
             if free.fault is None and free.fed == fed_exact:
                 on_exact = free
             else:
-                on_exact = run_fed(r.chain, fed_exact, len(prompt))
+                on_exact = run_fed(r.chain, fed_exact, len(prompt), reuse=free)
             if on_exact.fault is None and len(on_exact.logits) == len(fed_exact) and len(res.tokens) == self.n_tokens:
                 streams.append(ExternalStream(f"{r.lane} kernels ({self.backend_name})", res.tokens,
                                               on_exact.logits, r.lane))

@@ -27,7 +27,7 @@ from reference.decoder import StepRecord, generate as ref_generate, logit_bound_
 from reference.model import ModelWeights
 
 from .chain import Chain, ChainFault, StepOutput, generate as chain_generate, host_argmax
-from .generation import kl_divergence, log_softmax
+from .generation import kl_divergence
 
 @dataclass
 class KernelStep:
@@ -113,13 +113,31 @@ def run_free(chain: Chain, prompt: Sequence[int], n_tokens: int,
     return KernelRun(fed, [o.logits for o in outs], toks[:len(outs)], fault, time.perf_counter() - t0), gen
 
 
-def run_fed(chain: Chain, fed: Sequence[int], n_prompt: int, tick: Optional[Callable[[], None]] = None) -> KernelRun:
-    """Teacher-forced: every token written from the host; gk_argmax_adv runs on every generated step."""
-    chain.reset()
+def _common_prefix(*seqs: Sequence[int]) -> int:
+    n = min(len(x) for x in seqs)
+    for i in range(n):
+        if len({int(x[i]) for x in seqs}) > 1:
+            return i
+    return n
+
+
+def run_fed(chain: Chain, fed: Sequence[int], n_prompt: int, tick: Optional[Callable[[], None]] = None,
+            reuse: Optional[KernelRun] = None) -> KernelRun:
+    """Teacher-forced: every token written from the host; gk_argmax_adv runs on every generated step. With
+    `reuse`, an earlier fault-free run on this chain: the steps of the prefix that it, the caches and `fed`
+    share are taken from it (same inputs, same results) and the run resumes after them."""
     t0 = time.perf_counter()
-    run = KernelRun(list(fed), [], [])
+    start = 0
+    if reuse is not None and reuse.fault is None:
+        start = min(_common_prefix(reuse.fed, fed, chain.history), len(reuse.logits))
+    run = KernelRun(list(fed), list(reuse.logits[:start]) if start else [], list(reuse.tokens[:start]) if start else [])
+    if start:
+        chain.resume_at(start)
+    else:
+        chain.reset()
     try:
-        for pos, tok in enumerate(fed):
+        for pos in range(start, len(fed)):
+            tok = fed[pos]
             gen_step = pos >= n_prompt - 1
             o = chain.step(int(tok), pos, advance=gen_step and pos >= n_prompt)
             run.logits.append(o.logits)
@@ -235,7 +253,7 @@ def judge_lane(weights: ModelWeights, chain: Chain, lane: str, prompt: list[int]
     if free.fault is None and fed_ref == free.fed:
         teacher_run = free
     else:
-        teacher_run = run_fed(chain, fed_ref, n_prompt, tick)
+        teacher_run = run_fed(chain, fed_ref, n_prompt, tick, reuse=free)
     verdict, first_bad = lane_verdict(steps, free.fault)
     res = KernelLaneResult(lane, backend, chain.program.source_label, list(prompt), gen, ref_tokens, steps, verdict,
                            first_bad, str(free.fault) if free.fault else None,

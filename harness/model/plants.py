@@ -8,7 +8,6 @@ Plant does the edit and refuses a pattern that no longer occurs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from reference.model import ModelConfig
 

@@ -91,3 +91,17 @@ def test_positions_past_the_cache_are_refused(emu, weights):
         ch.step(1, 2)
     with pytest.raises(ValueError, match=r"token: 96 outside the vocabulary"):
         ch.step(96, 0)
+
+
+def test_a_teacher_forced_run_resumes_on_a_shared_prefix_with_the_same_results(emu, weights):
+    ch = _chain(emu, weights, "fast", maxseq=6)
+    first = run_fed(ch, [1, 2, 3, 4, 5, 6], 3)
+    other = [1, 2, 3, 4, 9, 9]
+    resumed = run_fed(ch, other, 3, reuse=first)
+    assert ch.history == other and ch.steps == 6
+    fresh = run_fed(ch, other, 3)
+    for x, y in zip(resumed.logits, fresh.logits):
+        assert np.array_equal(x.view(np.uint32), y.view(np.uint32))
+    assert resumed.tokens == fresh.tokens
+    with pytest.raises(ValueError, match="cannot resume at 7"):
+        ch.resume_at(7)
