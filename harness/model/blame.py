@@ -45,9 +45,7 @@ class LaunchVerdict:
     verdict: str
     output: str = ""
     usage: Optional[float] = None
-    worst_index: Optional[object] = None
-    kernel_value: Optional[float] = None
-    reference_value: Optional[float] = None
+    worst_index: Optional[object] = None      # flat index into the output (the reason gives both values there)
     budget: Optional[float] = None
     reason: str = ""
     fault: Optional[str] = None
@@ -244,13 +242,6 @@ def judge_launch(module, launch: Launch, state: dict, lane: str, pos: int) -> La
         worst = max(scored, key=lambda x: x.usage)
         lv.output, lv.usage, lv.worst_index = worst.output, worst.usage, worst.metrics.get("worst_index")
         lv.budget = worst.budget_at_worst
-        out_name = worst.output.split(" ")[0].split("[")[0]
-        if out_name in ctx.args and isinstance(lv.worst_index, int):
-            flat = np.asarray(ctx.args[out_name]).reshape(-1)
-            if out_name in ("cache", "kc", "vc"):
-                flat = flat[pos * (flat.size // max(1, int(ctx.dims.get("maxseq", ctx.dims.get("L", 1))))):]
-            if lv.worst_index < flat.size:
-                lv.kernel_value = float(flat[lv.worst_index])
     fails = [x for x in comps if x.verdict == FAIL]
     if fails:
         lv.output = fails[0].output
