@@ -160,7 +160,8 @@ def _run_kernels(args, ckpt, path, lanes, prompt, piece) -> int:
             raise ValueError(f"--emu-schedules: expected a positive number, got {args.emu_schedules}")
         options["schedules"] = args.emu_schedules
     backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
-    setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, not args.no_blame)
+    setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, args.seed,
+                        not args.no_blame)
     maxseq = len(prompt) + args.tokens - 1
     runners = prepare_lanes(ckpt.weights, klanes, maxseq, setup)
     with StepProgress() as progress:

@@ -280,7 +280,8 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
         if blamed.fault is not None:
             detail = f"{blamed.fault}"
         elif blamed.usage is not None and blamed.usage != float("inf"):
-            detail = f"output {blamed.output}, worst element {blamed.worst_index}, {blamed.usage:.3g}x budget"
+            detail = (f"output {blamed.output}, largest error at element {blamed.worst_index}, "
+                      f"{blamed.usage:.3g}x budget")
         else:
             detail = (blamed.reason or "").split("; ")[0]
         finding = f"step {pos}: {blamed.where} is out of its own budget on the reference's inputs ({detail})"
@@ -298,6 +299,8 @@ def replay_command(args: dict, lane: str, fed: Sequence[int], index: int) -> str
     parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch", str(index)]
     if args.get("model"):
         parts += ["--model", str(args["model"])]
+    if args.get("seed"):
+        parts += ["--seed", str(args["seed"])]
     for s in args.get("sources") or ():
         parts += ["--source", str(s)]
     if args.get("backend"):

@@ -30,6 +30,7 @@ class KernelSetup:
     sources: list[tuple[str, str]] = field(default_factory=list)   # (label, CUDA C) from --source files
     source_paths: list[str] = field(default_factory=list)
     model_arg: Optional[str] = None          # what --model was (for the replay command)
+    seed: int = 0                            # --seed of the default synthetic model (for the replay command)
     blame: bool = True
 
 
@@ -100,8 +101,8 @@ class KernelStreams:
                 fed = list(prompt) + res.tokens
                 fed = (free.fed if len(free.fed) > step else fed)[:step + 1]
                 rep = blame_step(self.weights, r.chain.program, r.chain.module, fed,
-                                 replay_args={"model": self.setup.model_arg, "sources": self.setup.source_paths,
-                                              "backend": self.backend_name})
+                                 replay_args={"model": self.setup.model_arg, "seed": self.setup.seed,
+                                              "sources": self.setup.source_paths, "backend": self.backend_name})
                 res.blame = rep.as_dict()
             self.results.append(res)
         return streams

@@ -24,22 +24,27 @@ BLAME_HELP = ("Blame reruns the first step where the kernels left the lane's bud
               "claim.")
 
 
+def _cell(text) -> str:
+    """Text safe inside a markdown table cell (the budgets' |err| would split it)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def _blame_md(b: dict) -> list[str]:
     out = [f"**Blame (step {b['step']})**: {b['finding']}", ""]
     if b.get("replay"):
         out += [f"    {b['replay']}", ""]
     bl = b.get("blamed")
     if bl:
-        out += ["| kernel | layer | step | output | worst element | usage | budget at worst | reason |",
+        out += ["| kernel | layer | step | output | largest-error element | budget use | budget there | reason |",
                 "|---|---|---|---|---|---|---|---|",
-                f"| `{bl['kernel']}` | {bl['layer']} | {b['step']} | {bl['output'] or bl.get('fault') or ''} | "
+                f"| `{bl['kernel']}` | {bl['layer']} | {b['step']} | {_cell(bl['output'] or bl.get('fault') or '')} | "
                 f"{bl['worst_index']} | {_g(bl['usage'])} | {_g(bl['budget'])} | "
-                f"{(bl['reason'] or '').splitlines()[0][:300] if bl['reason'] else ''} |", ""]
+                f"{_cell((bl['reason'] or '').splitlines()[0][:300]) if bl['reason'] else ''} |", ""]
     worst = sorted((l for l in b["launches"] if l.get("usage") is not None), key=lambda l: -l["usage"])[:5]
     if worst:
         out += ["Largest budget use of the rerun launches:", "", "| launch | verdict | output | usage |",
                 "|---|---|---|---|"]
-        out += [f"| {l['where']} | {l['verdict']} | {l['output']} | {_g(l['usage'])} |" for l in worst]
+        out += [f"| {l['where']} | {l['verdict']} | {_cell(l['output'])} | {_g(l['usage'])} |" for l in worst]
         out.append("")
     for n in b.get("notes") or []:
         out.append(f"- note: {n}")
@@ -67,7 +72,7 @@ def kernel_markdown(results: Sequence[KernelLaneResult], locks: Sequence[LockChe
         bad = [s for s in r.steps if s.verdict != "pass"]
         if bad:
             out += ["| step | position | kernel token | lane token | verdict | reason |", "|---|---|---|---|---|---|"]
-            out += [f"| {s.step} | {s.position} | {s.kernel_token} | {s.ref_token} | {s.verdict} | {s.reason} |"
+            out += [f"| {s.step} | {s.position} | {s.kernel_token} | {s.ref_token} | {s.verdict} | {_cell(s.reason)} |"
                     for s in bad[:20]]
             out.append("")
         t = r.teacher
