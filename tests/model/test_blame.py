@@ -9,8 +9,8 @@ from harness.model.kernel_lane import first_bad_step, judge_lane
 from harness.model.plants import MODEL_PLANTS, model_plant
 from harness.model.program import build_program
 
+from .test_program import TINY_DIMS
 from .weights import small_weights
-from .weights_kit import tiny_config, gaussian_weights
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def small():
 @pytest.fixture(scope="module")
 def tiny():
     # d = 512: the fused QKV GEMV's 512-wide loop (where the scale-index plant sits) runs
-    return gaussian_weights(tiny_config(n_layer=1), seed=1)
+    return small_weights(1, **TINY_DIMS, n_layer=1)
 
 
 def _run(emu, weights, program, lane, prompt, n):

@@ -9,7 +9,17 @@ import pytest
 from emitters.contract import Role
 from harness.model.program import LANES, MISSING_KERNELS, ProgramError, RowRef, build_program
 
-from .weights_kit import tiny_config
+from reference.model import ModelConfig
+
+from .weights import SMALL
+
+# the kernel family's tiny shape set (d = 512, 32 experts, top-4, 4 heads / 2 KV heads of 64, vocab 1024)
+TINY_DIMS = dict(d_model=512, n_head=4, n_kv_head=2, head_dim=64, n_expert=32, n_expert_used=4, d_expert=128,
+                 vocab=1024)
+
+
+def tiny_config(n_layer: int = 1) -> ModelConfig:
+    return ModelConfig(**{**SMALL, **TINY_DIMS, "n_layer": n_layer})
 
 # The seed's decode_step, kernel by kernel, per lane (layers unrolled once; head and tail outside the loop).
 SEED_ORDER = {
