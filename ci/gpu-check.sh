@@ -2,11 +2,13 @@
 # Run on a lent GPU machine WITHOUT network, in the repo, after ci/gpu-prepare.sh filled .gpu-deps/ elsewhere:
 # builds PyCUDA against the local CUDA, installs qconform, then runs `pytest -m gpu` and the GPU report.
 # Everything lands in one folder: $OUT if set, else ./gpu-results: gpu-check.log (the summary), install.log,
-# pytest.log, report.log and report/ (report.json, report.md, report.html): 7 files.
+# pytest.log, report.log and report/ (report.json, report.md, report.html), generate.log and generate/
+# (the generation program on the GPU: report.json, report.md, report.html): 11 files.
 #   ci/gpu-check.sh [all|install|test]   (default all; install then test can be two calls on a warm machine)
 # Keeps going after a failed step to collect every output; exits 1 if any step failed.
 # Knobs: PYTHON, GPU_DEPS, GPU_CHECK_WORKERS (pytest -n, default 4), GPU_CHECK_PYTEST_ARGS (extra words for
-#        pytest, e.g. tests/backends/gpu), GPU_CHECK_SEED, GPU_CHECK_SHAPES, GPU_CHECK_{BUILD,TEST,REPORT}_TIMEOUT (seconds).
+#        pytest, e.g. tests/backends/gpu), GPU_CHECK_SEED, GPU_CHECK_SHAPES,
+#        GPU_CHECK_{BUILD,TEST,REPORT,MODEL,GENERATE}_TIMEOUT (seconds).
 set -u
 cd "$(dirname "$0")/.."
 PHASE="${1:-all}"
@@ -107,6 +109,15 @@ EOF
     --shapes "${GPU_CHECK_SHAPES:-tiny,tails,qwen3-30b-a3b}" --seed "${GPU_CHECK_SEED:-20261202}" \
     --out "$RESULTS/report"
   tail -5 "$RESULTS/report.log" >>"$SUMMARY"
+
+  # The generation program on the GPU: the qwen3-30b-a3b dims with 2 layers (a synthetic checkpoint written
+  # here), every lane, 32 tokens; its report lands in $RESULTS/generate/.
+  step make-model generate "${GPU_CHECK_MODEL_TIMEOUT:-600}" "$PY" -m harness.cli make-model --preset qwen3-30b-a3b \
+    --layers 2 --no-progress --out "$RESULTS/qwen3-2layers.gguf"
+  step generate generate "${GPU_CHECK_GENERATE_TIMEOUT:-900}" "$PY" -m harness.cli generate --backend gpu \
+    --model "$RESULTS/qwen3-2layers.gguf" --tokens 32 --no-router-effect --out "$RESULTS/generate"
+  tail -25 "$RESULTS/generate.log" >>"$SUMMARY"
+  rm -f "$RESULTS/qwen3-2layers.gguf"
 }
 
 log "phase $PHASE; results in $RESULTS; CUDA root ${CUDA_ROOT:-not found}"

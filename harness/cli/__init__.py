@@ -19,6 +19,7 @@ COMMANDS = [
     ("make-model", "harness.cli.make_model"),
     ("export-weights", "harness.cli.export_weights"),
     ("generate", "harness.cli.generate"),
+    ("replay-launch", "harness.cli.replay_launch"),
 ]
 
 

@@ -71,7 +71,7 @@ def emu_status() -> dict:
         fiber = tc.resolve_fiber(None, cxx)
     except ValueError as exc:
         return {"usable": False, "reason": str(exc), "boost_context": boost}
-    return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost,
+    return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost, "asm_switch": tc.asm_switch_usable(cxx),
             "fiber_env": f"{tc.FIBER_ENV}={forced}" if forced else None,
             "asan_runtime": tc.asan_runtime(cxx)}
 
@@ -105,9 +105,14 @@ def render(info: dict) -> str:
     lines += [f"  {c['path']}: {c['version']}" for c in info["compilers"]] or ["  none found (set CXX or install g++)"]
     emu = info["emu"]
     if emu.get("usable"):
-        why = ("forced by " + emu["fiber_env"]) if emu.get("fiber_env") else (
-            "Boost.Context found" if emu["fiber"] == "boost" else "Boost.Context not found: slower fallback")
-        lines.append(f"emu backend: fibers = {'Boost.Context' if emu['fiber'] == 'boost' else 'ucontext'} ({why})")
+        why = ("forced by " + emu["fiber_env"]) if emu.get("fiber_env") else {
+            "asm": "built-in x86-64 context switch, no package needed",
+            "boost": "Boost.Context found; no built-in switch for this architecture",
+            "ucontext": "no built-in switch for this architecture and Boost.Context not found: slower fallback, "
+                        "a system call per switch"}[emu["fiber"]]
+        label = {"asm": "built-in (asm)", "boost": "Boost.Context", "ucontext": "ucontext"}[emu["fiber"]]
+        lines.append(f"emu backend: fibers = {label} ({why}); Boost.Context "
+                     f"{'installed' if emu['boost_context'] else 'not installed'}")
         lines.append(f"  AddressSanitizer runtime (--sanitize): {emu['asan_runtime'] or 'not found'}")
     else:
         lines.append(f"emu backend: not usable: {emu.get('reason')}")

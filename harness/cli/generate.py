@@ -26,6 +26,15 @@ def register(sub) -> None:
     p.add_argument("--compare", default=None, choices=COMPARE,
                    help="also run the GGUF through llama.cpp (extra 'llama': llama-cpp-python)")
     p.add_argument("--no-router-effect", action="store_true", help="skip the F32-router comparison")
+    p.add_argument("--source", action="append", default=[],
+                   help="CUDA file to take the kernels from (repeatable; default: qconform's emitters), e.g. the "
+                        "seed's extracted GEN_DEVICE_KERNELS.cu, MOE_ROUTER_TOPK_KERNELS.cu, MOE_SINGLE_PASS_KERNELS.cu")
+    p.add_argument("--lock", default=None,
+                   help="token lock file: recorded when absent, else every kernel stream is checked against it")
+    p.add_argument("--update-lock", action="store_true", help="re-bless --lock with the current streams")
+    p.add_argument("--no-blame", action="store_true", help="do not rerun a failing step launch by launch")
+    p.add_argument("--emu-schedules", type=int, default=None,
+                   help="emu: thread schedules per launch (default: the backend's, $QCONFORM_EMU_SCHEDULES or 5)")
     p.set_defaults(func=run)
 
 
@@ -114,9 +123,13 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
 
 
 def run(args) -> int:
-    if args.backend != "reference":
-        raise ValueError(f"--backend: {args.backend!r} is not available yet (the kernel backends' decode step is "
-                         f"issue 9); use --backend reference")
+    if args.backend == "reference":
+        for flag, given in (("--source", args.source), ("--lock", args.lock), ("--update-lock", args.update_lock),
+                            ("--emu-schedules", args.emu_schedules is not None)):
+            if given:
+                raise ValueError(f"{flag}: applies to the kernels; give --backend emu, gpu or auto")
+    if args.update_lock and not args.lock:
+        raise ValueError("--update-lock: give the lock file with --lock")
     if args.tokens <= 0:
         raise ValueError(f"--tokens: expected a positive number of tokens, got {args.tokens}")
     lanes = parse_lanes(args.lanes)
@@ -133,7 +146,13 @@ def run(args) -> int:
         external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
     from harness.model.generation import run_generation
     from harness.reports.generation import write_generation_report
-    print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens")
+    print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "
+          f"backend {args.backend}")
+    if args.backend != "reference":
+        if external is not None:
+            raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
+                             "their own streams)")
+        return _run_kernels(args, ckpt, path, lanes, prompt, piece)
     with StepProgress() as progress:
         result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
                                 router_check=not args.no_router_effect, external=external,
@@ -142,6 +161,77 @@ def run(args) -> int:
     print_summary(result, piece)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
     return 1 if result.failed else 0
+
+
+def _run_kernels(args, ckpt, path, lanes, prompt, piece) -> int:
+    """--backend emu|gpu|auto: every kernel lane on the backend, against its reference lane and exact."""
+    from harness.model.generation import run_generation
+    from harness.model.kernel_generation import (KernelSetup, KernelStreams, kernel_lanes, prepare_lanes,
+                                                 read_sources)
+    from harness.reports.kernel_generation import write_report
+    from harness.model.locks import Stream, apply_lock
+    from harness.judging.runner import resolve_backend
+    klanes = kernel_lanes(lanes)
+    if not klanes:
+        raise ValueError(f"--lanes: none of {', '.join(lanes)} has kernels (the exact lane is reference only)")
+    options = {}
+    if args.emu_schedules is not None:
+        if args.emu_schedules < 1:
+            raise ValueError(f"--emu-schedules: expected a positive number, got {args.emu_schedules}")
+        options["schedules"] = args.emu_schedules
+    backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
+    setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, args.seed,
+                        not args.no_blame)
+    maxseq = len(prompt) + args.tokens - 1
+    runners = prepare_lanes(ckpt.weights, klanes, maxseq, setup)
+    with StepProgress() as progress:
+        streams = KernelStreams(ckpt.weights, runners, args.tokens, setup, backend.name, progress)
+        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
+                                router_check=not args.no_router_effect, external=streams,
+                                external_lanes=tuple(klanes), progress=progress)
+    locks = []
+    if args.lock:
+        sha = ckpt.sha256()
+        locks = apply_lock(args.lock, [Stream(sha, tuple(prompt), r.lane, r.backend, tuple(r.tokens), r.source)
+                                       for r in streams.results], update=args.update_lock)
+    meta = {"backend": backend.describe(), "sources": list(args.source)}
+    paths = write_report(Path(args.out), result, streams.results, locks, piece, meta)
+    print_summary(result, piece)
+    print_kernel_summary(streams.results, locks)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
+    failed = result.failed or any(r.failed for r in streams.results) or any(c.failed for c in locks)
+    return 1 if failed else 0
+
+
+def _emu_with(name: str, options: dict):
+    if name == "gpu":
+        raise ValueError("--emu-schedules: applies to the emu backend, not --backend gpu")
+    from harness.backends import gpu_unavailable_reason
+    if name == "auto" and gpu_unavailable_reason() is None:
+        raise ValueError("--emu-schedules: --backend auto picked the GPU here; give --backend emu")
+    from harness.backends import get_backend
+    return get_backend("emu", **options)
+
+
+def print_kernel_summary(results, locks) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="kernels against their reference lane")
+    for col in ("lane", "backend", "verdict", "first bad step", "same tokens", "s/step", "blame"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        first = "none" if r.first_bad is None else str(r.steps[r.first_bad].step)
+        if r.fault:
+            first = "fault"
+        blame = ""
+        if r.blame:
+            blame = r.blame["finding"] + (f"\n{r.blame['replay']}" if r.blame.get("replay") else "")
+        style = {"fail": "red", "tie": "yellow"}.get(r.verdict)
+        table.add_row(r.lane, r.backend, r.verdict, first, "yes" if r.tokens == r.ref_tokens else "no",
+                      f"{r.seconds_per_step:.3f}", blame, style=style)
+    Console(width=200).print(table)
+    for c in locks:
+        print(f"lock: {c.stream.lane} ({c.stream.backend}): {c.status}" + (f": {c.message}" if c.failed else ""))
 
 
 def _piece_function(ckpt):

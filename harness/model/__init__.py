@@ -1,5 +1,6 @@
-"""Model-level work. In: a qwen3moe GGUF checkpoint (or an export-weights folder), or a synthetic model's
-preset and seed; the reference decoder's lanes (reference.decoder) and optionally llama.cpp. Out: the
-reference's ModelWeights (reference.model) with the config the file states and its token pieces; synthetic
-GGUF files (make-model); the seed generation program's raw weight files (export-weights); generation runs
-(each lane's token stream and teacher-forced statistics against the exact lane) for harness.reports.generation."""
+"""Model-level work, built on the per-kernel stages. In: a qwen3moe GGUF checkpoint (or an export-weights
+folder) or a synthetic model's preset and seed; the reference decoder's lanes (reference.decoder), optionally
+llama.cpp; kernels and a backend. Out: the reference's ModelWeights (reference.model) with the config the file
+states and its token pieces; synthetic GGUF files (make-model); the seed generation program's raw weight files
+(export-weights); generation runs (each lane's tokens and teacher-forced statistics against exact), the
+generation program's kernels against their lane, blame and token locks, for harness.reports."""

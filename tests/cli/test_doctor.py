@@ -14,8 +14,12 @@ def test_doctor_json_names_fiber_library_and_compiler(capsys):
     assert main(["doctor", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["emu"]["usable"] is True
-    want = "boost" if tc.boost_context_usable(tc.find_cxx()) else "ucontext"
-    assert info["emu"]["fiber"] == want
+    cxx = tc.find_cxx()
+    want = next(f for f in tc.AUTO_ORDER if tc.fiber_usable(f, cxx))
+    if os.environ.get(tc.FIBER_ENV, "auto") == "auto":
+        assert info["emu"]["fiber"] == want
+    assert info["emu"]["asm_switch"] is tc.asm_switch_usable(cxx)
+    assert info["emu"]["boost_context"] is tc.boost_context_usable(cxx)
     assert any(c["path"] == tc.find_cxx() for c in info["compilers"])
     assert "usable" in info["gpu"]
     _check_toolkit_entries(info["cuda_toolkits"])
@@ -92,3 +96,12 @@ def test_doctor_lists_an_overridden_nvcc_and_credits_only_its_own_sass_reader(ca
                      "ptxas": True, "cuobjdump": False}
     assert info["compile_toolchain"]["nvcc"] == str(nvcc)
 
+
+
+def test_doctor_says_the_built_in_switch_needs_no_package(capsys, monkeypatch):
+    if not tc.asm_switch_usable(tc.find_cxx()):
+        pytest.skip("the compiler does not target x86-64: no built-in context switch")
+    monkeypatch.delenv(tc.FIBER_ENV, raising=False)
+    assert main(["doctor"]) == 0
+    assert "emu backend: fibers = built-in (asm) (built-in x86-64 context switch, no package needed)" in \
+        capsys.readouterr().out

@@ -9,5 +9,6 @@ rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inli
 toolchain.py      host compiler and fiber library (Boost.Context or ucontext), compile flags
 build.py          compile + cache by content hash
 worker.py         the subprocess that runs launches; client.py / protocol.py talk to it
-runs.py           one launch under several schedules; checks.py compares the runs; harness.backends.args validates the arguments
+runs.py           one launch under several schedules; checks.py compares the runs; args.py validates the
+                  arguments (arrays and resident Buffers)
 """

@@ -3,6 +3,7 @@ execution semantics, plus checks a GPU run cannot give cheaply (guard bands, poi
 memory, several thread schedules, barrier divergence, deadlock), isolated in a worker process."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import weakref
@@ -10,15 +11,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, plan_args
 from harness.backends.emu import toolchain as tc
+from harness.backends.emu.args import check_args
 from harness.backends.emu.build import Built, build
 from harness.backends.emu.client import Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu.faults import fault_error
 from harness.backends.emu.runs import LaunchSpec, Outcome
 
-from harness.backends.base import (Backend, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module, OutOfBounds,
-                   UninitializedRead, as_dim3)
+from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module,
+                   OutOfBounds, UninitializedRead, as_dim3, check_buffer_array, check_buffer_request)
 
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
@@ -64,6 +65,7 @@ class EmuBackend(Backend):
                 raise ValueError("sanitize: the AddressSanitizer runtime (libasan) was not found for "
                                  f"{self.toolchain.cxx}")
         self._worker = Worker(preload)
+        self._buffer_ids = itertools.count(1)
         self._finalizer = weakref.finalize(self, self._worker.close)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
@@ -101,6 +103,7 @@ class EmuModule(Module):
         self.built = built
         self._sigs = {k.name: k for k in built.kernels}
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
+        self._buffers: dict[int, tuple[Buffer, int]] = {}     # id -> (buffer, worker generation holding it)
         self.last_stats: dict = {}
 
     @property
@@ -130,6 +133,45 @@ class EmuModule(Module):
             raise RuntimeError(f"emu worker failed on {launch}:\n{reply['error']}")
         return reply["ok"]
 
+    # -- resident buffers ------------------------------------------------------------------------------
+    @property
+    def supports_resident_buffers(self) -> bool:
+        return True
+
+    def alloc(self, name: str, shape, dtype, init: Optional[np.ndarray] = None) -> Buffer:
+        name, dims, dt = check_buffer_request(name, shape, dtype, init)
+        buf = Buffer(name, dims, dt, next(self.backend._buffer_ids))
+        data = None if init is None else check_buffer_array(buf, init, "init")
+        self._request({"op": "alloc", "path": str(self.built.path), "buffer": buf, "init": data,
+                       "poison": POISON_BYTES[0], "sanitize": self.backend.sanitize}, None)
+        self._buffers[buf.id] = (buf, self.backend._worker.generation)
+        return buf
+
+    def _live(self, buf, what: str) -> Buffer:
+        if not isinstance(buf, Buffer):
+            raise ValueError(f"{what}: expected a Buffer from this module's alloc, got {type(buf).__name__}")
+        held = self._buffers.get(buf.id)
+        if held is None or held[0] != buf:
+            raise ValueError(f"{what}: {buf} was not allocated by this module, or was freed")
+        worker = self.backend._worker
+        if held[1] != worker.generation or not worker.alive():
+            raise RuntimeError(f"{what}: {buf} is lost: the emu worker process holding it was stopped after a "
+                               "crash or timeout of an earlier launch; allocate it again")
+        return buf
+
+    def write(self, buf: Buffer, array: np.ndarray) -> None:
+        buf = self._live(buf, "buf")
+        self._request({"op": "write", "id": buf.id, "array": check_buffer_array(buf, array, "array")}, None)
+
+    def read(self, buf: Buffer) -> np.ndarray:
+        buf = self._live(buf, "buf")
+        return self._request({"op": "read", "id": buf.id}, None)
+
+    def free(self, buf: Buffer) -> None:
+        buf = self._live(buf, "buf")
+        del self._buffers[buf.id]
+        self._request({"op": "free", "id": buf.id}, None)
+
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> LaunchResult:
         if name not in self._sigs:
@@ -142,13 +184,14 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        plan = plan_args(sig, args, outputs, sizes, empty_ok=False)
-        checked = [p.array if isinstance(p, BufferArg) else p.value for p in plan]
-        outs = tuple(int(o) for o in outputs)
+        checked, outs = check_args(sig, args, outputs, sizes)
+        for i, a in enumerate(checked):
+            if isinstance(a, Buffer):
+                self._live(a, f"args[{i}] ({sig.params[i][1]})")
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
         outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
-        for i, result in outcome.arrays.items():
+        for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
             target = args[i]
             if target.flags.writeable:
                 np.copyto(target, result)

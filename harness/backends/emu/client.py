@@ -33,8 +33,10 @@ class Worker:
         self.proc: Optional[subprocess.Popen] = None
         self.err = None
         self.err_mark = 0
+        self.generation = 0      # counts worker processes started: state held by an earlier one is gone
 
     def _start(self) -> None:
+        self.generation += 1
         env = dict(os.environ)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         if self.preload:   # AddressSanitizer must be the first library in the process

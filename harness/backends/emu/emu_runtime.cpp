@@ -11,6 +11,10 @@
 
 #if defined(EMU_FIBER_BOOST)
 #include <boost/context/detail/fcontext.hpp>
+#elif defined(EMU_FIBER_ASM)
+#if !defined(__x86_64__)
+#error "EMU_FIBER_ASM: the hand-written context switch exists for x86-64 only"
+#endif
 #else
 #include <ucontext.h>
 #endif
@@ -55,14 +59,19 @@ constexpr unsigned char kSentinel = 0xC3;
 constexpr size_t kSharedArena = 256 * 1024;      // > any GPU's shared memory per block
 constexpr int kMaxSharedSlots = 512;
 
+// The saved machine state of a suspended fiber (or of the scheduler).
+#if defined(EMU_FIBER_BOOST)
+using Context = boost::context::detail::fcontext_t;
+#elif defined(EMU_FIBER_ASM)
+using Context = void*;            // the suspended stack pointer; the registers are saved on that stack
+#else
+using Context = ucontext_t;
+#endif
+
 struct Fiber : FiberHead {
   int state;
   int wait_line, wait_kind;
-#if defined(EMU_FIBER_BOOST)
-  boost::context::detail::fcontext_t ctx;
-#else
-  ucontext_t uc;
-#endif
+  Context ctx;
   char* stack;    // lowest usable address (a guard page sits below it)
 };
 
@@ -108,13 +117,10 @@ std::string g_printf;
 bool g_capture_printf = false;
 uint64_t g_clock = 0;
 
-#if defined(EMU_FIBER_BOOST)
-boost::context::detail::fcontext_t g_sched_ctx;
-#else
-ucontext_t g_sched_uc;
-#endif
+Context g_sched_ctx;                 // the scheduler (run_block) while a fiber runs
 const void* g_main_bottom = nullptr;   // the scheduler's stack, for the sanitizer's switch annotations
 size_t g_main_size = 0;
+bool g_from_sched = false;             // the running fiber was resumed by the scheduler, not by another fiber
 
 uint64_t rng_next() {  // splitmix64: small, seedable, reproducible across platforms
   uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
@@ -124,7 +130,7 @@ uint64_t rng_next() {  // splitmix64: small, seedable, reproducible across platf
 }
 
 // ---- faults -----------------------------------------------------------------------------------------
-void switch_to_sched(bool final);
+void switch_to_sched(bool final = false);
 
 std::string where(const Fiber* f) {
   char buf[160];
@@ -179,61 +185,140 @@ void ensure_fibers() {
 
 void thread_exit();
 
-// Every switch is scheduler <-> fiber. `final` marks the last switch away from an exited fiber.
+// ---- context switches --------------------------------------------------------------------------------
+// jump(save, target) suspends the running context into *save and resumes *target. Three implementations:
+// Boost.Context's fcontext, a hand-written x86-64 switch (the same idea: push the callee-saved registers,
+// swap stack pointers, pop; no system call), and glibc's swapcontext (portable, but every switch is a
+// sigprocmask system call).
+void fiber_main();
+
 #if defined(EMU_FIBER_BOOST)
-void fiber_entry(boost::context::detail::transfer_t t) {
-  EMU_FINISH_SWITCH(nullptr, &g_main_bottom, &g_main_size);
-  g_sched_ctx = t.fctx;
-  g_thunk(g_args);
-  thread_exit();
+namespace bctx = boost::context::detail;
+// Whoever resumes a context passes where the suspended side's context must be stored (transfer_t.data).
+inline void jump(Context* save, Context* target) {
+  bctx::transfer_t t = bctx::jump_fcontext(*target, save);
+  *static_cast<Context*>(t.data) = t.fctx;
 }
-inline void switch_to_sched(bool final = false) {
-  ++g_switches;
-  void* fake = nullptr;
-  EMU_START_SWITCH(final ? nullptr : &fake, g_main_bottom, g_main_size);
-  g_sched_ctx = boost::context::detail::jump_fcontext(g_sched_ctx, nullptr).fctx;
-  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
+void boost_entry(bctx::transfer_t t) {
+  *static_cast<Context*>(t.data) = t.fctx;
+  fiber_main();
 }
-inline void run_fiber(Fiber* f) {
-  ++g_switches;
-  void* fake = nullptr;
-  EMU_START_SWITCH(&fake, f->stack, kStackBytes);
-  f->ctx = boost::context::detail::jump_fcontext(f->ctx, nullptr).fctx;
-  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
+inline void make_context(Context* c, char* stack, size_t bytes) {
+  *c = bctx::make_fcontext(stack + bytes, bytes, boost_entry);
 }
-inline void prepare_fiber(Fiber* f) {
-  EMU_CLEAN_STACK(f->stack, kStackBytes);
-  f->ctx = boost::context::detail::make_fcontext(f->stack + kStackBytes, kStackBytes, fiber_entry);
+#elif defined(EMU_FIBER_ASM)
+}  // namespace emu
+// emu_ctx_jump(void** save_sp, void* target_sp): System V x86-64. Saves rbp, rbx, r12-r15, MXCSR and the x87
+// control word on the running stack, stores the stack pointer in *save_sp, loads target_sp and restores the
+// same frame from there. `ret` then continues where the target was suspended (or enters a new fiber).
+// Hidden: every module carries its own copy, like the rest of the runtime.
+asm(R"(
+  .text
+  .p2align 4
+  .globl emu_ctx_jump
+  .hidden emu_ctx_jump
+  .type emu_ctx_jump, @function
+emu_ctx_jump:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_ctx_jump, .-emu_ctx_jump
+)");
+extern "C" void emu_ctx_jump(void** save_sp, void* target_sp);
+namespace emu {
+inline void jump(Context* save, Context* target) { emu_ctx_jump(save, *target); }
+// A new fiber's stack holds the frame emu_ctx_jump pops: FP control words, six registers, then the return
+// address fiber_main (entered with the stack aligned as after a call; it never returns).
+inline void make_context(Context* c, char* stack, size_t bytes) {
+  uint64_t* top = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t(15));
+  uint64_t* sp = top - 9;
+  uint32_t mxcsr; uint16_t fpucw;
+  asm volatile("stmxcsr %0; fnstcw %1" : "=m"(mxcsr), "=m"(fpucw));
+  sp[0] = uint64_t(mxcsr) | (uint64_t(fpucw) << 32);
+  for (int i = 1; i <= 6; ++i) sp[i] = 0;       // r15 r14 r13 r12 rbx rbp
+  sp[7] = reinterpret_cast<uint64_t>(&fiber_main);
+  sp[8] = 0;                                    // fiber_main's (never used) return address
+  *c = sp;
 }
 #else
-void fiber_entry() {
-  EMU_FINISH_SWITCH(nullptr, &g_main_bottom, &g_main_size);
+inline void jump(Context* save, Context* target) { swapcontext(save, target); }
+inline void make_context(Context* c, char* stack, size_t bytes) {
+  getcontext(c);
+  c->uc_stack.ss_sp = stack;
+  c->uc_stack.ss_size = bytes;
+  c->uc_link = nullptr;
+  makecontext(c, fiber_main, 0);
+}
+#endif
+
+inline void prepare_fiber(Fiber* f) {
+  EMU_CLEAN_STACK(f->stack, kStackBytes);
+  // Stack tops 4 KiB apart would all fall into the same L1 cache sets; a per-fiber offset spreads the hot
+  // frames of consecutive fibers over the cache.
+  size_t stagger = (size_t(f->linear) * 320) % 4096;
+  make_context(&f->ctx, f->stack, kStackBytes - stagger);
+}
+
+int pop_ready();
+
+// A fiber that blocks (or exits: `final`) hands over directly to the next ready fiber, so a rendezvous costs
+// one switch instead of two through the scheduler; the scheduler regains control when nothing is ready or
+// a fault was raised. The order is the ready queue's, exactly as when every switch went through run_block.
+void switch_to_sched(bool final) {
+  Fiber* self = cur();
+  int next = g_fault ? -1 : pop_ready();
+  if (next >= 0 && &g_fibers[next] == self) return;      // released again before anyone else ran
+  ++g_switches;
+  void* fake = nullptr;
+  if (next >= 0) {
+    Fiber* n = &g_fibers[next];
+    g_cur = n;
+    g_from_sched = false;
+    EMU_START_SWITCH(final ? nullptr : &fake, n->stack, kStackBytes);
+    jump(&self->ctx, &n->ctx);
+  } else {
+    EMU_START_SWITCH(final ? nullptr : &fake, g_main_bottom, g_main_size);
+    jump(&self->ctx, &g_sched_ctx);
+  }
+  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
+}
+
+void fiber_main() {
+  // Under the sanitizer, learn the scheduler's stack from the first fiber it starts directly.
+  const void* from_bottom = nullptr;
+  size_t from_size = 0;
+  EMU_FINISH_SWITCH(nullptr, &from_bottom, &from_size);
+  if (g_from_sched) { g_main_bottom = from_bottom; g_main_size = from_size; }
   g_thunk(g_args);
   thread_exit();
 }
-inline void switch_to_sched(bool final = false) {
-  ++g_switches;
-  void* fake = nullptr;
-  EMU_START_SWITCH(final ? nullptr : &fake, g_main_bottom, g_main_size);
-  swapcontext(&cur()->uc, &g_sched_uc);
-  EMU_FINISH_SWITCH(fake, nullptr, nullptr);
-}
+
 inline void run_fiber(Fiber* f) {
   ++g_switches;
+  g_from_sched = true;
   void* fake = nullptr;
   EMU_START_SWITCH(&fake, f->stack, kStackBytes);
-  swapcontext(&g_sched_uc, &f->uc);
+  jump(&g_sched_ctx, &f->ctx);
   EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
-inline void prepare_fiber(Fiber* f) {
-  EMU_CLEAN_STACK(f->stack, kStackBytes);
-  getcontext(&f->uc);
-  f->uc.uc_stack.ss_sp = f->stack;
-  f->uc.uc_stack.ss_size = kStackBytes;
-  f->uc.uc_link = nullptr;
-  makecontext(&f->uc, fiber_entry, 0);
-}
-#endif
 
 // ---- ready queue: the schedule policy decides the order of every batch made ready ------------------
 inline void push_ready(int id) { g_fibers[id].state = READY; g_ready.push_back(id); }

@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer
 
 from . import checks
 from .native import FAULT_NAMES, NativeModule
@@ -53,7 +53,7 @@ class LaunchSpec:
     shared_bytes: int
     names: tuple[str, ...]              # parameter names
     const: tuple[bool, ...]             # pointer to const: not copied back to the caller
-    args: list                          # np.ndarray or np.generic per parameter
+    args: list                          # np.ndarray, Buffer (resident) or np.generic per parameter
     outputs: tuple[int, ...]
     schedules: int
     seed: int
@@ -69,38 +69,70 @@ class Outcome:
     switches: list[int] = field(default_factory=list)
 
 
-class _Buffer:
-    """A device buffer: guard bands of SENTINEL_BYTE around the data (or an exact malloc under ASan)."""
+class DeviceBuffer:
+    """A device buffer: guard bands of SENTINEL_BYTE around the data (or an exact malloc under ASan).
+    Filled with `init` (raw bytes of the right size) or, when init is None, with the `poison` byte."""
 
-    def __init__(self, mod: NativeModule, src: np.ndarray, poison: Optional[int], sanitize: bool):
-        self.nbytes = src.nbytes
+    def __init__(self, mod: NativeModule, nbytes: int, init: Optional[np.ndarray], poison: int, sanitize: bool):
+        self.nbytes = nbytes
         self.sanitize = sanitize
         self.mod = mod
-        init = np.full(self.nbytes, poison, np.uint8) if poison is not None else src.reshape(-1).view(np.uint8)
         if sanitize:
             self.ptr = mod.lib.emu_malloc(self.nbytes)
-            ctypes.memmove(self.ptr, init.ctypes.data, self.nbytes)
+            self.raw = None
+            self.fill(init, poison)
         else:
             store = np.empty(2 * GUARD_BYTES + self.nbytes + DEVICE_ALIGN, np.uint8)
             shift = (-(store.ctypes.data + GUARD_BYTES)) % DEVICE_ALIGN
             self.raw = store[shift:shift + 2 * GUARD_BYTES + self.nbytes]
-            self.raw[:] = SENTINEL_BYTE
-            self.raw[GUARD_BYTES:GUARD_BYTES + self.nbytes] = init
+            self.raw[:GUARD_BYTES] = SENTINEL_BYTE
+            self.raw[GUARD_BYTES + self.nbytes:] = SENTINEL_BYTE
+            self.fill(init, poison)
             self.ptr = self.raw.ctypes.data + GUARD_BYTES
 
-    def read(self, like: np.ndarray) -> np.ndarray:
-        out = np.empty(like.shape, like.dtype)
+    def fill(self, init: Optional[np.ndarray], poison: int = 0) -> None:
+        if self.sanitize:
+            if init is None:
+                ctypes.memset(self.ptr, poison, self.nbytes)
+            else:
+                ctypes.memmove(self.ptr, np.ascontiguousarray(init).ctypes.data, self.nbytes)
+        elif init is None:
+            self.raw[GUARD_BYTES:GUARD_BYTES + self.nbytes] = poison
+        else:
+            self.raw[GUARD_BYTES:GUARD_BYTES + self.nbytes] = np.ascontiguousarray(init).reshape(-1).view(np.uint8)
+
+    def read(self, shape, dtype) -> np.ndarray:
+        out = np.empty(shape, dtype)
         if self.sanitize:
             ctypes.memmove(out.ctypes.data, self.ptr, self.nbytes)
-            self.mod.lib.emu_free(self.ptr)
         else:
             out.reshape(-1).view(np.uint8)[:] = self.raw[GUARD_BYTES:GUARD_BYTES + self.nbytes]
         return out
+
+    def release(self) -> None:
+        if self.sanitize and self.ptr:
+            self.mod.lib.emu_free(self.ptr)
+            self.ptr = 0
 
     def damage(self) -> Optional[tuple[str, int]]:
         if self.sanitize:
             return None
         return checks.guard_damage(self.raw, GUARD_BYTES, self.nbytes, SENTINEL_BYTE)
+
+
+@dataclass
+class Resident:
+    """A resident buffer inside the worker (Module.alloc): its storage outlives launches."""
+    buffer: Buffer
+    storage: DeviceBuffer
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, (np.ndarray, Buffer))
+
+
+def _meta(a) -> tuple[tuple[int, ...], np.dtype]:
+    return (a.shape, a.dtype)
 
 
 def _argv(spec: LaunchSpec, bufs: dict[int, _Buffer]):
@@ -117,53 +149,87 @@ def _argv(spec: LaunchSpec, bufs: dict[int, _Buffer]):
 
 
 def _guard_fault(spec: LaunchSpec, i: int, side: str, off: int, sched: Schedule) -> str:
-    a = spec.args[i]
-    elem = a.dtype.itemsize
+    shape, dtype = _meta(spec.args[i])
+    size, elem = int(np.prod(shape, dtype=np.int64)), dtype.itemsize
     if side == "after":
-        first = a.size + off // elem
-        pos = f"{off + 1} byte(s) past its end (element {first} of {a.size})"
+        first = size + off // elem
+        pos = f"{off + 1} byte(s) past its end (element {first} of {size})"
     else:
         pos = f"{off} byte(s) before its start (element {-((off + elem - 1) // elem)})"
-    return (f"write to '{spec.names[i]}' (arg {i}, {a.size} x {a.dtype}) {pos}: its guard band changed "
+    what = f", resident {spec.args[i]}" if isinstance(spec.args[i], Buffer) else ""
+    return (f"write to '{spec.names[i]}' (arg {i}, {size} x {dtype}{what}) {pos}: its guard band changed "
             f"(schedule {sched})")
 
 
-def execute(mod: NativeModule, spec: LaunchSpec) -> Outcome:
+def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None) -> Outcome:
+    """Run the launch under every schedule of its plan. Resident buffers (spec.args holding a Buffer) come from
+    `resident`: a const one is used in place; an output one gets a poisoned copy per schedule; any other one
+    starts every schedule from its contents before the launch. Afterwards each non-const resident buffer holds
+    what the last run left in it."""
     kernel = mod.kernels[spec.kernel]
-    arrays = [i for i, a in enumerate(spec.args) if isinstance(a, np.ndarray)]
+    resident = resident or {}
+    arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
+    in_place = {i: resident[spec.args[i].id].storage for i in arrays
+                if isinstance(spec.args[i], Buffer) and spec.const[i] and i not in spec.outputs}
+    before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
+              if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
+    copied = [i for i in arrays if i not in in_place]
     runs: list[dict[int, np.ndarray]] = []
     plan = schedules(spec.schedules, spec.seed)
     out = Outcome()
-    for r, sched in enumerate(plan):
-        print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
-        bufs = {i: _Buffer(mod, spec.args[i], sched.poison if i in spec.outputs else None, spec.sanitize)
-                for i in arrays}
-        argv, keep = _argv(spec, bufs)
-        s0, t0 = mod.switches(), time.perf_counter()
-        # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
-        # then reads as "depends on the poison", not as "output never written".
-        rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                          sched.shared_poison, r == 0)
-        out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
-        out.switches.append(mod.switches() - s0)
-        if r == 0:
-            out.printf = mod.printf_output()
-        results = {i: bufs[i].read(spec.args[i]) for i in arrays}
-        if rc:
-            out.arrays = results
-            out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched})")
-            return out
-        for i in arrays:
-            dmg = bufs[i].damage()
-            if dmg:
-                out.arrays = results
-                out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched))
+    results: dict[int, np.ndarray] = {}
+    try:
+        for r, sched in enumerate(plan):
+            print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
+            bufs = dict(in_place)
+            for i in copied:
+                a = spec.args[i]
+                nbytes = _nbytes(a)
+                if i in spec.outputs:
+                    bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
+                else:
+                    bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
+            argv, keep = _argv(spec, bufs)
+            s0, t0 = mod.switches(), time.perf_counter()
+            # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
+            # then reads as "depends on the poison", not as "output never written".
+            rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
+                              sched.shared_poison, r == 0)
+            out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
+            out.switches.append(mod.switches() - s0)
+            if r == 0:
+                out.printf = mod.printf_output()
+            results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
+            damaged = [(i, bufs[i].damage()) for i in arrays]
+            for i in copied:
+                bufs[i].release()
+            if rc:
+                out.arrays = _returned(spec, results)
+                out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched})")
                 return out
-        runs.append(results)
-        del keep
-    out.fault = judge(spec, plan, runs)
-    out.arrays = {i: a for i, a in runs[0].items() if not spec.const[i]}
-    return out
+            for i, dmg in damaged:
+                if dmg:
+                    out.arrays = _returned(spec, results)
+                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched))
+                    return out
+            runs.append(results)
+            del keep
+        out.fault = judge(spec, plan, runs)
+        out.arrays = _returned(spec, runs[0])
+        return out
+    finally:
+        for i in copied:     # resident buffers keep what the launch left in them
+            if isinstance(spec.args[i], Buffer) and i in results:
+                resident[spec.args[i].id].storage.fill(results[i])
+
+
+def _nbytes(a) -> int:
+    return a.nbytes
+
+
+def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """The arrays copied back to the caller: plain (not resident) arrays the kernel may write."""
+    return {i: a for i, a in results.items() if isinstance(spec.args[i], np.ndarray) and not spec.const[i]}
 
 
 def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]]) -> Optional[tuple[str, str]]:

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RUNTIME_DIR = Path(__file__).resolve().parent
-FIBER_ENV = "QCONFORM_EMU_FIBER"      # boost | ucontext | auto
-FIBERS = ("auto", "boost", "ucontext")
+FIBER_ENV = "QCONFORM_EMU_FIBER"      # auto | asm | boost | ucontext
+FIBERS = ("auto", "asm", "boost", "ucontext")
+# What `auto` prefers, fastest first (tests/bench/test_bench_emu.py measures all three; README has the
+# figures): the built-in x86-64 switch needs no package and costs no more than Boost.Context's fcontext;
+# Boost.Context covers the other architectures; ucontext (a system call per switch) is the last resort.
+AUTO_ORDER = ("asm", "boost", "ucontext")
 
 # Device code is compiled without floating-point contraction (see docs/NUMERICS.md, section 14): results then
 # equal a GPU build with -fmad=false for + - * / sqrt. -fno-strict-aliasing because CUDA kernels routinely
@@ -38,10 +42,10 @@ int main() { fcontext_t f = make_fcontext(stack + sizeof stack, sizeof stack, en
 class Toolchain:
     cxx: str            # compiler command
     cxx_version: str    # first line of `--version`
-    fiber: str          # "boost" or "ucontext"
+    fiber: str          # "asm", "boost" or "ucontext"
 
     def fiber_flags(self) -> tuple[str, ...]:
-        return ("-DEMU_FIBER_BOOST",) if self.fiber == "boost" else ("-DEMU_FIBER_UCONTEXT",)
+        return (f"-DEMU_FIBER_{self.fiber.upper()}",)
 
     def link_flags(self) -> tuple[str, ...]:
         return ("-lboost_context",) if self.fiber == "boost" else ()
@@ -86,17 +90,40 @@ def boost_context_usable(cxx: str) -> bool:
             return False
 
 
+@functools.lru_cache(maxsize=None)
+def asm_switch_usable(cxx: str) -> bool:
+    """True when the compiler targets x86-64, the architecture the runtime's own context switch is written for."""
+    try:
+        target = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return target.startswith(("x86_64-", "amd64-"))
+
+
+def fiber_usable(fiber: str, cxx: str) -> bool:
+    if fiber == "asm":
+        return asm_switch_usable(cxx)
+    if fiber == "boost":
+        return boost_context_usable(cxx)
+    return fiber == "ucontext"
+
+
+_WHY_NOT = {"asm": "the built-in context switch is written for x86-64 only and this compiler targets another "
+                   "architecture",
+            "boost": "Boost.Context (libboost-context-dev) is not usable here"}
+
+
 def resolve_fiber(choice: "str | None" = None, cxx: "str | None" = None) -> str:
-    """'boost' or 'ucontext' for an option value (None: $QCONFORM_EMU_FIBER, default auto)."""
+    """'asm', 'boost' or 'ucontext' for an option value (None: $QCONFORM_EMU_FIBER, default auto)."""
     choice = (choice or os.environ.get(FIBER_ENV) or "auto").lower()
     if choice not in FIBERS:
         raise ValueError(f"fiber: expected one of {', '.join(FIBERS)}, got {choice!r} (option or ${FIBER_ENV})")
-    if choice == "ucontext":
-        return "ucontext"
-    usable = boost_context_usable(find_cxx(cxx))
-    if choice == "boost" and not usable:
-        raise ValueError("fiber: 'boost' requested but Boost.Context (libboost-context-dev) is not usable here")
-    return "boost" if usable else "ucontext"
+    exe = find_cxx(cxx)
+    if choice != "auto":
+        if not fiber_usable(choice, exe):
+            raise ValueError(f"fiber: {choice!r} requested but {_WHY_NOT[choice]}")
+        return choice
+    return next(f for f in AUTO_ORDER if fiber_usable(f, exe))
 
 
 def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain:

@@ -13,9 +13,10 @@ def main() -> int:
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
     from . import protocol
     from .native import NativeModule
-    from .runs import execute
+    from .runs import DeviceBuffer, Resident, execute
 
     modules: dict[str, NativeModule] = {}
+    resident: dict[int, Resident] = {}     # Module.alloc's buffers, by id
     in_fd = sys.stdin.fileno()
     while True:
         try:
@@ -29,7 +30,22 @@ def main() -> int:
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
-                reply = {"ok": execute(mod, spec)}
+                reply = {"ok": execute(mod, spec, resident)}
+            elif req["op"] == "alloc":
+                buf = req["buffer"]
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                resident[buf.id] = Resident(buf, DeviceBuffer(mod, buf.nbytes, req["init"], req["poison"],
+                                                              req["sanitize"]))
+                reply = {"ok": None}
+            elif req["op"] == "write":
+                resident[req["id"]].storage.fill(req["array"])
+                reply = {"ok": None}
+            elif req["op"] == "read":
+                r = resident[req["id"]]
+                reply = {"ok": r.storage.read(r.buffer.shape, r.buffer.dtype)}
+            elif req["op"] == "free":
+                resident.pop(req["id"]).storage.release()
+                reply = {"ok": None}
             else:
                 reply = {"error": f"unknown request {req['op']!r}"}
         except Exception:  # reported to the caller, the worker stays up

@@ -1,0 +1,311 @@
+"""The kernel to blame: rerun one decode step launch by launch, each launch fed the reference's inputs.
+
+When a lane's kernels leave their budget at a step (a logit beyond budget, a failed token, a fault), the chain
+cannot say which launch went wrong: every launch after the first bad one reads bad inputs. Blame reruns that
+step with the buffer state the reference decoder's same lane has at each launch: the weights, the KV cache
+rows of the earlier positions (the reference's), this step's token and position, and every buffer the earlier
+launches of the step wrote, as the reference computed it (reference.decoder capture, keyed by the seed's
+buffer names). Each launch runs once on those inputs and its outputs are judged by the conformance judge of its
+op (harness.judging OPS: the mode-faithful reference of that launch's own inputs, under that kernel's per-case
+budget). The first launch whose own output is out of budget (or that faults) is named: kernel, layer, step,
+output, worst element, and the `qconform replay-launch` command that reruns that one launch on those inputs.
+
+When every launch is within its budget and the chain still leaves it, the report says so: the per-kernel
+budgets compose worse than they claim, a finding about the bounds, not a kernel.
+"""
+from __future__ import annotations
+
+import shlex
+import traceback
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from emitters.contract import Role
+from harness.backends.base import KernelFault
+from harness.cases.names import Case
+from harness.judging.core import FAIL, OPS, PASS, Ctx, _combine, effective_act
+from reference.decoder import Decoder
+from reference.model import ModelWeights
+from reference.quant import Q8Tensor
+
+from .chain import initial, weight_arrays
+from .program import Launch, Program, RowRef
+
+JUDGED_AGAINST = ("mode", "exact")    # the launch's own arithmetic; "dequant" also charges the mode's choice
+
+
+@dataclass
+class LaunchVerdict:
+    index: int
+    kernel: str
+    layer: int
+    where: str
+    verdict: str
+    output: str = ""
+    usage: Optional[float] = None
+    worst_index: Optional[object] = None      # flat index into the output (the reason gives both values there)
+    budget: Optional[float] = None
+    reason: str = ""
+    fault: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
+class BlameReport:
+    lane: str
+    step: int                          # the decode step (= position) rerun
+    fed: list[int]                     # the tokens fed up to and including that step
+    launches: list[LaunchVerdict]
+    blamed: Optional[LaunchVerdict]
+    replay: Optional[str]              # the command that reruns the blamed launch on the same inputs
+    finding: str
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"lane": self.lane, "step": self.step, "fed": self.fed, "finding": self.finding, "replay": self.replay,
+                "blamed": self.blamed.as_dict() if self.blamed else None, "notes": self.notes,
+                "launches": [l.as_dict() for l in self.launches]}
+
+
+# -- the reference's buffer contents --------------------------------------------------------------------------------
+def _capture_key(launch: Launch, program: Program, param: str, buffer: str) -> "tuple[int, str] | None":
+    """The decoder's capture key of what `launch` leaves in `buffer` (written through `param`)."""
+    l, k = launch.layer, launch.kernel
+    base = buffer.split("[")[0]
+    if base in ("d_tok", "d_pos"):
+        return None
+    if base == "x":
+        return (l, "x_attn") if k in ("gk_add_rmsnorm", "gk_add_rmsnorm_q8") else (l, "x")
+    if base == "kc":
+        return (l, "kc_row") if k.startswith("gk_qk_norm_rope") else (l, "kc_row_raw")
+    if base == "vc":
+        return (l, "vc_row")
+    if base == "qbuf" and k == "gk_qk_norm_rope2":
+        return (l, "qbuf_rope")
+    if base in ("aqE", "asE", "aqE_lo"):
+        if k == "gk_rmsnorm_q8":
+            return (0, base)
+        if k == "gk_add_rmsnorm_q8a":
+            return (l + 1 if l + 1 < program.config.n_layer else -1, base)
+    return (l, base)
+
+
+def _put_row(state: dict, buffer: str, pos: int, value: np.ndarray) -> None:
+    flat = state[buffer].reshape(-1)
+    row = np.asarray(value).reshape(-1)
+    flat[pos * row.size:(pos + 1) * row.size] = row.astype(flat.dtype)
+
+
+def reference_step(weights: ModelWeights, lane: str, fed: Sequence[int]) -> list:
+    """The reference lane's records of every step of `fed`, with capture."""
+    dec = Decoder(weights, lane, max_positions=len(fed), capture=True)
+    return [dec.step(int(t)) for t in fed]
+
+
+def initial_state(program: Program, weights: ModelWeights, records: list, fed: Sequence[int]) -> dict:
+    """Every buffer as the reference leaves it before the step len(fed) - 1 starts."""
+    step = len(fed) - 1
+    state = {n: initial(d).copy() for n, d in program.buffers.items()}
+    for name, arr in weight_arrays(weights):
+        if name in state:
+            state[name] = np.ascontiguousarray(np.asarray(arr).astype(program.buffers[name].dtype)).reshape(
+                program.buffers[name].shape)
+    for l in range(program.config.n_layer):
+        for pos in range(step):
+            b = records[pos].buffers
+            _put_row(state, f"kc[{l}]", pos, b[(l, "kc_row")])
+            _put_row(state, f"vc[{l}]", pos, b[(l, "vc_row")])
+    state["d_pos"][...] = step
+    state["d_tok"][...] = int(fed[step])
+    return state
+
+
+def _apply_reference(state: dict, launch: Launch, program: Program, capture: dict, pos: int, notes: list) -> None:
+    """After a launch: the buffers it writes take the reference's values (what the next launch reads)."""
+    for p in launch.contract.params:
+        if not p.is_pointer or p.role not in (Role.OUTPUT, Role.INOUT):
+            continue
+        binding = dict(launch.bindings)[p.name]
+        buffer = binding.buffer if isinstance(binding, RowRef) else binding
+        key = _capture_key(launch, program, p.name, buffer)
+        if key is None:
+            continue
+        if key not in capture:
+            notes.append(f"{launch.where()}: the reference captured no {key[1]} at layer {key[0]}; buffer {buffer} "
+                         "keeps the kernel's output for the later launches")
+            continue
+        value = np.asarray(capture[key])
+        if buffer.startswith(("kc[", "vc[")):
+            _put_row(state, buffer, pos, value)
+        else:
+            d = program.buffers[buffer]
+            if value.size != d.size:
+                notes.append(f"{launch.where()}: reference {key[1]} has {value.size} elements, buffer {buffer} "
+                             f"{d.size}; kept the kernel's output")
+                continue
+            state[buffer] = np.ascontiguousarray(value.astype(d.dtype).reshape(d.shape))
+
+
+# -- judging one launch -------------------------------------------------------------------------------------------------
+def _act_of(ctx: Ctx, kind: str, M: int, K: int) -> tuple[dict, np.ndarray]:
+    """The activation as the kernel received it ({"f32"|"int8"|"int8x2": ...}) and its per-block step."""
+    from harness.judging.ops import _kernel_act
+    act = _kernel_act(ctx, kind, M, K)
+    if kind == "f32":
+        return act, np.zeros((M, K // 32))
+    s = np.asarray(act["int8" if kind == "int8" else "int8x2"][-1], dtype=np.float64).reshape(M, K // 32)
+    return act, s if kind == "int8" else s / 128.0
+
+
+def _extras(ctx: Ctx, launch: Launch, pos: int) -> None:
+    """What an op's checker expects its builder to have noted, from the launch's actual arguments."""
+    op, d, a = ctx.contract.op, ctx.dims, ctx.attrs
+    if op in ("q8_gemv", "q8_gemm_mma"):
+        N, K = int(d["N"]), int(d["K"])
+        M = int(d.get("M", d.get("B", 1)))
+        kind = str(a.get("act", "f32"))
+        act, step = _act_of(ctx, kind, M, K)
+        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, M=M, N=N, K=K, pos=pos)
+    elif op == "q8_gemv_qkv":
+        K = int(d["K"])
+        kind = str(a.get("act", "int8"))
+        act, step = _act_of(ctx, kind, 1, K)
+        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, K=K, QD=int(d["QD"]),
+                         KD=int(d["KD"]), pos=pos)
+    elif op in ("moe_gate_up_silu", "moe_down_combine"):
+        k, N, Kd, E = int(d["K"]), int(d["N"]), int(d["Kd"]), int(d["E"])
+        kind = str(a.get("act", "f32"))
+        rows = 1 if op == "moe_gate_up_silu" else k
+        act, step = _act_of(ctx, kind, rows, Kd)
+        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
+    elif op == "moe_topk_idx":
+        ctx.extra["k"] = int(d["K"])
+    elif op == "embed_q8":
+        E = int(d["E"])
+        tok = int(ctx.args["d_tok"][0])
+        wq = ctx.args["wq"].reshape(-1, E)[tok:tok + 1]
+        ws = ctx.args["ws"].reshape(-1, E // 32)[tok:tok + 1]
+        ctx.extra.update(tok=tok, w=Q8Tensor(np.ascontiguousarray(wq), np.ascontiguousarray(ws)))
+    elif op == "rms_norm" and a.get("residual", "none") != "none":
+        from harness.judging.rows import _RMS_RES, _output_name
+        ctx.extra["res"] = next(n for n in _RMS_RES if ctx.has(n) and n != _output_name(ctx, (n,)))
+
+
+def _case(launch: Launch, lane: str, pos: int) -> Case:
+    c = launch.contract
+    return Case(c.family, launch.kernel, c.op, c.mode, "model", launch.instance, f"chain-{lane}-pos{pos}", 0)
+
+
+def judge_launch(module, launch: Launch, state: dict, lane: str, pos: int) -> LaunchVerdict:
+    """Run `launch` once on copies of `state` and judge its outputs with its op's per-case budget."""
+    c = launch.contract
+    ctx = Ctx(_case(launch, lane, pos), c, launch.dims_at(pos))
+    args = []
+    for p, v in launch.bindings:
+        if isinstance(v, RowRef):
+            arr = state[v.buffer].reshape(-1)[pos * v.length:(pos + 1) * v.length].copy()
+        elif isinstance(v, str):
+            arr = state[v].reshape(-1).copy()
+        else:
+            arr = v
+        ctx.args[p] = arr
+        args.append(arr)
+    for p in c.params:
+        if p.role is Role.INOUT:
+            ctx.before[p.name] = np.array(ctx.args[p.name], copy=True)
+    lv = LaunchVerdict(launch.index, launch.kernel, launch.layer, launch.where(), PASS)
+    try:
+        module.launch(launch.kernel, launch.grid, launch.block, launch.shared_bytes, args,
+                      outputs=launch.output_indices)
+    except KernelFault as exc:
+        lv.verdict, lv.fault, lv.reason = FAIL, type(exc).__name__, str(exc)
+        return lv
+    if c.op not in OPS:
+        lv.verdict, lv.reason = "unchecked", f"no judge for op {c.op}"
+        return lv
+    try:
+        _extras(ctx, launch, pos)
+        comps = [x for x in OPS[c.op].check(ctx) if x.against in JUDGED_AGAINST]
+    except Exception as exc:     # a judging problem is the tool's limit, never the kernel's verdict
+        lv.verdict = "unchecked"
+        lv.reason = f"the judge could not compare this launch ({type(exc).__name__}: {exc}); " \
+                    f"{traceback.format_exc(limit=2)}"
+        return lv
+    verdict, reason = _combine(comps)
+    lv.verdict, lv.reason = verdict, reason
+    scored = [x for x in comps if x.usage is not None]
+    if scored:
+        worst = max(scored, key=lambda x: x.usage)
+        lv.output, lv.usage, lv.worst_index = worst.output, worst.usage, worst.metrics.get("worst_index")
+        lv.budget = worst.budget_at_worst
+    fails = [x for x in comps if x.verdict == FAIL]
+    if fails:
+        lv.output = fails[0].output
+        lv.usage = fails[0].usage
+        lv.worst_index = fails[0].metrics.get("worst_index", lv.worst_index)
+        lv.budget = fails[0].budget_at_worst
+    return lv
+
+
+def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[int], *,
+               replay_args: Optional[dict] = None, only: Optional[int] = None) -> BlameReport:
+    """Rerun the step len(fed) - 1 launch by launch on the reference's inputs (module docstring). `only`: run
+    and judge only that launch index (the replay of one launch)."""
+    fed = [int(t) for t in fed]
+    pos = len(fed) - 1
+    records = reference_step(weights, program.lane, fed)
+    capture = records[-1].buffers
+    state = initial_state(program, weights, records, fed)
+    notes: list[str] = []
+    verdicts: list[LaunchVerdict] = []
+    blamed = None
+    for launch in (*program.launches, program.advance):
+        if only is None or launch.index == only:
+            lv = judge_launch(module, launch, state, program.lane, pos)
+            verdicts.append(lv)
+            if blamed is None and lv.verdict == FAIL:
+                blamed = lv
+            if only is not None:
+                break
+        _apply_reference(state, launch, program, capture, pos, notes)
+    if only is not None and not verdicts:
+        raise ValueError(f"launch: no launch {only} in lane {program.lane} (0..{program.advance.index})")
+    replay = replay_command(replay_args, program.lane, fed, blamed.index) if blamed and replay_args is not None \
+        else None
+    if blamed is not None:
+        if blamed.fault is not None:
+            detail = f"{blamed.fault}"
+        elif blamed.usage is not None and blamed.usage != float("inf"):
+            detail = (f"output {blamed.output}, largest error at element {blamed.worst_index}, "
+                      f"{blamed.usage:.3g}x budget")
+        else:
+            detail = (blamed.reason or "").split("; ")[0]
+        finding = f"step {pos}: {blamed.where} is out of its own budget on the reference's inputs ({detail})"
+    elif any(v.verdict == "unchecked" for v in verdicts):
+        finding = (f"step {pos}: no launch is out of budget, but some could not be judged: "
+                   + "; ".join(f"{v.where}: {v.reason.splitlines()[0]}" for v in verdicts if v.verdict == "unchecked"))
+    else:
+        finding = (f"step {pos}: every launch is within its own budget on the reference's inputs, yet the chain "
+                   "left the lane's budget: the per-kernel budgets compose worse than they claim (a finding about "
+                   "the bounds, not a kernel)")
+    return BlameReport(program.lane, pos, fed, verdicts, blamed, replay, finding, notes)
+
+
+def replay_command(args: dict, lane: str, fed: Sequence[int], index: int) -> str:
+    parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch", str(index)]
+    if args.get("model"):
+        parts += ["--model", str(args["model"])]
+    if args.get("seed"):
+        parts += ["--seed", str(args["seed"])]
+    for s in args.get("sources") or ():
+        parts += ["--source", str(s)]
+    if args.get("backend"):
+        parts += ["--backend", str(args["backend"])]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+__all__ = ["BlameReport", "LaunchVerdict", "blame_step", "judge_launch", "replay_command"]
