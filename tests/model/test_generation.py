@@ -130,7 +130,9 @@ def test_generate_command_on_the_tiny_checkpoint(tiny_gguf, tmp_path, capsys):
     (["--prompt-tokens", "1,x"], "--prompt-tokens: 'x' is not an integer token id"),
     (["--prompt-tokens", "1,99999"], "--prompt-tokens: token 99999 outside the model's vocabulary [0, 1024)"),
     (["--tokens", "0"], "--tokens: expected a positive number of tokens"),
-    (["--backend", "emu"], "--backend: 'emu' is not available yet"),
+    (["--update-lock"], "--update-lock: applies to the kernels; give --backend emu, gpu or auto"),
+    (["--backend", "emu", "--update-lock"], "--update-lock: give the lock file with --lock"),
+    (["--lock", "x.lock"], "--lock: applies to the kernels; give --backend emu, gpu or auto"),
 ])
 def test_generate_bad_arguments(tiny_gguf, tmp_path, capsys, argv, message):
     rc = main(["generate", "--model", str(tiny_gguf), "--out", str(tmp_path), *argv])
