@@ -80,8 +80,27 @@ class UnsupportedConstruct(KernelFault):
     """The source uses something this backend cannot run; the message names the construct."""
 
 
+class ResourceExhausted(KernelFault):
+    """The case needs more host or device memory than there is: a limit of the machine, not the kernel's
+    fault; the case is unchecked, and the run goes on with the next one."""
+
+
 class BuildError(RuntimeError):
     """The source did not compile for this backend (compiler output attached)."""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A handle to a resident device buffer (Module.alloc): passed to launch in place of an array, it is used
+    where it lives, without a copy. `id` is unique within its backend."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    id: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 class Module(ABC):
@@ -95,13 +114,33 @@ class Module(ABC):
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> "LaunchResult": ...
 
+    # Resident buffers (model-level work: KV cache, activations kept on the device between launches).
+    @property
+    def supports_resident_buffers(self) -> bool:
+        return False
+
+    def alloc(self, name: str, shape, dtype, init: "np.ndarray | None" = None) -> Buffer:
+        """A resident device buffer framed by guard bands; poisoned when `init` is None, else a copy of it."""
+        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+
+    def write(self, buf: Buffer, array: np.ndarray) -> None:
+        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+
+    def read(self, buf: Buffer) -> np.ndarray:
+        """A copy of the buffer's contents."""
+        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+
+    def free(self, buf: Buffer) -> None:
+        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+
 
 @dataclass
 class LaunchResult:
     """What a launch reports besides the arrays it wrote back."""
     launch: LaunchInfo
-    elapsed_ms: "float | None" = None    # GPU: kernel time (median of timed repeats) where asked for
+    elapsed_ms: "float | None" = None    # GPU: kernel time per launch (median of timed batches) where asked for
     notes: tuple[str, ...] = ()
+    timing: "dict | None" = None         # GPU: how elapsed_ms was measured (batches, spread), or why it was not
 
 
 class Backend(ABC):
