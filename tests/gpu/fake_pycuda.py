@@ -81,16 +81,17 @@ class FakeDriver:
     Options (all JSON-able, from $QCONFORM_FAKE_CUDA): device_count, max_threads, static_shared (bytes per
     kernel), event_times (ms returned by time_till, cycled), init_error, context_error (make_context fails),
     compute_mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED), oom_above (mem_alloc fails beyond this many bytes),
-    all_symbols (any C-linkage kernel is found; launching one without an emulation is refused), log (path)."""
+    all_symbols (any C-linkage kernel is found; launching one without an emulation is refused),
+    init_delay_s (cuInit takes this long), log (path)."""
 
     def __init__(self, device_count: int = 1, max_threads: int = 1024, static_shared: int = 0,
                  event_times=(1.0,), init_error: str | None = None, context_error: str | None = None,
                  compute_mode: str = "DEFAULT", oom_above: int | None = None, all_symbols: bool = False,
-                 log: str | None = None):
+                 init_delay_s: float = 0.0, log: str | None = None):
         self.device_count, self.max_threads, self.static_shared = device_count, max_threads, static_shared
         self.event_times = list(event_times)
         self.init_error, self.context_error, self.compute_mode = init_error, context_error, compute_mode
-        self.oom_above, self.all_symbols = oom_above, all_symbols
+        self.oom_above, self.all_symbols, self.init_delay_s = oom_above, all_symbols, init_delay_s
         self.calls = _Log(log)
         self.kernels: dict[str, Callable] = dict(KERNELS)
         self.compiled: list[tuple[str, tuple]] = []
@@ -127,6 +128,7 @@ class FakeDriver:
 
         def init():
             drv.calls.append(("init",))
+            time.sleep(drv.init_delay_s)
             if drv.init_error:
                 raise RuntimeError(drv.init_error)
 
@@ -207,14 +209,16 @@ class FakeDriver:
 
         def memcpy_dtod(dest, src, size):
             _ctx_call("memcpy_dtod", int(dest), int(src), size)
+            if size >= 64 << 20:   # a bandwidth measurement's copy: only its (fake) time matters, not its bytes
+                return
             dmem, doff = drv.locate(int(dest))
             smem, soff = drv.locate(int(src))
-            dmem[doff:doff + size] = smem[soff:soff + size]
+            np.copyto(np.frombuffer(dmem, np.uint8, size, doff), np.frombuffer(smem, np.uint8, size, soff))
 
         def memset_d8(dest, data, size):
             _ctx_call("memset_d8", int(dest), data, size)
             mem, off = drv.locate(int(dest))
-            mem[off:off + size] = bytes([data]) * size
+            np.frombuffer(mem, np.uint8, size, off).fill(data)
 
         class Event:
             def __init__(self):
