@@ -11,6 +11,7 @@ can check call sequences across worker processes.
 """
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -82,16 +83,18 @@ class FakeDriver:
     kernel), event_times (ms returned by time_till, cycled), init_error, context_error (make_context fails),
     compute_mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED), oom_above (mem_alloc fails beyond this many bytes),
     all_symbols (any C-linkage kernel is found; launching one without an emulation is refused),
-    init_delay_s (cuInit takes this long), log (path)."""
+    init_delay_s (cuInit takes this long), host_oom_above (a copy to the host of more bytes fails with
+    Python's MemoryError), log (path)."""
 
     def __init__(self, device_count: int = 1, max_threads: int = 1024, static_shared: int = 0,
                  event_times=(1.0,), init_error: str | None = None, context_error: str | None = None,
                  compute_mode: str = "DEFAULT", oom_above: int | None = None, all_symbols: bool = False,
-                 init_delay_s: float = 0.0, log: str | None = None):
+                 init_delay_s: float = 0.0, host_oom_above: int | None = None, log: str | None = None):
         self.device_count, self.max_threads, self.static_shared = device_count, max_threads, static_shared
         self.event_times = list(event_times)
         self.init_error, self.context_error, self.compute_mode = init_error, context_error, compute_mode
         self.oom_above, self.all_symbols, self.init_delay_s = oom_above, all_symbols, init_delay_s
+        self.host_oom_above = host_oom_above
         self.calls = _Log(log)
         self.kernels: dict[str, Callable] = dict(KERNELS)
         self.compiled: list[tuple[str, tuple]] = []
@@ -204,6 +207,8 @@ class FakeDriver:
         def memcpy_dtoh(dest, src):
             ctx = _ctx_call("memcpy_dtoh", int(src), dest.nbytes)
             ctx.wait_idle()
+            if drv.host_oom_above is not None and dest.nbytes > drv.host_oom_above:
+                raise builtins.MemoryError(f"cannot allocate {dest.nbytes} bytes of pinned staging memory")
             mem, off = drv.locate(int(src))
             dest.reshape(-1).view(np.uint8)[:] = np.frombuffer(mem, np.uint8, dest.nbytes, off)
 

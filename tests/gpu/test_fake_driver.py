@@ -293,6 +293,19 @@ def test_device_out_of_memory_is_a_per_case_error(fake):
     backend.close()
 
 
+def test_host_out_of_memory_is_a_per_case_error(fake):
+    fake.set(host_oom_above=1000)
+    backend = gpu.GpuBackend()
+    mod = backend.load(SRC)
+    big = [np.zeros(500, np.float32), np.zeros(500, np.float32), np.int32(500), np.float32(1)]
+    with pytest.raises(ResourceExhausted, match=r"copying args\[1\].*back: the host is out of memory"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=big, outputs=(1,))
+    args = _args()
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect()) and len(_pids(fake, "context_made")) == 1
+    backend.close()
+
+
 def test_out_of_memory_makes_the_case_unchecked_in_the_judge():
     from harness.judge import UNCHECKED, verdict_for_fault
     assert verdict_for_fault(ResourceExhausted(None, "x")) == UNCHECKED
