@@ -397,12 +397,12 @@ def _stand_in():
     return importlib.import_module(name) if name else None
 
 
-def _import_driver():
+def import_driver():
     stand_in = _stand_in()
     return stand_in.driver() if stand_in else importlib.import_module("pycuda.driver")
 
 
-def _import_compiler():
+def import_compiler():
     stand_in = _stand_in()
     return stand_in.compiler() if stand_in else importlib.import_module("pycuda.compiler")
 
@@ -436,7 +436,7 @@ def compute_mode_problem(cuda, index: int) -> Optional[str]:
 def unavailable_reason() -> Optional[str]:
     """None when PyCUDA, a CUDA driver, a device and nvcc are all usable here; else a sentence saying why not."""
     try:
-        cuda = _import_driver()
+        cuda = import_driver()
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "pycuda":
             return "PyCUDA is not installed (pip install pycuda, which builds against the local CUDA toolkit)"
@@ -505,7 +505,7 @@ class GpuBackend(Backend):
                 raise ValueError(f"{what}: must be a positive number of seconds, got {v!r}")
         if isinstance(warmup_ms, bool) or not isinstance(warmup_ms, (int, float)) or not warmup_ms >= 0:
             raise ValueError(f"warmup_ms: must be a non-negative number of milliseconds, got {warmup_ms!r}")
-        self.cuda = _import_driver()     # device facts only: this process never creates a context
+        self.cuda = import_driver()     # device facts only: this process never creates a context
         count = self.cuda.Device.count()
         if device is None:
             device = device_index_for_worker(count)
@@ -581,7 +581,12 @@ class GpuBackend(Backend):
 
     @property
     def generation(self) -> int:
+        """Which worker process serves this backend now (a new number after each restart)."""
         return self._worker.generation
+
+    def holds(self, generation: int) -> bool:
+        """Is the worker process of that generation still the live one (its modules and buffers still there)?"""
+        return generation == self._worker.generation and self._worker.alive()
 
     def close(self) -> None:
         self._worker.close()
@@ -611,7 +616,7 @@ class GpuBackend(Backend):
         path = cache_dir("gpu-cubin") / f"{key}.cubin"
         if path.is_file():
             return path.read_bytes()
-        compiler = _import_compiler()
+        compiler = import_compiler()
         try:
             # PyCUDA's SourceModule is compile() + module_from_buffer(); its own cache writes in place, which
             # parallel test workers could read half-written, so compile uncached and cache atomically here.
@@ -705,7 +710,7 @@ class GpuModule(Module):
         if not isinstance(buf, Buffer) or buf.id not in self._buffers:
             raise ValueError(f"{what}: not a live resident buffer of this module, got {buf!r}")
         handle, generation = self._buffers[buf.id]
-        if generation != self.backend.generation or not self.backend._worker.alive():
+        if not self.backend.holds(generation):
             raise BufferLost(None, f"{what}: resident buffer {handle.name!r} was lost: the worker process that "
                                    f"held it was killed after a timeout or a sticky error "
                                    f"({self.backend.restarts[-1] if self.backend.restarts else 'stopped'})")
@@ -752,7 +757,7 @@ class GpuModule(Module):
         handle, generation = self._buffers.pop(buf.id, (None, None)) if isinstance(buf, Buffer) else (None, None)
         if handle is None:
             raise ValueError(f"buf: not a live resident buffer of this module, got {buf!r}")
-        if generation == self.backend.generation and self.backend._worker.alive():
+        if self.backend.holds(generation):
             self.backend.request({"op": "free", "id": handle.id})
 
     # -- launch ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Laun
 from harness.backends.device_lock import DeviceLock
 from harness.backends.gpu import (
     BufferArg, ResidentArg, ScalarArg, TimingPlan, guard_damage, runs_disagree, timing_summary, unwritten_report,
-    _import_driver,
+    import_driver,
 )
 
 STEP_PREFIX = "gpu-worker: "
@@ -77,7 +77,7 @@ class Device:
     """The one CUDA context of this process, its modules and its resident buffers."""
 
     def __init__(self, index: int, lock_key: str):
-        self.cuda = cuda = _import_driver()
+        self.cuda = cuda = import_driver()
         step("initialising the CUDA driver")
         cuda.init()
         self.device = cuda.Device(index)
