@@ -479,8 +479,10 @@ def unavailable_reason() -> Optional[str]:
 _FAULTS = {cls.__name__: cls for cls in (KernelCrash, KernelTimeout, OutOfBounds, UnwrittenOutput,
                                           ResourceExhausted, LaunchRefused, ContextFailure)}
 _BUFFER_IDS = itertools.count(1)
-# Seconds a request may take beyond the kernels' own limits (copies, allocations, the worker's start).
+# Seconds a request may take beyond the kernels' own limits (copies, allocations, module loads).
 REQUEST_SLACK_S = 120.0
+# Seconds a new worker process may take to start and create its context.
+WORKER_START_S = 120.0
 
 
 class GpuBackend(Backend):
@@ -535,7 +537,7 @@ class GpuBackend(Backend):
     def _ensure_open(self, launch: Optional[LaunchInfo]) -> None:
         if self._worker.alive() and self._opened == self._worker.generation:
             return
-        self._send({"op": "open", "device": self.device_index, "lock_key": self.lock_key}, launch, REQUEST_SLACK_S)
+        self._send({"op": "open", "device": self.device_index, "lock_key": self.lock_key}, launch, WORKER_START_S)
         self._opened = self._worker.generation
 
     def _send(self, msg: dict, launch: Optional[LaunchInfo], limit_s: float):
