@@ -16,6 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "ci" / "gpu-check.sh"
 
 
+@pytest.fixture
+def nvcc():
+    """The backend wants nvcc even on the fake (its version keys the cubin cache): the toolchain extra has one."""
+    from harness.backends.gpu import find_nvcc
+    if find_nvcc() is None:
+        pytest.skip("no nvcc here (install the toolchain extra): the GPU backend needs one, even on the fake driver")
+
+
 def _run(tmp_path, *args, **env):
     full = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, "GPU_CHECK_WORKERS": "0",
             "GPU_CHECK_SHAPES": "tiny", "QCONFORM_CACHE": str(tmp_path / "cache"),
@@ -31,6 +39,7 @@ def _step_seconds(summary: str) -> dict[str, int]:
     return {m.group(1): int(m.group(3)) for m in re.finditer(r"\] (\w+): exit (\d+) after (\d+)s", summary)}
 
 
+@pytest.mark.usefixtures("nvcc")
 def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     proc, summary = _run(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -52,6 +61,7 @@ def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     assert lines[-1].endswith("done: all steps passed")
 
 
+@pytest.mark.usefixtures("nvcc")
 def test_a_step_over_its_limit_is_cut_reported_and_fails_the_check(tmp_path):
     # A driver whose initialisation takes 30 s keeps the probe from finishing within its 2 s.
     proc, summary = _run(tmp_path, "probe", "test", GPU_CHECK_PROBE_TIMEOUT="2", GPU_CHECK_TEST_TIMEOUT="2",
@@ -62,12 +72,13 @@ def test_a_step_over_its_limit_is_cut_reported_and_fails_the_check(tmp_path):
     assert summary.splitlines()[-1].endswith("SOME STEPS FAILED")
 
 
+@pytest.mark.usefixtures("nvcc")
 def test_limits_of_600_s_or_more_are_refused(tmp_path):
     proc, _ = _run(tmp_path, "probe", GPU_CHECK_REPORT_TIMEOUT="900")
     assert proc.returncode == 2 and "report limit must be a whole number of seconds in 1..599" in proc.stderr
 
 
-def test_seed_is_found_through_the_environment(tmp_path, monkeypatch):
+def test_seed_is_found_through_the_environment(tmp_path):
     seed = tmp_path / "qwen_emit.rs"
     seed.write_text("// a seed")
     assert seed_path({SEED_ENV: str(seed)}) == seed
