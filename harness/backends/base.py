@@ -91,8 +91,9 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Buffer:
-    """A handle to a resident device buffer (Module.alloc): passed to launch in place of an array, it is used
-    where it lives, without a copy. `id` is unique within its backend."""
+    """Handle of a resident device buffer (Module.alloc): it keeps its contents between launches, so a
+    sequence of launches (one decode step) passes data along without copies through the caller. `id` is
+    unique within the module that allocated it."""
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -100,11 +101,52 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return f"buffer '{self.name}' ({'x'.join(map(str, self.shape))} {self.dtype})"
+
+
+def check_buffer_request(name: str, shape, dtype, init) -> tuple[str, tuple[int, ...], np.dtype]:
+    """Validate Module.alloc's arguments: (name, shape, dtype) normalised, or ValueError naming the rule."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: a buffer needs a non-empty string name, got {name!r}")
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ValueError(f"shape: expected a sequence of positive sizes for buffer '{name}', got {shape!r}") from None
+    if not dims or any(d < 1 for d in dims):
+        raise ValueError(f"shape: buffer '{name}' needs at least one dimension and positive sizes, got {shape!r}")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype: {dtype!r} is not a numpy dtype (buffer '{name}')") from None
+    if dt.hasobject or dt.itemsize == 0:
+        raise ValueError(f"dtype: buffer '{name}' needs a fixed-size numeric dtype, got {dt}")
+    if init is not None:
+        check_buffer_array(Buffer(name, dims, dt, -1), init, "init")
+    return name, dims, dt
+
+
+def check_buffer_array(buf: Buffer, array, what: str) -> np.ndarray:
+    """`array` as the contents of `buf`: same shape and dtype exactly (no silent casts or reshapes)."""
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"{what}: expected a numpy array for {buf}, got {type(array).__name__}")
+    if array.shape != buf.shape or array.dtype != buf.dtype:
+        raise ValueError(f"{what}: {buf} takes a {buf.shape} {buf.dtype} array, got {array.shape} {array.dtype}")
+    return np.ascontiguousarray(array)
 
 
 class Module(ABC):
-    """Compiled source: launch its kernels by name."""
+    """Compiled source: launch its kernels by name.
+
+    Resident buffers (where `supports_resident_buffers`): `alloc` makes a device buffer with guard bands,
+    filled with `init` or poisoned; `write` / `read` copy whole contents in and out; `free` releases it. A
+    Buffer passed in `launch(args=...)` is used in place. An index in `outputs` naming a Buffer is poisoned
+    before the launch and must be written in full; other Buffers keep their contents (read, or partly
+    written: a KV-cache row). Every check of an array argument applies to Buffers too."""
 
     @property
     @abstractmethod
@@ -114,24 +156,21 @@ class Module(ABC):
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> "LaunchResult": ...
 
-    # Resident buffers (model-level work: KV cache, activations kept on the device between launches).
     @property
     def supports_resident_buffers(self) -> bool:
         return False
 
     def alloc(self, name: str, shape, dtype, init: "np.ndarray | None" = None) -> Buffer:
-        """A resident device buffer framed by guard bands; poisoned when `init` is None, else a copy of it."""
-        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+        raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
 
     def write(self, buf: Buffer, array: np.ndarray) -> None:
-        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+        raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
 
     def read(self, buf: Buffer) -> np.ndarray:
-        """A copy of the buffer's contents."""
-        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+        raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
 
     def free(self, buf: Buffer) -> None:
-        raise NotImplementedError(f"{type(self).__name__}: this backend has no resident buffers")
+        raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
 
 
 @dataclass
@@ -140,6 +179,7 @@ class LaunchResult:
     launch: LaunchInfo
     elapsed_ms: "float | None" = None    # GPU: kernel time per launch (median of timed batches) where asked for
     notes: tuple[str, ...] = ()
+    coverage: "dict | None" = None       # emu: blocks run under each schedule (block sampling), for the report
     timing: "dict | None" = None         # GPU: how elapsed_ms was measured (batches, spread), or why it was not
 
 

@@ -32,7 +32,7 @@ from harness.cuda_source import KernelSignature, kernel_signatures
 
 from .base import (
     GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, Buffer, BuildError, KernelCrash, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
-    Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3,
+    Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3, check_buffer_array, check_buffer_request,
 )
 
 
@@ -719,22 +719,8 @@ class GpuModule(Module):
         return handle
 
     def alloc(self, name: str, shape, dtype, init: "np.ndarray | None" = None) -> Buffer:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name: expected a non-empty buffer name, got {name!r}")
-        try:
-            shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-            dtype = np.dtype(dtype)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"alloc {name!r}: shape and dtype must be a tuple of ints and a numpy dtype: {exc}") \
-                from None
-        if any(d < 0 for d in shape):
-            raise ValueError(f"alloc {name!r}: shape {shape} has a negative dimension")
-        data = None
-        if init is not None:
-            init = np.asarray(init)
-            if init.shape != shape or init.dtype != dtype:
-                raise ValueError(f"init: buffer {name!r} is {shape} {dtype}, got an array of {init.shape} {init.dtype}")
-            data = np.ascontiguousarray(init).tobytes()
+        name, shape, dtype = check_buffer_request(name, shape, dtype, init)
+        data = None if init is None else np.ascontiguousarray(init).tobytes()
         buf = Buffer(name, shape, dtype, next(_BUFFER_IDS))
         self.backend.ensure_module(self.key, self.cubin)
         self.backend.request({"op": "alloc", "id": buf.id, "what": f"resident buffer {name!r}",
@@ -744,11 +730,8 @@ class GpuModule(Module):
 
     def write(self, buf: Buffer, array: np.ndarray) -> None:
         handle = self._live(buf, "buf")
-        array = np.asarray(array)
-        if array.shape != handle.shape or array.dtype != handle.dtype:
-            raise ValueError(f"array: buffer {handle.name!r} is {handle.shape} {handle.dtype}, got {array.shape} "
-                             f"{array.dtype}")
-        self.backend.request({"op": "write", "id": handle.id, "data": np.ascontiguousarray(array).tobytes()})
+        data = check_buffer_array(handle, array, "array")
+        self.backend.request({"op": "write", "id": handle.id, "data": data.tobytes()})
 
     def read(self, buf: Buffer) -> np.ndarray:
         handle = self._live(buf, "buf")
