@@ -22,7 +22,8 @@
 # fake, and the report runs on the fake, where every kernel launch is refused (the fake emulates none of the
 # matrix's kernels), so its verdicts mean nothing; the step checks that the report is written.
 #
-# Knobs: PYTHON, GPU_DEPS (.gpu-deps), GPU_CHECK_WORKERS (pytest -n, default 4; 0 for none),
+# Knobs: PYTHON, GPU_DEPS (.gpu-deps), GPU_CHECK_SITE (where install puts packages, .gpu-site, on PYTHONPATH),
+#   GPU_CHECK_WORKERS (pytest -n, default 4; 0 for none),
 #   GPU_CHECK_SHAPES (tiny,tails,qwen3-30b-a3b), GPU_CHECK_SEED, GPU_CHECK_GENERATE_ARGS,
 #   GPU_CHECK_{INSTALL,PROBE,TEST,REPORT,GENERATE}_TIMEOUT (seconds, each below 600), QCONFORM_SEED_RS.
 set -u
@@ -81,7 +82,9 @@ step() {
 if [ -z "${QCONFORM_SEED_RS:-}" ] && [ -f "$DEPS/seed/qwen_emit.rs" ]; then
   export QCONFORM_SEED_RS="$REPO/$DEPS/seed/qwen_emit.rs"
 fi
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# What the install phase installs goes to $SITE (kept between calls on a warm machine), not into the image.
+SITE="${GPU_CHECK_SITE:-$REPO/.gpu-site}"
+export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ "$FAKE" = 1 ]; then
   # QCONFORM_GPU_FAKE_CONFIG: more options for the fake machine (tests/gpu/fake_pycuda.py, FakeDriver), as JSON.
   export QCONFORM_GPU_DRIVER=tests.gpu.fake_pycuda
@@ -121,13 +124,16 @@ install_phase() {
   fi
   step install bash -c '
     set -euo pipefail
-    deps=$1 results=$2 py=$3 cuda_root=$4
-    "$py" -m pip install -q --no-index --find-links "$deps" --no-build-isolation \
-      setuptools wheel "pytools>=2011.2" "platformdirs>=2.2" mako "gguf>=0.10" "rich>=13" "pytest-xdist>=3.5"
+    deps=$1 results=$2 py=$3 cuda_root=$4 site=$5
+    # Into a folder of our own on PYTHONPATH, as plain files: the image'"'"'s environment is left as it is.
+    mkdir -p "$site"
+    wheels=$(ls "$deps"/*.whl | grep -v "/pycuda-" || true)
+    [ -z "$wheels" ] || "$py" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" $wheels
     tag=$("$py" -c "import sys; print(f\"cp{sys.version_info[0]}{sys.version_info[1]}\")")
     wheel=$(ls "$deps"/pycuda-*-"$tag"-*.whl 2>/dev/null | tail -1 || true)
     if [ -z "$wheel" ]; then
       [ -n "$cuda_root" ] || { echo "no CUDA toolkit (bin/nvcc + include/cuda.h): cannot build PyCUDA"; exit 1; }
+      ls "$deps"/pycuda-*.tar.gz >/dev/null 2>&1 || { echo "no PyCUDA wheel for $tag and no sdist in $deps"; exit 1; }
       src=$(mktemp -d)
       tar -xzf "$(ls "$deps"/pycuda-*.tar.gz | tail -1)" -C "$src"
       pkg=$(ls -d "$src"/pycuda-*/ | head -1)
@@ -149,9 +155,9 @@ install_phase() {
       wheel=$(ls "$results"/pycuda-*.whl | tail -1)
       echo "built $wheel: put it in $deps/ to skip the build on the next run"
     fi
-    "$py" -m pip install -q --no-index --no-deps "$wheel"
+    "$py" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" "$wheel"
     "$py" -c "import pycuda; print(\"PyCUDA\", pycuda.VERSION_TEXT)"
-  ' install "$DEPS" "$RESULTS" "$PY" "$CUDA_ROOT"
+  ' install "$DEPS" "$RESULTS" "$PY" "$CUDA_ROOT" "$SITE"
 }
 
 probe_phase() {
