@@ -8,7 +8,7 @@
 # (several phases can share a call; a later call on the same machine can run the next phase):
 #   install   the wheels of .gpu-deps/ and PyCUDA (a carried wheel, else built from the carried sdist)
 #   probe     the device, the driver, the backend's facts and the device's copy bandwidth
-#   test      `pytest -m gpu tests/gpu`: the backend's device tests (the matrix is left to `report`)
+#   test      `pytest -m gpu tests/backends/gpu`: the backend's device tests (the matrix is left to `report`)
 #   report    `qconform report --backend gpu` on the conformance matrix, run once
 #   generate  model-level generation on the GPU (`python -m harness.cli generate --backend gpu ...`), skipped
 #             with a line saying so where this checkout has no such command yet
@@ -18,7 +18,7 @@
 # Keeps going after a failed step; exits 1 if any step failed.
 #
 # --fake (or QCONFORM_GPU_FAKE=1): a dry run on a machine without a GPU, end to end, against the fake driver of
-# tests/gpu/fake_pycuda.py: nothing is installed (the deps folder is inventoried), the device tests run on the
+# tests/backends/gpu/fake_pycuda.py: nothing is installed (the deps folder is inventoried), the device tests run on the
 # fake, and the report runs on the fake, where every kernel launch is refused (the fake emulates none of the
 # matrix's kernels), so its verdicts mean nothing; the step checks that the report is written.
 #
@@ -52,7 +52,7 @@ STEPS_LOG="$RESULTS/steps.log"
 failed=0
 
 declare -A LIMIT=(
-  [install]="${GPU_CHECK_INSTALL_TIMEOUT:-420}" [probe]="${GPU_CHECK_PROBE_TIMEOUT:-120}"
+  [install]="${GPU_CHECK_INSTALL_TIMEOUT:-540}" [probe]="${GPU_CHECK_PROBE_TIMEOUT:-120}"
   [test]="${GPU_CHECK_TEST_TIMEOUT:-420}" [report]="${GPU_CHECK_REPORT_TIMEOUT:-540}"
   [generate]="${GPU_CHECK_GENERATE_TIMEOUT:-300}"
 )
@@ -86,8 +86,8 @@ fi
 SITE="${GPU_CHECK_SITE:-$REPO/.gpu-site}"
 export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ "$FAKE" = 1 ]; then
-  # QCONFORM_GPU_FAKE_CONFIG: more options for the fake machine (tests/gpu/fake_pycuda.py, FakeDriver), as JSON.
-  export QCONFORM_GPU_DRIVER=tests.gpu.fake_pycuda
+  # QCONFORM_GPU_FAKE_CONFIG: more options for the fake machine (tests/backends/gpu/fake_pycuda.py, FakeDriver), as JSON.
+  export QCONFORM_GPU_DRIVER=tests.backends.gpu.fake_pycuda
   QCONFORM_FAKE_CUDA=$("$PY" -c 'import json, sys; print(json.dumps({"all_symbols": True, **json.loads(sys.argv[1])}))' \
     "${QCONFORM_GPU_FAKE_CONFIG:-{\}}") || { echo "gpu-check: QCONFORM_GPU_FAKE_CONFIG: not a JSON object" >&2; exit 2; }
   export QCONFORM_FAKE_CUDA
@@ -105,7 +105,7 @@ done
 {
   echo "# qconform GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
-  echo "# mode $([ "$FAKE" = 1 ] && echo 'DRY RUN against the fake driver (tests/gpu/fake_pycuda.py)' || echo 'real device')"
+  echo "# mode $([ "$FAKE" = 1 ] && echo 'DRY RUN against the fake driver (tests/backends/gpu/fake_pycuda.py)' || echo 'real device')"
   plan=""; for p in "${PHASES[@]}"; do plan+=" $p(<=${LIMIT[$p]}s)"; done
   echo "# phases${plan}"
   echo "# python $("$PY" --version 2>&1) at $(command -v "$PY"); CUDA root ${CUDA_ROOT:-not found}; deps $DEPS"
@@ -138,7 +138,8 @@ install_phase() {
       tar -xzf "$(ls "$deps"/pycuda-*.tar.gz | tail -1)" -C "$src"
       pkg=$(ls -d "$src"/pycuda-*/ | head -1)
       # PyCUDA reads its build configuration from siteconf.py: this toolkit, the driver library through the
-      # toolkit stub (or the driver itself), no CURAND (unused). setup.cfg makes build_ext use every core.
+      # toolkit stub (or the driver itself), no CURAND (unused). setup.cfg lets build_ext build PyCUDA'"'"'s
+      # extensions side by side (the sources of one extension still compile one after another).
       libdirs=""
       for d in "$cuda_root"/lib64 "$cuda_root"/lib64/stubs "$cuda_root"/lib "$cuda_root"/lib/stubs \
                "$cuda_root"/targets/x86_64-linux/lib "$cuda_root"/targets/x86_64-linux/lib/stubs; do
@@ -184,7 +185,7 @@ EOF
 test_phase() {
   local workers=()
   [ "${GPU_CHECK_WORKERS:-4}" != 0 ] && "$PY" -c "import xdist" 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-4}")
-  step test "$PY" -m pytest -m gpu tests/gpu "${workers[@]}" -p no:randomly -rs --durations=10
+  step test "$PY" -m pytest -m gpu tests/backends/gpu "${workers[@]}" -p no:randomly -rs --durations=10
   local rc=$?
   grep -E "^(=+ .* in [0-9.]+s|SKIPPED)" "$STEPS_LOG" | tail -4 >>"$SUMMARY"
   return $rc

@@ -5,7 +5,7 @@
 #     and of the build tools pip needs with --no-build-isolation (numpy is left out: the GPU image has it);
 #   - PyCUDA: it is published as a source distribution only, and its extension must be compiled against the
 #     GPU machine's CUDA headers and driver library, so the sdist travels and ci/gpu-check.sh's install phase
-#     builds the wheel there (build_ext on every core) and leaves it in the results. Put that wheel here and
+#     builds the wheel there and leaves it in the results. Put that wheel here and
 #     later runs install it instead of building: this script keeps a pycuda-*.whl already in the folder;
 #   - a copy of the seed specification ($QCONFORM_SEED_RS, else ../shared/seed/qwen_emit.rs) in seed/, which
 #     ci/gpu-check.sh hands to the tests through $QCONFORM_SEED_RS (../shared does not travel with a checkout).

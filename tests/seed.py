@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_ENV = "QCONFORM_SEED_RS"
-SEED_RS = REPO.parent / "shared" / "seed" / "qwen_emit.rs"
+BESIDE_SEED_RS = REPO.parent / "shared" / "seed" / "qwen_emit.rs"
 CARRIED_SEED_RS = REPO / ".gpu-deps" / "seed" / "qwen_emit.rs"
 
 
@@ -24,12 +24,16 @@ def seed_path(env=os.environ) -> Path:
         if not path.is_file():
             raise ValueError(f"${SEED_ENV}: {given!r} is not a file")
         return path
-    return SEED_RS if SEED_RS.is_file() else CARRIED_SEED_RS
+    return BESIDE_SEED_RS if BESIDE_SEED_RS.is_file() else CARRIED_SEED_RS
+
+
+# The seed file of this run (it may not exist: seed_source() then skips with the reason).
+SEED_RS = seed_path()
 
 
 def seed_source() -> str:
-    path = seed_path()
+    path = SEED_RS
     if not path.is_file():
         pytest.skip(f"the seed specification is not here: set ${SEED_ENV}, or have ../shared/seed/qwen_emit.rs "
-                    f"beside this checkout ({SEED_RS}) or a copy in .gpu-deps/seed/ (ci/gpu-prepare.sh)")
+                    f"beside this checkout ({BESIDE_SEED_RS}) or a copy in .gpu-deps/seed/ (ci/gpu-prepare.sh)")
     return path.read_text()

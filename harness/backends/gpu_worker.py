@@ -7,7 +7,7 @@ So on a timeout or a sticky error this process replies with the fault and `retir
 more, and the parent kills it and starts a fresh one for the next launch. A non-sticky error (a launch the
 driver refuses: bad dimensions, too many resources) leaves the context as it is.
 
-Requests arrive on stdin and replies leave on a private copy of stdout (harness.emu.protocol, the mechanism
+Requests arrive on stdin and replies leave on a private copy of stdout (harness.backends.emu.protocol, the mechanism
 the emu worker uses); each step is announced on stderr as `gpu-worker: <step>`, so that a hang the parent
 has to cut short still says where it was.
 """
@@ -21,12 +21,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, LaunchInfo
 from harness.backends.device_lock import DeviceLock
-from harness.backends.gpu import (
-    BufferArg, ResidentArg, ScalarArg, TimingPlan, guard_damage, runs_disagree, timing_summary, unwritten_report,
-    import_driver,
-)
+from harness.backends.gpu import TimingPlan, guard_damage, import_driver, runs_disagree, timing_summary, unwritten_report
 
 STEP_PREFIX = "gpu-worker: "
 DEFAULT_SHARED_LIMIT = 48 * 1024    # static + dynamic shared memory a block gets without opting in
@@ -437,7 +435,7 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
 def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
-    from harness.emu import protocol
+    from harness.backends.emu import protocol
 
     dev: Optional[Device] = None
     in_fd = sys.stdin.fileno()

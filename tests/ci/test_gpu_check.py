@@ -46,7 +46,7 @@ def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     lines = summary.splitlines()
     # The first lines say what runs, and how far each step may take, before anything slow starts.
     assert lines[0].startswith("# qconform GPU check") and "DRY RUN" in lines[2]
-    assert lines[3] == "# phases install(<=420s) probe(<=120s) test(<=420s) report(<=540s) generate(<=300s)"
+    assert lines[3] == "# phases install(<=540s) probe(<=120s) test(<=420s) report(<=540s) generate(<=300s)"
     times = _step_seconds(summary)
     assert set(times) == {"probe", "test", "report"}
     assert all(t < 600 for t in times.values())
@@ -56,7 +56,7 @@ def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     assert "report: dry run: exit 1 is expected" in summary and "'fail': 168" in summary
     assert "generate: skipped" in summary or "generate: exit 0" in summary
     assert summary.count("report: start") == 1                                # the matrix runs once
-    assert "-m gpu tests/gpu" in (tmp_path / "out" / "steps.log").read_text()
+    assert "-m gpu tests/backends/gpu" in (tmp_path / "out" / "steps.log").read_text()
     assert (tmp_path / "out" / "report" / "report.json").is_file()
     assert lines[-1].endswith("done: all steps passed")
 
