@@ -2,19 +2,22 @@
 # The GPU check: run on a machine with a CUDA GPU and no network, in the repo, after ci/gpu-prepare.sh filled
 # .gpu-deps/ on a machine with network (the folder is git-ignored: carry it explicitly).
 #
-#   ci/gpu-check.sh [--fake] [PHASE...]      PHASE: install probe test report generate, or all (the default)
+#   ci/gpu-check.sh [--fake] [PHASE...]   PHASE: install probe test report report-large generate, or all (default)
 #
 # Phases, each a step with its own time limit below 600 s, so that each fits one call of a short device slot
 # (several phases can share a call; a later call on the same machine can run the next phase):
 #   install   the wheels of .gpu-deps/ and PyCUDA (a carried wheel, else built from the carried sdist)
 #   probe     the device, the driver, the backend's facts and the device's copy bandwidth
 #   test      `pytest -m gpu tests/backends/gpu`: the backend's device tests (the matrix is left to `report`)
-#   report    `qconform report --backend gpu` on the conformance matrix, run once
+#   report    `qconform report --backend gpu` on the conformance matrix at the small shape sets (tiny, tails)
+#   report-large  the same matrix at the model's own shapes (qwen3-30b-a3b), whose inputs take minutes to
+#             draw, in its own step; together the two run the matrix once, never twice
 #   generate  model-level generation on the GPU (`python -m harness.cli generate --backend gpu ...`), skipped
 #             with a line saying so where this checkout has no such command yet
 # Results land in $OUT if set, else ./gpu-results: gpu-check.log (the summary, its first lines written before
 # any slow step, so that a run cut short still says how far it got), steps.log (every step's output), report/
-# (report.json, .md, .html) and the PyCUDA wheel built here (put it in .gpu-deps/ to skip the build next time).
+# and report-large/ (report.json, .md, .html each) and the PyCUDA wheel built here (put it in .gpu-deps/ to skip
+# the build next time).
 # Keeps going after a failed step; exits 1 if any step failed.
 #
 # --fake (or QCONFORM_GPU_FAKE=1): a dry run on a machine without a GPU, end to end, against the fake driver of
@@ -24,8 +27,8 @@
 #
 # Knobs: PYTHON, GPU_DEPS (.gpu-deps), GPU_CHECK_SITE (where install puts packages, .gpu-site, on PYTHONPATH),
 #   GPU_CHECK_WORKERS (pytest -n, default 4; 0 for none),
-#   GPU_CHECK_SHAPES (tiny,tails,qwen3-30b-a3b), GPU_CHECK_SEED, GPU_CHECK_GENERATE_ARGS,
-#   GPU_CHECK_{INSTALL,PROBE,TEST,REPORT,GENERATE}_TIMEOUT (seconds, each below 600), QCONFORM_SEED_RS.
+#   GPU_CHECK_SHAPES (tiny,tails), GPU_CHECK_LARGE_SHAPES (qwen3-30b-a3b), GPU_CHECK_SEED, GPU_CHECK_GENERATE_ARGS,
+#   GPU_CHECK_{INSTALL,PROBE,TEST,REPORT,REPORT_LARGE,GENERATE}_TIMEOUT (seconds, each below 600), QCONFORM_SEED_RS.
 set -u
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -35,12 +38,12 @@ PHASES=()
 for arg in "$@"; do
   case "$arg" in
     --fake) FAKE=1 ;;
-    all) PHASES+=(install probe test report generate) ;;
-    install|probe|test|report|generate) PHASES+=("$arg") ;;
-    *) echo "usage: $0 [--fake] [all|install|probe|test|report|generate]..." >&2; exit 2 ;;
+    all) PHASES+=(install probe test report report-large generate) ;;
+    install|probe|test|report|report-large|generate) PHASES+=("$arg") ;;
+    *) echo "usage: $0 [--fake] [all|install|probe|test|report|report-large|generate]..." >&2; exit 2 ;;
   esac
 done
-[ ${#PHASES[@]} -gt 0 ] || PHASES=(install probe test report generate)
+[ ${#PHASES[@]} -gt 0 ] || PHASES=(install probe test report report-large generate)
 [ "$FAKE" = 1 ] || FAKE=0
 
 RESULTS="${OUT:-$REPO/gpu-results}"
@@ -54,6 +57,7 @@ failed=0
 declare -A LIMIT=(
   [install]="${GPU_CHECK_INSTALL_TIMEOUT:-540}" [probe]="${GPU_CHECK_PROBE_TIMEOUT:-120}"
   [test]="${GPU_CHECK_TEST_TIMEOUT:-420}" [report]="${GPU_CHECK_REPORT_TIMEOUT:-540}"
+  [report-large]="${GPU_CHECK_REPORT_LARGE_TIMEOUT:-570}"
   [generate]="${GPU_CHECK_GENERATE_TIMEOUT:-300}"
 )
 for p in "${!LIMIT[@]}"; do
@@ -191,22 +195,29 @@ test_phase() {
   return $rc
 }
 
-report_phase() {
-  step report "$PY" -m harness.cli report --backend gpu --shapes "${GPU_CHECK_SHAPES:-tiny,tails,qwen3-30b-a3b}" \
-    --seed "${GPU_CHECK_SEED:-20261202}" --out "$RESULTS/report"
-  local rc=$?
-  "$PY" - "$RESULTS/report/report.json" >>"$SUMMARY" 2>&1 <<'EOF'
+# run_report STEP SHAPES OUTDIR: one report run and its summary line.
+run_report() {
+  local name=$1 shapes=$2 dir=$3 rc
+  step "$name" "$PY" -m harness.cli report --backend gpu --shapes "$shapes" --seed "${GPU_CHECK_SEED:-20261202}" \
+    --out "$dir"
+  rc=$?
+  [ -s "$dir/report.json" ] && "$PY" - "$dir/report.json" "$name" >>"$SUMMARY" 2>&1 <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-print("report:", doc["summary"], "| copy bandwidth:", doc["meta"].get("copy_bandwidth_gbps"),
-      "| worker restarts:", len(doc["meta"].get("backend_info", {}).get("worker_restarts", [])))
+meta = doc["meta"]
+print(f"{sys.argv[2]}:", meta.get("shapes"), doc["summary"], "| copy bandwidth:", meta.get("copy_bandwidth_gbps"),
+      meta.get("copy_bandwidth_note") or "", "| worker restarts:",
+      len(meta.get("backend_info", {}).get("worker_restarts", [])))
 EOF
-  if [ "$FAKE" = 1 ] && [ $rc = 1 ] && [ -s "$RESULTS/report/report.json" ]; then
-    log "report: dry run: exit 1 is expected (the fake driver runs none of the matrix's kernels); the report was written"
+  if [ "$FAKE" = 1 ] && [ $rc = 1 ] && [ -s "$dir/report.json" ]; then
+    log "$name: dry run: exit 1 is expected (the fake driver runs none of the matrix's kernels); the report was written"
     return 0
   fi
   return $rc
 }
+
+report_phase() { run_report report "${GPU_CHECK_SHAPES:-tiny,tails}" "$RESULTS/report"; }
+report-large_phase() { run_report report-large "${GPU_CHECK_LARGE_SHAPES:-qwen3-30b-a3b}" "$RESULTS/report-large"; }
 
 generate_phase() {
   if ! "$PY" -m harness.cli generate --help >/dev/null 2>&1; then

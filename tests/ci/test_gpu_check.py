@@ -26,7 +26,7 @@ def nvcc():
 
 def _run(tmp_path, *args, **env):
     full = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, "GPU_CHECK_WORKERS": "0",
-            "GPU_CHECK_SHAPES": "tiny", "QCONFORM_CACHE": str(tmp_path / "cache"),
+            "GPU_CHECK_SHAPES": "tiny", "GPU_CHECK_LARGE_SHAPES": "tails", "QCONFORM_CACHE": str(tmp_path / "cache"),
             "QCONFORM_GPU_LOCK_DIR": str(tmp_path / "locks"), **env}
     full.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.run(["bash", str(SCRIPT), "--fake", *args], cwd=REPO, env=full, capture_output=True,
@@ -36,7 +36,7 @@ def _run(tmp_path, *args, **env):
 
 
 def _step_seconds(summary: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(3)) for m in re.finditer(r"\] (\w+): exit (\d+) after (\d+)s", summary)}
+    return {m.group(1): int(m.group(3)) for m in re.finditer(r"\] ([\w-]+): exit (\d+) after (\d+)s", summary)}
 
 
 @pytest.mark.usefixtures("nvcc")
@@ -46,18 +46,24 @@ def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     lines = summary.splitlines()
     # The first lines say what runs, and how far each step may take, before anything slow starts.
     assert lines[0].startswith("# qconform GPU check") and "DRY RUN" in lines[2]
-    assert lines[3] == "# phases install(<=540s) probe(<=120s) test(<=420s) report(<=540s) generate(<=300s)"
+    assert lines[3] == ("# phases install(<=540s) probe(<=120s) test(<=420s) report(<=540s) report-large(<=570s) "
+                        "generate(<=300s)")
     times = _step_seconds(summary)
-    assert set(times) == {"probe", "test", "report"}
+    assert set(times) == {"probe", "test", "report", "report-large"}
     assert all(t < 600 for t in times.values())
     assert "install: dry run: nothing installed" in summary
     assert "gpu backend: available" in summary
     assert re.search(r"=+ \d+ passed.* in [0-9.]+s", summary)               # the device tests ran on the fake
-    assert "report: dry run: exit 1 is expected" in summary and "'fail': 168" in summary
+    assert "report: dry run: exit 1 is expected" in summary and "report-large: dry run: exit 1" in summary
+    assert "report: ['tiny'] {'pass': 0, 'tie': 0, 'fail': 168" in summary
+    assert "report-large: ['tails'] {'pass': 0, 'tie': 0, 'fail': 168" in summary
     assert "generate: skipped" in summary or "generate: exit 0" in summary
-    assert summary.count("report: start") == 1                                # the matrix runs once
-    assert "-m gpu tests/backends/gpu" in (tmp_path / "out" / "steps.log").read_text()
+    # The matrix runs once: each shape set in one report step, the device tests without the matrix.
+    assert summary.count("] report: start") == 1 and summary.count("] report-large: start") == 1
+    steps = (tmp_path / "out" / "steps.log").read_text()
+    assert "-m gpu tests/backends/gpu " in steps and "test_gpu_matrix" not in steps
     assert (tmp_path / "out" / "report" / "report.json").is_file()
+    assert (tmp_path / "out" / "report-large" / "report.json").is_file()
     assert lines[-1].endswith("done: all steps passed")
 
 
