@@ -30,8 +30,9 @@ from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature, kernel_signatures
 
 from .base import (
-    GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, Buffer, BuildError, KernelCrash, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
-    Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3, check_buffer_array, check_buffer_request,
+    GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, Buffer, BuildError, KernelCrash, KernelFault, KernelTimeout,
+    LaunchInfo, LaunchResult, Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3, check_buffer_array,
+    check_buffer_request,
 )
 
 
@@ -359,7 +360,8 @@ class GpuBackend(Backend):
             raise ValueError(f"device: expected a device index in 0..{count - 1}, got {device!r}")
         self.device_index = int(device)
         self.device = self.cuda.Device(self.device_index)
-        self.launch_timeout_s, self.warmup_ms, self.lock_wait_s = float(launch_timeout_s), float(warmup_ms), float(lock_wait_s)
+        self.launch_timeout_s, self.warmup_ms = float(launch_timeout_s), float(warmup_ms)
+        self.lock_wait_s = float(lock_wait_s)
         self.nvcc = find_nvcc()
         from harness.backends.emu.client import Worker
         self._worker = Worker(module="harness.backends.gpu_worker", step_prefix="gpu-worker: ",

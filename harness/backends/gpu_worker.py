@@ -24,7 +24,9 @@ import numpy as np
 from harness.backends.args import BufferArg, ResidentArg, ScalarArg
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, LaunchInfo
 from harness.backends.device_lock import DeviceLock
-from harness.backends.gpu import TimingPlan, guard_damage, import_driver, runs_disagree, timing_summary, unwritten_report
+from harness.backends.gpu import (
+    TimingPlan, guard_damage, import_driver, runs_disagree, timing_summary, unwritten_report,
+)
 
 STEP_PREFIX = "gpu-worker: "
 DEFAULT_SHARED_LIMIT = 48 * 1024    # static + dynamic shared memory a block gets without opting in
@@ -177,7 +179,8 @@ class Device:
     def write(self, buf_id: int, data: bytes) -> None:
         a = self.resident[buf_id]
         if a.nbytes:
-            self.guarded(f"copying {a.what} to the device", self.cuda.memcpy_htod, a.data, np.frombuffer(data, np.uint8))
+            self.guarded(f"copying {a.what} to the device", self.cuda.memcpy_htod, a.data,
+                         np.frombuffer(data, np.uint8))
 
     def read(self, buf_id: int) -> bytes:
         a = self.resident[buf_id]
@@ -226,7 +229,8 @@ class Device:
             dst = _Alloc(self, "the copy destination", nbytes)
             try:
                 self.guarded("filling the copy source", self.cuda.memset_d8, src.data, 0x3C, nbytes)
-                copy = lambda: self.guarded("a device-to-device copy", self.cuda.memcpy_dtod, dst.data, src.data, nbytes)
+                def copy() -> None:
+                    self.guarded("a device-to-device copy", self.cuda.memcpy_dtod, dst.data, src.data, nbytes)
                 summary = self.measure(copy, plan, limit_s, "copy")
             finally:
                 src.free()
