@@ -2,8 +2,9 @@
 every backend.
 
 In: a `KernelSignature`, the caller's arguments and output indices. Out: a plan, one `BufferArg` (an array
-that goes to its own device buffer) or `ScalarArg` (a numpy scalar passed by value) per parameter, or a
-ValueError that names the argument and the rule it breaks."""
+that goes to its own device buffer), `ResidentArg` (a resident device buffer, used in place) or `ScalarArg`
+(a numpy scalar passed by value) per parameter, or a ValueError that names the argument and the rule it
+breaks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ import numpy as np
 
 from cudasrc.signatures import KernelSignature
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
+
+from .base import Buffer
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,49 @@ class BufferArg:
         """A const pointee cannot be written by the kernel: uploaded once, never copied back."""
         return self.ctype.startswith("const ")
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    @property
+    def itemsize(self) -> int:
+        return self.array.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+
+@dataclass(frozen=True)
+class ResidentArg:
+    """A resident buffer (Module.alloc) passed in place: no copy. As an output it is poisoned before each run
+    and must be written in full; otherwise it keeps its contents (in/out, partial writes allowed)."""
+    index: int
+    name: str
+    ctype: str
+    buffer: Buffer
+    is_output: bool
+
+    @property
+    def what(self) -> str:
+        return f"args[{self.index}] ({self.name}: {self.ctype}, resident buffer {self.buffer.name!r})"
+
+    @property
+    def const(self) -> bool:
+        return self.ctype.startswith("const ")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def itemsize(self) -> int:
+        return self.buffer.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.nbytes
+
 
 @dataclass(frozen=True)
 class ScalarArg:
@@ -42,7 +88,7 @@ class ScalarArg:
     value: np.generic       # exactly the dtype of the C type, ready to be packed by value
 
 
-def _pointee_check(param_ctype: str, what: str, array: np.ndarray) -> None:
+def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
     base = element_ctype(param_ctype).replace("volatile ", "").strip()
     if base in SCALAR_DTYPES:
         want = SCALAR_DTYPES[base]
@@ -71,13 +117,15 @@ def _output_indices(outputs: Sequence[int], n_args: int) -> list[int]:
 
 
 def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[int],
-              native_sizes: Optional[Sequence[int]] = None, empty_ok: bool = True) -> list["BufferArg | ScalarArg"]:
+              native_sizes: Optional[Sequence[int]] = None, empty_ok: bool = True,
+              resident_ok: bool = False) -> list["BufferArg | ResidentArg | ScalarArg"]:
     """Check `args` against the kernel signature and say how each one travels. Arrays must be
     C-contiguous numpy arrays of the pointee's dtype (whole vectors for a vector pointee), writeable unless
     the pointer is const, and must not overlap (each gets its own device buffer); by-value parameters take
     numpy scalars of exactly the parameter's dtype (and, where `native_sizes` gives the compiled parameter
     sizes, of that size). An output is a non-const pointer, listed once. A backend whose buffers cannot be
-    empty passes `empty_ok=False`."""
+    empty passes `empty_ok=False`. A backend with resident buffers passes `resident_ok=True`: a `Buffer` may
+    then stand for a pointer argument (its dtype checked like an array's), each at most once."""
     if isinstance(args, (str, bytes, np.ndarray)):
         raise ValueError(f"args: expected a sequence of arrays and numpy scalars, got {type(args).__name__}")
     args = list(args)
@@ -86,13 +134,18 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
         raise ValueError(f"args: kernel {sig.name} takes {len(params)} parameters "
                          f"({', '.join(t + ' ' + n for t, n in params)}), got {len(args)} arguments")
     out_set = set(_output_indices(outputs, len(args)))
-    plan: list[BufferArg | ScalarArg] = []
+    plan: list[BufferArg | ResidentArg | ScalarArg] = []
     for i, (arg, (ctype, pname)) in enumerate(zip(args, params)):
         what = f"args[{i}] ({pname}: {ctype})"
-        if ctype.endswith("*"):
+        if ctype.endswith("*") and isinstance(arg, Buffer) and resident_ok:
+            _pointee_check(ctype, what, arg)
+            if i in out_set and ctype.startswith("const "):
+                raise ValueError(f"outputs: args[{i}] ({pname}) is a const pointer, so the kernel cannot write it")
+            plan.append(ResidentArg(i, pname, ctype, arg, i in out_set))
+        elif ctype.endswith("*"):
             if not isinstance(arg, np.ndarray):
-                raise ValueError(f"{what}: the kernel takes a pointer, so pass a numpy array, "
-                                 f"got {type(arg).__name__}")
+                raise ValueError(f"{what}: the kernel takes a pointer, so pass a numpy array"
+                                 f"{' or a resident Buffer' if resident_ok else ''}, got {type(arg).__name__}")
             if not arg.flags.c_contiguous:
                 raise ValueError(f"{what}: the array must be C-contiguous (copy it with np.ascontiguousarray)")
             if arg.size == 0 and not empty_ok:
@@ -118,6 +171,12 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
                 raise ValueError(f"{what}: the compiled parameter is {native_sizes[i]} bytes, {want} has "
                                  f"{want.itemsize}")
             plan.append(ScalarArg(i, pname, ctype, arg))
+    resident = [p for p in plan if isinstance(p, ResidentArg)]
+    for x, a in enumerate(resident):
+        for b in resident[x + 1:]:
+            if a.buffer.id == b.buffer.id:
+                raise ValueError(f"args: args[{a.index}] and args[{b.index}] are the same resident buffer "
+                                 f"{a.buffer.name!r}; aliasing arguments are not supported")
     buffers = [p for p in plan if isinstance(p, BufferArg)]
     for x, a in enumerate(buffers):
         for b in buffers[x + 1:]:

@@ -80,6 +80,11 @@ class UnsupportedConstruct(KernelFault):
     """The source uses something this backend cannot run; the message names the construct."""
 
 
+class ResourceExhausted(KernelFault):
+    """The case needs more host or device memory than there is: a limit of the machine, not the kernel's
+    fault; the case is unchecked, and the run goes on with the next one."""
+
+
 class BuildError(RuntimeError):
     """The source did not compile for this backend (compiler output attached)."""
 
@@ -172,8 +177,10 @@ class Module(ABC):
 class LaunchResult:
     """What a launch reports besides the arrays it wrote back."""
     launch: LaunchInfo
-    elapsed_ms: "float | None" = None    # GPU: kernel time (median of timed repeats) where asked for
+    elapsed_ms: "float | None" = None    # GPU: kernel time per launch (median of timed batches) where asked for
     notes: tuple[str, ...] = ()
+    coverage: "dict | None" = None       # emu: blocks run under each schedule (block sampling), for the report
+    timing: "dict | None" = None         # GPU: how elapsed_ms was measured (batches, spread), or why it was not
 
 
 class Backend(ABC):

@@ -4,39 +4,51 @@ It gives the same guarantees as the CPU backend where a GPU can give them cheapl
 a plain device allocation (never managed memory) framed by guard bands of SENTINEL_BYTE that are verified
 after each launch, outputs are poisoned with each of POISON_BYTES in turn and must be written in full,
 scalars pass by value with their type checked against the kernel's signature, and every CUDA call is
-checked. A sticky CUDA error (illegal address, trap, launch failure) fails the launch with KernelCrash
-and retires the CUDA context; the next load or launch compiles nothing again but loads the module into a
-fresh context, so one crashing case never poisons the rest of a run.
+checked. All CUDA work runs in a worker process (harness.backends.gpu_worker), as on the CPU backend: a
+kernel that hangs (KernelTimeout) or leaves a sticky error (KernelCrash) costs that process, which is
+killed and replaced for the next launch, never the caller.
 
-The first half of this module is pure numpy (source preparation, argument marshalling, guard and poison
-bookkeeping) and is tested without a GPU; the second half talks to PyCUDA, which is imported lazily so
-that this module imports everywhere.
+This module is the caller's side. Its first half is pure numpy (source preparation, argument marshalling,
+guard, poison and timing bookkeeping), shared with the worker and tested without a GPU; PyCUDA is imported
+lazily, so that this module imports everywhere.
 """
 from __future__ import annotations
 
-import atexit
 import importlib
+import itertools
 import os
 import re
 import statistics
-import time
-from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+import weakref
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ScalarArg, plan_args
+from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature, kernel_signatures
 
 from .base import (
-    GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, BuildError, KernelCrash, KernelTimeout, LaunchInfo,
-    LaunchResult, Module, OutOfBounds, UnwrittenOutput, as_dim3,
+    GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, Buffer, BuildError, KernelCrash, KernelFault, KernelTimeout,
+    LaunchInfo, LaunchResult, Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3, check_buffer_array,
+    check_buffer_request,
 )
+
 
 class LaunchRefused(KernelCrash):
     """The device cannot run this kernel with this launch configuration (threads per block beyond what the
-    compiled kernel's registers allow, shared memory beyond the device's limit). Not sticky: the context stays."""
+    compiled kernel's registers allow, shared memory beyond the device's limit, a launch the driver refuses).
+    Not sticky: the context and the worker stay."""
+
+
+class ContextFailure(KernelFault):
+    """No CUDA context could be created on the device (out of memory, exclusive or prohibited compute mode,
+    a driver in trouble): nothing was compiled wrong and no kernel ran."""
+
+
+class BufferLost(KernelCrash):
+    """A resident buffer lived in a worker process that was killed after a timeout or a sticky error."""
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -120,9 +132,9 @@ def elements_holding(data: np.ndarray, itemsize: int, pattern: int) -> np.ndarra
     return np.all(data.reshape(-1, itemsize) == pattern, axis=1)
 
 
-def unwritten_report(buf: BufferArg, runs: Sequence[np.ndarray]) -> Optional[str]:
+def unwritten_report(buf: "BufferArg | ResidentArg", runs: Sequence[np.ndarray]) -> Optional[str]:
     """After one run per poison pattern: the elements that held the pattern every time were never written."""
-    itemsize = buf.array.itemsize
+    itemsize = buf.itemsize
     mask = None
     for pattern, data in zip(POISON_BYTES, runs):
         held = elements_holding(data, itemsize, pattern)
@@ -130,18 +142,18 @@ def unwritten_report(buf: BufferArg, runs: Sequence[np.ndarray]) -> Optional[str
     if mask is None or not mask.any():
         return None
     idx = np.flatnonzero(mask)
-    first = np.unravel_index(int(idx[0]), buf.array.shape) if buf.array.ndim else ()
+    first = np.unravel_index(int(idx[0]), buf.shape) if len(buf.shape) else ()
     return (f"{buf.what}: {idx.size} of {mask.size} element(s) were never written (still poison after runs "
             f"with bytes {', '.join(f'0x{p:02X}' for p in POISON_BYTES)}); the first at index "
             f"{tuple(int(i) for i in first)}")
 
 
-def runs_disagree(buf: BufferArg, runs: Sequence[np.ndarray]) -> Optional[str]:
+def runs_disagree(buf: "BufferArg | ResidentArg", runs: Sequence[np.ndarray]) -> Optional[str]:
     """Elements written in every run but to different values: the kernel read its output, or is nondeterministic."""
-    if len(runs) < 2 or buf.array.nbytes == 0:
+    if len(runs) < 2 or buf.nbytes == 0:
         return None
-    itemsize = buf.array.itemsize
-    written = np.ones(buf.array.size, dtype=bool)
+    itemsize = buf.itemsize
+    written = np.ones(buf.nbytes // itemsize, dtype=bool)
     for pattern, data in zip(POISON_BYTES, runs):
         written &= ~elements_holding(data, itemsize, pattern)
     rows = [d.reshape(-1, itemsize) for d in runs]
@@ -154,15 +166,46 @@ def runs_disagree(buf: BufferArg, runs: Sequence[np.ndarray]) -> Optional[str]:
             f"not deterministic")
 
 
-def check_timing(timing: object) -> Optional[tuple[int, int]]:
+@dataclass(frozen=True)
+class TimingPlan:
+    """How a launch (or a copy) is timed: after `warmup_ms` of wall time of the same work back to back (clocks
+    leave idle), `batches` batches of `launches` back-to-back launches, each batch between one pair of events
+    (no host round trip inside a batch). The per-launch time of each batch is its event time / `launches`;
+    the median over batches is reported, with the spread."""
+    batches: int
+    launches: int
+    warmup_ms: float
+
+
+def check_timing(timing: object, warmup_ms: float) -> Optional[TimingPlan]:
+    """`timing` as a launch takes it: None, or (batches >= 1, launches per batch >= 1)."""
     if timing is None:
         return None
     ok = (isinstance(timing, (tuple, list)) and len(timing) == 2
           and all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in timing)
-          and timing[0] >= 0 and timing[1] >= 1)
+          and timing[0] >= 1 and timing[1] >= 1)
     if not ok:
-        raise ValueError(f"timing: expected (warmup >= 0, repeats >= 1) as two ints, got {timing!r}")
-    return int(timing[0]), int(timing[1])
+        raise ValueError(f"timing: expected (batches >= 1, launches per batch >= 1) as two ints, got {timing!r}")
+    return TimingPlan(int(timing[0]), int(timing[1]), float(warmup_ms))
+
+
+def timing_summary(batch_ms: Sequence[float], plan: TimingPlan, warmup_ms: float, warmup_launches: int) -> dict:
+    """The per-launch median over the batches and the spread (max - min) / median of the per-launch times."""
+    per = sorted(float(t) / plan.launches for t in batch_ms)
+    median = float(statistics.median(per))
+    return {"per_launch_ms": median, "min_ms": per[0], "max_ms": per[-1],
+            "spread": (per[-1] - per[0]) / median if median > 0 else None,
+            "batches": plan.batches, "launches_per_batch": plan.launches,
+            "warmup_ms": round(float(warmup_ms), 3), "warmup_launches": int(warmup_launches)}
+
+
+def timing_note(timing: dict) -> str:
+    if "skipped" in timing:
+        return timing["skipped"]
+    spread = f"{100 * timing['spread']:.1f}%" if timing.get("spread") is not None else "n/a"
+    return (f"timing: {timing['per_launch_ms']:.6g} ms per launch, median of {timing['batches']} batches of "
+            f"{timing['launches_per_batch']} back-to-back launches (min {timing['min_ms']:.6g}, max "
+            f"{timing['max_ms']:.6g}, spread {spread}) after {timing['warmup_ms']:.0f} ms of warm-up")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -188,14 +231,57 @@ def nvcc_identity(nvcc: str) -> str:
     return nvcc_version(nvcc)
 
 
-def _import_driver():
-    return importlib.import_module("pycuda.driver")
+# A module that stands in for PyCUDA (its `driver()` and `compiler()` return modules shaped like
+# pycuda.driver and pycuda.compiler): the fake driver of the tests and of `ci/gpu-check.sh`'s dry run. Read in
+# the caller and in the worker process alike, which inherits the environment.
+DRIVER_ENV = "QCONFORM_GPU_DRIVER"
+
+
+def _stand_in():
+    name = os.environ.get(DRIVER_ENV, "").strip()
+    return importlib.import_module(name) if name else None
+
+
+def import_driver():
+    stand_in = _stand_in()
+    return stand_in.driver() if stand_in else importlib.import_module("pycuda.driver")
+
+
+def import_compiler():
+    stand_in = _stand_in()
+    return stand_in.compiler() if stand_in else importlib.import_module("pycuda.compiler")
+
+
+def _pycuda_version() -> str:
+    stand_in = _stand_in()
+    if stand_in:
+        return f"stand-in {stand_in.__name__} (${DRIVER_ENV})"
+    return getattr(importlib.import_module("pycuda"), "VERSION_TEXT", "?")
+
+
+def compute_mode_problem(cuda, index: int) -> Optional[str]:
+    """Why the device's compute mode keeps this harness off it, or None. Every backend runs its CUDA work in a
+    worker process, and parallel test workers each have one: exclusive-process mode admits only one of them
+    at a time (the others fail to create a context), prohibited mode none."""
+    modes = getattr(cuda, "compute_mode", None)
+    attr = getattr(cuda.device_attribute, "COMPUTE_MODE", None)
+    if modes is None or attr is None:
+        return None
+    mode = cuda.Device(index).get_attribute(attr)
+    if mode == modes.PROHIBITED:
+        return (f"device {index} is in prohibited compute mode: no process may create a CUDA context on it "
+                f"(nvidia-smi -c DEFAULT, as its administrator)")
+    if mode == modes.EXCLUSIVE_PROCESS:
+        return (f"device {index} is in exclusive-process compute mode: only one process at a time may hold a "
+                f"CUDA context, but each backend runs its kernels in a worker process and parallel test workers "
+                f"have one each; ask its administrator for the default mode (nvidia-smi -c DEFAULT)")
+    return None
 
 
 def unavailable_reason() -> Optional[str]:
     """None when PyCUDA, a CUDA driver, a device and nvcc are all usable here; else a sentence saying why not."""
     try:
-        cuda = _import_driver()
+        cuda = import_driver()
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "pycuda":
             return "PyCUDA is not installed (pip install pycuda, which builds against the local CUDA toolkit)"
@@ -210,9 +296,15 @@ def unavailable_reason() -> Optional[str]:
     if count < 1:
         return "the CUDA driver reports no device"
     try:
-        device_index_for_worker(count)
+        index = device_index_for_worker(count)
     except ValueError as exc:
         return str(exc)
+    try:
+        problem = compute_mode_problem(cuda, index)
+    except cuda.Error as exc:
+        return f"the compute mode of device {index} could not be read: {exc}"
+    if problem:
+        return problem
     from harness.toolchain.finder import ToolchainNotFound
     try:
         nvcc = find_nvcc()
@@ -224,114 +316,133 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
-# ------------------------------------------------------------------------------------------------------
-# Device sessions: one CUDA context per device and process, replaced after a sticky error
-# ------------------------------------------------------------------------------------------------------
-
-class _DeviceSession:
-    """Owns the CUDA context of one device in this process and the modules loaded into it.
-
-    The context is pushed only around each operation, so several backends (and PyCUDA's own stack
-    discipline) never see a stale current context. Modules loaded into a retired context are reloaded
-    from their cubin on next use.
-    """
-
-    def __init__(self, cuda, index: int):
-        self.cuda = cuda
-        self.index = index
-        self.device = cuda.Device(index)
-        self.context = None
-        self.loaded: dict[str, object] = {}       # cubin key -> pycuda module in the current context
-        self.copy_gbps: dict[tuple[int, int, int], float] = {}
-
-    def _ensure_context(self) -> None:
-        if self.context is None:
-            self.context = self.device.make_context()   # creates and pushes
-            self.cuda.Context.pop()
-            self.loaded = {}
-
-    @contextmanager
-    def active(self) -> Iterator[object]:
-        self._ensure_context()
-        self.context.push()
-        try:
-            yield self.cuda
-        finally:
-            try:
-                self.cuda.Context.pop()
-            except self.cuda.Error:
-                pass    # a context broken by a sticky error may refuse even this; it is retired anyway
-
-    def retire(self) -> None:
-        """Drop the context after a sticky error: its modules go with it; the next use makes a new one."""
-        self.loaded = {}
-        ctx, self.context = self.context, None
-        if ctx is not None:
-            try:
-                ctx.detach()
-            except self.cuda.Error:
-                pass
-
-    def module(self, key: str, cubin: bytes):
-        mod = self.loaded.get(key)
-        if mod is None:
-            mod = self.cuda.module_from_buffer(cubin)
-            self.loaded[key] = mod
-        return mod
-
-
-_SESSIONS: dict[int, _DeviceSession] = {}
-
-
-def _session(cuda, index: int) -> _DeviceSession:
-    sess = _SESSIONS.get(index)
-    if sess is None or sess.cuda is not cuda:
-        sess = _DeviceSession(cuda, index)
-        _SESSIONS[index] = sess
-    return sess
-
-
-@atexit.register
-def _retire_all() -> None:
-    for sess in list(_SESSIONS.values()):
-        sess.retire()
-    _SESSIONS.clear()
-
 
 # ------------------------------------------------------------------------------------------------------
-# Backend and module
+# Backend and module: the caller's side of the worker process
 # ------------------------------------------------------------------------------------------------------
+
+_FAULTS = {cls.__name__: cls for cls in (KernelCrash, KernelTimeout, OutOfBounds, UnwrittenOutput,
+                                          ResourceExhausted, LaunchRefused, ContextFailure)}
+_BUFFER_IDS = itertools.count(1)
+# Seconds a request may take beyond the kernels' own limits (copies, allocations, module loads).
+REQUEST_SLACK_S = 120.0
+# Seconds a new worker process may take to start and create its context.
+WORKER_START_S = 120.0
+
 
 class GpuBackend(Backend):
     """Runs kernels on CUDA device `device` (default: $QCONFORM_GPU, else xdist worker i -> device i % count).
 
-    `launch_timeout_s` bounds each launch: a kernel still running then raises KernelTimeout and its
-    context is retired (a GPU kernel cannot be interrupted; the driver tears it down with the context).
+    launch_timeout_s: a kernel still running after this many seconds raises KernelTimeout; the worker process
+      that runs it is killed (a GPU kernel cannot be interrupted) and the next launch gets a new one.
+    warmup_ms: wall time of back-to-back work before each timed measurement, so that clocks leave idle.
+    lock_wait_s: how long a timing window waits for the device's lock (other processes launching or timing on
+      the same device) before the timing is skipped, with the reason in the result.
     """
 
     name = "gpu"
 
-    def __init__(self, device: Optional[int] = None, launch_timeout_s: float = 60.0):
+    def __init__(self, device: Optional[int] = None, launch_timeout_s: float = 60.0, warmup_ms: float = 75.0,
+                 lock_wait_s: float = 120.0):
         reason = unavailable_reason()
         if reason is not None:
             raise RuntimeError(f"the gpu backend is unavailable: {reason}")
-        if not launch_timeout_s > 0:
-            raise ValueError(f"launch_timeout_s: must be positive, got {launch_timeout_s!r}")
-        self.cuda = _import_driver()
+        for what, v in (("launch_timeout_s", launch_timeout_s), ("lock_wait_s", lock_wait_s)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{what}: must be a positive number of seconds, got {v!r}")
+        if isinstance(warmup_ms, bool) or not isinstance(warmup_ms, (int, float)) or not warmup_ms >= 0:
+            raise ValueError(f"warmup_ms: must be a non-negative number of milliseconds, got {warmup_ms!r}")
+        self.cuda = import_driver()     # device facts only: this process never creates a context
         count = self.cuda.Device.count()
         if device is None:
             device = device_index_for_worker(count)
         if isinstance(device, bool) or not isinstance(device, (int, np.integer)) or not 0 <= device < count:
             raise ValueError(f"device: expected a device index in 0..{count - 1}, got {device!r}")
         self.device_index = int(device)
-        self.launch_timeout_s = float(launch_timeout_s)
+        self.device = self.cuda.Device(self.device_index)
+        self.launch_timeout_s, self.warmup_ms = float(launch_timeout_s), float(warmup_ms)
+        self.lock_wait_s = float(lock_wait_s)
         self.nvcc = find_nvcc()
-        self.session = _session(self.cuda, self.device_index)
+        from harness.backends.emu.client import Worker
+        self._worker = Worker(module="harness.backends.gpu_worker", step_prefix="gpu-worker: ",
+                              first_step="starting the worker process")
+        self._finalizer = weakref.finalize(self, self._worker.close)
+        self._opened = 0                    # the worker generation that has its context
+        self._loaded: set[tuple[int, str]] = set()
+        self._copy_gbps: dict[tuple, float] = {}
+        self.restarts: list[str] = []       # why each worker was killed, for the report
+
+    # -- the worker ------------------------------------------------------------------------------------
+    @property
+    def lock_key(self) -> str:
+        try:
+            return f"gpu-{self.device.pci_bus_id()}"
+        except Exception:    # noqa: BLE001 - a driver without the query: the index names the device here
+            return f"gpu-index-{self.device_index}"
+
+    def _ensure_open(self, launch: Optional[LaunchInfo]) -> None:
+        if self._worker.alive() and self._opened == self._worker.generation:
+            return
+        self._send({"op": "open", "device": self.device_index, "lock_key": self.lock_key}, launch, WORKER_START_S)
+        self._opened = self._worker.generation
+
+    def _send(self, msg: dict, launch: Optional[LaunchInfo], limit_s: float):
+        from harness.backends.emu.client import WorkerDied, WorkerTimedOut
+        try:
+            reply = self._worker.request(msg, limit_s)
+        except WorkerTimedOut as exc:
+            self.restarts.append(f"timeout in {exc.last_step}")
+            raise KernelTimeout(launch, f"the worker process did not answer within {limit_s:g} s (last step: "
+                                        f"{exc.last_step}); it was killed and the next launch gets a new one") from None
+        except WorkerDied as exc:
+            self.restarts.append(f"died with {exc.how} in {exc.last_step}")
+            tail = exc.stderr_tail[-3000:]
+            raise KernelCrash(launch, f"the worker process died with {exc.how} during {exc.last_step}"
+                                      + (f"; its last output:\n{tail}" if tail else "")) from None
+        except MemoryError as exc:
+            raise ResourceExhausted(launch, f"the host is out of memory for the reply: {exc}") from None
+        if reply.get("retire"):
+            self.restarts.append(reply["fault"][1])
+            self._worker.close()     # after a timeout or a sticky error the process is not used again
+        if "fault" in reply:
+            kind, detail = reply["fault"]
+            if kind == "BuildError":
+                raise BuildError(detail)
+            if kind in _FAULTS:
+                raise _FAULTS[kind](launch, detail)
+            raise RuntimeError(f"gpu worker: {detail}")
+        if "error" in reply:
+            raise RuntimeError(f"gpu worker failed{f' on {launch}' if launch else ''}:\n{reply['error']}")
+        return reply["ok"]
+
+    def request(self, msg: dict, launch: Optional[LaunchInfo] = None, limit_s: Optional[float] = None):
+        """One request to the worker (started, and its context created, if need be)."""
+        self._ensure_open(launch)
+        return self._send(msg, launch, REQUEST_SLACK_S if limit_s is None else limit_s)
+
+    def ensure_module(self, key: str, cubin: bytes, launch: Optional[LaunchInfo] = None) -> None:
+        """Load the cubin into the current worker (again after a restart)."""
+        self._ensure_open(launch)
+        if (self._worker.generation, key) not in self._loaded:
+            self._send({"op": "load", "key": key, "cubin": cubin}, launch, REQUEST_SLACK_S)
+            self._loaded.add((self._worker.generation, key))
+
+    @property
+    def generation(self) -> int:
+        """Which worker process serves this backend now (a new number after each restart)."""
+        return self._worker.generation
+
+    def holds(self, generation: int) -> bool:
+        """Is the worker process of that generation still the live one (its modules and buffers still there)?"""
+        return generation == self._worker.generation and self._worker.alive()
+
+    def close(self) -> None:
+        self._worker.close()
 
     # -- compile ---------------------------------------------------------------------------------------
     @property
     def arch(self) -> str:
-        major, minor = self.session.device.compute_capability()
+        major, minor = self.device.compute_capability()
         return f"sm_{major}{minor}"
 
     def load(self, source: str, flags: Sequence[str] = ()) -> "GpuModule":
@@ -346,12 +457,12 @@ class GpuBackend(Backend):
         key = content_key(text, *options, nvcc_identity(self.nvcc))
         cubin = self._cached_cubin(key, text, flags)
         module = GpuModule(self, source, flags, sigs, key, cubin)
-        module.loaded()   # load now so that a module the driver rejects fails here, not at first launch
+        self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 
     def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...]) -> bytes:
         def make(tmp) -> None:
-            compiler = importlib.import_module("pycuda.compiler")
+            compiler = import_compiler()
             try:
                 # PyCUDA's SourceModule is compile() + module_from_buffer(); its own cache writes in place, which
                 # parallel test workers could read half-written, so compile uncached and cache through ours.
@@ -366,7 +477,7 @@ class GpuBackend(Backend):
 
     # -- facts -----------------------------------------------------------------------------------------
     def describe(self) -> dict:
-        dev, cuda = self.session.device, self.cuda
+        dev, cuda = self.device, self.cuda
         drv = cuda.get_driver_version()
         attr = cuda.device_attribute
         return {
@@ -377,45 +488,35 @@ class GpuBackend(Backend):
             "multiprocessors": dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
             "memory_bytes": int(dev.total_memory()),
             "driver": f"{drv // 1000}.{drv % 1000 // 10}",
-            "pycuda": getattr(importlib.import_module("pycuda"), "VERSION_TEXT", "?"),
+            "pycuda": _pycuda_version(),
             "nvcc": nvcc_identity(self.nvcc).splitlines()[-1] if self.nvcc else None,
+            "launch_timeout_s": self.launch_timeout_s,
+            "warmup_ms": self.warmup_ms,
+            "worker_restarts": list(self.restarts),
         }
 
-    def copy_bandwidth_gbps(self, nbytes: int = 512 << 20, warmup: int = 2, repeats: int = 10) -> float:
-        """Device-to-device copy bandwidth in GB/s (1e9 bytes/s), counting bytes read plus bytes written.
-
-        The median over `repeats` event-timed copies of `nbytes` after `warmup` untimed ones: the ceiling a
-        bandwidth-bound kernel's achieved (read + written) bytes per second is compared with.
-        """
+    def copy_bandwidth(self, nbytes: int = 512 << 20, batches: int = 5, copies: int = 10) -> dict:
+        """Device-to-device copy bandwidth under the same warm-up and batching as kernel timing: GB/s (1e9
+        bytes/s) counting bytes read plus bytes written, the ceiling a bandwidth-bound kernel's achieved
+        (read + written) bytes per second is compared with. A dict: `gbps` and the timing summary, or
+        `skipped` with the reason (another process held the device). Measured once per backend."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 1 << 20:
             raise ValueError(f"nbytes: expected an int of at least 1 MiB, got {nbytes!r}")
-        check_timing((warmup, repeats))
-        key = (int(nbytes), warmup, repeats)
-        if key not in self.session.copy_gbps:    # measured once per process and device
-            self.session.copy_gbps[key] = self._measure_copy(int(nbytes), warmup, repeats)
-        return self.session.copy_gbps[key]
+        plan = check_timing((batches, copies), self.warmup_ms)
+        key = (int(nbytes), plan)
+        if key not in self._copy_gbps:
+            limit = self.launch_timeout_s * (plan.batches + 2) * plan.launches + self.lock_wait_s + REQUEST_SLACK_S
+            self._copy_gbps[key] = self.request({"op": "copy_bandwidth", "nbytes": int(nbytes), "plan": plan,
+                                                 "timeout_s": self.launch_timeout_s, "lock_wait_s": self.lock_wait_s},
+                                                None, limit)
+        return dict(self._copy_gbps[key])
 
-    def _measure_copy(self, nbytes: int, warmup: int, repeats: int) -> float:
-        times = []
-        with self.session.active() as cuda:
-            src = dst = None
-            try:
-                src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
-                cuda.memset_d8(src, 0x3C, nbytes)
-                for i in range(warmup + repeats):
-                    start, end = cuda.Event(), cuda.Event()
-                    start.record()
-                    cuda.memcpy_dtod(dst, src, nbytes)
-                    end.record()
-                    end.synchronize()
-                    if i >= warmup:
-                        times.append(start.time_till(end))
-            finally:
-                for buf in (src, dst):
-                    if buf is not None:
-                        buf.free()
-        ms = statistics.median(times)
-        return 2 * nbytes / (ms * 1e-3) / 1e9
+    def copy_bandwidth_gbps(self, nbytes: int = 512 << 20, batches: int = 5, copies: int = 10) -> float:
+        """copy_bandwidth()'s GB/s; RuntimeError saying why when it was not measured."""
+        result = self.copy_bandwidth(nbytes, batches, copies)
+        if "skipped" in result:
+            raise RuntimeError(result["skipped"])
+        return float(result["gbps"])
 
 
 class GpuModule(Module):
@@ -427,34 +528,17 @@ class GpuModule(Module):
         self.signatures = {s.name: s for s in sigs}
         self.key = key
         self.cubin = cubin
+        self._buffers: dict[int, tuple[Buffer, int]] = {}    # id -> (handle, worker generation it lives in)
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
         return tuple(self.signatures)
 
-    def loaded(self):
-        """The PyCUDA module in the device's current context (reloaded after a context was retired)."""
-        sess = self.backend.session
-        with sess.active() as cuda:
-            try:
-                return sess.module(self.key, self.cubin)
-            except cuda.Error as exc:
-                raise BuildError(f"the CUDA driver rejected the compiled module: {exc}") from exc
-
     def resolve(self, name: str) -> None:
         """Check that kernel `name` can be launched: BuildError if the compiled module lacks it."""
         self._signature(name)
-        with self.backend.session.active():
-            self.function(name)
-
-    def function(self, name: str):
-        """The kernel's PyCUDA function in the current context (call inside the session's active block)."""
-        cuda = self.backend.cuda
-        try:
-            return self.backend.session.module(self.key, self.cubin).get_function(name)
-        except cuda.Error as exc:
-            raise BuildError(f"kernel {name} is not in the compiled module under that name (a template or "
-                             f"static kernel cannot be launched by name): {exc}") from exc
+        self.backend.ensure_module(self.key, self.cubin)
+        self.backend.request({"op": "resolve", "key": self.key, "name": name})
 
     def _signature(self, name: str) -> KernelSignature:
         try:
@@ -463,210 +547,81 @@ class GpuModule(Module):
             raise ValueError(f"name: no kernel {name!r} in this module; it has {', '.join(self.signatures)}") \
                 from None
 
+    # -- resident buffers ------------------------------------------------------------------------------
+    @property
+    def supports_resident_buffers(self) -> bool:
+        return True
+
+    def _live(self, buf: object, what: str) -> Buffer:
+        if not isinstance(buf, Buffer) or buf.id not in self._buffers:
+            raise ValueError(f"{what}: not a live resident buffer of this module, got {buf!r}")
+        handle, generation = self._buffers[buf.id]
+        if not self.backend.holds(generation):
+            raise BufferLost(None, f"{what}: resident buffer {handle.name!r} was lost: the worker process that "
+                                   f"held it was killed after a timeout or a sticky error "
+                                   f"({self.backend.restarts[-1] if self.backend.restarts else 'stopped'})")
+        return handle
+
+    def alloc(self, name: str, shape, dtype, init: "np.ndarray | None" = None) -> Buffer:
+        name, shape, dtype = check_buffer_request(name, shape, dtype, init)
+        data = None if init is None else np.ascontiguousarray(init).tobytes()
+        buf = Buffer(name, shape, dtype, next(_BUFFER_IDS))
+        self.backend.ensure_module(self.key, self.cubin)
+        self.backend.request({"op": "alloc", "id": buf.id, "what": f"resident buffer {name!r}",
+                              "nbytes": buf.nbytes, "init": data})
+        self._buffers[buf.id] = (buf, self.backend.generation)
+        return buf
+
+    def write(self, buf: Buffer, array: np.ndarray) -> None:
+        handle = self._live(buf, "buf")
+        data = check_buffer_array(handle, array, "array")
+        self.backend.request({"op": "write", "id": handle.id, "data": data.tobytes()})
+
+    def read(self, buf: Buffer) -> np.ndarray:
+        handle = self._live(buf, "buf")
+        data = self.backend.request({"op": "read", "id": handle.id})
+        return np.frombuffer(data, dtype=handle.dtype).reshape(handle.shape).copy()
+
+    def free(self, buf: Buffer) -> None:
+        handle, generation = self._buffers.pop(buf.id, (None, None)) if isinstance(buf, Buffer) else (None, None)
+        if handle is None:
+            raise ValueError(f"buf: not a live resident buffer of this module, got {buf!r}")
+        if self.backend.holds(generation):
+            self.backend.request({"op": "free", "id": handle.id})
+
+    # -- launch ----------------------------------------------------------------------------------------
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = (),
                timing: "tuple[int, int] | None" = None) -> LaunchResult:
+        """`timing` = (batches, launches per batch): after the checked runs, time the kernel (TimingPlan); the
+        result's elapsed_ms is the per-launch median, `timing` says how it was measured or why it was not."""
         sig = self._signature(name)
         grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
         if isinstance(shared_bytes, bool) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
             raise ValueError(f"shared_bytes: expected a non-negative int, got {shared_bytes!r}")
-        plan = plan_args(sig, args, outputs)
-        timing = check_timing(timing)
+        plan = plan_args(sig, args, outputs, resident_ok=True)
+        for p in plan:
+            if isinstance(p, ResidentArg):
+                self._live(p.buffer, p.what)
+        tplan = check_timing(timing, self.backend.warmup_ms)
         info = LaunchInfo(name, grid3, block3, int(shared_bytes))
-        self.loaded()
-        return _Launch(self.backend, self, info, plan, timing).run()
-
-
-class _Launch:
-    """One checked launch: allocate, run once per poison pattern, verify, copy back, optionally time."""
-
-    def __init__(self, backend: GpuBackend, module: GpuModule, info: LaunchInfo,
-                 plan: list["BufferArg | ScalarArg"], timing: Optional[tuple[int, int]]):
-        self.backend, self.module, self.info, self.plan, self.timing = backend, module, info, plan, timing
-        self.buffers = [p for p in plan if isinstance(p, BufferArg)]
-        self.outputs = [b for b in self.buffers if b.is_output]
-        self.allocs: dict[int, object] = {}
-        self.timed_out = False
-
-    def run(self) -> LaunchResult:
-        sess = self.backend.session
+        be = self.backend
+        waits = len(POISON_BYTES) + (0 if tplan is None else
+                                     (tplan.batches + 2) * tplan.launches + int(tplan.warmup_ms / 1e3) + 1)
+        limit = be.launch_timeout_s * waits + 2 * be.lock_wait_s + REQUEST_SLACK_S
+        be.ensure_module(self.key, self.cubin, info)
+        result = be.request({"op": "launch", "key": self.key, "info": info, "plan": plan, "timing": tplan,
+                             "timeout_s": be.launch_timeout_s, "lock_wait_s": be.lock_wait_s}, info, limit)
         try:
-            with sess.active() as cuda:
-                self.cuda = cuda
-                try:
-                    function = self.module.function(self.info.kernel)
-                    self._check_limits(function)
-                    return self._checked_runs(function)
-                finally:
-                    if not self.timed_out:   # freeing memory a running kernel uses would wait for it
-                        self._free()
-        except _CudaFailure as failure:
-            sess.retire()
-            raise failure.fault from failure.cause
-
-    # -- steps -----------------------------------------------------------------------------------------
-    def _check_limits(self, function) -> None:
-        cuda, info = self.cuda, self.info
-        threads = info.block[0] * info.block[1] * info.block[2]
-        limit = self._guarded("reading the kernel's thread limit", function.get_attribute,
-                              cuda.function_attribute.MAX_THREADS_PER_BLOCK)
-        if threads > limit:
-            raise LaunchRefused(info, f"block: {info.block} is {threads} threads; the compiled kernel allows at "
-                                      f"most {limit} per block on this device (registers, __launch_bounds__)")
-        if info.shared_bytes > 48 * 1024:   # above 48 KiB dynamic shared memory must be opted into
-            optin = self._guarded("reading the device's shared memory limit",
-                                  self.backend.session.device.get_attribute,
-                                  cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            static = self._guarded("reading the kernel's static shared memory", function.get_attribute,
-                                   cuda.function_attribute.SHARED_SIZE_BYTES)
-            if info.shared_bytes + static > optin:
-                raise LaunchRefused(info, f"shared_bytes: {info.shared_bytes} dynamic + {static} static bytes exceed "
-                                          f"the device's {optin} bytes per block")
-            self._guarded("opting into large dynamic shared memory", function.set_attribute,
-                          cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, info.shared_bytes)
-
-    def _guarded(self, step: str, call, *args):
-        """Run one CUDA call; a CUDA error becomes KernelCrash (after which the context is retired)."""
-        try:
-            return call(*args)
-        except self.cuda.MemoryError as exc:
-            raise MemoryError(f"{self.info}: {step}: the device is out of memory: {exc}") from exc
-        except self.cuda.Error as exc:
-            raise _CudaFailure(KernelCrash(self.info, f"{step} failed: {type(exc).__name__}: {exc}; the CUDA "
-                                                      f"context was retired and later launches use a fresh one"),
-                               exc) from exc
-
-    def _upload(self, poison: Optional[int], first: bool) -> None:
-        """Guard bands and poison are set on the device (memset); only real data crosses from the host.
-        Const inputs go up once; anything the kernel may write goes up fresh for every run."""
-        cuda = self.cuda
-        for buf in self.buffers:
-            n = buf.array.nbytes
-            if first:
-                self.allocs[buf.index] = self._guarded(f"allocating {buf.what}", cuda.mem_alloc, 2 * GUARD_BYTES + n)
-                base = int(self.allocs[buf.index])
-                self._guarded(f"filling the guard bands of {buf.what}", cuda.memset_d8, base, SENTINEL_BYTE, GUARD_BYTES)
-                self._guarded(f"filling the guard bands of {buf.what}", cuda.memset_d8, base + GUARD_BYTES + n,
-                              SENTINEL_BYTE, GUARD_BYTES)
-            elif buf.const:
-                continue
-            data = int(self.allocs[buf.index]) + GUARD_BYTES
-            if n == 0:
-                continue
-            if buf.is_output:
-                self._guarded(f"poisoning {buf.what}", cuda.memset_d8, data, poison, n)
-            else:
-                self._guarded(f"copying {buf.what} to the device", cuda.memcpy_htod, data, buf.array)
-
-    def _read(self, buf: BufferArg, offset: int, nbytes: int) -> np.ndarray:
-        host = np.empty(nbytes, dtype=np.uint8)
-        if nbytes:
-            self._guarded(f"copying {buf.what} back", self.cuda.memcpy_dtoh, host,
-                          int(self.allocs[buf.index]) + offset)
-        return host
-
-    def _download(self, when: str) -> dict[int, np.ndarray]:
-        """Verify every guard band; return the data bytes of each buffer the kernel may have written."""
-        damage, data = [], {}
-        for buf in self.buffers:
-            n = buf.array.nbytes
-            before, after = self._read(buf, 0, GUARD_BYTES), self._read(buf, GUARD_BYTES + n, GUARD_BYTES)
-            if (d := guard_damage(before, after, n, buf.what)):
-                damage.append(d)
-            if not buf.const:
-                data[buf.index] = self._read(buf, GUARD_BYTES, n)
-        if damage:
-            raise OutOfBounds(self.info, f"{when}: " + " | ".join(damage))
-        return data
-
-    def _kernel_args(self) -> list[object]:
-        out = []
-        for p in self.plan:
-            if isinstance(p, BufferArg):
-                out.append(np.uintp(int(self.allocs[p.index]) + GUARD_BYTES))
-            elif p.value.dtype == np.float16:   # PyCUDA packs scalars by struct code; pass half as its bits
-                out.append(p.value.view(np.uint16))
-            else:
-                out.append(p.value)
-        return out
-
-    def _launch_once(self, function, kargs: list[object]) -> None:
-        info = self.info
-        self._guarded("the launch", lambda: function(*kargs, grid=info.grid, block=info.block,
-                                                     shared=info.shared_bytes))
-        self._wait("the kernel")
-
-    def _wait(self, what: str) -> None:
-        """Wait for the device with a deadline; surface any asynchronous error via a context synchronize."""
-        cuda = self.cuda
-        done = self._guarded("recording an event", cuda.Event)
-        self._guarded("recording an event", done.record)
-        deadline = time.monotonic() + self.backend.launch_timeout_s
-        pause = 1e-4
-        while not self._guarded(f"waiting for {what}", done.query):
-            if time.monotonic() > deadline:
-                self.timed_out = True
-                raise _CudaFailure(KernelTimeout(self.info, f"{what} was still running after "
-                                                            f"{self.backend.launch_timeout_s:g} s; the CUDA context "
-                                                            f"was retired"), None)
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-        self._guarded(f"synchronizing after {what}", cuda.Context.synchronize)
-
-    def _checked_runs(self, function) -> LaunchResult:
-        kargs: list[object] = []
-        patterns = POISON_BYTES if self.outputs else (None,)
-        runs: dict[int, list[np.ndarray]] = {b.index: [] for b in self.outputs}
-        data: dict[int, np.ndarray] = {}
-        for k, pattern in enumerate(patterns):
-            self._upload(pattern, first=k == 0)
-            if k == 0:
-                kargs = self._kernel_args()
-            self._launch_once(function, kargs)
-            data = self._download("after the launch" + (f" with poison 0x{pattern:02X}" if pattern else ""))
-            for b in self.outputs:
-                runs[b.index].append(data[b.index])
-        for b in self.buffers:
-            if not b.const:
-                b.array.reshape(-1).view(np.uint8)[:] = data[b.index]
-        unwritten = [r for b in self.outputs if (r := unwritten_report(b, runs[b.index]))]
-        if unwritten:
-            raise UnwrittenOutput(self.info, " | ".join(unwritten))
-        notes = tuple(r for b in self.outputs if (r := runs_disagree(b, runs[b.index])))
-        elapsed = self._time(function, kargs) if self.timing else None
-        return LaunchResult(self.info, elapsed_ms=elapsed, notes=notes)
-
-    def _time(self, function, kargs: list[object]) -> float:
-        """Median kernel time in ms over the timed repeats (CUDA events), after untimed warm-up launches."""
-        warmup, repeats = self.timing
-        cuda, info = self.cuda, self.info
-        for _ in range(warmup):
-            self._launch_once(function, kargs)
-        times = []
-        for _ in range(repeats):
-            start, end = self._guarded("creating events", cuda.Event), self._guarded("creating events", cuda.Event)
-            self._guarded("recording an event", start.record)
-            self._guarded("the timed launch", lambda: function(*kargs, grid=info.grid, block=info.block,
-                                                               shared=info.shared_bytes))
-            self._guarded("recording an event", end.record)
-            self._wait("the timed kernel")
-            times.append(self._guarded("reading the event timer", start.time_till, end))
-        self._download("after the timed launches")
-        return float(statistics.median(times))
-
-    def _free(self) -> None:
-        for alloc in self.allocs.values():
-            try:
-                alloc.free()
-            except Exception:   # noqa: BLE001 - freeing in a broken context fails; the context goes anyway
-                pass
-        self.allocs = {}
-
-
-class _CudaFailure(Exception):
-    """Carries a KernelFault out of the active-context block so that the context is retired before raising."""
-
-    def __init__(self, fault, cause):
-        super().__init__(str(fault))
-        self.fault, self.cause = fault, cause
-
+            for p in plan:
+                if isinstance(p, BufferArg) and not p.const:
+                    p.array.reshape(-1).view(np.uint8)[:] = result["arrays"][p.index]
+        except MemoryError as exc:
+            raise ResourceExhausted(info, f"the host is out of memory copying the results back: {exc}") from None
+        notes = list(result["notes"])
+        timing_info = result.get("timing")
+        elapsed = None
+        if timing_info is not None:
+            notes.append(timing_note(timing_info))
+            elapsed = timing_info.get("per_launch_ms")
+        return LaunchResult(info, elapsed_ms=elapsed, notes=tuple(notes), timing=timing_info)

@@ -22,7 +22,7 @@ from emitters.expr import evaluate
 from reference.bounds import warp_row_depth
 from reference.modes import Mode
 
-from harness.backends.base import KernelFault
+from harness.backends.base import KernelFault, ResourceExhausted
 from harness.cases import inputs
 from harness.cases.names import Case, derived_dims
 
@@ -342,6 +342,11 @@ def _combine(comparisons: list[Comparison]) -> tuple[str, str]:
     return PASS, ""
 
 
+def verdict_for_fault(exc: KernelFault) -> str:
+    """A kernel's fault fails its case; a case the machine has no memory for is unchecked (a limit of the tool)."""
+    return UNCHECKED if isinstance(exc, ResourceExhausted) else FAIL
+
+
 def judge_case(module, case: Case, contract: KernelContract, timing=None) -> CaseResult:
     """Run one case on a loaded module and judge it. Never raises for a kernel's misbehaviour: a fault, a
     broken precondition or a mismatch becomes a failed result whose reason says what happened."""
@@ -357,7 +362,7 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     try:
         res = launch(module, ctx)
     except KernelFault as exc:
-        return CaseResult(case, FAIL, str(exc), [], dims, wall_s=time.perf_counter() - t0,
+        return CaseResult(case, verdict_for_fault(exc), str(exc), [], dims, wall_s=time.perf_counter() - t0,
                           fault=type(exc).__name__)
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
@@ -365,7 +370,9 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
         spare = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in ctx.args.items()}
         real, ctx.args = ctx.args, spare
         try:
-            elapsed = launch(module, ctx, timing).elapsed_ms
+            timed = launch(module, ctx, timing)
+            elapsed = timed.elapsed_ms
+            notes += [n for n in timed.notes if n.startswith("timing")]   # how it was timed, or why not
         except KernelFault as exc:
             notes.append(f"timing launch failed: {exc}")
         finally:

@@ -76,6 +76,7 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
         "bandwidth_gbps": (res.bytes_moved / (res.elapsed_ms * 1e-3) / 1e9
                            if res.elapsed_ms and res.bytes_moved else None),
         "copy_bandwidth_gbps": copy_bw,
+        "notes": list(res.notes),      # how the kernel was timed (batches, spread) or why it was not, and more
         "wall_s": round(res.wall_s, 4),
         "replay": replay_command(case.name, source_path),
     }

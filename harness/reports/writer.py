@@ -85,6 +85,7 @@ def markdown(doc: dict) -> str:
         lines += ["", "## Kernels not checked", ""]
         for u in doc["unchecked_kernels"]:
             lines.append(f"- `{u['kernel']}`: {u['reason']}")
+    lines += timing_section(meta, rows)
     lines += ["", "## Cases", "", "| case | verdict | max abs | max rel | NMSE | max ULP | cosine | budget at worst | "
               "margin | time ms | GB/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -101,6 +102,27 @@ def markdown(doc: dict) -> str:
             if r["verdict"] == FAIL:
                 lines.append(f"  - replay: `{r['replay']}`")
     return "\n".join(lines) + "\n"
+
+
+def timing_section(meta: dict, rows: list[dict]) -> list[str]:
+    """Where kernels were timed (a GPU): the copy bandwidth they are compared with, how many cases were timed,
+    and each case whose timing was skipped, with the reason (another process held the device, a failed launch)."""
+    if meta.get("copy_bandwidth_gbps") is None and not meta.get("copy_bandwidth_note") \
+            and not any(r.get("kernel_ms") is not None for r in rows):
+        return []
+    lines = ["", "## Timing", ""]
+    if meta.get("copy_bandwidth_gbps") is not None:
+        lines.append(f"- device-to-device copy bandwidth (bytes read + written, same warm-up and batching as the "
+                     f"kernels): {_fmt(meta['copy_bandwidth_gbps'])} GB/s")
+    if meta.get("copy_bandwidth_note"):
+        lines.append(f"- {meta['copy_bandwidth_note']}")
+    timed = sum(1 for r in rows if r.get("kernel_ms") is not None)
+    lines.append(f"- {timed} of {len(rows)} cases timed")
+    for r in rows:
+        for note in r.get("notes") or ():
+            if note.startswith(("timing skipped", "timing launch failed")):
+                lines.append(f"  - `{r['case']}`: {note}")
+    return lines
 
 
 # -- HTML ----------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ GEN_LANE_MODES = {"gk_gemv": Mode.INT8_ACT, "gk_gemv_kv": Mode.INT8_ACT, "gk_gem
 def _seed_sets():
     if not SEED_RS.is_file():
         return [pytest.param(None, marks=pytest.mark.skip(
-            reason=f"the seed specification ../shared/seed/qwen_emit.rs is not beside this checkout ({SEED_RS})"))]
+            reason=f"the seed specification is not here ({SEED_RS}; see tests/seed.py)"))]
     return [pytest.param(ks.name, id=ks.name) for ks in kernel_sets(SEED_RS.read_text(), {"i": 0, "nt": 2})
             if ks.complete]
 

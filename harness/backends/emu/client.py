@@ -1,4 +1,6 @@
-"""The parent side of the emu worker process: start, request with a time limit, detect death."""
+"""The parent side of a worker process (the emu backend's, the gpu backend's): start, request with a time
+limit, detect death, kill and restart. A worker announces each step it enters on stderr as a line
+`<prefix><step>`, so that a timeout or a crash can say where the work was."""
 from __future__ import annotations
 
 import os
@@ -28,8 +30,16 @@ class WorkerTimedOut(Exception):
 
 
 class Worker:
-    def __init__(self, preload: Optional[str] = None):
+    """One worker process, started on the first request and again after it was stopped or died.
+
+    module: the worker's `python -m` module; step_prefix: how it marks its steps on stderr; first_step: the
+    step named when it died or hung before announcing one. `generation` counts the starts, so that a caller
+    can tell that state kept in an earlier process (loaded modules, resident buffers) is gone."""
+
+    def __init__(self, preload: Optional[str] = None, module: str = "harness.backends.emu.worker",
+                 step_prefix: str = "emu-worker: ", first_step: str = "before the first schedule"):
         self.preload = preload
+        self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
         self.proc: Optional[subprocess.Popen] = None
         self.err = None
         self.err_mark = 0
@@ -43,7 +53,7 @@ class Worker:
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
         self.err = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.backends.emu.worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env)
         protocol.widen_pipe(self.proc.stdin.fileno())
         protocol.widen_pipe(self.proc.stdout.fileno())
@@ -57,8 +67,8 @@ class Worker:
         return self.err.read().decode(errors="replace")
 
     def _last_step(self, text: str) -> str:
-        steps = re.findall(r"^emu-worker: (.*)$", text, re.M)
-        return steps[-1] if steps else "before the first schedule"
+        steps = re.findall(rf"^{re.escape(self.step_prefix)}(.*)$", text, re.M)
+        return steps[-1] if steps else self.first_step
 
     def request(self, msg: dict, timeout_s: Optional[float]):
         if not self.alive():
@@ -78,7 +88,7 @@ class Worker:
             text = self._stderr_since_mark()
             how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
                    else f"exit status {rc}")
-            tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith("emu-worker: "))[-20000:]
+            tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(self.step_prefix))[-20000:]
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
 

@@ -2,11 +2,9 @@
 source compiled once per session (the compiled objects are also cached on disk by content hash)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-SEED = Path(__file__).resolve().parents[3] / ".." / "shared" / "seed" / "qwen_emit.rs"
+from tests.seed import seed_source
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +28,5 @@ def load(emu):
 
 @pytest.fixture(scope="session")
 def seed_sets():
-    if not SEED.is_file():
-        pytest.skip(f"the seed kernel file is absent ({SEED.name} not found next to the repository)")
     from harness.toolchain.rust_literals import kernel_sets
-    return {ks.name: ks for ks in kernel_sets(SEED.read_text(), {"i": 0, "nt": 2}) if ks.complete}
+    return {ks.name: ks for ks in kernel_sets(seed_source(), {"i": 0, "nt": 2}) if ks.complete}   # skips without it

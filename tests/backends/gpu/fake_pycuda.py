@@ -1,18 +1,29 @@
 """A stand-in for `pycuda.driver` and `pycuda.compiler`, enough to drive the GPU backend on a CPU.
 
-Device memory is a set of bytearrays addressed like device pointers; a "kernel" is a Python function
-registered by name that reads and writes that memory through the pointers it is given. Errors behave like
+Used through the backend's $QCONFORM_GPU_DRIVER hook (`driver()`, `compiler()` below), so that the caller and
+the GPU worker process both get it; it is configured by the JSON in $QCONFORM_FAKE_CUDA (see `configure`).
+Device memory is a set of bytearrays addressed like device pointers; a "kernel" is a Python function of
+KERNELS, found by name, that reads and writes that memory through the pointers it is given. Errors behave like
 CUDA's: a kernel fault surfaces at the next query/synchronize and is sticky, so every later call in that
-context fails until a fresh context is made. Every call is recorded in `calls` for sequence checks.
+context fails; a hung kernel never completes (queries say "not ready", a synchronize or copy blocks for ever).
+Every call is appended to the JSON-lines log named in the configuration, with the process id, so that a test
+can check call sequences across worker processes.
 """
 from __future__ import annotations
 
+import builtins
+import json
+import os
 import re
 import sys
+import time
 import types
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+CONFIG_ENV = "QCONFORM_FAKE_CUDA"
 
 
 class Error(Exception):
@@ -47,17 +58,46 @@ class _Enum:
             setattr(self, n, n)
 
 
-class FakeDriver:
-    """One simulated machine: devices, contexts, memory, registered kernels and the call log."""
+def _block_forever(what: str):
+    """What a real driver call does while a hung kernel runs: never return (the worker is killed)."""
+    while True:
+        time.sleep(3600)
 
-    def __init__(self, device_count: int = 1, max_threads: int = 1024):
-        self.device_count = device_count
-        self.max_threads = max_threads
-        self.calls: list[tuple] = []
-        self.kernels: dict[str, Callable] = {}
+
+class _Log(list):
+    def __init__(self, path: str | None):
+        super().__init__()
+        self.path = path
+
+    def append(self, item):
+        super().append(item)
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps([os.getpid(), *item], default=str) + "\n")
+
+
+class FakeDriver:
+    """One simulated machine: devices, contexts, memory, registered kernels and the call log.
+
+    Options (all JSON-able, from $QCONFORM_FAKE_CUDA): device_count, max_threads, static_shared (bytes per
+    kernel), event_times (ms returned by time_till, cycled), init_error, context_error (make_context fails),
+    compute_mode (DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED), oom_above (mem_alloc fails beyond this many bytes),
+    all_symbols (any C-linkage kernel is found; launching one without an emulation is refused),
+    init_delay_s (cuInit takes this long), host_oom_above (a copy to the host of more bytes fails with
+    Python's MemoryError), log (path)."""
+
+    def __init__(self, device_count: int = 1, max_threads: int = 1024, static_shared: int = 0,
+                 event_times=(1.0,), init_error: str | None = None, context_error: str | None = None,
+                 compute_mode: str = "DEFAULT", oom_above: int | None = None, all_symbols: bool = False,
+                 init_delay_s: float = 0.0, host_oom_above: int | None = None, log: str | None = None):
+        self.device_count, self.max_threads, self.static_shared = device_count, max_threads, static_shared
+        self.event_times = list(event_times)
+        self.init_error, self.context_error, self.compute_mode = init_error, context_error, compute_mode
+        self.oom_above, self.all_symbols, self.init_delay_s = oom_above, all_symbols, init_delay_s
+        self.host_oom_above = host_oom_above
+        self.calls = _Log(log)
+        self.kernels: dict[str, Callable] = dict(KERNELS)
         self.compiled: list[tuple[str, tuple]] = []
-        self.event_times = [1.0]          # ms returned by time_till, cycled
-        self.init_error: Exception | None = None
         self.contexts: list["Ctx"] = []
         self.stack: list["Ctx"] = []
         self._next_addr = 1 << 32
@@ -86,12 +126,14 @@ class FakeDriver:
         for cls in (Error, LogicError, LaunchError, MemoryError, RuntimeError, CompileError):
             setattr(m, cls.__name__, cls)
         m.function_attribute = _Enum("MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES", "MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        m.device_attribute = _Enum("MULTIPROCESSOR_COUNT", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        m.device_attribute = _Enum("MULTIPROCESSOR_COUNT", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", "COMPUTE_MODE")
+        m.compute_mode = _Enum("DEFAULT", "EXCLUSIVE_THREAD", "EXCLUSIVE_PROCESS", "PROHIBITED")
 
         def init():
             drv.calls.append(("init",))
+            time.sleep(drv.init_delay_s)
             if drv.init_error:
-                raise drv.init_error
+                raise RuntimeError(drv.init_error)
 
         class Device:
             def __init__(self, index):
@@ -104,6 +146,9 @@ class FakeDriver:
             def name(self):
                 return f"Fake GPU {self.index}"
 
+            def pci_bus_id(self):
+                return f"0000:{self.index + 1:02x}:00.0"
+
             def compute_capability(self):
                 return (9, 0)
 
@@ -111,13 +156,17 @@ class FakeDriver:
                 return 1 << 30
 
             def get_attribute(self, attr):
-                return {"MULTIPROCESSOR_COUNT": 4, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448}[attr]
+                return {"MULTIPROCESSOR_COUNT": 4, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                        "COMPUTE_MODE": drv.compute_mode}[attr]
 
             def make_context(self):
+                drv.calls.append(("make_context",))
+                if drv.context_error:
+                    raise RuntimeError(drv.context_error)
                 ctx = Ctx(drv, self.index)
                 drv.contexts.append(ctx)
                 drv.stack.append(ctx)
-                drv.calls.append(("make_context", ctx.id))
+                drv.calls.append(("context_made", ctx.id))
                 return ctx
 
         class Context:
@@ -130,6 +179,7 @@ class FakeDriver:
             def synchronize():
                 ctx = drv.current()
                 drv.calls.append(("synchronize", ctx.id))
+                ctx.wait_idle()
                 ctx.raise_pending()
 
         def _ctx_call(name, *args):
@@ -140,29 +190,40 @@ class FakeDriver:
 
         def mem_alloc(nbytes):
             ctx = _ctx_call("mem_alloc", nbytes)
+            if drv.oom_above is not None and nbytes > drv.oom_above:
+                raise MemoryError("cuMemAlloc failed: out of memory")
             alloc = Alloc(drv, ctx, drv._next_addr, nbytes)
             drv._next_addr += (nbytes + 4095) // 4096 * 4096 + 4096
             ctx.allocs[alloc.base] = alloc
             return alloc
 
         def memcpy_htod(dest, src):
-            _ctx_call("memcpy_htod", int(dest), len(memoryview(src).cast("B")))
+            ctx = _ctx_call("memcpy_htod", int(dest), len(memoryview(src).cast("B")))
+            ctx.wait_idle()
             mem, off = drv.locate(int(dest))
             data = memoryview(src).cast("B")
             mem[off:off + len(data)] = data
 
         def memcpy_dtoh(dest, src):
-            _ctx_call("memcpy_dtoh", int(src), dest.nbytes)
+            ctx = _ctx_call("memcpy_dtoh", int(src), dest.nbytes)
+            ctx.wait_idle()
+            if drv.host_oom_above is not None and dest.nbytes > drv.host_oom_above:
+                raise builtins.MemoryError(f"cannot allocate {dest.nbytes} bytes of pinned staging memory")
             mem, off = drv.locate(int(src))
             dest.reshape(-1).view(np.uint8)[:] = np.frombuffer(mem, np.uint8, dest.nbytes, off)
 
         def memcpy_dtod(dest, src, size):
             _ctx_call("memcpy_dtod", int(dest), int(src), size)
+            if size >= 64 << 20:   # a bandwidth measurement's copy: only its (fake) time matters, not its bytes
+                return
+            dmem, doff = drv.locate(int(dest))
+            smem, soff = drv.locate(int(src))
+            np.copyto(np.frombuffer(dmem, np.uint8, size, doff), np.frombuffer(smem, np.uint8, size, soff))
 
         def memset_d8(dest, data, size):
             _ctx_call("memset_d8", int(dest), data, size)
             mem, off = drv.locate(int(dest))
-            mem[off:off + size] = bytes([data]) * size
+            np.frombuffer(mem, np.uint8, size, off).fill(data)
 
         class Event:
             def __init__(self):
@@ -174,15 +235,19 @@ class FakeDriver:
 
             def query(self):
                 drv.calls.append(("query", self.ctx.id))
+                if self.ctx.hung:
+                    return False
                 self.ctx.raise_pending()
                 return True
 
             def synchronize(self):
                 drv.calls.append(("event_synchronize", self.ctx.id))
+                self.ctx.wait_idle()
                 self.ctx.raise_pending()
                 return self
 
             def time_till(self, end):
+                drv.calls.append(("time_till",))
                 t = drv.event_times[0]
                 drv.event_times = drv.event_times[1:] + drv.event_times[:1]
                 return t
@@ -204,21 +269,13 @@ class FakeDriver:
 
         def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,
                     cache_dir=None, include_dirs=None):
-            drv.compiled.append((source, tuple(options or ()), no_extern_c, arch, cache_dir))
+            drv.calls.append(("compile", tuple(options or ()), no_extern_c, arch, cache_dir))
             if "#error" in source:
                 raise CompileError("nvcc compilation of kernel.cu failed", stderr="kernel.cu(1): error: planted")
             return source.encode()
 
         m.compile = compile
         return m
-
-    def install(self, monkeypatch) -> None:
-        pkg = types.ModuleType("pycuda")
-        pkg.VERSION_TEXT = "fake"
-        pkg.driver, pkg.compiler = self.driver_module(), self.compiler_module()
-        monkeypatch.setitem(sys.modules, "pycuda", pkg)
-        monkeypatch.setitem(sys.modules, "pycuda.driver", pkg.driver)
-        monkeypatch.setitem(sys.modules, "pycuda.compiler", pkg.compiler)
 
 
 class Ctx:
@@ -230,6 +287,7 @@ class Ctx:
         self.allocs: dict[int, Alloc] = {}
         self.pending: Exception | None = None
         self.sticky: Exception | None = None
+        self.hung = False
         self.detached = False
 
     def push(self):
@@ -238,7 +296,13 @@ class Ctx:
 
     def detach(self):
         self.drv.calls.append(("detach", self.id))
+        if self.hung:
+            _block_forever("detach")
         self.detached = True
+
+    def wait_idle(self):
+        if self.hung:
+            _block_forever("synchronize")
 
     def check_sticky(self):
         if self.detached:
@@ -262,6 +326,7 @@ class Alloc:
 
     def free(self):
         self.drv.calls.append(("free", self.ctx.id, self.base))
+        self.ctx.wait_idle()
         self.ctx.allocs.pop(self.base, None)
 
 
@@ -273,7 +338,7 @@ class FakeModule:
         self.drv.calls.append(("get_function", self.ctx.id, name))
         # Only a C-linkage kernel is found under its plain name, as with a real cubin.
         if not re.search(r'extern "C"\s+__global__\s+void\s+' + re.escape(name) + r"\b", self.text) \
-                or name not in self.drv.kernels:
+                or (name not in self.drv.kernels and not self.drv.all_symbols):
             raise LogicError(f"cuModuleGetFunction failed: named symbol not found ({name})")
         return FakeFunction(self.drv, self.ctx, name)
 
@@ -283,7 +348,7 @@ class FakeFunction:
         self.drv, self.ctx, self.name = drv, ctx, name
 
     def get_attribute(self, attr):
-        return {"MAX_THREADS_PER_BLOCK": self.drv.max_threads, "SHARED_SIZE_BYTES": 0}[attr]
+        return {"MAX_THREADS_PER_BLOCK": self.drv.max_threads, "SHARED_SIZE_BYTES": self.drv.static_shared}[attr]
 
     def set_attribute(self, attr, value):
         self.drv.calls.append(("set_attribute", attr, value))
@@ -293,7 +358,200 @@ class FakeFunction:
         self.drv.calls.append(("launch", ctx.id, self.name, grid, block, shared,
                                tuple(np.asarray(a).dtype.name for a in args)))
         ctx.check_sticky()
+        kernel = self.drv.kernels.get(self.name)
+        if kernel is None:    # all_symbols: found, but not emulated; refused at once, not sticky
+            raise LogicError(f"cuLaunchKernel failed: the fake driver does not emulate kernel {self.name}")
+        if ctx.hung:
+            return
         try:
-            self.drv.kernels[self.name](self.drv, grid, block, *args)
+            kernel(self.drv, grid, block, *args)
+        except _Hang:
+            ctx.hung = True
+        except _Refuse as exc:   # rejected by cuLaunchKernel itself (bad configuration): nothing ran
+            raise LogicError(str(exc)) from None
         except Error as exc:     # a device-side fault: reported later, then sticky
             ctx.pending = exc
+
+
+# ------------------------------------------------------------------------------------------------------
+# Kernels the fake emulates (by name)
+# ------------------------------------------------------------------------------------------------------
+
+class _Hang(Exception):
+    pass
+
+
+class _Refuse(Exception):
+    pass
+
+
+def _axpy(drv, grid, block, x, y, n, a, *, write=None, extra=0):
+    """y[i] = a * x[i] for the first `write` elements (default all), plus `extra` floats past the end."""
+    n = int(n)
+    xs, ys = drv.view(x, np.float32, n), drv.view(y, np.float32, n + extra)
+    count = n if write is None else write
+    ys[:count] = a * xs[:count]
+    ys[n:n + extra] = 0
+
+
+def _bump(drv, grid, block, x, y, n, a):
+    """Updates its input in place (x += 1) and writes y = x."""
+    xs, ys = drv.view(x, np.float32, int(n)), drv.view(y, np.float32, int(n))
+    xs += 1
+    ys[:] = xs
+
+
+def _underrun(drv, grid, block, x, y, n, a):
+    """Writes y[-1] (the byte range just before the buffer) and nothing else."""
+    drv.view(int(y) - 4, np.float32, 1)[0] = 1.0
+
+
+def _illegal_address(drv, grid, block, *args):
+    raise LaunchError("cuCtxSynchronize failed: an illegal memory access was encountered")
+
+
+def _trap(drv, grid, block, *args):
+    raise LaunchError("cuCtxSynchronize failed: unspecified launch failure")
+
+
+def _hang(drv, grid, block, *args):
+    raise _Hang()
+
+
+def _hang_in_driver(drv, grid, block, *args):
+    """The launch call itself never returns (a driver stuck in a call): only the caller's limit ends it."""
+    _block_forever("cuLaunchKernel")
+
+
+def _refused(drv, grid, block, *args):
+    raise _Refuse("cuLaunchKernel failed: too many resources requested for launch")
+
+
+def _flag(drv, grid, block, y, on):
+    """A kernel with a C++ bool parameter: y[0] = on ? 1 : 0; the byte must be exactly 0 or 1."""
+    v = np.asarray(on)
+    assert v.dtype == np.uint8 and int(v) in (0, 1), f"bool passed as {v.dtype} {v!r}"
+    drv.view(y, np.int32, 1)[0] = int(v)
+
+
+def _kv_write(drv, grid, block, cache, row, pos, n):
+    """cache[pos, :] = row: a partial write into an in/out buffer (a KV-cache row)."""
+    n, pos = int(n), int(pos)
+    drv.view(int(cache) + 4 * n * pos, np.float32, n)[:] = drv.view(row, np.float32, n)
+
+
+def _scale_past_end(drv, grid, block, x, y, n, a):
+    n = int(n)
+    xs, ys = drv.view(x, np.float32, n), drv.view(y, np.float32, n + 1)
+    ys[:n] = np.float32(a) * xs
+    ys[n] = np.float32(a) * xs[0]
+
+
+def _scale_before_start(drv, grid, block, x, y, n, a):
+    n = int(n)
+    drv.view(int(y) - 4, np.float32, n)[:] = np.float32(a) * drv.view(x, np.float32, n)
+
+
+def _to_half(drv, grid, block, x, y, n):
+    n = int(n)
+    drv.view(y, np.float16, n)[:] = drv.view(x, np.float32, n).astype(np.float16)
+
+
+def _dp4a_rows(drv, grid, block, a, b, out, words):
+    rows, words = grid[0], int(words)
+    av = drv.view(a, np.int8, rows * words * 4).reshape(rows, 4 * words).astype(np.int32)
+    bv = drv.view(b, np.int8, words * 4).astype(np.int32)
+    drv.view(out, np.int32, rows)[:] = av @ bv
+
+
+def _reverse_shared(drv, grid, block, x, y, n):
+    n = int(n)
+    drv.view(y, np.float32, n)[:] = drv.view(x, np.float32, n)[::-1]
+
+
+KERNELS: dict[str, Callable] = {
+    "axpy": _axpy,
+    "overrun": lambda d, g, b, *a: _axpy(d, g, b, *a, extra=1),
+    "skip_last": lambda d, g, b, x, y, n, a: _axpy(d, g, b, x, y, n, a, write=int(n) - 1),
+    "crash": _illegal_address,
+    "trap": _trap,
+    "hang": _hang,
+    "hang_in_driver": _hang_in_driver,
+    "refused": _refused,
+    "bump": _bump,
+    "underrun": _underrun,
+    "flag": _flag,
+    "kv_write": _kv_write,
+    # the kernels of tests/backends/gpu/test_device.py, so that `pytest -m gpu` runs them in a dry run
+    "scale": lambda d, g, b, x, y, n, a: _axpy(d, g, b, x, y, n, a),
+    "scale_past_end": _scale_past_end,
+    "scale_before_start": _scale_before_start,
+    "scale_skip_last": lambda d, g, b, x, y, n, a: _axpy(d, g, b, x, y, n, a, write=int(n) - 1),
+    "wild_write": _illegal_address,
+    "to_half": _to_half,
+    "dp4a_rows": _dp4a_rows,
+    "reverse_shared": _reverse_shared,
+}
+
+
+# ------------------------------------------------------------------------------------------------------
+# The $QCONFORM_GPU_DRIVER hook
+# ------------------------------------------------------------------------------------------------------
+
+_MACHINES: dict[str, FakeDriver] = {}
+
+
+def machine() -> FakeDriver:
+    """This process's fake machine for the current configuration (a new one when the configuration changes)."""
+    text = os.environ.get(CONFIG_ENV, "{}")
+    if text not in _MACHINES:
+        _MACHINES[text] = FakeDriver(**json.loads(text))
+    return _MACHINES[text]
+
+
+def driver() -> types.ModuleType:
+    drv = machine()
+    if not hasattr(drv, "_driver_module"):
+        drv._driver_module = drv.driver_module()
+    return drv._driver_module
+
+
+def compiler() -> types.ModuleType:
+    drv = machine()
+    if not hasattr(drv, "_compiler_module"):
+        drv._compiler_module = drv.compiler_module()
+    return drv._compiler_module
+
+
+class FakeSetup:
+    """What a test holds: the configuration in force and the call log of every process that used it."""
+
+    def __init__(self, monkeypatch, log: Path, **config):
+        self.monkeypatch, self.log, self.config = monkeypatch, log, {**config, "log": str(log)}
+        self.apply()
+
+    def apply(self) -> None:
+        self.monkeypatch.setenv("QCONFORM_GPU_DRIVER", __name__)
+        self.monkeypatch.setenv(CONFIG_ENV, json.dumps(self.config, sort_keys=True))
+
+    def set(self, **changes) -> None:
+        """Change the configuration: later processes (and this one) see a fresh fake machine."""
+        self.config.update(changes)
+        self.apply()
+
+    def calls(self) -> list[list]:
+        """[pid, call, *args] for every call so far, in order."""
+        if not self.log.exists():
+            return []
+        return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln]
+
+    def names(self, since: int = 0) -> list[str]:
+        return [c[1] for c in self.calls()[since:]]
+
+
+def configure(monkeypatch, tmp_path: Path, **config) -> FakeSetup:
+    return FakeSetup(monkeypatch, tmp_path / "fake-cuda-calls.jsonl", **config)
+
+
+if __name__ == "__main__":   # pragma: no cover - python -m tests.backends.gpu.fake_pycuda prints the kernels it emulates
+    print(" ".join(sorted(KERNELS)), file=sys.stdout)

@@ -1,81 +1,71 @@
-"""The GPU backend's call sequence and fault handling, driven through a fake `pycuda` on the CPU."""
+"""The GPU backend's call sequence, isolation and fault handling, driven through a fake `pycuda` on the CPU.
+
+The fake stands in for PyCUDA in this process and in the backend's worker process alike (see fake_pycuda);
+the call log it writes, tagged with process ids, shows which process did what.
+"""
 from __future__ import annotations
 
-import sys
+import time
 
 import numpy as np
 import pytest
 
-from harness.backends import KernelCrash, OutOfBounds, UnwrittenOutput, get_backend
+from harness.backends import KernelCrash, OutOfBounds, ResourceExhausted, UnwrittenOutput, get_backend
 from harness.backends import gpu
-from harness.backends.base import GUARD_BYTES, POISON_BYTES, BuildError, KernelTimeout
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, Buffer, BuildError, KernelTimeout
+from harness.backends.device_lock import DeviceLock
 
-from .fake_pycuda import FakeDriver, LogicError
+from .fake_pycuda import configure
 
 SRC = """
 __global__ void axpy(const float* x, float* y, int n, float a) { }
 __global__ void overrun(const float* x, float* y, int n, float a) { }
 __global__ void skip_last(const float* x, float* y, int n, float a) { }
 __global__ void crash(const float* x, float* y, int n, float a) { }
+__global__ void trap(const float* x, float* y, int n, float a) { }
 __global__ void hang(const float* x, float* y, int n, float a) { }
+__global__ void hang_in_driver(const float* x, float* y, int n, float a) { }
+__global__ void refused(const float* x, float* y, int n, float a) { }
 __global__ void bump(float* x, float* y, int n, float a) { }
 __global__ void underrun(const float* x, float* y, int n, float a) { }
+__global__ void flag(int* y, bool on) { }
+__global__ void kv_write(float* cache, const float* row, int pos, int n) { }
 """
-
-
-def _axpy(drv, grid, block, x, y, n, a, *, write=None, extra=0):
-    """y[i] = a * x[i] for the first `write` elements (default all), plus `extra` floats past the end."""
-    n = int(n)
-    xs, ys = drv.view(x, np.float32, n), drv.view(y, np.float32, n + extra)
-    count = n if write is None else write
-    ys[:count] = a * xs[:count]
-    ys[n:n + extra] = 0
-
-
-def _bump(drv, grid, block, x, y, n, a):
-    """Updates its input in place (x += 1) and writes y = x."""
-    xs, ys = drv.view(x, np.float32, int(n)), drv.view(y, np.float32, int(n))
-    xs += 1
-    ys[:] = xs
-
-
-def _underrun(drv, grid, block, x, y, n, a):
-    """Writes y[-1] (the byte range just before the buffer) and nothing else."""
-    drv.view(int(y) - 4, np.float32, 1)[0] = 1.0
-
-
-def _crash(drv, grid, block, *args):
-    raise LogicError("cuCtxSynchronize failed: an illegal memory access was encountered")
+KERNELS = ("axpy", "overrun", "skip_last", "crash", "trap", "hang", "hang_in_driver", "refused", "bump", "underrun",
+           "flag", "kv_write")
 
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    drv = FakeDriver(device_count=2)
-    drv.install(monkeypatch)
-    drv.kernels.update({
-        "axpy": _axpy,
-        "overrun": lambda d, g, b, *a: _axpy(d, g, b, *a, extra=1),
-        "skip_last": lambda d, g, b, x, y, n, a: _axpy(d, g, b, x, y, n, a, write=int(n) - 1),
-        "crash": _crash,
-        "hang": _axpy,
-        "bump": _bump,
-        "underrun": _underrun,
-    })
-    monkeypatch.setattr(gpu, "_SESSIONS", {})
+    setup = configure(monkeypatch, tmp_path, device_count=2)
     monkeypatch.setattr(gpu, "find_nvcc", lambda: "/opt/fake/nvcc")
     monkeypatch.setattr(gpu, "nvcc_identity", lambda nvcc: "fake nvcc 13.0")
     monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("QCONFORM_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.delenv("QCONFORM_GPU", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    return drv
+    return setup
+
+
+@pytest.fixture
+def backend(fake):
+    be = gpu.GpuBackend(launch_timeout_s=5.0, warmup_ms=0.0, lock_wait_s=5.0)
+    yield be
+    be.close()
 
 
 def _args(n=10):
     return [np.arange(n, dtype=np.float32), np.zeros(n, np.float32), np.int32(n), np.float32(3)]
 
 
-def _names(drv, since=0):
-    return [c[0] for c in drv.calls[since:]]
+def _expect(n=10):
+    return 3 * np.arange(n, dtype=np.float32)
+
+
+def _worker_calls(fake, since=0):
+    """The calls made by processes other than this one: the worker processes."""
+    import os
+    return [c for c in fake.calls()[since:] if c[0] != os.getpid()]
 
 
 def test_available_with_fake_and_backend_describes_device(fake):
@@ -83,155 +73,322 @@ def test_available_with_fake_and_backend_describes_device(fake):
     backend = get_backend("gpu")
     info = backend.describe()
     assert info["device"] == "Fake GPU 0" and info["compute_capability"] == "9.0" and info["driver"] == "13.0"
+    assert info["worker_restarts"] == []
     assert get_backend("auto").name == "gpu"
 
 
-def test_unavailable_reasons(fake, monkeypatch):
-    fake.init_error = sys.modules["pycuda.driver"].RuntimeError("cuInit failed: no CUDA-capable device is detected")
+def test_unavailable_reasons(fake):
+    fake.set(init_error="cuInit failed: no CUDA-capable device is detected")
     assert "could not be initialised" in gpu.unavailable_reason()
     with pytest.raises(RuntimeError, match="unavailable.*could not be initialised"):
         gpu.GpuBackend()
 
 
 def test_unavailable_without_devices_or_nvcc(fake, monkeypatch):
-    fake.device_count = 0
+    fake.set(device_count=0)
     assert gpu.unavailable_reason() == "the CUDA driver reports no device"
-    fake.device_count = 1
+    fake.set(device_count=1)
     monkeypatch.setattr(gpu, "find_nvcc", lambda: None)
     assert "nvcc was not found" in gpu.unavailable_reason()
 
 
-def test_load_compiles_prepared_source_once_and_caches(fake):
+def test_exclusive_and_prohibited_compute_modes_are_reported(fake):
+    fake.set(compute_mode="EXCLUSIVE_PROCESS")
+    assert "exclusive-process compute mode" in gpu.unavailable_reason()
+    fake.set(compute_mode="PROHIBITED")
+    assert "prohibited compute mode" in gpu.unavailable_reason()
+    fake.set(compute_mode="DEFAULT")      # negative control
+    assert gpu.unavailable_reason() is None
+
+
+def test_the_caller_never_creates_a_context(backend, fake):
+    mod = backend.load(SRC)
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+    import os
+    mine = [c for c in fake.calls() if c[0] == os.getpid()]
+    assert mine and not [c for c in mine if c[1] in ("make_context", "mem_alloc", "launch")]
+    assert [c[1] for c in _worker_calls(fake)].count("context_made") == 1
+
+
+def test_failed_context_creation_is_reported_as_such(fake):
+    fake.set(context_error="cuCtxCreate failed: out of memory")
     backend = gpu.GpuBackend()
+    with pytest.raises(gpu.ContextFailure, match="could not create a CUDA context on device 0.*out of memory") as e:
+        backend.load(SRC)
+    assert "rejected the compiled module" not in str(e.value)
+    backend.close()
+
+
+def test_load_compiles_prepared_source_once_and_caches(backend, fake):
     mod = backend.load(SRC, flags=["-lineinfo"])
-    assert mod.kernel_names == ("axpy", "overrun", "skip_last", "crash", "hang", "bump", "underrun")
-    (text, options, no_extern_c, arch, cache), = fake.compiled
-    assert no_extern_c is True and arch == "sm_90" and options == ("-lineinfo",) and cache is False
-    assert text.count('extern "C" __global__') == 7
+    assert mod.kernel_names == KERNELS
+    compiles = [c for c in fake.calls() if c[1] == "compile"]
+    assert len(compiles) == 1
+    _, _, options, no_extern_c, arch, cache = compiles[0]
+    assert no_extern_c is True and arch == "sm_90" and options == ["-lineinfo"] and cache is False
     backend.load(SRC, flags=["-lineinfo"])
-    assert len(fake.compiled) == 1            # second load: from the cubin cache
+    assert fake.names().count("compile") == 1           # second load: from the cubin cache
     backend.load(SRC, flags=["-O3"])
-    assert len(fake.compiled) == 2            # other flags: another cubin
+    assert fake.names().count("compile") == 2           # other flags: another cubin
 
 
-def test_compile_error_becomes_build_error(fake):
+def test_compile_error_becomes_build_error(backend):
     with pytest.raises(BuildError, match="planted"):
-        gpu.GpuBackend().load("#error nope\n__global__ void k(float* y) {}")
+        backend.load("#error nope\n__global__ void k(float* y) {}")
 
 
-def test_launch_sequence_guards_poison_and_copy_back(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_launch_sequence_guards_poison_and_copy_back(backend, fake):
+    mod = backend.load(SRC)
     args = _args()
-    start = len(fake.calls)
+    start = len(fake.calls())
     res = mod.launch("axpy", grid=(1,), block=(32,), shared_bytes=0, args=args, outputs=(1,))
-    assert np.array_equal(args[1], 3 * np.arange(10, dtype=np.float32))
+    assert np.array_equal(args[1], _expect())
     assert np.array_equal(args[0], np.arange(10, dtype=np.float32))     # inputs come back unchanged
-    names = _names(fake, start)
+    calls = _worker_calls(fake, start)
+    names = [c[1] for c in calls]
     # Plain device allocations with guard bands on both sides, one per array, reused by both poisoned runs.
-    allocs = [c for c in fake.calls[start:] if c[0] == "mem_alloc"]
-    assert [c[2] for c in allocs] == [2 * GUARD_BYTES + 40] * 2
-    launches = [c for c in fake.calls[start:] if c[0] == "launch"]
+    allocs = [c for c in calls if c[1] == "mem_alloc"]
+    assert [c[3] for c in allocs] == [2 * GUARD_BYTES + 40] * 2
+    launches = [c for c in calls if c[1] == "launch"]
     assert len(launches) == len(POISON_BYTES)
-    assert launches[0][3:6] == ((1, 1, 1), (32, 1, 1), 0)
-    assert launches[0][6] == ("uint64", "uint64", "int32", "float32")   # pointers, then scalars by value
+    assert [tuple(x) for x in launches[0][4:6]] == [(1, 1, 1), (32, 1, 1)] and launches[0][6] == 0
+    assert launches[0][7] == ["uint64", "uint64", "int32", "float32"]   # pointers, then scalars by value
     # The const input crosses once; guards and poison are set on the device; each run reads back every
     # guard band (2 per buffer) and the data of the writable buffer only.
     assert names.count("memcpy_htod") == 1
     assert names.count("memset_d8") == 2 * 2 + len(POISON_BYTES)
     assert names.count("memcpy_dtoh") == len(POISON_BYTES) * (2 + 3)
-    assert names.count("synchronize") == 2 and names.count("free") == 2
-    assert names[0] == "push" and names[-1] == "pop"                   # context active only during the launch
-    assert res.elapsed_ms is None and res.notes == ()
+    assert names.count("free") == 2
+    assert res.elapsed_ms is None and res.notes == () and res.timing is None
 
 
-def test_out_of_bounds_write_names_buffer_and_side(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_out_of_bounds_write_names_buffer_and_side(backend):
+    mod = backend.load(SRC)
     with pytest.raises(OutOfBounds, match=r"args\[1\] \(y: float\*\).*after the buffer.*offset 40"):
         mod.launch("overrun", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
 
 
-def test_write_before_the_buffer_is_caught(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_write_before_the_buffer_is_caught(backend):
+    mod = backend.load(SRC)
     with pytest.raises(OutOfBounds, match=r"args\[1\].*before the buffer.*offset -4"):
         mod.launch("underrun", grid=1, block=32, shared_bytes=0, args=_args(), outputs=())
 
 
-def test_empty_arrays_travel(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_empty_arrays_travel(backend):
+    mod = backend.load(SRC)
     args = [np.zeros(0, np.float32), np.zeros(0, np.float32), np.int32(0), np.float32(1)]
     mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
     assert args[1].size == 0
 
 
-def test_unwritten_output_names_first_index(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_unwritten_output_names_first_index(backend):
+    mod = backend.load(SRC)
     with pytest.raises(UnwrittenOutput, match=r"args\[1\].*1 of 10.*index \(9,\)"):
         mod.launch("skip_last", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
     # Negative control: without declaring the output, nothing is poisoned and nothing is reported.
     mod.launch("skip_last", grid=1, block=32, shared_bytes=0, args=_args(), outputs=())
 
 
-def test_sticky_error_is_kernel_crash_and_next_launch_uses_fresh_context(fake):
-    backend = gpu.GpuBackend()
+def _pids(fake, call):
+    return [c[0] for c in _worker_calls(fake) if c[1] == call]
+
+
+@pytest.mark.parametrize("kernel, message", [("crash", "illegal memory access"),
+                                             ("trap", "unspecified launch failure")])
+def test_sticky_error_is_kernel_crash_and_the_next_case_runs_in_a_new_worker(backend, fake, kernel, message):
     mod = backend.load(SRC)
-    with pytest.raises(KernelCrash, match="illegal memory access.*fresh one"):
-        mod.launch("crash", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
-    broken = fake.contexts[-1]
-    assert broken.sticky is not None and ("detach", broken.id) in fake.calls
-    mark = len(fake.calls)
+    with pytest.raises(KernelCrash, match=f"waiting for the kernel.*{message}.*sticky error.*restarted"):
+        mod.launch(kernel, grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+    first = _pids(fake, "context_made")
+    assert len(first) == 1
+    # The broken context is never used again, nor destroyed in that process: the process is killed.
+    assert "detach" not in fake.names()
     args = _args()
     mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
-    assert np.array_equal(args[1], 3 * np.arange(10, dtype=np.float32))
-    fresh = fake.contexts[-1]
-    assert fresh is not broken and len(fake.contexts) == 2
-    after = fake.calls[mark:]
-    assert ("module_from_buffer", fresh.id) in after                    # module reloaded into the new context
-    assert not [c for c in after if len(c) > 1 and c[1] == broken.id]  # the failed context is never used again
+    assert np.array_equal(args[1], _expect())
+    made = _pids(fake, "context_made")
+    assert len(made) == 2 and made[1] != made[0]                         # a new worker with its own context
+    assert made[1] in _pids(fake, "module_from_buffer")                  # the module reloaded into it
+    assert set(_pids(fake, "launch")) == set(made)
+    assert len(backend.describe()["worker_restarts"]) == 1
 
 
-def test_timeout_retires_context(fake, monkeypatch):
-    backend = gpu.GpuBackend(launch_timeout_s=0.01)
+def test_hung_kernel_times_out_within_the_limit_and_the_next_case_runs(fake):
+    backend = gpu.GpuBackend(launch_timeout_s=0.5, warmup_ms=0.0)
     mod = backend.load(SRC)
-    monkeypatch.setattr(sys.modules["pycuda.driver"].Event, "query", lambda self: False)   # never finishes
-    with pytest.raises(KernelTimeout, match="still running"):
+    t0 = time.monotonic()
+    with pytest.raises(KernelTimeout, match=r"hang<<<.*still running after 0\.5 s.*killed"):
         mod.launch("hang", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
-    assert ("detach", fake.contexts[-1].id) in fake.calls
+    assert time.monotonic() - t0 < 0.5 + 5           # the limit, plus a worker start at most
+    hung_pid = _pids(fake, "context_made")[0]
+    args = _args()
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect())
+    assert _pids(fake, "context_made")[-1] != hung_pid
+    # No clean-up was tried in the hung process (a free or a context destroy would wait for the kernel).
+    assert not [c for c in _worker_calls(fake) if c[0] == hung_pid and c[1] in ("free", "detach")]
+    backend.close()
 
 
-def test_timing_is_median_of_event_times(fake):
-    fake.event_times = [5.0, 1.0, 3.0]
-    mod = gpu.GpuBackend().load(SRC)
-    mark = len(fake.calls)
+def test_a_driver_call_that_never_returns_is_cut_by_the_callers_limit(fake, monkeypatch):
+    backend = gpu.GpuBackend(launch_timeout_s=0.2, lock_wait_s=0.2)
+    mod = backend.load(SRC)
+    monkeypatch.setattr(gpu, "REQUEST_SLACK_S", 1.0)
+    with pytest.raises(KernelTimeout, match=r"did not answer within .*last step: the launch\)"):
+        mod.launch("hang_in_driver", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+    monkeypatch.setattr(gpu, "REQUEST_SLACK_S", 120.0)
+    args = _args()
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect())
+    backend.close()
+
+
+def test_refused_launch_is_not_sticky_and_keeps_the_worker(backend, fake):
+    mod = backend.load(SRC)
+    with pytest.raises(gpu.LaunchRefused, match="too many resources.*not a sticky error"):
+        mod.launch("refused", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+    args = _args()
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect())
+    assert len(_pids(fake, "context_made")) == 1 and backend.describe()["worker_restarts"] == []
+
+
+def test_bool_scalar_travels_as_one_byte(backend):
+    mod = backend.load(SRC)
+    for on in (True, False):
+        y = np.full(1, 7, np.int32)
+        mod.launch("flag", grid=1, block=1, shared_bytes=0, args=[y, np.bool_(on)], outputs=(0,))
+        assert y[0] == int(on)
+    with pytest.raises(ValueError, match=r"args\[1\].*bool"):
+        mod.launch("flag", grid=1, block=1, shared_bytes=0, args=[np.zeros(1, np.int32), np.uint8(1)], outputs=(0,))
+
+
+def test_shared_memory_opt_in_counts_static_plus_dynamic(fake):
+    fake.set(static_shared=40_000)
+    backend = gpu.GpuBackend()
+    mod = backend.load(SRC)
+    mod.launch("axpy", grid=1, block=32, shared_bytes=10_000, args=_args(), outputs=(1,))
+    sets = [c for c in fake.calls() if c[1] == "set_attribute"]
+    assert sets and sets[-1][2:] == ["MAX_DYNAMIC_SHARED_SIZE_BYTES", 10_000]   # 40000 + 10000 > 48 KiB
+    with pytest.raises(gpu.LaunchRefused, match="shared_bytes: 200000 dynamic \\+ 40000 static"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=200_000, args=_args(), outputs=(1,))
+    backend.close()
+    fake.set(static_shared=0)    # negative control: 10000 bytes alone need no opt-in
+    backend = gpu.GpuBackend()
+    mark = len(fake.calls())
+    backend.load(SRC).launch("axpy", grid=1, block=32, shared_bytes=10_000, args=_args(), outputs=(1,))
+    assert "set_attribute" not in fake.names(mark)
+    backend.close()
+
+
+def test_device_out_of_memory_is_a_per_case_error(fake):
+    fake.set(oom_above=10_000)
+    backend = gpu.GpuBackend()
+    mod = backend.load(SRC)
+    big = [np.zeros(5000, np.float32), np.zeros(5000, np.float32), np.int32(5000), np.float32(1)]
+    with pytest.raises(ResourceExhausted, match=r"allocating args\[0\].*out of memory"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=big, outputs=(1,))
+    args = _args()       # the next case runs, in the same worker
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect()) and len(_pids(fake, "context_made")) == 1
+    backend.close()
+
+
+def test_host_out_of_memory_is_a_per_case_error(fake):
+    fake.set(host_oom_above=1000)
+    backend = gpu.GpuBackend()
+    mod = backend.load(SRC)
+    big = [np.zeros(500, np.float32), np.zeros(500, np.float32), np.int32(500), np.float32(1)]
+    with pytest.raises(ResourceExhausted, match=r"copying args\[1\].*back: the host is out of memory"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=big, outputs=(1,))
+    args = _args()
+    mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
+    assert np.array_equal(args[1], _expect()) and len(_pids(fake, "context_made")) == 1
+    backend.close()
+
+
+def test_out_of_memory_makes_the_case_unchecked_in_the_judge():
+    from harness.judging.core import UNCHECKED, verdict_for_fault
+    assert verdict_for_fault(ResourceExhausted(None, "x")) == UNCHECKED
+    assert verdict_for_fault(KernelCrash(None, "x")) != UNCHECKED
+
+
+def test_timing_batches_launches_between_one_event_pair(fake):
+    fake.set(event_times=[10.0, 2.0, 6.0])      # ms per batch of 4 launches: 2.5, 0.5, 1.5 per launch
+    backend = gpu.GpuBackend(warmup_ms=0.0)
+    mod = backend.load(SRC)
+    mark = len(fake.calls())
+    res = mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,), timing=(3, 4))
+    assert res.elapsed_ms == 1.5
+    assert res.timing["min_ms"] == 0.5 and res.timing["max_ms"] == 2.5 and res.timing["spread"] == pytest.approx(4 / 3)
+    names = fake.names(mark)
+    # Two checked runs, one warm-up launch, then 3 batches of 4 launches with no wait inside a batch.
+    assert names.count("launch") == len(POISON_BYTES) + 1 + 3 * 4 and names.count("time_till") == 3
+    # Each batch: its start event recorded, 4 launches with no host wait between them, its end event recorded.
+    text = " ".join(names)
+    assert text.count("Event Event record launch launch launch launch record") == 3
+    assert any("median of 3 batches of 4" in n for n in res.notes)
+    backend.close()
+
+
+def test_timing_warm_up_lasts_its_duration(fake):
+    backend = gpu.GpuBackend(warmup_ms=60.0)
+    mod = backend.load(SRC)
     res = mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,), timing=(2, 3))
-    assert res.elapsed_ms == 3.0
-    assert _names(fake, mark).count("launch") == len(POISON_BYTES) + 2 + 3
+    assert res.timing["warmup_ms"] >= 60.0 and res.timing["warmup_launches"] >= 1
+    backend.close()
 
 
-def test_launch_argument_errors(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_timing_is_skipped_with_the_reason_while_another_process_times(backend):
+    mod = backend.load(SRC)
+    lock = DeviceLock(backend.lock_key)    # this process plays the other test worker's timing window
+    backend.lock_wait_s = 0.3
+    with lock.held(exclusive=True, wait_s=1) as busy:
+        assert busy is None
+        args = _args()
+        # the checked launch waits for the lock (shared), then goes ahead without it: only timing needs it
+        res = mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,), timing=(2, 2))
+    lock.close()
+    assert np.array_equal(args[1], _expect())
+    assert res.elapsed_ms is None
+    assert res.timing["skipped"].startswith("timing skipped: process ") and "more than 0.3 s" in res.timing["skipped"]
+    assert res.notes[-1] == res.timing["skipped"]
+    # Negative control: with the lock free, the same launch is timed.
+    res = mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,), timing=(2, 2))
+    assert res.elapsed_ms == 0.5
+
+
+def test_copy_bandwidth_counts_read_plus_write_under_the_same_batching(fake):
+    fake.set(event_times=[2.0])
+    backend = gpu.GpuBackend(warmup_ms=0.0)
+    result = backend.copy_bandwidth(nbytes=1 << 20, batches=3, copies=4)
+    assert result["gbps"] == pytest.approx(2 * (1 << 20) / 0.5e-3 / 1e9)     # 2 ms per batch of 4 copies
+    assert fake.names().count("memcpy_dtod") == 1 + 3 * 4
+    assert backend.copy_bandwidth_gbps(nbytes=1 << 20, batches=3, copies=4) == result["gbps"]
+    assert fake.names().count("memcpy_dtod") == 1 + 3 * 4            # measured once per backend
+    with pytest.raises(ValueError, match="nbytes"):
+        backend.copy_bandwidth_gbps(nbytes=10)
+    backend.close()
+
+
+def test_launch_argument_errors(backend, fake):
+    mod = backend.load(SRC)
     with pytest.raises(ValueError, match="no kernel 'nope'"):
         mod.launch("nope", grid=1, block=32, shared_bytes=0, args=_args())
     # A block the compiled kernel cannot run is a failed launch (a KernelFault), not bad input, and not sticky.
     with pytest.raises(gpu.LaunchRefused, match="block: .*2048 threads.*at most 1024"):
         mod.launch("axpy", grid=1, block=(2048,), shared_bytes=0, args=_args())
-    assert not [c for c in fake.calls if c[0] == "detach"]
     with pytest.raises(ValueError, match="shared_bytes"):
         mod.launch("axpy", grid=1, block=32, shared_bytes=-1, args=_args())
     with pytest.raises(ValueError, match="grid"):
         mod.launch("axpy", grid=(0,), block=32, shared_bytes=0, args=_args())
+    with pytest.raises(ValueError, match="timing"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=0, args=_args(), timing=(0, 5))
+    assert len(_pids(fake, "context_made")) == 1
 
 
-def test_large_dynamic_shared_memory_is_opted_into(fake):
-    mod = gpu.GpuBackend().load(SRC)
-    mod.launch("axpy", grid=1, block=32, shared_bytes=100_000, args=_args(), outputs=(1,))
-    assert ("set_attribute", "MAX_DYNAMIC_SHARED_SIZE_BYTES", 100_000) in fake.calls
-    with pytest.raises(gpu.LaunchRefused, match="shared_bytes: 300000"):
-        mod.launch("axpy", grid=1, block=32, shared_bytes=300_000, args=_args(), outputs=(1,))
-
-
-def test_missing_kernel_symbol_is_build_error(fake):
-    mod = gpu.GpuBackend().load(SRC + "template <int N> __global__ void tk(float* y) { }\n")
-    fake.kernels["tk"] = _axpy
+def test_missing_kernel_symbol_is_build_error(backend):
+    mod = backend.load(SRC + "template <int N> __global__ void tk(float* y) { }\n")
     with pytest.raises(BuildError, match="template or static"):
         mod.launch("tk", grid=1, block=32, shared_bytes=0, args=[np.zeros(4, np.float32)])
     mod.resolve("axpy")
@@ -239,8 +396,8 @@ def test_missing_kernel_symbol_is_build_error(fake):
         mod.resolve("tk")
 
 
-def test_in_place_inputs_are_uploaded_fresh_for_each_poisoned_run(fake):
-    mod = gpu.GpuBackend().load(SRC)
+def test_in_place_inputs_are_uploaded_fresh_for_each_poisoned_run(backend):
+    mod = backend.load(SRC)
     args = [np.zeros(6, np.float32), np.zeros(6, np.float32), np.int32(6), np.float32(1)]
     mod.launch("bump", grid=1, block=32, shared_bytes=0, args=args, outputs=(1,))
     # Two runs (one per poison pattern), each from the caller's data: x comes back as x + 1, not x + 2.
@@ -256,12 +413,66 @@ def test_device_choice_follows_worker_and_override(fake, monkeypatch):
         gpu.GpuBackend(device=2)
 
 
-def test_copy_bandwidth_uses_events_and_counts_read_plus_write(fake):
-    fake.event_times = [2.0]
-    gbps = gpu.GpuBackend().copy_bandwidth_gbps(nbytes=1 << 20, warmup=1, repeats=3)
-    assert gbps == pytest.approx(2 * (1 << 20) / 2e-3 / 1e9)
-    assert [c[0] for c in fake.calls].count("memcpy_dtod") == 4
-    assert gpu.GpuBackend().copy_bandwidth_gbps(nbytes=1 << 20, warmup=1, repeats=3) == gbps
-    assert [c[0] for c in fake.calls].count("memcpy_dtod") == 4          # measured once per process and device
-    with pytest.raises(ValueError, match="nbytes"):
-        gpu.GpuBackend().copy_bandwidth_gbps(nbytes=10)
+# -- resident buffers -----------------------------------------------------------------------------------
+def test_resident_buffers_alloc_write_read_free(backend, fake):
+    mod = backend.load(SRC)
+    assert mod.supports_resident_buffers
+    x = mod.alloc("x", (6,), np.float32, init=np.arange(6, dtype=np.float32))
+    assert isinstance(x, Buffer) and x.shape == (6,) and x.dtype == np.float32
+    assert mod.read(x).tolist() == list(range(6))
+    poisoned = mod.alloc("p", (2,), np.float32)
+    assert mod.read(poisoned).view(np.uint8).tolist() == [POISON_BYTES[0]] * 8
+    mod.write(x, np.full(6, 2, np.float32))
+    assert mod.read(x).tolist() == [2.0] * 6
+    with pytest.raises(ValueError, match=r"array: buffer 'x' \(6 float32\) takes a \(6,\) float32 array"):
+        mod.write(x, np.zeros(5, np.float32))
+    mod.free(x)
+    with pytest.raises(ValueError, match="not a live resident buffer"):
+        mod.read(x)
+
+
+def test_resident_buffers_are_used_in_place_without_copies(backend, fake):
+    mod = backend.load(SRC)
+    x = mod.alloc("x", (6,), np.float32, init=np.zeros(6, np.float32))
+    y = mod.alloc("y", (6,), np.float32)
+    mark = len(fake.calls())
+    mod.launch("bump", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(6), np.float32(1)], outputs=(1,))
+    # In/out x: both poisoned runs start from its contents before the launch (x + 1, not x + 2).
+    assert mod.read(x).tolist() == [1.0] * 6 and mod.read(y).tolist() == [1.0] * 6
+    assert "memcpy_htod" not in fake.names(mark)[:fake.names(mark).index("launch")]
+
+
+def test_resident_in_out_buffer_keeps_what_the_kernel_does_not_write(backend):
+    mod = backend.load(SRC)
+    cache = mod.alloc("kc", (4, 3), np.float32, init=np.full((4, 3), 9, np.float32))
+    mod.launch("kv_write", grid=1, block=32, shared_bytes=0,
+               args=[cache, np.array([1, 2, 3], np.float32), np.int32(2), np.int32(3)])
+    want = np.full((4, 3), 9, np.float32)
+    want[2] = [1, 2, 3]
+    assert np.array_equal(mod.read(cache), want)
+
+
+def test_resident_output_must_be_written_in_full_and_guards_apply(backend):
+    mod = backend.load(SRC)
+    x = mod.alloc("x", (10,), np.float32, init=np.arange(10, dtype=np.float32))
+    y = mod.alloc("y", (10,), np.float32)
+    with pytest.raises(UnwrittenOutput, match=r"resident buffer 'y'.*1 of 10.*index \(9,\)"):
+        mod.launch("skip_last", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(10), np.float32(3)],
+                   outputs=(1,))
+    with pytest.raises(OutOfBounds, match=r"resident buffer 'y'.*after the buffer.*offset 40"):
+        mod.launch("overrun", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(10), np.float32(3)],
+                   outputs=(1,))
+    with pytest.raises(ValueError, match=r"args\[1\].*float32"):
+        mod.launch("axpy", grid=1, block=32, shared_bytes=0,
+                   args=[x, mod.alloc("i", (10,), np.int32), np.int32(10), np.float32(3)])
+
+
+def test_resident_buffers_of_a_killed_worker_are_reported_lost(backend):
+    mod = backend.load(SRC)
+    x = mod.alloc("x", (10,), np.float32, init=np.arange(10, dtype=np.float32))
+    with pytest.raises(KernelCrash):
+        mod.launch("crash", grid=1, block=32, shared_bytes=0, args=_args(), outputs=(1,))
+    with pytest.raises(gpu.BufferLost, match="resident buffer 'x' was lost.*illegal memory access"):
+        mod.read(x)
+    fresh = mod.alloc("x2", (2,), np.float32, init=np.ones(2, np.float32))   # a new worker serves new buffers
+    assert mod.read(fresh).tolist() == [1.0, 1.0]

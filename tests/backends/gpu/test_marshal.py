@@ -7,9 +7,10 @@ import pytest
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE
 from harness.backends.args import BufferArg, ScalarArg, plan_args
 from harness.backends.gpu import (
-    check_timing, device_index_for_worker, guard_damage, prepare_source, runs_disagree, unwritten_report,
-    validate_flags,
+    ResidentArg, TimingPlan, check_timing, device_index_for_worker, guard_damage, prepare_source, runs_disagree,
+    timing_note, timing_summary, unwritten_report, validate_flags,
 )
+from harness.backends.base import Buffer
 from cudasrc.signatures import kernel_signatures
 
 SRC = """
@@ -150,10 +151,42 @@ def test_runs_disagree_flags_values_that_depend_on_prior_contents():
 
 
 def test_timing_validation():
-    assert check_timing(None) is None and check_timing((2, 5)) == (2, 5)
-    for bad in ((1,), (-1, 3), (0, 0), (1.5, 2), "3"):
+    assert check_timing(None, 75.0) is None
+    assert check_timing((2, 5), 75.0) == TimingPlan(batches=2, launches=5, warmup_ms=75.0)
+    for bad in ((1,), (-1, 3), (0, 5), (3, 0), (1.5, 2), "3", (True, 2)):
         with pytest.raises(ValueError, match="timing"):
-            check_timing(bad)
+            check_timing(bad, 75.0)
+
+
+def test_timing_summary_is_the_per_launch_median_and_spread():
+    plan = TimingPlan(batches=5, launches=10, warmup_ms=50.0)
+    s = timing_summary([10.0, 12.0, 11.0, 30.0, 9.0], plan, 51.2, 40)
+    assert s["per_launch_ms"] == pytest.approx(1.1) and s["min_ms"] == pytest.approx(0.9)
+    assert s["max_ms"] == pytest.approx(3.0) and s["spread"] == pytest.approx(2.1 / 1.1)
+    assert s["warmup_launches"] == 40 and s["batches"] == 5 and s["launches_per_batch"] == 10
+    assert "median of 5 batches of 10" in timing_note(s) and "spread 190.9%" in timing_note(s)
+    assert timing_note({"skipped": "timing skipped: busy"}) == "timing skipped: busy"
+
+
+def test_resident_buffers_are_planned_in_place_with_their_dtype_checked():
+    y = Buffer("y", (8,), np.dtype(np.float32), 7)
+    args = _scale_args()
+    args[1] = y
+    with pytest.raises(ValueError, match=r"args\[1\].*pass a numpy array, got Buffer"):
+        plan_args(SIG["scale"], args, outputs=(1,))          # a backend without resident buffers
+    plan = plan_args(SIG["scale"], args, outputs=(1,), resident_ok=True)
+    assert isinstance(plan[1], ResidentArg) and plan[1].is_output and plan[1].nbytes == 32
+    assert "resident buffer 'y'" in plan[1].what
+    args[1] = Buffer("y", (8,), np.dtype(np.int32), 8)
+    with pytest.raises(ValueError, match=r"args\[1\].*float32"):
+        plan_args(SIG["scale"], args, outputs=(1,), resident_ok=True)
+    args = _scale_args()
+    args[0] = Buffer("x", (8,), np.dtype(np.float32), 9)
+    with pytest.raises(ValueError, match="const pointer"):
+        plan_args(SIG["scale"], args, outputs=(0,), resident_ok=True)
+    args[1] = args[0]
+    with pytest.raises(ValueError, match="args\\[0\\] and args\\[1\\] are the same resident buffer 'x'"):
+        plan_args(SIG["scale"], args, outputs=(), resident_ok=True)
 
 
 # -- device choice --------------------------------------------------------------------------------------
