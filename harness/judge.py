@@ -61,6 +61,7 @@ class CaseResult:
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
     fault: Optional[str] = None              # KernelFault class name when the launch faulted
+    coverage: Optional[dict] = None          # emu: blocks run under each schedule (LaunchResult.coverage)
 
 
 class JudgeError(ValueError):
@@ -456,7 +457,9 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     try:
         res = launch(module, ctx)
     except KernelFault as exc:
-        return CaseResult(case, FAIL, str(exc), [], dims, wall_s=time.perf_counter() - t0,
+        # the emulator's own limit (too slow to finish a block in time) says nothing about the kernel
+        verdict = UNCHECKED if getattr(exc, "tool_limit", False) else FAIL
+        return CaseResult(case, verdict, str(exc), [], dims, wall_s=time.perf_counter() - t0,
                           fault=type(exc).__name__)
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
@@ -480,4 +483,4 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     verdict, reason = _combine(comps)
     return CaseResult(case, verdict, reason, comps, dims, launch=str(res.launch) if res else "",
                       elapsed_ms=elapsed, bytes_moved=bytes_moved(ctx), notes=tuple(notes),
-                      wall_s=time.perf_counter() - t0)
+                      wall_s=time.perf_counter() - t0, coverage=getattr(res, "coverage", None))

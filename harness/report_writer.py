@@ -39,12 +39,15 @@ def comparison_dict(c: Comparison) -> dict:
             "usage": c.usage, "margin": c.margin, "reason": c.reason, "histogram": c.histogram}
 
 
-def replay_command(case_name: str, source_path: Optional[str] = None, backend: Optional[str] = None) -> str:
+def replay_command(case_name: str, source_path: Optional[str] = None, backend: Optional[str] = None,
+                   schedules: Optional[str] = None) -> str:
     cmd = ["qconform", "replay", case_name]
     if source_path:
         cmd += ["--source", source_path]
     if backend:
         cmd += ["--backend", backend]
+    if schedules:    # the emu block sampling the case ran with (the sample follows from it and the grid)
+        cmd += ["--schedules", schedules]
     return " ".join(shlex.quote(c) for c in cmd)
 
 
@@ -81,7 +84,9 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
                            if res.elapsed_ms and res.bytes_moved else None),
         "copy_bandwidth_gbps": copy_bw,
         "wall_s": round(res.wall_s, 4),
-        "replay": replay_command(case.name, source_path),
+        "coverage": res.coverage,
+        "replay": replay_command(case.name, source_path, "emu" if res.coverage else None,
+                                 res.coverage["block_sampling"] if res.coverage else None),
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw
@@ -166,13 +171,14 @@ def markdown(doc: dict) -> str:
         for u in doc["unchecked_kernels"]:
             lines.append(f"- `{u['kernel']}`: {u['reason']}")
     lines += ["", "## Cases", "", "| case | verdict | max abs | max rel | NMSE | max ULP | cosine | budget at worst | "
-              "margin | time ms | GB/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "margin | time ms | GB/s | blocks x schedules |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r.get("metrics") or {}
+        cov = r.get("coverage") or {}
         lines.append(f"| `{r['case']}` | {r['verdict']} | {_fmt(m.get('max_abs'))} | {_fmt(m.get('max_rel'))} | "
                      f"{_fmt(m.get('nmse'))} | {_fmt(m.get('max_ulp'))} | {_fmt(m.get('cosine'), 9)} | "
                      f"{_fmt(r.get('budget_at_worst'))} | {_fmt(r.get('margin'))} | {_fmt(r.get('kernel_ms'))} | "
-                     f"{_fmt(r.get('bandwidth_gbps'))} |")
+                     f"{_fmt(r.get('bandwidth_gbps'))} | {_fmt(cov.get('summary'))} |")
     bad = [r for r in rows if r["verdict"] in (FAIL, TIE, UNCHECKED)]
     if bad:
         lines += ["", "## Failures, ties and unchecked cases", ""]

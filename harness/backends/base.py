@@ -174,6 +174,7 @@ class LaunchResult:
     launch: LaunchInfo
     elapsed_ms: "float | None" = None    # GPU: kernel time (median of timed repeats) where asked for
     notes: tuple[str, ...] = ()
+    coverage: "dict | None" = None       # emu: blocks run under each schedule (block sampling), for the report
 
 
 class Backend(ABC):

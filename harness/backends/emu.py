@@ -16,7 +16,8 @@ from harness.emu.args import check_args
 from harness.emu.build import Built, build
 from harness.emu.client import Worker, WorkerDied, WorkerTimedOut
 from harness.emu.faults import fault_error
-from harness.emu.runs import LaunchSpec, Outcome
+from harness.emu.runs import FULL_RUNS, LaunchSpec, Outcome, schedules as schedule_plan
+from harness.emu.sampling import BlockSampling, describe as describe_sample
 
 from .base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module,
                    OutOfBounds, UninitializedRead, as_dim3, check_buffer_array, check_buffer_request)
@@ -37,14 +38,19 @@ class EmuBackend(Backend):
       run 4: warp-greedy (each warp runs ahead to the next block barrier: races between warps inside one
       barrier interval); runs 5..: seeded random orders. Shared memory gets the other poison pattern of each run.
     seed: seed of the random schedules (recorded in every fault message).
-    timeout_s: wall-clock limit for one launch, all schedules together.
+    block_sampling: "sampled[:N]" (default; runs 1-2 on every block, the extra schedules on a deterministic
+      block sample: see harness.emu.sampling) or "all" (every schedule on every block).
+    timeout_s: wall-clock limit for one block of a launch (the worker reports every finished block, so a large
+      grid that keeps making progress is never cut short); where that cannot be watched (no memfd), for the
+      whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
-                 sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None):
+                 sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
+                 block_sampling: "str | BlockSampling | None" = None):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -57,7 +63,11 @@ class EmuBackend(Backend):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
         self.schedules, self.seed, self.timeout_s, self.sanitize = int(schedules), int(seed), float(timeout_s), bool(sanitize)
+        self.block_sampling = BlockSampling.parse(block_sampling)
         self.toolchain = tc.toolchain(fiber, cxx)
+        self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
+                         "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
+                         "block_sampling": str(self.block_sampling)}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -72,13 +82,27 @@ class EmuBackend(Backend):
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
         return EmuModule(self, built)
 
+    def spawn_config(self) -> tuple[str, dict]:
+        """How to build the same backend in another process (qconform -j)."""
+        return self.name, dict(self._options)
+
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
-                "schedules": self.schedules, "seed": self.seed, "sanitize": self.sanitize,
+                "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
+                "sanitize": self.sanitize,
                 "timeout_s": self.timeout_s}
 
     def close(self) -> None:
         self._worker.close()
+
+
+def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
+    """'2 schedule(s) on all 18992 blocks, 3 on 6 of 18992 blocks: (0,0,0) ...'."""
+    full = sum(1 for n in blocks if n == total)
+    parts = [f"{full} schedule(s) on all {total} blocks"]
+    if len(blocks) > full:
+        parts.append(f"{len(blocks) - full} on {describe_sample(grid, sample)}")
+    return ", ".join(parts)
 
 
 def _asan_summary(report: str) -> str:
@@ -119,8 +143,14 @@ class EmuModule(Module):
         try:
             reply = self.backend._worker.request(msg, self.backend.timeout_s)
         except WorkerTimedOut as exc:
-            raise KernelTimeout(launch, f"did not finish within {self.backend.timeout_s:g} s (last step: "
-                                        f"{exc.last_step}); the worker process was stopped") from None
+            what = "a block did not finish" if exc.watched else "did not finish"
+            err = KernelTimeout(launch, f"{what} within {self.backend.timeout_s:g} s (last step: {exc.last_step}); "
+                                        "the worker process was stopped. This is the CPU emulator's time limit, "
+                                        "not a verdict on the kernel: it spins (waits for a thread that a "
+                                        "cooperative fiber schedule never runs), hangs, or is too slow to "
+                                        "emulate (run it on a GPU)")
+            err.tool_limit = True     # judged `unchecked`, never `fail`
+            raise err from None
         except WorkerDied as exc:
             detail = f"the worker process died with {exc.how} during {exc.last_step}"
             if "AddressSanitizer" in exc.stderr_tail:
@@ -188,19 +218,29 @@ class EmuModule(Module):
         for i, a in enumerate(checked):
             if isinstance(a, Buffer):
                 self._live(a, f"args[{i}] ({sig.params[i][1]})")
+        be = self.backend
+        sample = be.block_sampling.blocks(g) if be.schedules > FULL_RUNS else None
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
-                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
+                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs,
+                          be.schedules, be.seed, be.sanitize, sample)
         outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
             target = args[i]
             if target.flags.writeable:
                 np.copyto(target, result)
-        self.last_stats = {"kernel_ms": outcome.kernel_ms, "switches": outcome.switches, "printf": outcome.printf}
+        self.last_stats = {"kernel_ms": outcome.kernel_ms, "switches": outcome.switches, "printf": outcome.printf,
+                           "blocks": outcome.blocks}
         if outcome.fault:
             cls, detail = outcome.fault
             raise fault_error(cls, launch, detail)
-        notes = [f"emu: {len(outcome.kernel_ms)} schedule(s), run 1 {outcome.kernel_ms[0]:.1f} ms, "
+        plan = schedule_plan(be.schedules, be.seed)
+        total = g[0] * g[1] * g[2]
+        coverage = {"grid_blocks": total, "block_sampling": str(be.block_sampling),
+                    "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, outcome.blocks)],
+                    "sample": None if sample is None else list(sample),
+                    "summary": _coverage_summary(plan, outcome.blocks, total, sample, g)}
+        notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         if outcome.printf:
             notes.append("device printf:\n" + outcome.printf)
-        return LaunchResult(launch, None, tuple(notes))
+        return LaunchResult(launch, None, tuple(notes), coverage)

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from emitters.contract import KernelContract
 from emitters.registry import all_contracts, mode_label
+from harness.commands.options import add_speed_options
 from reference.modes import Mode
 from reference.shapes import ShapeSet, parse_shape_list
 
@@ -35,6 +36,7 @@ def register(sub) -> None:
     p.add_argument("--out", default="reports/check", help="output directory for report.json/md/html")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    add_speed_options(p)
     p.set_defaults(func=run)
 
 
@@ -135,7 +137,7 @@ def run(args) -> int:
     jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed)
     if not kernel_signatures(code):
         raise ValueError(f"--source: no __global__ kernel found in {args.source!r}")
-    run_ = run_cases(resolve_backend(args.backend, args.sanitize), jobs)
+    run_ = run_cases(resolve_backend(args.backend, args.sanitize, args.schedules), jobs, workers=args.jobs)
     run_.unchecked = unchecked
     run_.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
                      shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],

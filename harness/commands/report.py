@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from harness.commands.options import add_speed_options
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -20,6 +21,7 @@ def register(sub) -> None:
     p.add_argument("--out", default="reports", help="output directory")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    add_speed_options(p)
     p.set_defaults(func=run)
 
 
@@ -38,9 +40,11 @@ def run(args) -> int:
     if args.backend == "reference":
         if args.sanitize:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
+        if args.schedules:
+            raise ValueError("--schedules: the reference backend runs no kernels; use --backend emu")
         from harness import reference_report
         return reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     from harness import runner
-    backend = runner.resolve_backend(args.backend, args.sanitize)
+    backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
     return runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
-                             families=args.families)
+                             families=args.families, workers=args.jobs)

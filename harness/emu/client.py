@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from . import protocol
+from . import protocol, watchdog
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -22,8 +22,9 @@ class WorkerDied(Exception):
 
 
 class WorkerTimedOut(Exception):
-    def __init__(self, last_step: str):
+    def __init__(self, last_step: str, watched: bool = False):
         self.last_step = last_step
+        self.watched = watched      # the limit applied to one block (progress counter), not the request
         super().__init__(last_step)
 
 
@@ -34,6 +35,7 @@ class Worker:
         self.err = None
         self.err_mark = 0
         self.generation = 0      # counts worker processes started: state held by an earlier one is gone
+        self.progress: Optional[watchdog.ProgressCounter] = None
 
     def _start(self) -> None:
         self.generation += 1
@@ -43,8 +45,13 @@ class Worker:
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
         self.err = tempfile.TemporaryFile()
+        fds: tuple[int, ...] = ()
+        if watchdog.available():
+            self.progress = watchdog.ProgressCounter()
+            env[watchdog.ENV] = str(self.progress.fd)
+            fds = (self.progress.fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.emu.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
+                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds)
         protocol.widen_pipe(self.proc.stdin.fileno())
         protocol.widen_pipe(self.proc.stdout.fileno())
         self.err_mark = 0
@@ -61,6 +68,9 @@ class Worker:
         return steps[-1] if steps else "before the first schedule"
 
     def request(self, msg: dict, timeout_s: Optional[float]):
+        """Send `msg` and wait for the reply. The time limit restarts whenever the worker shows progress (a
+        block finished), so it bounds one block, not the launch; without the shared counter it bounds the
+        whole request."""
         if not self.alive():
             self.close()
             self._start()
@@ -68,11 +78,15 @@ class Worker:
         self.err_mark = self.err.tell()
         try:
             protocol.send(self.proc.stdin.fileno(), msg)
-            return protocol.receive(self.proc.stdout.fileno(), timeout_s)
+            alive = self.progress.advanced if self.progress is not None else None
+            if alive is not None:
+                alive()     # start from the current count
+            return protocol.receive(self.proc.stdout.fileno(), timeout_s, alive)
         except protocol.Timeout:
             text = self._stderr_since_mark()
+            watched = self.progress is not None
             self.close()
-            raise WorkerTimedOut(self._last_step(text)) from None
+            raise WorkerTimedOut(self._last_step(text), watched) from None
         except (protocol.Closed, BrokenPipeError):
             rc = self.proc.wait()
             text = self._stderr_since_mark()
@@ -91,6 +105,9 @@ class Worker:
                 if f:
                     f.close()
             self.proc = None
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
         if self.err is not None:
             self.err.close()
             self.err = None

@@ -690,9 +690,11 @@ long long clock_tick() { return (long long)(++g_clock); }
 }  // namespace emu
 
 // ---- launch entry points (called from Python through ctypes) -------------------------------------------
+// `only` (when not null) lists the linear indices of the blocks to run, `nonly` of them; null runs the grid.
 EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid, const unsigned* block,
                           unsigned long long shared_bytes, int policy, unsigned long long seed, int poison,
-                          int capture_printf, char* err, int errlen) {
+                          int capture_printf, const unsigned long long* only, unsigned long long nonly,
+                          volatile unsigned long long* progress, char* err, int errlen) {
   using namespace emu;
   const KernelEntry* k = static_cast<const KernelEntry*>(kernel);
   ensure_fibers();
@@ -719,8 +721,20 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   g_thunk = k->call;
   g_args = args;
   uint64_t nblocks = uint64_t(grid[0]) * grid[1] * grid[2];
-  std::vector<uint64_t> order(nblocks);
-  for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  std::vector<uint64_t> order;
+  if (only) {
+    for (uint64_t i = 0; i < nonly; ++i)
+      if (only[i] >= nblocks) {
+        std::snprintf(err, errlen, "block %llu of the sample is outside the grid of %llu blocks", only[i],
+                      (unsigned long long)nblocks);
+        return BAD_LAUNCH;
+      }
+    order.assign(only, only + nonly);
+  } else {
+    order.resize(nblocks);
+    for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  }
+  nblocks = order.size();
   if (policy == REVERSE) std::reverse(order.begin(), order.end());
   else if (policy == RANDOM)
     for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
@@ -728,6 +742,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   for (uint64_t b : order) {
     rc = run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]), unsigned(b / (uint64_t(grid[0]) * grid[1])));
     if (rc != OK) break;
+    if (progress) ++*progress;      // the parent's watchdog: a launch that keeps finishing blocks is alive
   }
   if (rc != OK) std::snprintf(err, errlen, "%s", g_err);
   return rc;

@@ -33,6 +33,9 @@ class Schedule:
         return f"{s}, poison 0x{self.poison:02X}"
 
 
+FULL_RUNS = 2    # runs 0 and 1 (the two poison patterns) cover every block; later ones may run a block sample
+
+
 def schedules(n: int, seed: int) -> list[Schedule]:
     """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
     reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
@@ -58,6 +61,7 @@ class LaunchSpec:
     schedules: int
     seed: int
     sanitize: bool
+    block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Outcome:
     printf: str = ""
     kernel_ms: list[float] = field(default_factory=list)
     switches: list[int] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)                # blocks run per schedule
 
 
 class DeviceBuffer:
@@ -178,9 +183,12 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     plan = schedules(spec.schedules, spec.seed)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
+    nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
     try:
         for r, sched in enumerate(plan):
+            sample = spec.block_sample if r >= FULL_RUNS else None
             print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
+            NativeModule.bump_progress()
             bufs = dict(in_place)
             for i in copied:
                 a = spec.args[i]
@@ -194,7 +202,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                              sched.shared_poison, r == 0)
+                              sched.shared_poison, r == 0, sample)
+            out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.switches.append(mod.switches() - s0)
             if r == 0:
@@ -205,16 +214,16 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 bufs[i].release()
             if rc:
                 out.arrays = _returned(spec, results)
-                out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched})")
+                out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched}{_on(sample, nblocks)})")
                 return out
             for i, dmg in damaged:
                 if dmg:
                     out.arrays = _returned(spec, results)
-                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched))
+                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched) + _on(sample, nblocks))
                     return out
             runs.append(results)
             del keep
-        out.fault = judge(spec, plan, runs)
+        out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before))
         out.arrays = _returned(spec, runs[0])
         return out
     finally:
@@ -227,12 +236,29 @@ def _nbytes(a) -> int:
     return a.nbytes
 
 
+def _on(sample: Optional[tuple[int, ...]], nblocks: int) -> str:
+    return "" if sample is None else f", run on {len(sample)} sampled of {nblocks} blocks"
+
+
+def _initial(spec: LaunchSpec, sched: Schedule, i: int, before: dict[int, np.ndarray]) -> np.ndarray:
+    """What argument i held when a run started: its poison for an output, else its contents before the launch."""
+    a = spec.args[i]
+    if i in spec.outputs:
+        return np.full(a.nbytes, sched.poison, np.uint8).view(a.dtype).reshape(a.shape)
+    return before[i] if i in before else a
+
+
 def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
     """The arrays copied back to the caller: plain (not resident) arrays the kernel may write."""
     return {i: a for i, a in results.items() if isinstance(spec.args[i], np.ndarray) and not spec.const[i]}
 
 
-def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]]) -> Optional[tuple[str, str]]:
+def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]],
+          initial=None) -> Optional[tuple[str, str]]:
+    """The first fault the runs show: unwritten outputs and poison-dependent results (runs 0 and 1, every
+    block), then differences between schedules. A run on a block sample left the other blocks' elements as
+    they were when it started, so it is compared with run 0 where it changed an element: a sampled block that
+    wrote a different value is a race."""
     if len(runs) < 2:
         return None
     first, second = runs[0], runs[1]
@@ -247,11 +273,16 @@ def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarra
                 "the result depends on the poison pattern, so the kernel read memory it had not written "
                 "(shared memory, or an output before writing it): " +
                 checks.describe_difference(spec.names[i], first[i], second[i], idx, str(plan[0]), str(plan[1])))
+    sampled = spec.block_sample is not None
     for r in range(2, len(runs)):
         for i in first:
             idx = checks.differing(first[i], runs[r][i])
+            if idx.size and sampled and initial is not None:
+                changed = checks.differing(initial(r, i), runs[r][i])
+                idx = np.intersect1d(idx, changed, assume_unique=True)
             if idx.size:
+                where = f" (on {len(spec.block_sample)} sampled blocks)" if sampled else ""
                 return "RaceDetected", ("thread schedules gave different results: " +
                                         checks.describe_difference(spec.names[i], first[i], runs[r][i], idx,
-                                                                   str(plan[0]), str(plan[r])))
+                                                                   str(plan[0]), str(plan[r]) + where))
     return None

@@ -14,7 +14,11 @@ def main() -> int:
     from . import protocol
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
+    from .watchdog import from_environment
 
+    progress = from_environment()
+    if progress is not None:
+        NativeModule.progress_address = progress.address
     modules: dict[str, NativeModule] = {}
     resident: dict[int, Resident] = {}     # Module.alloc's buffers, by id
     in_fd = sys.stdin.fileno()

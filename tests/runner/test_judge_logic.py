@@ -97,6 +97,23 @@ def test_a_kernel_fault_fails_the_case():
     assert res.verdict == FAIL and "guard band" in res.reason
 
 
+def test_the_emulators_time_limit_is_unchecked_a_kernel_timeout_fails():
+    from harness.backends.base import KernelTimeout
+
+    def timeout(tool_limit):
+        def run(*args):
+            err = KernelTimeout(None, "a block did not finish within 120 s")
+            if tool_limit:
+                err.tool_limit = True
+            raise err
+        return run
+    c, case = _gemv_case()
+    slow = judge_case(FakeModule({"gk_gemv": timeout(True)}), case, c)
+    assert slow.verdict == UNCHECKED and "did not finish" in slow.reason and slow.fault == "KernelTimeout"
+    hung = judge_case(FakeModule({"gk_gemv": timeout(False)}), case, c)      # e.g. a GPU watchdog
+    assert hung.verdict == FAIL
+
+
 def test_an_op_without_judge_is_unchecked_not_passed():
     from dataclasses import replace
     c, case = _gemv_case()
