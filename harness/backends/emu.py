@@ -76,7 +76,7 @@ class EmuBackend(Backend):
                                  f"{self.toolchain.cxx}")
         self._worker = Worker(preload)
         self._buffer_ids = itertools.count(1)
-        self._finalizer = weakref.finalize(self, self._worker.close)
+        self._finalizer = weakref.finalize(self, self._worker.shutdown)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
@@ -93,7 +93,7 @@ class EmuBackend(Backend):
                 "timeout_s": self.timeout_s}
 
     def close(self) -> None:
-        self._worker.close()
+        self._worker.shutdown()
 
 
 def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
@@ -220,9 +220,11 @@ class EmuModule(Module):
                 self._live(a, f"args[{i}] ({sig.params[i][1]})")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > FULL_RUNS else None
+        staging = be._worker.staging
+        sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
-                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs,
-                          be.schedules, be.seed, be.sanitize, sample)
+                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
+                          be.schedules, be.seed, be.sanitize, sample, staged_size)
         outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
             target = args[i]

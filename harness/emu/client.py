@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from . import protocol, watchdog
+from . import protocol, staging, watchdog
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -36,6 +36,9 @@ class Worker:
         self.err_mark = 0
         self.generation = 0      # counts worker processes started: state held by an earlier one is gone
         self.progress: Optional[watchdog.ProgressCounter] = None
+        # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
+        # exact heap allocations)
+        self.staging = staging.StagingArea() if staging.available() and not preload else None
 
     def _start(self) -> None:
         self.generation += 1
@@ -50,6 +53,9 @@ class Worker:
             self.progress = watchdog.ProgressCounter()
             env[watchdog.ENV] = str(self.progress.fd)
             fds = (self.progress.fd,)
+        if self.staging is not None:
+            env[staging.ENV] = str(self.staging.fd)
+            fds += (self.staging.fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", "harness.emu.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds)
         protocol.widen_pipe(self.proc.stdin.fileno())
@@ -95,6 +101,13 @@ class Worker:
             tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith("emu-worker: "))[-20000:]
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
+
+    def shutdown(self) -> None:
+        """Stop the worker and release the shared memory (the backend is done)."""
+        self.close()
+        if self.staging is not None:
+            self.staging.close()
+            self.staging = None
 
     def close(self) -> None:
         if self.proc is not None:

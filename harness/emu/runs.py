@@ -62,6 +62,7 @@ class LaunchSpec:
     seed: int
     sanitize: bool
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
+    staging_size: int = 0                            # size of the shared file holding Staged arguments
 
 
 @dataclass
@@ -77,6 +78,14 @@ class Outcome:
 class DeviceBuffer:
     """A device buffer: guard bands of SENTINEL_BYTE around the data (or an exact malloc under ASan).
     Filled with `init` (raw bytes of the right size) or, when init is None, with the `poison` byte."""
+
+    @classmethod
+    def adopt(cls, mod: NativeModule, raw: np.ndarray) -> "DeviceBuffer":
+        """A buffer over memory already laid out as guard + data + guard (a staged argument), not copied."""
+        self = cls.__new__(cls)
+        self.nbytes, self.sanitize, self.mod, self.raw = raw.size - 2 * GUARD_BYTES, False, mod, raw
+        self.ptr = raw.ctypes.data + GUARD_BYTES
+        return self
 
     def __init__(self, mod: NativeModule, nbytes: int, init: Optional[np.ndarray], poison: int, sanitize: bool):
         self.nbytes = nbytes
@@ -166,16 +175,23 @@ def _guard_fault(spec: LaunchSpec, i: int, side: str, off: int, sched: Schedule)
             f"(schedule {sched})")
 
 
-def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None) -> Outcome:
+def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None,
+            staged: Optional[dict[int, np.ndarray]] = None) -> Outcome:
     """Run the launch under every schedule of its plan. Resident buffers (spec.args holding a Buffer) come from
     `resident`: a const one is used in place; an output one gets a poisoned copy per schedule; any other one
     starts every schedule from its contents before the launch. Afterwards each non-const resident buffer holds
-    what the last run left in it."""
+    what the last run left in it. Const inputs are shared by all runs (`staged` ones in place, as the parent
+    laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    staged = staged or {}
     arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
     in_place = {i: resident[spec.args[i].id].storage for i in arrays
                 if isinstance(spec.args[i], Buffer) and spec.const[i] and i not in spec.outputs}
+    for i in arrays:
+        if isinstance(spec.args[i], np.ndarray) and spec.const[i] and i not in spec.outputs:
+            in_place[i] = (DeviceBuffer.adopt(mod, staged[i]) if i in staged and not spec.sanitize else
+                           DeviceBuffer(mod, spec.args[i].nbytes, spec.args[i], 0, spec.sanitize))
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
@@ -227,6 +243,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         out.arrays = _returned(spec, runs[0])
         return out
     finally:
+        for i, b in in_place.items():
+            if isinstance(spec.args[i], np.ndarray):
+                b.release()
         for i in copied:     # resident buffers keep what the launch left in them
             if isinstance(spec.args[i], Buffer) and i in results:
                 resident[spec.args[i].id].storage.fill(results[i])
