@@ -16,7 +16,7 @@ from harness.emu.args import check_args
 from harness.emu.build import Built, build
 from harness.emu.client import Worker, WorkerDied, WorkerTimedOut
 from harness.emu.faults import fault_error
-from harness.emu.runs import FULL_RUNS, LaunchSpec, Outcome, schedules as schedule_plan
+from harness.emu.runs import LaunchSpec, Outcome, schedules as schedule_plan
 from harness.emu.sampling import BlockSampling, describe as describe_sample
 
 from .base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module,
@@ -38,8 +38,9 @@ class EmuBackend(Backend):
       run 4: warp-greedy (each warp runs ahead to the next block barrier: races between warps inside one
       barrier interval); runs 5..: seeded random orders. Shared memory gets the other poison pattern of each run.
     seed: seed of the random schedules (recorded in every fault message).
-    block_sampling: "sampled[:N]" (default; runs 1-2 on every block, the extra schedules on a deterministic
-      block sample: see harness.emu.sampling) or "all" (every schedule on every block).
+    block_sampling: "sampled[:N]" (default: run 1 on every block; run 2, the other poison pattern, on every block
+      when run 1 left an output element holding the poison, else on the sample; the extra schedules on a
+      deterministic block sample: see harness.emu.sampling) or "all" (every schedule on every block).
     timeout_s: wall-clock limit for one block of a launch (the worker reports every finished block, so a large
       grid that keeps making progress is never cut short); where that cannot be watched (no memfd), for the
       whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
@@ -219,7 +220,7 @@ class EmuModule(Module):
             if isinstance(a, Buffer):
                 self._live(a, f"args[{i}] ({sig.params[i][1]})")
         be = self.backend
-        sample = be.block_sampling.blocks(g) if be.schedules > FULL_RUNS else None
+        sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
         staging = be._worker.staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),

@@ -33,7 +33,15 @@ class Schedule:
         return f"{s}, poison 0x{self.poison:02X}"
 
 
-FULL_RUNS = 2    # runs 0 and 1 (the two poison patterns) cover every block; later ones may run a block sample
+# Run 0 covers every block. Run 1 (the other poison pattern) covers every block when run 0 left an output
+# element holding the poison (a possibly unwritten element, confirmed or cleared only by a full run with the
+# other pattern); otherwise it runs the block sample, like the extra schedules (runs 2 and later).
+FULL_RUNS = 2
+
+
+def _unwritten_candidates(spec: "LaunchSpec", first: dict[int, np.ndarray]) -> bool:
+    a = POISON_BYTES[0]
+    return any(checks.unwritten(first[i], first[i], (a, a)).size for i in spec.outputs)
 
 
 def schedules(n: int, seed: int) -> list[Schedule]:
@@ -73,6 +81,7 @@ class Outcome:
     kernel_ms: list[float] = field(default_factory=list)
     switches: list[int] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
+    sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
 
 
 class DeviceBuffer:
@@ -202,7 +211,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
     try:
         for r, sched in enumerate(plan):
-            sample = spec.block_sample if r >= FULL_RUNS else None
+            sample = spec.block_sample if r >= FULL_RUNS or (r == 1 and not _unwritten_candidates(spec, runs[0])) \
+                else None
+            out.sampled.append(sample is not None)
             print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
             NativeModule.bump_progress()
             bufs = dict(in_place)
@@ -239,16 +250,17 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                     return out
             runs.append(results)
             del keep
-        out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before))
+        out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before), out.sampled)
         out.arrays = _returned(spec, runs[0])
         return out
     finally:
         for i, b in in_place.items():
             if isinstance(spec.args[i], np.ndarray):
                 b.release()
+        final = runs[0] if runs else results     # run 0 ran every block; else what the faulting run left
         for i in copied:     # resident buffers keep what the launch left in them
-            if isinstance(spec.args[i], Buffer) and i in results:
-                resident[spec.args[i].id].storage.fill(results[i])
+            if isinstance(spec.args[i], Buffer) and i in final:
+                resident[spec.args[i].id].storage.fill(final[i])
 
 
 def _nbytes(a) -> int:
@@ -273,35 +285,42 @@ def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.
 
 
 def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]],
-          initial=None) -> Optional[tuple[str, str]]:
-    """The first fault the runs show: unwritten outputs and poison-dependent results (runs 0 and 1, every
-    block), then differences between schedules. A run on a block sample left the other blocks' elements as
-    they were when it started, so it is compared with run 0 where it changed an element: a sampled block that
-    wrote a different value is a race."""
+          initial=None, sampled: "list[bool] | None" = None) -> Optional[tuple[str, str]]:
+    """The first fault the runs show: unwritten outputs and poison-dependent results (runs 0 and 1), then
+    differences between schedules. A run on a block sample left the other blocks' elements as they were when
+    it started, so it is compared with run 0 where it changed an element: a sampled block that wrote a
+    different value is a race (or, for run 1, a read of memory it had not written)."""
     if len(runs) < 2:
         return None
+    sampled = sampled or [False] * len(runs)
     first, second = runs[0], runs[1]
+
+    def diff(r: int, i: int) -> np.ndarray:
+        idx = checks.differing(first[i], runs[r][i])
+        if idx.size and sampled[r] and initial is not None:
+            idx = np.intersect1d(idx, checks.differing(initial(r, i), runs[r][i]), assume_unique=True)
+        return idx
+
+    def where(r: int) -> str:
+        return f" (on {len(spec.block_sample)} sampled blocks)" if sampled[r] else ""
+
     for i in spec.outputs:
         idx = checks.unwritten(first[i], second[i], (plan[0].poison, plan[1].poison))
         if idx.size:
             return "UnwrittenOutput", checks.describe_unwritten(spec.names[i], first[i], idx)
     for i in first:
-        idx = checks.differing(first[i], second[i])
+        idx = diff(1, i)
         if idx.size:
             return "UninitializedRead", (
                 "the result depends on the poison pattern, so the kernel read memory it had not written "
                 "(shared memory, or an output before writing it): " +
-                checks.describe_difference(spec.names[i], first[i], second[i], idx, str(plan[0]), str(plan[1])))
-    sampled = spec.block_sample is not None
+                checks.describe_difference(spec.names[i], first[i], second[i], idx, str(plan[0]),
+                                           str(plan[1]) + where(1)))
     for r in range(2, len(runs)):
         for i in first:
-            idx = checks.differing(first[i], runs[r][i])
-            if idx.size and sampled and initial is not None:
-                changed = checks.differing(initial(r, i), runs[r][i])
-                idx = np.intersect1d(idx, changed, assume_unique=True)
+            idx = diff(r, i)
             if idx.size:
-                where = f" (on {len(spec.block_sample)} sampled blocks)" if sampled else ""
                 return "RaceDetected", ("thread schedules gave different results: " +
                                         checks.describe_difference(spec.names[i], first[i], runs[r][i], idx,
-                                                                   str(plan[0]), str(plan[r]) + where))
+                                                                   str(plan[0]), str(plan[r]) + where(r)))
     return None
