@@ -231,7 +231,7 @@ class EmuModule(Module):
             target = args[i]
             if target.flags.writeable:
                 np.copyto(target, result)
-        self.last_stats = {"kernel_ms": outcome.kernel_ms, "switches": outcome.switches, "printf": outcome.printf,
+        self.last_stats = {"kernel_ms": outcome.kernel_ms, "kernel_cpu_ms": outcome.kernel_cpu_ms, "switches": outcome.switches, "printf": outcome.printf,
                            "blocks": outcome.blocks}
         if outcome.fault:
             cls, detail = outcome.fault

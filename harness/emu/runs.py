@@ -79,6 +79,7 @@ class Outcome:
     fault: Optional[tuple[str, str]] = None                        # (fault class name, detail)
     printf: str = ""
     kernel_ms: list[float] = field(default_factory=list)
+    kernel_cpu_ms: list[float] = field(default_factory=list)       # CPU time of the worker thread (robust to load)
     switches: list[int] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
     sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
@@ -225,13 +226,14 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
             argv, keep = _argv(spec, bufs)
-            s0, t0 = mod.switches(), time.perf_counter()
+            s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
                               sched.shared_poison, r == 0, sample)
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
+            out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)
             out.switches.append(mod.switches() - s0)
             if r == 0:
                 out.printf = mod.printf_output()
