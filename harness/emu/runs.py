@@ -220,7 +220,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             bufs = dict(in_place)
             for i in copied:
                 a = spec.args[i]
-                nbytes = _nbytes(a)
+                nbytes = a.nbytes
                 if i in spec.outputs:
                     bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
                 else:
@@ -263,10 +263,6 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         for i in copied:     # resident buffers keep what the launch left in them
             if isinstance(spec.args[i], Buffer) and i in final:
                 resident[spec.args[i].id].storage.fill(final[i])
-
-
-def _nbytes(a) -> int:
-    return a.nbytes
 
 
 def _on(sample: Optional[tuple[int, ...]], nblocks: int) -> str:

@@ -3,6 +3,7 @@ one when a kernel family starts and at least every 30 s, with cases done, cases 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Optional, TextIO
 
@@ -28,6 +29,9 @@ class CaseProgress:
         self.family: Optional[str] = None
         self.label = ""
         self._bar = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: Optional[threading.Thread] = None
 
     def __enter__(self) -> "CaseProgress":
         if self.enabled and self.tty:
@@ -37,9 +41,21 @@ class CaseProgress:
                                  console=None)
             self._bar.__enter__()
             self._task = self._bar.add_task("judging", total=self.total, case="")
+        elif self.enabled:
+            # a case can take minutes at production shapes: a line at least every interval even then
+            self._ticker = threading.Thread(target=self._tick, name="qconform-progress", daemon=True)
+            self._ticker.start()
         return self
 
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.interval_s, 5.0)):
+            if time.monotonic() - self.last_line >= self.interval_s:
+                self._line(f"in {self.label or 'the first case'}")
+
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         if self._bar is not None:
             self._bar.__exit__(*exc)
         elif self.enabled and self.total and exc[0] is None:
@@ -63,6 +79,7 @@ class CaseProgress:
             self._line(f"in {self.label}")
 
     def _line(self, what: str) -> None:
-        self.last_line = time.monotonic()
-        print(f"qconform: {self.done}/{self.total} cases done, {self.total - self.done} left, "
-              f"{_clock(self.last_line - self.t0)} elapsed; {what}", file=self.stream, flush=True)
+        with self._lock:
+            self.last_line = time.monotonic()
+            print(f"qconform: {self.done}/{self.total} cases done, {self.total - self.done} left, "
+                  f"{_clock(self.last_line - self.t0)} elapsed; {what}", file=self.stream, flush=True)

@@ -55,3 +55,17 @@ def test_progress_lines_without_a_terminal():
     assert lines[1].startswith("qconform: 2/4 cases done, 2 left") and lines[1].endswith("now norm/dequant/tiny")
     assert lines[2].startswith("qconform: 4/4 cases done, 0 left") and lines[2].endswith("finished")
     assert len(lines) == 3          # one line per family, not per case
+
+
+def test_a_long_case_still_prints_a_line_per_interval():
+    import time
+    out = io.StringIO()
+    with CaseProgress(2, stream=out, tty=False, interval_s=0.2) as p:
+        p.case("moe/int8act/qwen3-30b-a3b", "case")
+        time.sleep(0.7)                      # one slow case, no advance meanwhile
+        p.advance()
+        p.case("moe/int8act/qwen3-30b-a3b", "case")
+        p.advance()
+    lines = out.getvalue().splitlines()
+    ticks = [ln for ln in lines if ln.startswith("qconform: 0/2 cases done") and ln.endswith("in moe/int8act/qwen3-30b-a3b")]
+    assert len(ticks) >= 2, lines
