@@ -5,7 +5,8 @@ runs under the first schedule (both poison runs) and the extra schedules (revers
 deterministic sample. Per grid dimension the sample keeps the first two and the last two coordinates (the
 first block, the tail block of a partial tile and its neighbour) and `interior` more picked by a seeded
 generator; the sample is every combination of those coordinates, so each tail is run together with the
-first, last and some middle coordinates of the other dimensions. The same grid and size give the same sample.
+first, last and some middle coordinates of the other dimensions. The same grid and size give the same sample;
+a sample of more than half the grid is replaced by the whole grid.
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ class BlockSampling:
         if self.interior is None:
             return None
         coords = [_coordinates(n, self.interior, d, grid) for d, n in enumerate(grid)]
-        if all(len(c) == n for c, n in zip(coords, grid)):
-            return None
+        if 2 * np.prod([len(c) for c in coords]) > np.prod(grid):
+            return None           # a sample of more than half the grid saves too little to be worth a gap
         gx, gy = grid[0], grid[1]
         ids = (coords[2][:, None, None] * (gy * gx) + coords[1][None, :, None] * gx + coords[0][None, None, :])
         return tuple(int(i) for i in np.sort(ids.reshape(-1)))

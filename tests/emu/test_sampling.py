@@ -64,6 +64,9 @@ def test_the_sample_keeps_first_and_last_coordinates_of_every_dimension():
     assert len({c[0] for c in coords}) == 6 and len({c[1] for c in coords}) == 6
     assert len(ids) == 6 * 6 * 3 and all(0 <= i < 1000 * 8 * 3 for i in ids)
     assert s.blocks((5, 1, 1)) is None                      # small grids run whole
+    assert s.blocks((11, 1, 1)) is None                     # 6 of 11 blocks is over half the grid: whole
+    thirteen = s.blocks((13, 1, 1))
+    assert len(thirteen) == 6 and {0, 1, 11, 12} <= set(thirteen)
     assert BlockSampling.parse("all").blocks(grid) is None
 
 
