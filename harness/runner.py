@@ -6,6 +6,7 @@ against the reference; the rows go to report.json / report.md / report.html.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -141,7 +142,7 @@ def _judge_serial(be, jobs: Sequence[Job], start):
 def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int = 1) -> RunResult:
     """Load each job's source once, judge its cases, and return the report rows. `workers` > 1 judges cases
     in that many processes (backends that can be rebuilt there, i.e. emu); the rows keep the serial order."""
-    from .judging.pool import judge_parallel, spawn_config
+    from .judging.pool import ParallelJudge, spawn_config
     from .judging.progress import CaseProgress
     from .report_writer import result_row
     be = resolve_backend(backend)
@@ -161,13 +162,11 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
     results: list[CaseResult] = []
     rows: list[dict] = []
     total = sum(len(j.cases) for j in jobs)
-    with CaseProgress(total, progress) as bar:
+    parallel = ParallelJudge(config, jobs, min(workers, total)) if config is not None and total > 1 else None
+    with parallel or contextlib.nullcontext(), CaseProgress(total, progress) as bar:
         def start(j: int, k: int) -> None:
             bar.case(jobs[j].label, jobs[j].cases[k][0].name)
-        if config is not None and total > 1:
-            stream = judge_parallel(config, jobs, min(workers, total), start)
-        else:
-            stream = _judge_serial(be, jobs, start)
+        stream = parallel.results(start) if parallel else _judge_serial(be, jobs, start)
         for res in stream:
             results.append(res)
             bar.advance()

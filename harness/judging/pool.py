@@ -31,14 +31,27 @@ def _run(task: tuple[int, int]):
     return judge_in_job(_STATE["backend"], _STATE["modules"], _JOBS, j, k)
 
 
-def judge_parallel(config: tuple[str, dict], jobs: Sequence, workers: int,
-                   on_start: Callable[[int, int], None]) -> Iterator:
-    """Yield the CaseResult of every (job, case) in order, judged by `workers` processes."""
-    global _JOBS, _CONFIG
-    tasks = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
-    _JOBS, _CONFIG = jobs, config
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(workers, initializer=_init) as pool:
-        for (j, k), res in zip(tasks, pool.imap(_run, tasks, chunksize=1)):
+class ParallelJudge:
+    """`with ParallelJudge(config, jobs, workers) as pj: for res in pj.results(on_start): ...` judges every
+    (job, case) in `workers` processes and yields the results in order. The processes fork when the context
+    is entered: do that before starting threads (a progress ticker), so no lock is copied held."""
+
+    def __init__(self, config: tuple[str, dict], jobs: Sequence, workers: int):
+        self.config, self.jobs, self.workers = config, jobs, workers
+        self.tasks = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
+        self.pool = None
+
+    def __enter__(self) -> "ParallelJudge":
+        global _JOBS, _CONFIG
+        _JOBS, _CONFIG = self.jobs, self.config
+        self.pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_init)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+    def results(self, on_start: Callable[[int, int], None]) -> Iterator:
+        for (j, k), res in zip(self.tasks, self.pool.imap(_run, self.tasks, chunksize=1)):
             on_start(j, k)
             yield res
