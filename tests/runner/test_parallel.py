@@ -69,3 +69,30 @@ def test_a_long_case_still_prints_a_line_per_interval():
     lines = out.getvalue().splitlines()
     ticks = [ln for ln in lines if ln.startswith("qconform: 0/2 cases done") and ln.endswith("in moe/int8act/qwen3-30b-a3b")]
     assert len(ticks) >= 2, lines
+
+
+def test_cli_rejects_a_bad_schedules_value_and_jobs(capsys, tmp_path):
+    from harness.cli import main
+    assert main(["report", "--backend", "emu", "--schedules", "most", "--families", "argmax", "--shapes", "tiny",
+                 "--out", str(tmp_path)]) == 2
+    assert "--schedules: expected 'all', 'sampled' or 'sampled:N'" in capsys.readouterr().err
+    assert main(["report", "--backend", "reference", "--schedules", "all", "--out", str(tmp_path)]) == 2
+    assert "--schedules: the reference backend runs no kernels" in capsys.readouterr().err
+    with __import__("pytest").raises(SystemExit):
+        main(["report", "--backend", "emu", "-j", "0", "--out", str(tmp_path)])
+    assert "expected a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_cli_report_with_jobs_and_schedules_all(capsys, tmp_path):
+    import json
+    from harness.cli import main
+    rc = main(["report", "--backend", "emu", "--families", "argmax,rope", "--modes", "int8act", "--shapes", "tiny",
+               "--seed", "3", "-j", "2", "--schedules", "all", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert re.search(r"qconform: \d+/\d+ cases done, 0 left, \d:\d\d:\d\d elapsed; finished", err)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["meta"]["processes"] == 2 and doc["meta"]["backend_info"]["block_sampling"] == "all"
+    for r in doc["rows"]:
+        assert all(run["blocks"] == r["coverage"]["grid_blocks"] for run in r["coverage"]["runs"])
+        assert r["replay"].endswith("--backend emu --schedules all")
