@@ -19,10 +19,15 @@ def spawn_config(backend) -> Optional[tuple[str, dict]]:
 
 
 def _init() -> None:
+    from multiprocessing.util import Finalize
+
     from harness.backends import get_backend
     name, options = _CONFIG
-    _STATE["backend"] = get_backend(name, **options)
+    be = get_backend(name, **options)
+    _STATE["backend"] = be
     _STATE["modules"] = {}
+    # stop this process's backend (the emu worker) when the pool ends, so it is reaped, not orphaned
+    Finalize(be, be.close, exitpriority=10)
 
 
 def _run(task: tuple[int, int]):
@@ -48,7 +53,10 @@ class ParallelJudge:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.pool.terminate()
+        if exc[0] is None:
+            self.pool.close()          # the workers finish and close their backends
+        else:
+            self.pool.terminate()
         self.pool.join()
 
     def results(self, on_start: Callable[[int, int], None]) -> Iterator:
