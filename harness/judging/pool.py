@@ -31,7 +31,7 @@ def _init() -> None:
 
 
 def _run(task: tuple[int, int]):
-    from harness.runner import judge_in_job
+    from harness.judging.runner import judge_in_job
     j, k = task
     return judge_in_job(_STATE["backend"], _STATE["modules"], _JOBS, j, k)
 

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.emu import toolchain as tc
+from harness.backends.emu import toolchain as tc
 
 N, K = 1024, 2048
 KERNEL = r"""
@@ -104,7 +104,7 @@ def _plain_ms(lib, inputs, repeats=20):
 
 @pytest.mark.parametrize("fiber", FIBERS)
 def test_bench_emu_gemv_one_schedule(benchmark, plain, inputs, fiber):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     _need(fiber)
     be = EmuBackend(fiber=fiber, schedules=1)
     try:
@@ -134,7 +134,7 @@ SWITCH_BLOCKS, SWITCH_ROUNDS = 16, 64
 @pytest.mark.parametrize("fiber", FIBERS)
 def test_bench_emu_fiber_switch(benchmark, fiber):
     """A kernel of warp rendezvous only: CPU time per fiber switch (one switch per lane and shuffle)."""
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     _need(fiber)
     be = EmuBackend(fiber=fiber, schedules=1)
     try:
@@ -157,7 +157,7 @@ def test_bench_emu_fiber_switch(benchmark, fiber):
 
 
 def test_bench_emu_gemv_all_checks(benchmark, inputs):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     be = EmuBackend()          # default: 5 schedules (block sampling), every check on
     try:
         mod = be.load(KERNEL)

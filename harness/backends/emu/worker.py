@@ -1,0 +1,72 @@
+"""The emu worker process: loads compiled modules and runs launches, so a crash or hang in a kernel never
+takes down the caller. Requests arrive on stdin; replies leave on a private copy of stdout; whatever the
+kernels or the runtime print goes to stderr, which the parent keeps for crash reports."""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+
+def main() -> int:
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)      # stray prints must not corrupt the reply channel
+    from . import protocol
+    from .native import NativeModule
+    from .runs import DeviceBuffer, Resident, execute
+    from .watchdog import from_environment
+
+    from . import staging
+    from harness.backends.base import GUARD_BYTES
+
+    progress = from_environment()
+    if progress is not None:
+        NativeModule.progress_address = progress.address
+        progress.bump()        # ready: from now on the parent's watchdog expects blocks to finish
+    shared = staging.from_environment()
+    modules: dict[str, NativeModule] = {}
+    resident: dict[int, Resident] = {}     # Module.alloc's buffers, by id
+    in_fd = sys.stdin.fileno()
+    while True:
+        try:
+            req = protocol.receive(in_fd)
+        except protocol.Closed:
+            return 0
+        try:
+            if req["op"] == "load":
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                reply = {"ok": {k: v.param_sizes for k, v in mod.kernels.items()}}
+            elif req["op"] == "launch":
+                spec = req["spec"]
+                mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
+                raws = {i: shared.raw(a, spec.staging_size) for i, a in enumerate(spec.args)
+                        if isinstance(a, staging.Staged)}
+                for i, raw in raws.items():   # the staged data, seen as the array it was
+                    a = spec.args[i]
+                    spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
+                reply = {"ok": execute(mod, spec, resident, raws)}
+                del raws
+            elif req["op"] == "alloc":
+                buf = req["buffer"]
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                resident[buf.id] = Resident(buf, DeviceBuffer(mod, buf.nbytes, req["init"], req["poison"],
+                                                              req["sanitize"]))
+                reply = {"ok": None}
+            elif req["op"] == "write":
+                resident[req["id"]].storage.fill(req["array"])
+                reply = {"ok": None}
+            elif req["op"] == "read":
+                r = resident[req["id"]]
+                reply = {"ok": r.storage.read(r.buffer.shape, r.buffer.dtype)}
+            elif req["op"] == "free":
+                resident.pop(req["id"]).storage.release()
+                reply = {"ok": None}
+            else:
+                reply = {"error": f"unknown request {req['op']!r}"}
+        except Exception:  # reported to the caller, the worker stays up
+            reply = {"error": traceback.format_exc()}
+        protocol.send(reply_fd, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

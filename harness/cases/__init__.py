@@ -1,0 +1,4 @@
+"""What gets judged: a case is one kernel, mode, shape set, size instance, input variant and seed, and its name
+says so. In: kernel contracts (emitters), shape sets and modes (reference), a base seed. Out: `Case`s that
+rebuild from their names (`names`), their seeded realistic inputs (`inputs`), and the planted bugs that must
+make their cases fail (`planted`, the negative controls)."""
