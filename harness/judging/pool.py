@@ -9,6 +9,7 @@ from typing import Callable, Iterator, Optional, Sequence
 # Set in the parent before the processes fork; read by them (nothing large is pickled per case).
 _JOBS: Sequence = ()
 _CONFIG: Optional[tuple[str, dict]] = None
+_JUDGE: Optional[Callable] = None      # judge(backend, modules, jobs, j, k) -> CaseResult
 _STATE: dict = {}
 
 
@@ -31,24 +32,24 @@ def _init() -> None:
 
 
 def _run(task: tuple[int, int]):
-    from harness.judging.runner import judge_in_job
     j, k = task
-    return judge_in_job(_STATE["backend"], _STATE["modules"], _JOBS, j, k)
+    return _JUDGE(_STATE["backend"], _STATE["modules"], _JOBS, j, k)
 
 
 class ParallelJudge:
-    """`with ParallelJudge(config, jobs, workers) as pj: for res in pj.results(on_start): ...` judges every
-    (job, case) in `workers` processes and yields the results in order. The processes fork when the context
+    """`with ParallelJudge(config, jobs, workers, judge) as pj: for res in pj.results(on_start): ...` judges
+    every (job, case) with `judge(backend, modules, jobs, j, k)` in `workers` processes and yields the results
+    in order. The processes fork when the context
     is entered: do that before starting threads (a progress ticker), so no lock is copied held."""
 
-    def __init__(self, config: tuple[str, dict], jobs: Sequence, workers: int):
-        self.config, self.jobs, self.workers = config, jobs, workers
+    def __init__(self, config: tuple[str, dict], jobs: Sequence, workers: int, judge: Callable):
+        self.config, self.jobs, self.workers, self.judge = config, jobs, workers, judge
         self.tasks = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
         self.pool = None
 
     def __enter__(self) -> "ParallelJudge":
-        global _JOBS, _CONFIG
-        _JOBS, _CONFIG = self.jobs, self.config
+        global _JOBS, _CONFIG, _JUDGE
+        _JOBS, _CONFIG, _JUDGE = self.jobs, self.config, self.judge
         self.pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_init)
         return self
 

@@ -164,7 +164,8 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
     results: list[CaseResult] = []
     rows: list[dict] = []
     total = sum(len(j.cases) for j in jobs)
-    parallel = ParallelJudge(config, jobs, min(workers, total)) if config is not None and total > 1 else None
+    parallel = (ParallelJudge(config, jobs, min(workers, total), judge_in_job) if config is not None and total > 1
+                else None)
     with parallel or contextlib.nullcontext(), CaseProgress(total, progress) as bar:
         def start(j: int, k: int) -> None:
             bar.case(jobs[j].label, jobs[j].cases[k][0].name)
