@@ -361,7 +361,7 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
         # the emulator's own limit (too slow to finish a block in time) says nothing about the kernel
         verdict = UNCHECKED if getattr(exc, "tool_limit", False) else FAIL
         return CaseResult(case, verdict, str(exc), [], dims, wall_s=time.perf_counter() - t0,
-                          fault=type(exc).__name__)
+                          fault=type(exc).__name__, coverage=getattr(exc, "coverage", None))
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
         # timed repeats run on copies: an in-place kernel (x += y, d_pos += 1) must not change what is judged

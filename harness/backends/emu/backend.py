@@ -99,6 +99,8 @@ class EmuBackend(Backend):
 
 def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
     """'2 schedule(s) on all 18992 blocks, 3 on 6 of 18992 blocks: (0,0,0) ...'."""
+    if not blocks:
+        return "stopped before any schedule finished"
     full = sum(1 for n in blocks if n == total)
     parts = [f"{full} schedule(s) on all {total} blocks"]
     if len(blocks) > full:
@@ -229,22 +231,31 @@ class EmuModule(Module):
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size)
-        outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+        plan = schedule_plan(be.schedules, be.seed)
+        total = g[0] * g[1] * g[2]
+
+        def coverage_of(blocks: list[int]) -> dict:
+            return {"grid_blocks": total, "block_sampling": str(be.block_sampling),
+                    "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, blocks)],
+                    "sample": None if sample is None else list(sample),
+                    "summary": _coverage_summary(plan, blocks, total, sample, g)}
+        try:
+            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+        except (KernelCrash, KernelTimeout, OutOfBounds) as exc:
+            exc.coverage = coverage_of([])      # the replay command still names the block sampling
+            raise
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
             target = args[i]
             if target.flags.writeable:
                 np.copyto(target, result)
         self.last_stats = {"kernel_ms": outcome.kernel_ms, "kernel_cpu_ms": outcome.kernel_cpu_ms,
                            "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks}
+        coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
-            raise fault_error(cls, launch, detail)
-        plan = schedule_plan(be.schedules, be.seed)
-        total = g[0] * g[1] * g[2]
-        coverage = {"grid_blocks": total, "block_sampling": str(be.block_sampling),
-                    "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, outcome.blocks)],
-                    "sample": None if sample is None else list(sample),
-                    "summary": _coverage_summary(plan, outcome.blocks, total, sample, g)}
+            err = fault_error(cls, launch, detail)
+            err.coverage = coverage             # the runs up to the fault: how many blocks each covered
+            raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         if outcome.printf:

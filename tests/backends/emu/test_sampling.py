@@ -85,8 +85,11 @@ def _args(n=N):
 def test_a_race_in_the_last_partial_block_is_found_with_sampling(sampled):
     mod = sampled.load(SRC)
     with pytest.raises(RaceDetected, match=r"'y' differs at \d+ element\(s\); first at index 63936.*"
-                                           r"\(on 6 sampled blocks\)"):
+                                           r"\(on 6 sampled blocks\)") as err:
         mod.launch("tail_race", (1000,), (64,), 0, _args(), outputs=(1,))
+    # the fault carries the coverage, so the failing row's replay names the same sampling
+    assert [r["blocks"] for r in err.value.coverage["runs"]] == [1000, 6, 6, 6, 6]
+    assert err.value.coverage["block_sampling"] == "sampled:2" and 999 in err.value.coverage["sample"]
 
 
 def test_a_race_in_an_unsampled_middle_block_needs_schedules_all(sampled):
