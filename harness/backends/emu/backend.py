@@ -201,6 +201,11 @@ class EmuModule(Module):
         return self._request({"op": "read", "id": buf.id}, None)
 
     def free(self, buf: Buffer) -> None:
+        held = self._buffers.get(buf.id) if isinstance(buf, Buffer) else None
+        worker = self.backend._worker
+        if held is not None and held[0] == buf and (held[1] != worker.generation or not worker.alive()):
+            del self._buffers[buf.id]       # lost with its worker process: nothing left to release
+            return
         buf = self._live(buf, "buf")
         del self._buffers[buf.id]
         self._request({"op": "free", "id": buf.id}, None)

@@ -120,6 +120,9 @@ def test_buffers_are_lost_with_the_worker(emu):
             mod.launch("spin", (1,), (1,), 0, [b])
         with pytest.raises(RuntimeError, match=r"buf: buffer 'y' \(4 float32\) is lost: the emu worker process"):
             mod.read(b)
+        mod.free(b)                        # a lost buffer can still be freed (nothing to release)
+        with pytest.raises(ValueError, match="was freed"):
+            mod.read(b)
         fresh = mod.alloc("y", 4, np.float32, init=np.ones(4, np.float32))
         assert np.array_equal(mod.read(fresh), np.ones(4, np.float32))
     finally:
