@@ -3,10 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Boost.Context makes the CPU backend's fibers fast; without it the backend falls back to ucontext.
+# The CPU backend uses its built-in x86-64 fiber switch by default; Boost.Context is installed so that the
+# tests of every fiber implementation (tests/emu/test_fibers.py, forced by option) run the Boost path too.
 if ! [ -e /usr/include/boost/context/detail/fcontext.hpp ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libboost-context-dev) \
-    || echo "ci/test.sh: could not install libboost-context-dev; the CPU backend will use ucontext" >&2
+    || echo "ci/test.sh: could not install libboost-context-dev; the Boost.Context fiber tests will skip" >&2
 fi
 
 VENV="${QCONFORM_VENV:-.venv-ci}"

@@ -78,7 +78,7 @@ def test_the_walker_sees_the_known_arrows(graph):
     # Negative controls for the walker itself: arrows that exist must be found.
     assert "harness.judging.registry" in graph["harness.judging.ops"]
     assert "cudasrc.types" in graph["emitters.contract"]
-    assert "harness.backends.args" in graph["harness.backends.emu.args"]
+    assert "harness.backends.args" in graph["harness.backends.emu.backend"]
     assert {"harness.judging.attention", "harness.judging.ops", "harness.judging.rows"} <= graph["harness.judging"]
 
 

@@ -14,7 +14,6 @@ import numpy as np
 
 from cudasrc.signatures import KernelSignature
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
-
 from .base import Buffer
 
 
@@ -90,15 +89,16 @@ class ScalarArg:
 
 def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
     base = element_ctype(param_ctype).replace("volatile ", "").strip()
+    noun = str(array) if isinstance(array, Buffer) else "the array"
     if base in SCALAR_DTYPES:
         want = SCALAR_DTYPES[base]
         if array.dtype != want:
-            raise ValueError(f"{what}: the kernel takes {param_ctype}, so the array must have dtype {want}, "
+            raise ValueError(f"{what}: the kernel takes {param_ctype}, so {noun} must have dtype {want}, "
                              f"got {array.dtype}")
     elif base in VECTOR_BYTES:
         if array.nbytes % VECTOR_BYTES[base]:
             raise ValueError(f"{what}: the kernel reads {base} vectors ({VECTOR_BYTES[base]} bytes), so the "
-                             f"array's byte size must be a multiple of that, got {array.nbytes}")
+                             f"byte size of {noun} must be a multiple of that, got {array.nbytes}")
     elif base != "void":
         raise ValueError(f"{what}: no numpy dtype is known for the pointee type {base!r}")
 

@@ -365,7 +365,8 @@ class GpuBackend(Backend):
         self.nvcc = find_nvcc()
         from harness.backends.emu.client import Worker
         self._worker = Worker(module="harness.backends.gpu_worker", step_prefix="gpu-worker: ",
-                              first_step="starting the worker process")
+                              first_step="starting the worker process", watch_progress=False,
+                              stage_large_args=False)
         self._finalizer = weakref.finalize(self, self._worker.close)
         self._opened = 0                    # the worker generation that has its context
         self._loaded: set[tuple[int, str]] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from harness.cli.options import add_speed_options
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -25,6 +26,7 @@ def register(sub) -> None:
     p.add_argument("--out", default="reports/check", help="output directory for report.json/md/html")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    add_speed_options(p)
     p.set_defaults(func=run)
 
 
@@ -36,4 +38,5 @@ def run(args) -> int:
     shapes = parse_shape_list(args.shapes)
     modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    return run_check(args.backend, src, shapes, modes, seed, Path(args.out), sanitize=args.sanitize)
+    return run_check(args.backend, src, shapes, modes, seed, Path(args.out), sanitize=args.sanitize,
+                     schedules=args.schedules, workers=args.jobs)

@@ -13,6 +13,7 @@ from emitters.registry import available_families, emit, modes_of
 from reference.shapes import get_shape
 
 from harness.cases.names import case_from_name, parse_case_name
+from harness.cli.options import add_schedules_option
 
 
 def register(sub) -> None:
@@ -21,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("--source", default=None, help="the .cu file the case came from (cases of `qconform check`)")
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     p.add_argument("--json", action="store_true", help="print the report row as JSON")
+    add_schedules_option(p)
     p.set_defaults(func=run)
 
 
@@ -55,11 +57,13 @@ def run(args) -> int:
     from harness.judging.records import result_row
     case, contract, code, label = locate(args.name, args.source)
     from harness.judging.runner import resolve_backend
-    be = resolve_backend(args.backend)
+    be = resolve_backend(args.backend, schedules=args.schedules)
     print(f"replay {case.name}\n  source: {label} (sha256 {source_sha256(code)[:16]}...)\n  backend: {be.name}\n"
           f"  inputs: numpy.random.default_rng({case.seed}), variant {case.variant}, instance {case.instance}")
     module = be.load(code)
     res = judge_case(module, case, contract)
+    if res.coverage:
+        print(f"  blocks: {res.coverage['summary']}")
     print(f"  dims: {res.dims}\n  launch: {res.launch}\n  verdict: {res.verdict.upper()}"
           + (f"\n  reason: {res.reason}" if res.reason else ""))
     _print_comparisons(res)

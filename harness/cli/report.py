@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from harness.cli.options import add_speed_options
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -22,6 +23,7 @@ def register(sub) -> None:
                    help="skip the whole-model section (qconform generate's lanes on the tiny synthetic model)")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    add_speed_options(p)
     p.set_defaults(func=run)
 
 
@@ -40,13 +42,16 @@ def run(args) -> int:
     if args.backend == "reference":
         if args.sanitize:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
+        if args.schedules:
+            raise ValueError("--schedules: the reference backend runs no kernels; use --backend emu")
         from harness.reports import reference_modes as reference_report
         rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     else:
         from harness.judging import runner
         from harness.reports.conformance import run_report
-        backend = runner.resolve_backend(args.backend, args.sanitize)
-        rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out, families=args.families)
+        backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
+        rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out, families=args.families,
+                        workers=args.jobs)
     if args.no_generation:
         return rc
     from harness.cli.generate import generation_section

@@ -45,6 +45,7 @@ class CaseResult:
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
     fault: Optional[str] = None              # KernelFault class name when the launch faulted
+    coverage: Optional[dict] = None          # emu: blocks run under each schedule (LaunchResult.coverage)
 
 
 # -- comparisons --------------------------------------------------------------------------------------------
@@ -343,8 +344,11 @@ def _combine(comparisons: list[Comparison]) -> tuple[str, str]:
 
 
 def verdict_for_fault(exc: KernelFault) -> str:
-    """A kernel's fault fails its case; a case the machine has no memory for is unchecked (a limit of the tool)."""
-    return UNCHECKED if isinstance(exc, ResourceExhausted) else FAIL
+    """A kernel's fault fails its case. The tool's own limits leave it unchecked: a case the machine has no
+    memory for, or an emulator too slow to finish a block within its time limit (`tool_limit`)."""
+    if isinstance(exc, ResourceExhausted) or getattr(exc, "tool_limit", False):
+        return UNCHECKED
+    return FAIL
 
 
 def judge_case(module, case: Case, contract: KernelContract, timing=None) -> CaseResult:
@@ -363,7 +367,7 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
         res = launch(module, ctx)
     except KernelFault as exc:
         return CaseResult(case, verdict_for_fault(exc), str(exc), [], dims, wall_s=time.perf_counter() - t0,
-                          fault=type(exc).__name__)
+                          fault=type(exc).__name__, coverage=getattr(exc, "coverage", None))
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
         # timed repeats run on copies: an in-place kernel (x += y, d_pos += 1) must not change what is judged
@@ -388,4 +392,4 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     verdict, reason = _combine(comps)
     return CaseResult(case, verdict, reason, comps, dims, launch=str(res.launch) if res else "",
                       elapsed_ms=elapsed, bytes_moved=bytes_moved(ctx), notes=tuple(notes),
-                      wall_s=time.perf_counter() - t0)
+                      wall_s=time.perf_counter() - t0, coverage=getattr(res, "coverage", None))

@@ -35,12 +35,15 @@ def comparison_dict(c: Comparison) -> dict:
             "usage": c.usage, "margin": c.margin, "reason": c.reason, "histogram": c.histogram}
 
 
-def replay_command(case_name: str, source_path: Optional[str] = None, backend: Optional[str] = None) -> str:
+def replay_command(case_name: str, source_path: Optional[str] = None, backend: Optional[str] = None,
+                   schedules: Optional[str] = None) -> str:
     cmd = ["qconform", "replay", case_name]
     if source_path:
         cmd += ["--source", source_path]
     if backend:
         cmd += ["--backend", backend]
+    if schedules:    # the emu block sampling the case ran with (the sample follows from it and the grid)
+        cmd += ["--schedules", schedules]
     return " ".join(shlex.quote(c) for c in cmd)
 
 
@@ -78,7 +81,9 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
         "copy_bandwidth_gbps": copy_bw,
         "notes": list(res.notes),      # how the kernel was timed (batches, spread) or why it was not, and more
         "wall_s": round(res.wall_s, 4),
-        "replay": replay_command(case.name, source_path),
+        "coverage": res.coverage,
+        "replay": replay_command(case.name, source_path, "emu" if res.coverage else None,
+                                 res.coverage["block_sampling"] if res.coverage else None),
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw

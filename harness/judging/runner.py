@@ -7,6 +7,7 @@ against the reference, one report row per case (harness.reports writes the files
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,20 +56,24 @@ class RunResult:
         return [r for r in self.results if r.verdict == FAIL]
 
 
-def resolve_backend(backend, sanitize: bool = False):
+def resolve_backend(backend, sanitize: bool = False, schedules: "str | None" = None):
     """A Backend from a name (emu, gpu, auto) or a Backend given as is; an unusable one is a ValueError
     that names the reason (no GPU, no PyCUDA, no host compiler). `sanitize` asks for the CPU backend's
-    AddressSanitizer build (out-of-bounds reads as well as writes), which only the CPU backend has."""
+    AddressSanitizer build (out-of-bounds reads as well as writes), which only the CPU backend has;
+    `schedules` ('all', 'sampled[:N]') is the CPU backend's block sampling of the extra schedules."""
     from harness.backends import get_backend, gpu_unavailable_reason
     if not isinstance(backend, str):
         return backend
-    if sanitize:
+    backend_options: dict = {}
+    for flag, value, option, what in (
+            ("--sanitize", sanitize, "sanitize", "the AddressSanitizer build is a CPU-backend check"),
+            ("--schedules", schedules, "block_sampling", "block sampling of the schedules is a CPU-backend option")):
+        if not value:
+            continue
         if backend == "gpu" or (backend == "auto" and gpu_unavailable_reason() is None):
-            raise ValueError("--sanitize: the AddressSanitizer build is a CPU-backend check; use --backend emu")
-        backend_options = {"sanitize": True}
+            raise ValueError(f"{flag}: {what}; use --backend emu")
+        backend_options[option] = value
         backend = "emu"
-    else:
-        backend_options = {}
     try:
         return get_backend(backend, **backend_options)
     except (RuntimeError, OSError) as exc:
@@ -106,15 +111,43 @@ def emitted_jobs(shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int,
     return jobs
 
 
-def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[case]}"), disable=not enabled, transient=False)
-
-
-def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
-    """Load each job's source once, judge its cases, and return the report rows."""
+def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> CaseResult:
+    """Judge case k of job j; `modules` caches each job's loaded module (or why it did not build)."""
     from harness.backends.base import BuildError, KernelFault
+    job = jobs[j]
+    if j not in modules:
+        try:
+            modules[j] = (be.load(job.code), None)
+        except (BuildError, KernelFault, ValueError) as exc:
+            modules[j] = (None, f"the source did not build on {be.name}: {exc}")
+    module, load_error = modules[j]
+    case, contract = job.cases[k]
+    if module is None:
+        return CaseResult(case, FAIL, load_error or "", [], {})
+    res = judge_case(module, case, contract, GPU_TIMING if getattr(be, "name", "") == "gpu" else None)
+    if res.fault in STICKY_FAULTS:
+        # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the next case gets
+        # a freshly loaded module
+        try:
+            modules[j] = (be.load(job.code), None)
+        except (BuildError, KernelFault, ValueError) as exc:
+            modules[j] = (None, f"reloading after {res.fault} failed: {exc}")
+    return res
+
+
+def _judge_serial(be, jobs: Sequence[Job], start):
+    modules: dict = {}
+    for j, job in enumerate(jobs):
+        for k in range(len(job.cases)):
+            start(j, k)
+            yield judge_in_job(be, modules, jobs, j, k)
+
+
+def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int = 1) -> RunResult:
+    """Load each job's source once, judge its cases, and return the report rows. `workers` > 1 judges cases
+    in that many processes (backends that can be rebuilt there, i.e. emu); the rows keep the serial order."""
+    from .pool import ParallelJudge, spawn_config
+    from .progress import CaseProgress
     be = resolve_backend(backend)
     timing = GPU_TIMING if getattr(be, "name", "") == "gpu" else None
     copy_bw, copy_note = None, None
@@ -124,35 +157,31 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
         except Exception as exc:  # a missing figure must not stop the run; say why it is missing
             copy_note = f"device copy bandwidth not measured: {exc}"
             print(f"qconform: {copy_note}", file=sys.stderr)
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"-j/--jobs: expected a positive number of processes, got {workers!r}")
+    config = spawn_config(be) if workers > 1 else None
+    if workers > 1 and config is None:
+        print(f"qconform: -j {workers}: the {be.name} backend runs in this process only; judging serially",
+              file=sys.stderr)
     results: list[CaseResult] = []
     rows: list[dict] = []
     total = sum(len(j.cases) for j in jobs)
-    with _progress(progress and sys.stderr.isatty()) as bar:
-        task = bar.add_task("judging", total=total, case="")
-        for job in jobs:
-            try:
-                module = be.load(job.code)
-                load_error = None
-            except (BuildError, KernelFault, ValueError) as exc:
-                module, load_error = None, f"the source did not build on {be.name}: {exc}"
-            for case, contract in job.cases:
-                bar.update(task, case=case.name)
-                if module is None:
-                    res = CaseResult(case, FAIL, load_error or "", [], {})
-                else:
-                    res = judge_case(module, case, contract, timing)
-                    if res.fault in STICKY_FAULTS:
-                        # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the
-                        # case has failed; the next one gets a freshly loaded module
-                        try:
-                            module = be.load(job.code)
-                        except (BuildError, KernelFault, ValueError) as exc:
-                            module, load_error = None, f"reloading after {res.fault} failed: {exc}"
-                results.append(res)
-                rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
-                bar.advance(task)
+    parallel = (ParallelJudge(config, jobs, min(workers, total), judge_in_job) if config is not None and total > 1
+                else None)
+    with parallel or contextlib.nullcontext(), CaseProgress(total, progress) as bar:
+        def start(j: int, k: int) -> None:
+            bar.case(jobs[j].label, jobs[j].cases[k][0].name)
+        stream = parallel.results(start) if parallel else _judge_serial(be, jobs, start)
+        for res in stream:
+            results.append(res)
+            bar.advance()
+        # rows after the run, in case order (a parallel run returns results in the same order)
+        flat = [(job, contract) for job in jobs for _, contract in job.cases]
+        for res, (job, contract) in zip(results, flat):
+            rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
     return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
-                                          "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note})
+                                          "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note,
+                                          "processes": workers if config else 1})
 
 
 def _describe(be) -> dict:

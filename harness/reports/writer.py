@@ -87,13 +87,14 @@ def markdown(doc: dict) -> str:
             lines.append(f"- `{u['kernel']}`: {u['reason']}")
     lines += timing_section(meta, rows)
     lines += ["", "## Cases", "", "| case | verdict | max abs | max rel | NMSE | max ULP | cosine | budget at worst | "
-              "margin | time ms | GB/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "margin | time ms | GB/s | blocks x schedules |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r.get("metrics") or {}
+        cov = r.get("coverage") or {}
         lines.append(f"| `{r['case']}` | {r['verdict']} | {_fmt(m.get('max_abs'))} | {_fmt(m.get('max_rel'))} | "
                      f"{_fmt(m.get('nmse'))} | {_fmt(m.get('max_ulp'))} | {_fmt(m.get('cosine'), 9)} | "
                      f"{_fmt(r.get('budget_at_worst'))} | {_fmt(r.get('margin'))} | {_fmt(r.get('kernel_ms'))} | "
-                     f"{_fmt(r.get('bandwidth_gbps'))} |")
+                     f"{_fmt(r.get('bandwidth_gbps'))} | {_fmt(cov.get('summary'))} |")
     bad = [r for r in rows if r["verdict"] in (FAIL, TIE, UNCHECKED)]
     if bad:
         lines += ["", "## Failures, ties and unchecked cases", ""]

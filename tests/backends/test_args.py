@@ -20,7 +20,7 @@ def _args(n=4):
 
 def test_both_backends_use_the_shared_validator():
     from harness.backends import gpu
-    from harness.backends.emu import args as emu   # the emu adds resident Buffers around the shared validator
+    from harness.backends.emu import backend as emu
     assert gpu.plan_args is shared.plan_args and emu.plan_args is shared.plan_args
 
 

@@ -1,14 +1,17 @@
 """Speed of the emu backend: a warp-per-row __dp4a GEMV over a 1024 x 2048 int8 matrix, 256-thread blocks.
 
 Run with `pytest tests/bench/test_bench_emu.py --benchmark-enable`. Recorded per benchmark (extra_info):
-the in-worker kernel time of one schedule, fiber switches per launch and per second. The plain-C benchmark
-runs the same loop nest (per-lane partial sums, then the shuffle tree) compiled with the same flags, so the
-emu/plain ratio is the cost of CUDA semantics on fibers. Results are also checked bit for bit against it.
+the in-worker kernel time of one schedule (wall and CPU), fiber switches per launch, and the ratio of the
+whole launch to the plain-C loop measured alongside. The plain-C benchmark runs the same loop nest (per-lane
+partial sums, then the shuffle tree) compiled with the same flags, so the emu/plain ratio is the cost of
+CUDA semantics on fibers. Results are also checked bit for bit against it. The switch benchmark times a
+kernel that does nothing but warp rendezvous, for the cost of one fiber switch under each implementation.
 """
 from __future__ import annotations
 
 import ctypes
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -82,28 +85,82 @@ def test_bench_plain_c_gemv(benchmark, plain, inputs):
     assert np.isfinite(y).all() and np.any(y != 0)
 
 
-@pytest.mark.parametrize("fiber", ["boost", "ucontext"])
+FIBERS = ["asm", "boost", "ucontext"]
+
+
+def _need(fiber):
+    if not tc.fiber_usable(fiber, tc.find_cxx()):
+        pytest.skip(f"{fiber} fibers are not usable here")
+
+
+def _plain_ms(lib, inputs, repeats=20):
+    t = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _plain_run(lib, *inputs)
+        t.append(time.perf_counter() - t0)
+    return min(t) * 1e3
+
+
+@pytest.mark.parametrize("fiber", FIBERS)
 def test_bench_emu_gemv_one_schedule(benchmark, plain, inputs, fiber):
     from harness.backends.emu.backend import EmuBackend
-    if fiber == "boost" and not tc.boost_context_usable(tc.find_cxx()):
-        pytest.skip("Boost.Context not installed here")
+    _need(fiber)
     be = EmuBackend(fiber=fiber, schedules=1)
     try:
         mod = be.load(KERNEL)
         y = benchmark(_emu_launch, mod, *inputs)
         stats = mod.last_stats
+        plain_ms = _plain_ms(plain, inputs)
         benchmark.extra_info.update({
-            "fiber": fiber, "kernel_ms": round(stats["kernel_ms"][0], 2), "switches": stats["switches"][0],
-            "switches_per_s": round(stats["switches"][0] / (stats["kernel_ms"][0] / 1e3))})
-        assert stats["switches"][0] >= N * 32      # every thread ran as a fiber
+            "fiber": fiber, "kernel_ms": round(stats["kernel_ms"][0], 2),
+            "kernel_cpu_ms": round(stats["kernel_cpu_ms"][0], 2), "switches": stats["switches"][0],
+            "plain_c_ms": round(plain_ms, 3), "kernel_cpu_over_plain_c": round(stats["kernel_cpu_ms"][0] / plain_ms, 2)})
+        if benchmark.stats:        # None when benchmarks are disabled (the default suite runs them once)
+            benchmark.extra_info["launch_over_plain_c"] = round(benchmark.stats.stats.min * 1e3 / plain_ms, 2)
+        assert stats["switches"][0] >= N * 5       # every thread ran as a fiber and met each shuffle
         assert np.array_equal(y, _plain_run(plain, *inputs)), f"input seed {INPUT_SEED}"
+    finally:
+        be.close()
+
+
+SWITCH_KERNEL = r"""
+__global__ void rendezvous(int* out, int rounds){
+  int v = threadIdx.x;
+  for(int r = 0; r < rounds; ++r) v = __shfl_xor_sync(0xffffffffu, v, 1) + 1;
+  out[blockIdx.x*blockDim.x + threadIdx.x] = v; }
+"""
+SWITCH_BLOCKS, SWITCH_ROUNDS = 16, 64
+
+
+@pytest.mark.parametrize("fiber", FIBERS)
+def test_bench_emu_fiber_switch(benchmark, fiber):
+    """A kernel of warp rendezvous only: CPU time per fiber switch (one switch per lane and shuffle)."""
+    from harness.backends.emu.backend import EmuBackend
+    _need(fiber)
+    be = EmuBackend(fiber=fiber, schedules=1)
+    try:
+        mod = be.load(SWITCH_KERNEL)
+        out = np.zeros(SWITCH_BLOCKS * 256, np.int32)
+        cpu = []
+
+        def once():
+            mod.launch("rendezvous", (SWITCH_BLOCKS,), (256,), 0, [out, np.int32(SWITCH_ROUNDS)], outputs=(0,))
+            cpu.append(mod.last_stats["kernel_cpu_ms"][0] / mod.last_stats["switches"][0] * 1e6)
+        benchmark(once)
+        switches = mod.last_stats["switches"][0]
+        benchmark.extra_info.update({"fiber": fiber, "switches": switches, "ns_per_switch_cpu": round(min(cpu), 1)})
+        assert switches >= SWITCH_BLOCKS * 256 * SWITCH_ROUNDS
+        # each round swaps the values of lanes 2i and 2i+1 and adds one: an even number of rounds ends at t + rounds
+        want = np.arange(256, dtype=np.int32) + SWITCH_ROUNDS
+        assert np.array_equal(out.reshape(SWITCH_BLOCKS, 256), np.broadcast_to(want, (SWITCH_BLOCKS, 256)))
     finally:
         be.close()
 
 
 def test_bench_emu_gemv_all_checks(benchmark, inputs):
     from harness.backends.emu.backend import EmuBackend
-    be = EmuBackend()          # default: 4 schedules, every check on
+    be = EmuBackend()          # default: 5 schedules (block sampling), every check on
     try:
         mod = be.load(KERNEL)
         y = benchmark(_emu_launch, mod, *inputs)

@@ -97,6 +97,39 @@ def test_a_kernel_fault_fails_the_case():
     assert res.verdict == FAIL and "guard band" in res.reason
 
 
+def test_the_emulators_time_limit_is_unchecked_a_kernel_timeout_fails():
+    from harness.backends.base import KernelTimeout
+
+    def timeout(tool_limit):
+        def run(*args):
+            err = KernelTimeout(None, "a block did not finish within 120 s")
+            if tool_limit:
+                err.tool_limit = True
+            raise err
+        return run
+    c, case = _gemv_case()
+    slow = judge_case(FakeModule({"gk_gemv": timeout(True)}), case, c)
+    assert slow.verdict == UNCHECKED and "did not finish" in slow.reason and slow.fault == "KernelTimeout"
+    hung = judge_case(FakeModule({"gk_gemv": timeout(False)}), case, c)      # e.g. a GPU watchdog
+    assert hung.verdict == FAIL
+
+
+def test_a_faulting_case_replays_with_the_block_sampling_it_ran():
+    from harness.backends.base import RaceDetected
+    from harness.judging.records import result_row
+
+    def race(*args):
+        err = RaceDetected(None, "'y' differs at 1 element(s) (on 6 sampled blocks)")
+        err.coverage = {"grid_blocks": 1000, "block_sampling": "sampled:2", "runs": [], "sample": [0, 999],
+                        "summary": "1 schedule(s) on all 1000 blocks, 4 on 6 of 1000 blocks"}
+        raise err
+    c, case = _gemv_case()
+    res = judge_case(FakeModule({"gk_gemv": race}), case, c)
+    assert res.verdict == FAIL and res.coverage["block_sampling"] == "sampled:2"
+    row = result_row(res, c, "emu", "0" * 64)
+    assert row["replay"].endswith("--backend emu --schedules sampled:2") and row["coverage"]["sample"] == [0, 999]
+
+
 def test_an_op_without_judge_is_unchecked_not_passed():
     from dataclasses import replace
     c, case = _gemv_case()

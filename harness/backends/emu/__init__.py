@@ -6,9 +6,12 @@ emu_device.hpp    what device code sees: CUDA types, intrinsics and macros (forc
 emu_runtime.cpp   C++ runtime: fibers per CUDA thread, barriers, warp collectives, the int8 mma, checks
                   (compiled once, linked into every module with hidden visibility)
 rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inline PTX, launch trampolines)
-toolchain.py      host compiler and fiber library (Boost.Context or ucontext), compile flags
+toolchain.py      host compiler and fiber implementation (built-in x86-64 switch, Boost.Context or ucontext),
+                  compile flags
 build.py          compile + cache by content hash
 worker.py         the subprocess that runs launches; client.py / protocol.py talk to it
-runs.py           one launch under several schedules; checks.py compares the runs; args.py validates the
-                  arguments (arrays and resident Buffers)
+runs.py           one launch under several schedules; checks.py compares the runs; harness.backends.args
+                  validates the arguments
+sampling.py       which blocks the extra schedules run (block sampling)
+staging.py        large arguments through shared memory; watchdog.py: the per-block progress counter
 """

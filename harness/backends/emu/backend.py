@@ -11,15 +11,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from harness.backends.args import BufferArg, ResidentArg, plan_args
+from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
+                                   Module, OutOfBounds, UninitializedRead, as_dim3, check_buffer_array,
+                                   check_buffer_request)
 from harness.backends.emu import toolchain as tc
-from harness.backends.emu.args import check_args
 from harness.backends.emu.build import Built, build
 from harness.backends.emu.client import Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu.faults import fault_error
-from harness.backends.emu.runs import LaunchSpec, Outcome
-
-from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult, Module,
-                   OutOfBounds, UninitializedRead, as_dim3, check_buffer_array, check_buffer_request)
+from harness.backends.emu.runs import LaunchSpec, Outcome, schedules as schedule_plan
+from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
 
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
@@ -37,14 +38,20 @@ class EmuBackend(Backend):
       run 4: warp-greedy (each warp runs ahead to the next block barrier: races between warps inside one
       barrier interval); runs 5..: seeded random orders. Shared memory gets the other poison pattern of each run.
     seed: seed of the random schedules (recorded in every fault message).
-    timeout_s: wall-clock limit for one launch, all schedules together.
+    block_sampling: "sampled[:N]" (default: run 1 on every block; run 2, the other poison pattern, on every block
+      when run 1 left an output element holding the poison, else on the sample; the extra schedules on a
+      deterministic block sample: see harness.backends.emu.sampling) or "all" (every schedule on every block).
+    timeout_s: wall-clock limit for one block of a launch (the worker reports every finished block, so a large
+      grid that keeps making progress is never cut short); where that cannot be watched (no memfd), for the
+      whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
-                 sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None):
+                 sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
+                 block_sampling: "str | BlockSampling | None" = None):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -57,7 +64,11 @@ class EmuBackend(Backend):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
         self.schedules, self.seed, self.timeout_s, self.sanitize = int(schedules), int(seed), float(timeout_s), bool(sanitize)
+        self.block_sampling = BlockSampling.parse(block_sampling)
         self.toolchain = tc.toolchain(fiber, cxx)
+        self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
+                         "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
+                         "block_sampling": str(self.block_sampling)}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -66,19 +77,35 @@ class EmuBackend(Backend):
                                  f"{self.toolchain.cxx}")
         self._worker = Worker(preload)
         self._buffer_ids = itertools.count(1)
-        self._finalizer = weakref.finalize(self, self._worker.close)
+        self._finalizer = weakref.finalize(self, self._worker.shutdown)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
         return EmuModule(self, built)
 
+    def spawn_config(self) -> tuple[str, dict]:
+        """How to build the same backend in another process (qconform -j)."""
+        return self.name, dict(self._options)
+
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
-                "schedules": self.schedules, "seed": self.seed, "sanitize": self.sanitize,
+                "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
+                "sanitize": self.sanitize,
                 "timeout_s": self.timeout_s}
 
     def close(self) -> None:
-        self._worker.close()
+        self._worker.shutdown()
+
+
+def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
+    """'2 schedule(s) on all 18992 blocks, 3 on 6 of 18992 blocks: (0,0,0) ...'."""
+    if not blocks:
+        return "stopped before any schedule finished"
+    full = sum(1 for n in blocks if n == total)
+    parts = [f"{full} schedule(s) on all {total} blocks"]
+    if len(blocks) > full:
+        parts.append(f"{len(blocks) - full} on {describe_sample(grid, sample)}")
+    return ", ".join(parts)
 
 
 def _asan_summary(report: str) -> str:
@@ -119,8 +146,14 @@ class EmuModule(Module):
         try:
             reply = self.backend._worker.request(msg, self.backend.timeout_s)
         except WorkerTimedOut as exc:
-            raise KernelTimeout(launch, f"did not finish within {self.backend.timeout_s:g} s (last step: "
-                                        f"{exc.last_step}); the worker process was stopped") from None
+            what = "a block did not finish" if exc.watched else "did not finish"
+            err = KernelTimeout(launch, f"{what} within {self.backend.timeout_s:g} s (last step: {exc.last_step}); "
+                                        "the worker process was stopped. This is the CPU emulator's time limit, "
+                                        "not a verdict on the kernel: it spins (waits for a thread that a "
+                                        "cooperative fiber schedule never runs), hangs, or is too slow to "
+                                        "emulate (run it on a GPU)")
+            err.tool_limit = True     # judged `unchecked`, never `fail`
+            raise err from None
         except WorkerDied as exc:
             detail = f"the worker process died with {exc.how} during {exc.last_step}"
             if "AddressSanitizer" in exc.stderr_tail:
@@ -168,6 +201,11 @@ class EmuModule(Module):
         return self._request({"op": "read", "id": buf.id}, None)
 
     def free(self, buf: Buffer) -> None:
+        held = self._buffers.get(buf.id) if isinstance(buf, Buffer) else None
+        worker = self.backend._worker
+        if held is not None and held[0] == buf and (held[1] != worker.generation or not worker.alive()):
+            del self._buffers[buf.id]       # lost with its worker process: nothing left to release
+            return
         buf = self._live(buf, "buf")
         del self._buffers[buf.id]
         self._request({"op": "free", "id": buf.id}, None)
@@ -184,23 +222,47 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        checked, outs = check_args(sig, args, outputs, sizes)
-        for i, a in enumerate(checked):
-            if isinstance(a, Buffer):
-                self._live(a, f"args[{i}] ({sig.params[i][1]})")
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True)
+        checked = [p.array if isinstance(p, BufferArg) else p.buffer if isinstance(p, ResidentArg) else p.value
+                   for p in plan]
+        outs = tuple(int(o) for o in outputs)
+        for p in plan:
+            if isinstance(p, ResidentArg):
+                self._live(p.buffer, f"args[{p.index}] ({p.name})")
+        be = self.backend
+        sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
+        staging = be._worker.staging
+        sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
-                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), checked, outs, self.backend.schedules, self.backend.seed, self.backend.sanitize)
-        outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+                          tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
+                          be.schedules, be.seed, be.sanitize, sample, staged_size)
+        plan = schedule_plan(be.schedules, be.seed)
+        total = g[0] * g[1] * g[2]
+
+        def coverage_of(blocks: list[int]) -> dict:
+            return {"grid_blocks": total, "block_sampling": str(be.block_sampling),
+                    "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, blocks)],
+                    "sample": None if sample is None else list(sample),
+                    "summary": _coverage_summary(plan, blocks, total, sample, g)}
+        try:
+            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+        except (KernelCrash, KernelTimeout, OutOfBounds) as exc:
+            exc.coverage = coverage_of([])      # the replay command still names the block sampling
+            raise
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
             target = args[i]
             if target.flags.writeable:
                 np.copyto(target, result)
-        self.last_stats = {"kernel_ms": outcome.kernel_ms, "switches": outcome.switches, "printf": outcome.printf}
+        self.last_stats = {"kernel_ms": outcome.kernel_ms, "kernel_cpu_ms": outcome.kernel_cpu_ms,
+                           "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks}
+        coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
-            raise fault_error(cls, launch, detail)
-        notes = [f"emu: {len(outcome.kernel_ms)} schedule(s), run 1 {outcome.kernel_ms[0]:.1f} ms, "
+            err = fault_error(cls, launch, detail)
+            err.coverage = coverage             # the runs up to the fault: how many blocks each covered
+            raise err
+        notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         if outcome.printf:
             notes.append("device printf:\n" + outcome.printf)
-        return LaunchResult(launch, None, tuple(notes))
+        return LaunchResult(launch, None, tuple(notes), coverage)

@@ -9,12 +9,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
-from . import protocol
+from . import protocol, staging, watchdog
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+# A new worker imports numpy and the harness before it can count progress: on a loaded machine that takes
+# seconds, which must not count against a launch's per-block limit (but a worker never ready is stuck).
+STARTUP_LIMIT_S = 120.0
 
 
 class WorkerDied(Exception):
@@ -24,8 +30,9 @@ class WorkerDied(Exception):
 
 
 class WorkerTimedOut(Exception):
-    def __init__(self, last_step: str):
+    def __init__(self, last_step: str, watched: bool = False):
         self.last_step = last_step
+        self.watched = watched      # the limit applied to one block (progress counter), not the request
         super().__init__(last_step)
 
 
@@ -34,27 +41,46 @@ class Worker:
 
     module: the worker's `python -m` module; step_prefix: how it marks its steps on stderr; first_step: the
     step named when it died or hung before announcing one. `generation` counts the starts, so that a caller
-    can tell that state kept in an earlier process (loaded modules, resident buffers) is gone."""
+    can tell that state kept in an earlier process (loaded modules, resident buffers) is gone.
+    watch_progress: the worker counts finished blocks in a shared counter, and the time limit restarts at each
+    (the emu's per-block limit); stage_large_args: large arrays travel through shared memory (the emu
+    worker reads them there). A worker without them (the gpu's) gets a plain limit per request."""
 
     def __init__(self, preload: Optional[str] = None, module: str = "harness.backends.emu.worker",
-                 step_prefix: str = "emu-worker: ", first_step: str = "before the first schedule"):
+                 step_prefix: str = "emu-worker: ", first_step: str = "before the first schedule",
+                 watch_progress: bool = True, stage_large_args: bool = True):
         self.preload = preload
         self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
         self.proc: Optional[subprocess.Popen] = None
         self.err = None
         self.err_mark = 0
         self.generation = 0      # counts worker processes started: state held by an earlier one is gone
+        self.progress: Optional[watchdog.ProgressCounter] = None
+        # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
+        # exact heap allocations)
+        self.watch_progress = watch_progress
+        self.staging = (staging.StagingArea() if stage_large_args and staging.available() and not preload
+                        else None)
 
     def _start(self) -> None:
         self.generation += 1
+        self.started = time.monotonic()
         env = dict(os.environ)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         if self.preload:   # AddressSanitizer must be the first library in the process
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
         self.err = tempfile.TemporaryFile()
+        fds: tuple[int, ...] = ()
+        if self.watch_progress and watchdog.available():
+            self.progress = watchdog.ProgressCounter()
+            env[watchdog.ENV] = str(self.progress.fd)
+            fds = (self.progress.fd,)
+        if self.staging is not None:
+            env[staging.ENV] = str(self.staging.fd)
+            fds += (self.staging.fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
+                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds)
         protocol.widen_pipe(self.proc.stdin.fileno())
         protocol.widen_pipe(self.proc.stdout.fileno())
         self.err_mark = 0
@@ -71,6 +97,9 @@ class Worker:
         return steps[-1] if steps else self.first_step
 
     def request(self, msg: dict, timeout_s: Optional[float]):
+        """Send `msg` and wait for the reply. The time limit restarts whenever the worker shows progress (a
+        block finished), so it bounds one block, not the launch; without the shared counter it bounds the
+        whole request."""
         if not self.alive():
             self.close()
             self._start()
@@ -78,11 +107,20 @@ class Worker:
         self.err_mark = self.err.tell()
         try:
             protocol.send(self.proc.stdin.fileno(), msg)
-            return protocol.receive(self.proc.stdout.fileno(), timeout_s)
+            alive = None
+            if self.progress is not None:
+                counter, proc, started = self.progress, self.proc, self.started
+
+                def alive() -> bool:   # progress made, or a worker still starting (it counts once when ready)
+                    starting = counter.cell.value == 0 and time.monotonic() - started < STARTUP_LIMIT_S
+                    return counter.advanced() or (starting and proc.poll() is None)
+                counter.advanced()     # start from the current count
+            return protocol.receive(self.proc.stdout.fileno(), timeout_s, alive)
         except protocol.Timeout:
             text = self._stderr_since_mark()
+            watched = self.progress is not None
             self.close()
-            raise WorkerTimedOut(self._last_step(text)) from None
+            raise WorkerTimedOut(self._last_step(text), watched) from None
         except (protocol.Closed, BrokenPipeError):
             rc = self.proc.wait()
             text = self._stderr_since_mark()
@@ -91,6 +129,13 @@ class Worker:
             tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(self.step_prefix))[-20000:]
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
+
+    def shutdown(self) -> None:
+        """Stop the worker and release the shared memory (the backend is done)."""
+        self.close()
+        if self.staging is not None:
+            self.staging.close()
+            self.staging = None
 
     def close(self) -> None:
         if self.proc is not None:
@@ -101,6 +146,9 @@ class Worker:
                 if f:
                     f.close()
             self.proc = None
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
         if self.err is not None:
             self.err.close()
             self.err = None

@@ -111,6 +111,8 @@ std::vector<int> g_order;           // scratch for batch releases
 unsigned char* g_shared = nullptr;  // static __shared__ arena
 size_t g_shared_top = 0;
 SharedSlot g_slots[kMaxSharedSlots];
+int g_used_slots[kMaxSharedSlots];  // the slots placed in this block, in order (reset and checked per block)
+int g_nused = 0;
 unsigned char* g_dyn = nullptr;     // dynamic (extern) __shared__ area: [bytes][guard]
 size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
@@ -362,14 +364,16 @@ void barrier_exit_fault(int line) {
   set_fault(BARRIER_DIVERGENCE, buf);
 }
 
+[[gnu::cold, gnu::noinline, noreturn]] void barrier_line_fault(Fiber* f, int line) {
+  fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached __syncthreads at line " + std::to_string(line) +
+              " while " + std::to_string(g_bar_count) + " thread(s) wait at __syncthreads at line " +
+              std::to_string(g_bar_line));
+}
+
 void syncthreads(int line) {
   Fiber* f = cur();
   if (g_bar_count == 0) g_bar_line = line;
-  else if (g_bar_line != line) {
-    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached __syncthreads at line " + std::to_string(line) +
-                " while " + std::to_string(g_bar_count) + " thread(s) wait at __syncthreads at line " +
-                std::to_string(g_bar_line));
-  }
+  else if (__builtin_expect(g_bar_line != line, 0)) barrier_line_fault(f, line);
   ++g_bar_count;
   f->state = WAIT_BAR;
   f->wait_line = line;
@@ -385,9 +389,9 @@ void syncthreads(int line) {
 void compute_warp(Warp& w);
 
 // Arrive at a warp collective; returns when every lane of `mask` has arrived and the result is ready.
-void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
-  Fiber* f = cur();
-  Warp& w = g_warps[f->warp];
+// The diagnosis of a collective that cannot complete, out of line: the hot path of every rendezvous then keeps
+// a small stack frame (fibers' frames compete for the L1 cache at every switch).
+[[gnu::cold, gnu::noinline, noreturn]] void warp_arrive_fault(Fiber* f, Warp& w, int kind, unsigned mask, int line) {
   unsigned bit = 1u << f->lane;
   const char* name = kWaitName[kind];
   if (!(mask & bit))
@@ -401,16 +405,25 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   if (mask & w.exited)
     fiber_fault(BARRIER_DIVERGENCE, where(f) + ": " + name + " at line " + std::to_string(line) +
                 " names lane(s) " + lane_list(mask & w.exited) + " that have exited");
+  if (!(w.mask & mask))
+    fiber_fault(UNSUPPORTED, where(f) + ": concurrent warp collectives with disjoint masks (" + name +
+                " at line " + std::to_string(line) + ", " + kWaitName[w.kind] + " at line " +
+                std::to_string(w.line) + ")");
+  fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached " + name + " at line " + std::to_string(line) +
+              " while lane(s) " + lane_list(w.arrived) + " wait at " + kWaitName[w.kind] + " at line " +
+              std::to_string(w.line) + (w.mask != mask ? " (masks differ)" : ""));
+}
+
+void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
+  Fiber* f = cur();
+  Warp& w = g_warps[f->warp];
+  unsigned bit = 1u << f->lane;
+  if (__builtin_expect(!(mask & bit) || (mask & ~w.exists) || (mask & w.exited), 0))
+    warp_arrive_fault(f, w, kind, mask, line);
   if (w.arrived == 0) {
     w.kind = kind; w.mask = mask; w.line = line;
-  } else if (w.kind != kind || w.line != line || w.mask != mask) {
-    if (!(w.mask & mask))
-      fiber_fault(UNSUPPORTED, where(f) + ": concurrent warp collectives with disjoint masks (" + name +
-                  " at line " + std::to_string(line) + ", " + kWaitName[w.kind] + " at line " +
-                  std::to_string(w.line) + ")");
-    fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached " + name + " at line " + std::to_string(line) +
-                " while lane(s) " + lane_list(w.arrived) + " wait at " + kWaitName[w.kind] + " at line " +
-                std::to_string(w.line) + (w.mask != mask ? " (masks differ)" : ""));
+  } else if (__builtin_expect(w.kind != kind || w.line != line || w.mask != mask, 0)) {
+    warp_arrive_fault(f, w, kind, mask, line);
   }
   w.val[f->lane] = v; w.bval[f->lane] = b; w.cval[f->lane] = c;
   w.arrived |= bit;
@@ -435,6 +448,14 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   switch_to_sched();
 }
 
+[[gnu::cold, gnu::noinline]] void shfl_lane_fault(const Warp& w, int mode, int lane, int j) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "block (%u,%u,%u) warp %d lane %d: %s at line %d reads lane %d, which is not in "
+                "the mask 0x%08x (undefined value on a GPU)", g_block_idx.x, g_block_idx.y, g_block_idx.z,
+                int(&w - g_warps), lane, kWaitName[mode], w.line, j, w.mask);
+  set_fault(BARRIER_DIVERGENCE, buf);
+}
+
 // PTX shfl.sync semantics: c packs the segment mask (bits 12:8) and the clamp value (bits 4:0).
 void compute_shfl(Warp& w, int mode) {
   for (int lane = 0; lane < 32; ++lane) {
@@ -452,12 +473,8 @@ void compute_shfl(Warp& w, int mode) {
     }
     if (!p) j = lane;
     j &= 31;
-    if (!(w.mask >> j & 1u)) {
-      char buf[256];
-      std::snprintf(buf, sizeof buf, "block (%u,%u,%u) warp %d lane %d: %s at line %d reads lane %d, which is not in "
-                    "the mask 0x%08x (undefined value on a GPU)", g_block_idx.x, g_block_idx.y, g_block_idx.z,
-                    int(&w - g_warps), lane, kWaitName[mode], w.line, j, w.mask);
-      set_fault(BARRIER_DIVERGENCE, buf);
+    if (__builtin_expect(!(w.mask >> j & 1u), 0)) {
+      shfl_lane_fault(w, mode, lane, j);
       return;
     }
     w.res[lane] = w.val[j];
@@ -544,6 +561,7 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
     fiber_fault(SHARED_OOB, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
                 ") does not fit in " + std::to_string(kSharedArena) + " bytes of shared memory");
   s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line;
+  g_used_slots[g_nused++] = id;
   std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start
   std::memset(s.ptr + bytes, kSentinel, kSharedGuard);
   g_shared_top = off + bytes + kSharedGuard;
@@ -552,9 +570,8 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
 
 
 bool check_shared_guards() {
-  for (int i = 0; i < kMaxSharedSlots; ++i) {
-    SharedSlot& s = g_slots[i];
-    if (!s.ptr) continue;
+  for (int u = 0; u < g_nused; ++u) {
+    SharedSlot& s = g_slots[g_used_slots[u]];
     for (int k = 0; k < kSharedGuard; ++k)
       if (s.ptr[s.bytes + k] != kSentinel) {
         char buf[320];
@@ -614,7 +631,8 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
-  for (int i = 0; i < kMaxSharedSlots; ++i) g_slots[i].ptr = nullptr;
+  for (int u = 0; u < g_nused; ++u) g_slots[g_used_slots[u]].ptr = nullptr;
+  g_nused = 0;
   std::memset(g_dyn, kSentinel, kSharedGuard);
   std::memset(g_dyn + kSharedGuard, g_poison, g_dyn_bytes);
   std::memset(g_dyn + kSharedGuard + g_dyn_bytes, kSentinel, kSharedGuard);
@@ -690,9 +708,11 @@ long long clock_tick() { return (long long)(++g_clock); }
 }  // namespace emu
 
 // ---- launch entry points (called from Python through ctypes) -------------------------------------------
+// `only` (when not null) lists the linear indices of the blocks to run, `nonly` of them; null runs the grid.
 EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid, const unsigned* block,
                           unsigned long long shared_bytes, int policy, unsigned long long seed, int poison,
-                          int capture_printf, char* err, int errlen) {
+                          int capture_printf, const unsigned long long* only, unsigned long long nonly,
+                          volatile unsigned long long* progress, char* err, int errlen) {
   using namespace emu;
   const KernelEntry* k = static_cast<const KernelEntry*>(kernel);
   ensure_fibers();
@@ -719,8 +739,20 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   g_thunk = k->call;
   g_args = args;
   uint64_t nblocks = uint64_t(grid[0]) * grid[1] * grid[2];
-  std::vector<uint64_t> order(nblocks);
-  for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  std::vector<uint64_t> order;
+  if (only) {
+    for (uint64_t i = 0; i < nonly; ++i)
+      if (only[i] >= nblocks) {
+        std::snprintf(err, errlen, "block %llu of the sample is outside the grid of %llu blocks", only[i],
+                      (unsigned long long)nblocks);
+        return BAD_LAUNCH;
+      }
+    order.assign(only, only + nonly);
+  } else {
+    order.resize(nblocks);
+    for (uint64_t i = 0; i < nblocks; ++i) order[i] = i;
+  }
+  nblocks = order.size();
   if (policy == REVERSE) std::reverse(order.begin(), order.end());
   else if (policy == RANDOM)
     for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
@@ -728,6 +760,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   for (uint64_t b : order) {
     rc = run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]), unsigned(b / (uint64_t(grid[0]) * grid[1])));
     if (rc != OK) break;
+    if (progress) ++*progress;      // the parent's watchdog: a launch that keeps finishing blocks is alive
   }
   if (rc != OK) std::snprintf(err, errlen, "%s", g_err);
   return rc;

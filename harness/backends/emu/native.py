@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import Sequence
 
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
 # outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.emu.faults.fault_error).
@@ -19,6 +20,8 @@ class NativeKernel:
 
 
 class NativeModule:
+    progress_address: "int | None" = None    # a shared counter the runtime bumps after every block (the watchdog)
+
     def __init__(self, path: str):
         self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         lib = self.lib
@@ -32,13 +35,20 @@ class NativeModule:
         lib.emu_launch.restype = ctypes.c_int
         lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
                                    ctypes.POINTER(ctypes.c_uint), ctypes.c_ulonglong, ctypes.c_int,
-                                   ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+                                   ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                   ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
         self.kernels: dict[str, NativeKernel] = {}
         for i in range(lib.emu_kernel_count()):
             n = lib.emu_kernel_nparams(i)
             name = lib.emu_kernel_name(i).decode()
             sizes = tuple(lib.emu_kernel_param_size(i, j) for j in range(n))
             self.kernels[name] = NativeKernel(name, lib.emu_kernel(i), sizes)
+
+    @classmethod
+    def bump_progress(cls) -> None:
+        """Tell the parent's watchdog that the worker is busy between blocks (buffers, comparisons)."""
+        if cls.progress_address:
+            ctypes.c_uint64.from_address(cls.progress_address).value += 1
 
     def switches(self) -> int:
         return int(self.lib.emu_switches())
@@ -47,11 +57,15 @@ class NativeModule:
         return self.lib.emu_printf_output().decode(errors="replace")
 
     def run(self, kernel: NativeKernel, argv: ctypes.Array, grid, block, shared_bytes: int, policy: str,
-            seed: int, poison: int, capture_printf: bool) -> tuple[int, str]:
-        """One launch under one schedule. Returns (fault code, message); code 0 is success."""
+            seed: int, poison: int, capture_printf: bool, blocks: "Sequence[int] | None" = None) -> tuple[int, str]:
+        """One launch under one schedule, on every block or on the linear block indices `blocks`.
+        Returns (fault code, message); code 0 is success."""
         err = ctypes.create_string_buffer(4096)
         g = (ctypes.c_uint * 3)(*grid)
         b = (ctypes.c_uint * 3)(*block)
+        only = None if blocks is None else (ctypes.c_ulonglong * max(1, len(blocks)))(*blocks)
         rc = self.lib.emu_launch(kernel.handle, ctypes.cast(argv, ctypes.c_void_p), g, b, shared_bytes,
-                                 POLICIES[policy], seed, poison, int(capture_printf), err, len(err))
+                                 POLICIES[policy], seed, poison, int(capture_printf),
+                                 None if only is None else ctypes.cast(only, ctypes.c_void_p),
+                                 0 if blocks is None else len(blocks), NativeModule.progress_address, err, len(err))
         return rc, err.value.decode(errors="replace")

@@ -7,7 +7,7 @@ import pickle
 import select
 import struct
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 _HEADER = struct.Struct("<Q")
 _F_SETPIPE_SZ = 1031          # Linux: enlarge a pipe's buffer (fewer wake-ups for megabyte arrays)
@@ -37,14 +37,18 @@ class Closed(Exception):
     pass
 
 
-def _read_exact(fd: int, n: int, deadline: Optional[float]) -> bytearray:
+def _read_exact(fd: int, n: int, timeout_s: Optional[float], alive: Optional[Callable[[], bool]]) -> bytearray:
     buf = bytearray(n)
     view, got = memoryview(buf), 0
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while got < n:
-        if deadline is not None:
+        while deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left > 0 and select.select([fd], [], [], left)[0]:
+                break
+            if alive is None or not alive():
                 raise Timeout()
+            deadline = time.monotonic() + timeout_s     # the other side made progress: a new time limit
         k = os.readv(fd, [view[got:]])
         if k == 0:
             raise Closed()
@@ -52,7 +56,8 @@ def _read_exact(fd: int, n: int, deadline: Optional[float]) -> bytearray:
     return buf
 
 
-def receive(fd: int, timeout_s: Optional[float] = None):
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    return pickle.loads(_read_exact(fd, n, deadline))
+def receive(fd: int, timeout_s: Optional[float] = None, alive: Optional[Callable[[], bool]] = None):
+    """The next message. With a time limit, Timeout when nothing arrives within timeout_s seconds and
+    `alive()` (asked when the limit is reached) says the sender made no progress meanwhile."""
+    (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, timeout_s, alive))
+    return pickle.loads(_read_exact(fd, n, timeout_s, alive))

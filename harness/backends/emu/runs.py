@@ -33,6 +33,17 @@ class Schedule:
         return f"{s}, poison 0x{self.poison:02X}"
 
 
+# Run 0 covers every block. Run 1 (the other poison pattern) covers every block when run 0 left an output
+# element holding the poison (a possibly unwritten element, confirmed or cleared only by a full run with the
+# other pattern); otherwise it runs the block sample, like the extra schedules (runs 2 and later).
+FULL_RUNS = 2
+
+
+def _unwritten_candidates(spec: "LaunchSpec", first: dict[int, np.ndarray]) -> bool:
+    a = POISON_BYTES[0]
+    return any(checks.unwritten(first[i], first[i], (a, a)).size for i in spec.outputs)
+
+
 def schedules(n: int, seed: int) -> list[Schedule]:
     """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
     reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
@@ -58,6 +69,8 @@ class LaunchSpec:
     schedules: int
     seed: int
     sanitize: bool
+    block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
+    staging_size: int = 0                            # size of the shared file holding Staged arguments
 
 
 @dataclass
@@ -66,12 +79,23 @@ class Outcome:
     fault: Optional[tuple[str, str]] = None                        # (fault class name, detail)
     printf: str = ""
     kernel_ms: list[float] = field(default_factory=list)
+    kernel_cpu_ms: list[float] = field(default_factory=list)       # CPU time of the worker thread (robust to load)
     switches: list[int] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)                # blocks run per schedule
+    sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
 
 
 class DeviceBuffer:
     """A device buffer: guard bands of SENTINEL_BYTE around the data (or an exact malloc under ASan).
     Filled with `init` (raw bytes of the right size) or, when init is None, with the `poison` byte."""
+
+    @classmethod
+    def adopt(cls, mod: NativeModule, raw: np.ndarray) -> "DeviceBuffer":
+        """A buffer over memory already laid out as guard + data + guard (a staged argument), not copied."""
+        self = cls.__new__(cls)
+        self.nbytes, self.sanitize, self.mod, self.raw = raw.size - 2 * GUARD_BYTES, False, mod, raw
+        self.ptr = raw.ctypes.data + GUARD_BYTES
+        return self
 
     def __init__(self, mod: NativeModule, nbytes: int, init: Optional[np.ndarray], poison: int, sanitize: bool):
         self.nbytes = nbytes
@@ -161,16 +185,23 @@ def _guard_fault(spec: LaunchSpec, i: int, side: str, off: int, sched: Schedule)
             f"(schedule {sched})")
 
 
-def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None) -> Outcome:
+def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None,
+            staged: Optional[dict[int, np.ndarray]] = None) -> Outcome:
     """Run the launch under every schedule of its plan. Resident buffers (spec.args holding a Buffer) come from
     `resident`: a const one is used in place; an output one gets a poisoned copy per schedule; any other one
     starts every schedule from its contents before the launch. Afterwards each non-const resident buffer holds
-    what the last run left in it."""
+    what the last run left in it. Const inputs are shared by all runs (`staged` ones in place, as the parent
+    laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    staged = staged or {}
     arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
     in_place = {i: resident[spec.args[i].id].storage for i in arrays
                 if isinstance(spec.args[i], Buffer) and spec.const[i] and i not in spec.outputs}
+    for i in arrays:
+        if isinstance(spec.args[i], np.ndarray) and spec.const[i] and i not in spec.outputs:
+            in_place[i] = (DeviceBuffer.adopt(mod, staged[i]) if i in staged and not spec.sanitize else
+                           DeviceBuffer(mod, spec.args[i].nbytes, spec.args[i], 0, spec.sanitize))
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
@@ -178,24 +209,31 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     plan = schedules(spec.schedules, spec.seed)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
+    nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
     try:
         for r, sched in enumerate(plan):
+            sample = spec.block_sample if r >= FULL_RUNS or (r == 1 and not _unwritten_candidates(spec, runs[0])) \
+                else None
+            out.sampled.append(sample is not None)
             print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
+            NativeModule.bump_progress()
             bufs = dict(in_place)
             for i in copied:
                 a = spec.args[i]
-                nbytes = _nbytes(a)
+                nbytes = a.nbytes
                 if i in spec.outputs:
                     bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
             argv, keep = _argv(spec, bufs)
-            s0, t0 = mod.switches(), time.perf_counter()
+            s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                              sched.shared_poison, r == 0)
+                              sched.shared_poison, r == 0, sample)
+            out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
+            out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)
             out.switches.append(mod.switches() - s0)
             if r == 0:
                 out.printf = mod.printf_output()
@@ -205,26 +243,38 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 bufs[i].release()
             if rc:
                 out.arrays = _returned(spec, results)
-                out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched})")
+                out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched}{_on(sample, nblocks)})")
                 return out
             for i, dmg in damaged:
                 if dmg:
                     out.arrays = _returned(spec, results)
-                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched))
+                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched) + _on(sample, nblocks))
                     return out
             runs.append(results)
             del keep
-        out.fault = judge(spec, plan, runs)
+        out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before), out.sampled)
         out.arrays = _returned(spec, runs[0])
         return out
     finally:
+        for i, b in in_place.items():
+            if isinstance(spec.args[i], np.ndarray):
+                b.release()
+        final = runs[0] if runs else results     # run 0 ran every block; else what the faulting run left
         for i in copied:     # resident buffers keep what the launch left in them
-            if isinstance(spec.args[i], Buffer) and i in results:
-                resident[spec.args[i].id].storage.fill(results[i])
+            if isinstance(spec.args[i], Buffer) and i in final:
+                resident[spec.args[i].id].storage.fill(final[i])
 
 
-def _nbytes(a) -> int:
-    return a.nbytes
+def _on(sample: Optional[tuple[int, ...]], nblocks: int) -> str:
+    return "" if sample is None else f", run on {len(sample)} sampled of {nblocks} blocks"
+
+
+def _initial(spec: LaunchSpec, sched: Schedule, i: int, before: dict[int, np.ndarray]) -> np.ndarray:
+    """What argument i held when a run started: its poison for an output, else its contents before the launch."""
+    a = spec.args[i]
+    if i in spec.outputs:
+        return np.full(a.nbytes, sched.poison, np.uint8).view(a.dtype).reshape(a.shape)
+    return before[i] if i in before else a
 
 
 def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
@@ -232,26 +282,43 @@ def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.
     return {i: a for i, a in results.items() if isinstance(spec.args[i], np.ndarray) and not spec.const[i]}
 
 
-def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]]) -> Optional[tuple[str, str]]:
+def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]],
+          initial=None, sampled: "list[bool] | None" = None) -> Optional[tuple[str, str]]:
+    """The first fault the runs show: unwritten outputs and poison-dependent results (runs 0 and 1), then
+    differences between schedules. A run on a block sample left the other blocks' elements as they were when
+    it started, so it is compared with run 0 where it changed an element: a sampled block that wrote a
+    different value is a race (or, for run 1, a read of memory it had not written)."""
     if len(runs) < 2:
         return None
+    sampled = sampled or [False] * len(runs)
     first, second = runs[0], runs[1]
+
+    def diff(r: int, i: int) -> np.ndarray:
+        idx = checks.differing(first[i], runs[r][i])
+        if idx.size and sampled[r] and initial is not None:
+            idx = np.intersect1d(idx, checks.differing(initial(r, i), runs[r][i]), assume_unique=True)
+        return idx
+
+    def where(r: int) -> str:
+        return f" (on {len(spec.block_sample)} sampled blocks)" if sampled[r] else ""
+
     for i in spec.outputs:
         idx = checks.unwritten(first[i], second[i], (plan[0].poison, plan[1].poison))
         if idx.size:
             return "UnwrittenOutput", checks.describe_unwritten(spec.names[i], first[i], idx)
     for i in first:
-        idx = checks.differing(first[i], second[i])
+        idx = diff(1, i)
         if idx.size:
             return "UninitializedRead", (
                 "the result depends on the poison pattern, so the kernel read memory it had not written "
                 "(shared memory, or an output before writing it): " +
-                checks.describe_difference(spec.names[i], first[i], second[i], idx, str(plan[0]), str(plan[1])))
+                checks.describe_difference(spec.names[i], first[i], second[i], idx, str(plan[0]),
+                                           str(plan[1]) + where(1)))
     for r in range(2, len(runs)):
         for i in first:
-            idx = checks.differing(first[i], runs[r][i])
+            idx = diff(r, i)
             if idx.size:
                 return "RaceDetected", ("thread schedules gave different results: " +
                                         checks.describe_difference(spec.names[i], first[i], runs[r][i], idx,
-                                                                   str(plan[0]), str(plan[r])))
+                                                                   str(plan[0]), str(plan[r]) + where(r)))
     return None

@@ -14,7 +14,16 @@ def main() -> int:
     from . import protocol
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
+    from .watchdog import from_environment
 
+    from . import staging
+    from harness.backends.base import GUARD_BYTES
+
+    progress = from_environment()
+    if progress is not None:
+        NativeModule.progress_address = progress.address
+        progress.bump()        # ready: from now on the parent's watchdog expects blocks to finish
+    shared = staging.from_environment()
     modules: dict[str, NativeModule] = {}
     resident: dict[int, Resident] = {}     # Module.alloc's buffers, by id
     in_fd = sys.stdin.fileno()
@@ -30,7 +39,13 @@ def main() -> int:
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
-                reply = {"ok": execute(mod, spec, resident)}
+                raws = {i: shared.raw(a, spec.staging_size) for i, a in enumerate(spec.args)
+                        if isinstance(a, staging.Staged)}
+                for i, raw in raws.items():   # the staged data, seen as the array it was
+                    a = spec.args[i]
+                    spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
+                reply = {"ok": execute(mod, spec, resident, raws)}
+                del raws
             elif req["op"] == "alloc":
                 buf = req["buffer"]
                 mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))

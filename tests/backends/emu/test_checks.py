@@ -188,8 +188,39 @@ def test_hang_times_out(emu):
     quick = EmuBackend(timeout_s=2, schedules=2)
     try:
         mod = quick.load(SRC)
-        with pytest.raises(KernelTimeout, match=r"spin<<<1x1x1, 32x1x1, 0>>>: did not finish within 2 s \(last step: "
-                                                r"spin run 1/2"):
+        with pytest.raises(KernelTimeout, match=r"spin<<<1x1x1, 32x1x1, 0>>>: a block did not finish within 2 s "
+                                                r"\(last step: spin run 1/2.*CPU emulator's time limit") as err:
             mod.launch("spin", (1,), (32,), 0, [f32(32)])
+        assert err.value.tool_limit is True
+    finally:
+        quick.close()
+
+
+SLOW = r"""
+__global__ void slow_blocks(float* y, int iters){
+  float v = 0.0f;
+  for(int i = 0; i < iters; ++i) v = v * 0.5f + 1.0f;
+  y[blockIdx.x*blockDim.x + threadIdx.x] = v; }
+"""
+
+
+def test_a_long_launch_that_keeps_finishing_blocks_is_not_cut_short():
+    """The limit bounds one block: a grid whose blocks each take a fraction of it runs to the end, even
+    when the whole launch takes several times the limit."""
+    import time
+    from harness.backends.emu.backend import EmuBackend
+    quick = EmuBackend(timeout_s=1.5, schedules=1)
+    try:
+        mod = quick.load(SLOW)
+        y = f32(64 * 32)
+        # calibrate: the iterations one block needs for about 0.1 s (wall time, so under the present load)
+        mod.launch("slow_blocks", (1,), (32,), 0, [f32(32), np.int32(200_000)], outputs=(0,))
+        per = mod.last_stats["kernel_ms"][0] / 1e3
+        iters = max(1, int(200_000 * 0.1 / max(per, 1e-3)))
+        t0 = time.perf_counter()
+        mod.launch("slow_blocks", (64,), (32,), 0, [y, np.int32(iters)], outputs=(0,))
+        took = time.perf_counter() - t0
+        assert took > 2 * quick.timeout_s, f"calibration made the launch too short to show anything ({took:.2f} s)"
+        assert np.all(y == y[0])
     finally:
         quick.close()

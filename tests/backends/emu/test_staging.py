@@ -1,0 +1,45 @@
+"""Large arguments through shared memory: placed once, laid out as device buffers, checked like any other."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends.base import GUARD_BYTES, SENTINEL_BYTE, OutOfBounds
+from harness.backends.emu import staging
+
+SRC = r"""
+__global__ void scale_rows(const float* w, float* y, int n){
+  int i = blockIdx.x*blockDim.x + threadIdx.x; if(i < n) y[i] = 3.0f*w[i]; }
+__global__ void poke_const(const float* w, float* y, int n){
+  int i = blockIdx.x*blockDim.x + threadIdx.x; if(i < n) y[i] = w[i];
+  if(i == 0) ((float*)w)[n] = 1.0f; }
+"""
+pytestmark = pytest.mark.skipif(not staging.available(), reason="no memfd: arguments are pickled")
+
+
+def test_place_lays_out_large_arrays_with_guard_bands():
+    area = staging.StagingArea()
+    try:
+        big, small = np.arange(40000, dtype=np.float32), np.arange(10, dtype=np.float32)
+        out, size = area.place([big, small, np.int32(3)])
+        assert isinstance(out[0], staging.Staged) and out[1] is small and size >= big.nbytes + 2 * GUARD_BYTES
+        assert out[0].offset % staging.ALIGN == 0
+        view = staging.StagingView(area.fd).raw(out[0], size)
+        assert np.all(view[:GUARD_BYTES] == SENTINEL_BYTE) and np.all(view[-GUARD_BYTES:] == SENTINEL_BYTE)
+        assert np.array_equal(view[GUARD_BYTES:-GUARD_BYTES].view(np.float32), big)
+    finally:
+        area.close()
+
+
+def test_staged_arguments_give_the_same_results_and_guard_checks(emu):
+    n = 50000
+    w = np.linspace(-2, 2, n, dtype=np.float32)
+    mod = emu.load(SRC)
+    for _ in range(2):                 # the shared file is reused by the next launch
+        y = np.zeros(n, np.float32)
+        mod.launch("scale_rows", ((n + 255) // 256,), (256,), 0, [w, y, np.int32(n)], outputs=(1,))
+        assert np.array_equal(y, 3 * w)
+    with pytest.raises(OutOfBounds, match=r"write to 'w' \(arg 0, 50000 x float32\) 1 byte\(s\) past its end"):
+        mod.launch("poke_const", ((n + 255) // 256,), (256,), 0, [w, np.zeros(n, np.float32), np.int32(n)],
+                   outputs=(1,))
+    assert np.array_equal(w, np.linspace(-2, 2, n, dtype=np.float32))    # the caller's array is untouched
