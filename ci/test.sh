@@ -17,7 +17,9 @@ python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[test,toolchain]'
 # llama.cpp for the `generate --compare llama.cpp` tests: built from source by pip the first time on a machine
 # (several minutes), then taken from pip's wheel cache.
-python -m pip install -q -e '.[llama]'
+# A failed build is reported and leaves those tests skipped with the reason; it does not stop the suite.
+python -m pip install -q -e '.[llama]' \
+  || echo "ci/test.sh: could not install the llama extra (llama-cpp-python); the llama.cpp comparison tests will skip" >&2
 
 # The README's test command (the venv is active, and pytest puts the repo root on the path):
 pytest -n 2
