@@ -190,7 +190,9 @@ EOF
 test_phase() {
   local workers=()
   [ "${GPU_CHECK_WORKERS:-4}" != 0 ] && "$PY" -c "import xdist" 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-4}")
-  step test "$PY" -m pytest -m gpu tests/backends/gpu "${workers[@]}" -p no:randomly -rs --durations=10
+  # The generation test is the `generate` phase's work: deselected here so it runs once, not twice.
+  step test "$PY" -m pytest -m gpu tests/backends/gpu "${workers[@]}" -p no:randomly -rs --durations=10 \
+    --deselect tests/backends/gpu/test_generation_gpu.py
   local rc=$?
   grep -E "^(=+ .* in [0-9.]+s|SKIPPED)" "$STEPS_LOG" | tail -4 >>"$SUMMARY"
   return $rc

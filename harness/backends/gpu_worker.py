@@ -440,6 +440,7 @@ def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
     from harness.backends.emu import protocol
+    protocol.die_with_parent()
 
     dev: Optional[Device] = None
     in_fd = sys.stdin.fileno()

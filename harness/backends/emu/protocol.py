@@ -61,3 +61,18 @@ def receive(fd: int, timeout_s: Optional[float] = None, alive: Optional[Callable
     `alive()` (asked when the limit is reached) says the sender made no progress meanwhile."""
     (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, timeout_s, alive))
     return pickle.loads(_read_exact(fd, n, timeout_s, alive))
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this worker when its parent dies (Linux): a worker stuck in a hung kernel never
+    reads its closed stdin, so without this it would outlive a killed test run and keep a core busy."""
+    import ctypes
+    import signal
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)     # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return      # not Linux: the worker still exits when it next reads a closed stdin
+    if os.getppid() != parent:      # the parent died before the request took effect
+        os._exit(0)

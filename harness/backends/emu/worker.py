@@ -12,6 +12,7 @@ def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
     from . import protocol
+    protocol.die_with_parent()
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
     from .watchdog import from_environment

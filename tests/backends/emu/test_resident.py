@@ -65,7 +65,7 @@ def test_bad_requests_name_the_argument(mod):
     with pytest.raises(ValueError, match=r"args\[1\] \(y: float\*\): the kernel takes float\*, so buffer 'i' "
                                          r"\(4 int32\) must have dtype float32, got int32"):
         mod.launch("twice", (1,), (32,), 0, [np.zeros(4, np.float32), mod.alloc("i", 4, np.int32), np.int32(4)])
-    with pytest.raises(ValueError, match=r"args\[0\] and args\[1\] are the same buffer 'y'"):
+    with pytest.raises(ValueError, match=r"args\[0\] and args\[1\] are the same resident buffer 'y'"):
         mod.launch("twice", (1,), (32,), 0, [b, b, np.int32(4)])
 
 

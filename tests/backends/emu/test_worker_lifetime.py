@@ -1,0 +1,50 @@
+"""A worker process never outlives its parent: killed in the middle of a hung kernel, the parent takes its
+worker with it (a stuck worker would otherwise keep a core busy after a cancelled test run)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+
+PARENT = r"""
+import sys, threading, time
+import numpy as np
+from harness.backends.emu.backend import EmuBackend
+be = EmuBackend(timeout_s=600, schedules=1)
+mod = be.load('extern "C" __global__ void spin(float* y){ while (true) { } }')
+threading.Thread(target=lambda: mod.launch("spin", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,)),
+                 daemon=True).start()
+time.sleep(2.0)           # the launch is running in the worker by now
+print(be._worker.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_stuck_in_a_kernel_dies_with_its_parent():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, cwd=REPO, env=env, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        assert _alive(worker)
+        time.sleep(1.0)
+        assert _alive(worker), "the worker should still be spinning in the hung kernel"
+        parent.kill()
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), f"worker {worker} outlived its killed parent"
+    finally:
+        parent.kill()
