@@ -10,6 +10,7 @@ COMMANDS = [
     ("report", "harness.commands.report"),
     ("check", "harness.commands.check"),
     ("replay", "harness.commands.replay"),
+    ("mutate", "harness.commands.mutate"),
     ("extract", "harness.commands.extract"),
     ("golden", "harness.commands.golden"),
     ("doctor", "harness.commands.doctor"),
