@@ -91,20 +91,32 @@ def variants_for(contract: KernelContract, shape: ShapeSet, instance: Optional[s
                  ) -> list[tuple[str, dict[str, int]]]:
     """The input variants a contract is judged on (at one size instance), each with the dims it overrides."""
     op = contract.op
+    from . import variants as V
     if op in ("q8_gemv", "q8_gemm_mma") and instance == "lm_head":
-        # the top two logits apart by one term below half an int8 step: the mode decides the greedy token
-        return [("gauss", {}), ("near-tie", {})]
+        # the top two logits apart by one term below half an int8 step: the mode decides the greedy token;
+        # and apart by one, half and zero times the token judge's tie threshold
+        return [("gauss", {}), ("near-tie", {})] + [(g, {}) for g in V.LM_HEAD_GAPS]
     if op in _TOPK_OPS:
-        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})]
+        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS]
     if op == "act_quant":
-        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})]
+        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
+    if op in ("q8_gemv", "q8_gemv_qkv", "q8_gemm_mma"):
+        # the value-range variants at the kernel's first size instance: the kernel's arithmetic is the same at
+        # every instance, only the sizes differ (which the Gaussian case covers at each)
+        first = contract.instances[0][0] if contract.instances else None
+        return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else [])
+    if op in ("moe_gate_up_silu", "moe_down_combine"):
+        return [("gauss", {}), ("massive", {})]
+    if op == "rms_norm":
+        return [("gauss", {}), ("massive", {})]
     if op in _ATTENTION_OPS:
-        out = []
-        for label, n in inputs.kv_lengths(shape.kv_len, shape.attn_split).items():
-            if _allowed(contract, shape, {"L": n}):
-                out.append((label, {"L": n}))
+        lengths = dict(inputs.kv_lengths(shape.kv_len, shape.attn_split))
+        lengths.update(V.long_cache_lengths(lambda n: _allowed(contract, shape, {"L": n}), shape.attn_split))
+        out = [(label, {"L": n}) for label, n in lengths.items() if _allowed(contract, shape, {"L": n})]
+        if op != "attention_combine":
+            out += [(v, {"L": shape.kv_len}) for v in V.ATTENTION_VARIANTS if _allowed(contract, shape, {"L": shape.kv_len})]
         return out
     return [("gauss", {})]
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import budgets as B
 from . import inputs
+from . import variants as V
 from .judge import Ctx, _act_quant_ref, _ref_act_scales, compare_exact, compare_float, op
 
 U = B.U32
@@ -38,6 +39,11 @@ def _build_qkv(ctx: Ctx) -> None:
     k[: min(L, k.shape[0])] *= ctx.rng.uniform(0.5, 2.5, size=(min(L, k.shape[0]), 1)).astype(np.float32)
     ctx.put("kc", k)
     ctx.put("vc", inputs.activation(ctx.rng, ctx.counts["vc"], outliers=False))
+    if ctx.case.variant in V.ATTENTION_VARIANTS:
+        q, k = V.attention_qk(ctx.rng, ctx.case.variant, ctx.out("q"), ctx.out("kc"), nh, nkv, hd, L,
+                              1.0 / np.sqrt(hd))
+        ctx.put("q", q)
+        ctx.put("kc", k)
     if ctx.has("qnw"):
         ctx.put("qnw", inputs.norm_weight(ctx.rng, hd))
 

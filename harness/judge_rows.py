@@ -39,7 +39,11 @@ class RmsNorm:
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
-        ctx.put(ctx.pname(*_RMS_IN), inputs.activation(ctx.rng, rows * cols))
+        if ctx.case.variant == "massive":
+            from .variants import massive_activation
+            ctx.put(ctx.pname(*_RMS_IN), massive_activation(ctx.rng, rows * cols))
+        else:
+            ctx.put(ctx.pname(*_RMS_IN), inputs.activation(ctx.rng, rows * cols))
         if ctx.has("w"):
             ctx.put("w", inputs.norm_weight(ctx.rng, cols))
         if ctx.attrs.get("residual", "none") != "none":
