@@ -31,6 +31,11 @@ STATUSES = (KILLED, SURVIVED, EQUIVALENT, NO_COMPILE, NOT_RUN)
 # A mutant's launch may run this many times longer than the slowest unmutated launch before it counts as a hang
 # (a loop bound mutant can loop for ever); at least MIN_TIMEOUT_S so a loaded machine does not fake a kill.
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 20.0, 10.0
+# First pass: the CPU backend's first two schedules only (forward order under both poison patterns: wrong values,
+# unwritten outputs, reads before writes). A verdict worse there is worse under every schedule, since the full
+# run repeats those two and only adds checks; a mutant that survives them is run again with every schedule
+# (reverse, warp-greedy and random orders catch races), so no survivor is declared on the shortened run.
+QUICK_SCHEDULES = 2
 
 
 @dataclass
@@ -138,21 +143,22 @@ def select_mutants(code: str, kernels: Sequence[str], sample: Optional[int], see
 def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tuple[Case, KernelContract]]],
                  seed: int, shapes: Sequence[str], *, jobs: int = 1, sample: Optional[int] = None,
                  time_limit_s: Optional[float] = None, ledger: Optional[dict[str, str]] = None,
-                 operators: "Sequence[str] | None" = None, backend_factory: Optional[Callable[[float], object]] = None,
-                 progress: bool = True) -> MutationRun:
+                 operators: "Sequence[str] | None" = None, backend_factory: Optional[Callable[..., object]] = None,
+                 progress: bool = True, mutants: "Sequence[Mutant] | None" = None) -> MutationRun:
     """The whole analysis: unmutated run, mutants, classification. `cases_by_kernel` maps each kernel to
-    judge to its cases (from check's contract matching)."""
+    judge to its cases (from check's contract matching); `mutants` replaces the operators' mutants with a
+    given list (edits of the same file, e.g. hand-written ones)."""
     from harness.backends.base import BuildError, KernelFault
     if jobs < 1:
         raise ValueError(f"-j: expected at least one parallel job, got {jobs}")
     if backend_factory is None:
-        def backend_factory(timeout_s: float):
+        def backend_factory(timeout_s: float, schedules: Optional[int] = None):
             from harness.backends.emu import EmuBackend
-            return EmuBackend(timeout_s=timeout_s)
+            return EmuBackend(timeout_s=timeout_s, schedules=schedules)
     ledger = dict(ledger or {})
     t0 = time.monotonic()
     kernels = list(cases_by_kernel)
-    base_be = backend_factory(120.0)
+    base_be = backend_factory(120.0, None)
     baseline: dict[str, str] = {}
     walls: dict[str, float] = {}
     prepared: dict[str, KernelCases] = {}
@@ -173,14 +179,21 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     finally:
         base_be.close()
     timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(walls.values(), default=1.0))
-    mutants = select_mutants(code, kernels, sample, seed, operators)
+    if mutants is None:
+        mutants = select_mutants(code, kernels, sample, seed, operators)
+    else:
+        mutants = list(mutants)
+        stray = sorted({m.kernel for m in mutants} - set(kernels))
+        if stray:
+            raise ValueError(f"mutants: kernels {stray} have no cases in this run")
     run = MutationRun(source_name, seed, list(shapes), kernels, baseline, timeout_s=timeout_s,
                       time_limit_s=time_limit_s)
     ids = {m.id for m in mutants}
     all_ids = ids if sample is None else {m.id for k in kernels for m in mutants_of(code, k, operators)}
     run.stale_ledger = sorted(i for i in ledger if i not in all_ids)
     deadline = None if time_limit_s is None else t0 + time_limit_s
-    backends = _Backends(lambda: backend_factory(timeout_s))
+    quick = _Backends(lambda: backend_factory(timeout_s, QUICK_SCHEDULES))
+    full = _Backends(lambda: backend_factory(timeout_s, None))
 
     def one(m: Mutant) -> MutantResult:
         if deadline is not None and time.monotonic() > deadline:
@@ -188,19 +201,22 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
         t = time.monotonic()
         kc = prepared[m.kernel]
         mcode = m.apply(kc.isolated)
-        be = backends.get()
-        try:
-            module = be.load(mcode)
-        except (BuildError, KernelFault, ValueError) as exc:
-            return MutantResult(m, NO_COMPILE, detail=str(exc).strip().splitlines()[-1][:300] if str(exc).strip()
-                                else type(exc).__name__, wall_s=time.monotonic() - t)
-        results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode))
-        last = results[-1] if results else None
-        if last is not None and worse(baseline.get(last.case.name, UNCHECKED), last.verdict):
-            how = f" (timeout: a launch ran past {timeout_s:g} s)" if last.fault == "KernelTimeout" else ""
-            return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {last.verdict}{how}: "
-                                f"{last.reason[:400]}", len(results), time.monotonic() - t)
-        status, detail = SURVIVED, f"every one of {len(results)} case(s) kept its verdict"
+        ran = 0
+        for pool in (quick, full):
+            be = pool.get()
+            try:
+                module = be.load(mcode)
+            except (BuildError, KernelFault, ValueError) as exc:
+                return MutantResult(m, NO_COMPILE, detail=str(exc).strip().splitlines()[-1][:300] if str(exc).strip()
+                                    else type(exc).__name__, wall_s=time.monotonic() - t)
+            results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode))
+            ran += len(results)
+            last = results[-1] if results else None
+            if last is not None and worse(baseline.get(last.case.name, UNCHECKED), last.verdict):
+                how = f" (timeout: a launch ran past {timeout_s:g} s)" if last.fault == "KernelTimeout" else ""
+                return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {last.verdict}{how}: "
+                                    f"{last.reason[:400]}", ran, time.monotonic() - t)
+        status, detail = SURVIVED, f"every one of {len(results)} case(s) kept its verdict under every schedule"
         if m.id in ledger:
             status, detail = EQUIVALENT, ledger[m.id]
         return MutantResult(m, status, "", detail, len(results), time.monotonic() - t)
@@ -217,7 +233,8 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
                 results[futs[f]] = r
                 bar.advance(r)
     finally:
-        backends.close()
+        quick.close()
+        full.close()
     for i in range(len(mutants)):
         r = results[i]
         if r.status in (SURVIVED, EQUIVALENT, KILLED):
