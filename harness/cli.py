@@ -14,6 +14,8 @@ COMMANDS = [
     ("extract", "harness.commands.extract"),
     ("golden", "harness.commands.golden"),
     ("doctor", "harness.commands.doctor"),
+    ("make-model", "harness.commands.make_model"),
+    ("export-weights", "harness.commands.export_weights"),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Model-level work: GGUF checkpoints (open, make, export) and what reports need from them (token pieces)."""
