@@ -21,6 +21,9 @@ python3 -m venv "$VENV"
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[test,toolchain]'
+# llama.cpp for the `generate --compare llama.cpp` tests: built from source by pip the first time on a machine
+# (several minutes), then taken from pip's wheel cache.
+python -m pip install -q -e '.[llama]'
 
 # The README's test command (the venv is active, and pytest puts the repo root on the path):
 pytest -n 2

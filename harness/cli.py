@@ -16,6 +16,7 @@ COMMANDS = [
     ("doctor", "harness.commands.doctor"),
     ("make-model", "harness.commands.make_model"),
     ("export-weights", "harness.commands.export_weights"),
+    ("generate", "harness.commands.generate"),
 ]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from reference._parallel import over_rows
 from reference._validate import QK, choice, float_array
 from reference.modes import Mode
-from reference.quant import Q8Tensor, QuantizedActivation, quantize_activation
+from reference.quant import TWO_PASS_LO, Q8Tensor, QuantizedActivation, quantize_activation
 
 WEIGHT_SCALES = ("f32", "f16")
 # Elements of the weight widened to float64 at once per core: 2 MiB, cache-resident for the block dots.
@@ -61,19 +61,64 @@ def blocked_product(w: Q8Tensor, x_eff: np.ndarray, absolute: bool = False) -> n
     return out.T
 
 
+def blocked_product_quantized(w: Q8Tensor, act: QuantizedActivation) -> np.ndarray:
+    """``blocked_product(w, act.dequantize())`` for an int8 activation, (M, N) float64, the same values faster.
+
+    Each 32-term block dot of int8 weights with int8 activation bytes is an integer below 2^19 in magnitude, so a
+    float32 matrix product computes it exactly (every partial sum is an integer below 2^24); times the
+    activation scale (and 2^-7 for the residual byte) it is exact in float64, and equals blocked_product's
+    float64 block dot of the dequantized activation (also exact). The block dots are then weighted by the weight
+    scales in the same float64 contraction as blocked_product, so the two agree bit for bit.
+    """
+    hi = np.atleast_2d(act.hi)
+    m, k = hi.shape
+    n, nb = w.rows, w.cols // QK
+    parts = [hi] if act.lo is None else [hi, np.atleast_2d(act.lo)]
+    p_count = len(parts)
+    # activation bytes as float32, (nb, 32, P*M): column p*M + i is part p of row i
+    a = np.stack(parts).astype(np.float32).reshape(p_count * m, nb, QK).transpose(1, 2, 0).copy()
+    s = np.atleast_2d(act.scales).astype(np.float64)                  # (M, nb)
+    fac = np.concatenate([s] + ([s * float(TWO_PASS_LO)] if p_count == 2 else []), axis=0).T   # (nb, P*M)
+    out = np.empty((n, m), dtype=np.float64)
+    step = max(1, _CHUNK_ELEMS // k)
+
+    def work(lo: int, hi_: int) -> None:
+        buf = np.empty((step, nb, QK), dtype=np.float32)
+        ints = np.empty((step, nb, p_count * m), dtype=np.float32)
+        for r0 in range(lo, hi_, step):
+            r1 = min(r0 + step, hi_)
+            b, d = buf[: r1 - r0], ints[: r1 - r0]
+            np.copyto(b, w.quants[r0:r1].reshape(-1, nb, QK), casting="unsafe")
+            np.matmul(b.transpose(1, 0, 2), a, out=d.transpose(1, 0, 2))   # exact integers, (rows, nb, P*M)
+            dots = d.astype(np.float64) * fac
+            if p_count == 2:
+                dots = dots[:, :, :m] + dots[:, :, m:]                # hi*s + lo*s/128: exact in float64
+            sw = w.scales[r0:r1].astype(np.float64)
+            for i in range(m):      # row by row: a row's value does not depend on the other rows
+                di = dots if m == 1 else np.ascontiguousarray(dots[:, :, i:i + 1])
+                out[r0:r1, i] = np.einsum("obm,ob->om", di, sw)[:, 0]
+
+    over_rows(n, k, work)
+    return out.T
+
+
+def _check_act(act, x, k: int, mode: Mode) -> None:
+    if mode is Mode.DEQUANT:
+        raise ValueError("act: a quantized activation cannot feed a DEQUANT product (it reads float32)")
+    if not isinstance(act, QuantizedActivation):
+        raise ValueError(f"act: expected a reference.quant.QuantizedActivation, got {type(act).__name__}")
+    if act.mode is not mode:
+        raise ValueError(f"act: holds a {act.mode.value} activation, but mode is {mode.value}")
+    if x is not None:
+        raise ValueError("x: give either x or act, not both")
+    if act.hi.shape[-1] != k:
+        raise ValueError(f"act: length {act.hi.shape[-1]} does not match the weight's K = {k}")
+
+
 def _activation(x, k: int, mode: Mode, act, zero_rule: str, fma: bool) -> tuple[np.ndarray, bool]:
     """(effective float64 activation (M, K), was_1d) as `mode`'s dots see it."""
     if act is not None:
-        if mode is Mode.DEQUANT:
-            raise ValueError("act: a quantized activation cannot feed a DEQUANT product (it reads float32)")
-        if not isinstance(act, QuantizedActivation):
-            raise ValueError(f"act: expected a reference.quant.QuantizedActivation, got {type(act).__name__}")
-        if act.mode is not mode:
-            raise ValueError(f"act: holds a {act.mode.value} activation, but mode is {mode.value}")
-        if x is not None:
-            raise ValueError("x: give either x or act, not both")
-        if act.hi.shape[-1] != k:
-            raise ValueError(f"act: length {act.hi.shape[-1]} does not match the weight's K = {k}")
+        _check_act(act, x, k, mode)
         one_d = act.hi.ndim == 1
         return np.atleast_2d(act.dequantize()), one_d
     if x is None:
@@ -83,6 +128,19 @@ def _activation(x, k: int, mode: Mode, act, zero_rule: str, fma: bool) -> tuple[
         raise ValueError(f"x: length {arr.shape[-1]} does not match the weight's K = {k} (w is (N, K))")
     one_d = arr.ndim == 1
     return effective_activation(np.atleast_2d(arr), mode, zero_rule=zero_rule, fma=fma), one_d
+
+
+def _quantized(x, k: int, mode: Mode, act, zero_rule: str, fma: bool) -> tuple[QuantizedActivation, bool]:
+    """(the int8 activation `mode`'s dots read, was_1d): `act` itself, checked, or x quantized."""
+    if act is not None:
+        _check_act(act, x, k, mode)
+        return act, act.hi.ndim == 1
+    if x is None:
+        raise ValueError("x: required unless act is given")
+    arr = float_array("x", x, ndim=(1, 2), dtype=np.float32)
+    if arr.shape[-1] != k:
+        raise ValueError(f"x: length {arr.shape[-1]} does not match the weight's K = {k} (w is (N, K))")
+    return quantize_activation(arr, mode, zero_rule=zero_rule, fma=fma), arr.ndim == 1
 
 
 def q8_matmul(x, w: Q8Tensor, mode, *, act: "QuantizedActivation | None" = None, weight_scale: str = "f32",
@@ -101,6 +159,10 @@ def q8_matmul(x, w: Q8Tensor, mode, *, act: "QuantizedActivation | None" = None,
     mode = Mode.parse(mode)
     w = _check_weight(w)
     choice("weight_scale", weight_scale, WEIGHT_SCALES)
+    if mode is not Mode.DEQUANT:
+        qa, one_d = _quantized(x, w.cols, mode, act, zero_rule, fma)
+        y = blocked_product_quantized(w, qa)
+        return y[0] if one_d else y
     x_eff, one_d = _activation(x, w.cols, mode, act, zero_rule, fma)
     y = blocked_product(w, x_eff)
     return y[0] if one_d else y

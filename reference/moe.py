@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference._parallel import map_chunks
 from reference._validate import QK, float_array, positive_int
 from reference.elementwise import silu
-from reference.matmul import q8_matmul
+from reference.matmul import blocked_product, q8_matmul
 from reference.modes import Mode
 from reference.quant import Q8Tensor, QuantizedActivation, quantize_activation
 
@@ -101,8 +102,9 @@ class MoeTrace:
     out: np.ndarray
 
 
-def _expert_rows(experts: np.ndarray, per_expert: int) -> np.ndarray:
-    return (experts[:, None] * per_expert + np.arange(per_expert)).reshape(-1)
+def _expert(t: Q8Tensor, e: int, per_expert: int) -> Q8Tensor:
+    """Expert e's rows of an expert-major stacked matrix, as a view."""
+    return Q8Tensor(t.quants[e * per_expert:(e + 1) * per_expert], t.scales[e * per_expert:(e + 1) * per_expert])
 
 
 def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
@@ -110,40 +112,93 @@ def _slice_act(act: QuantizedActivation, r: int, n: int) -> QuantizedActivation:
     return QuantizedActivation(act.hi[r * n:(r + 1) * n], act.scales[r * n // QK:(r + 1) * n // QK], lo)
 
 
-def _route(x, weights: MoeWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Check x and weights; (x as float32 (d,), router logits (E,) in DEQUANT, top-k indices, their weights)."""
+def _check_x(x, weights: MoeWeights, exact: bool) -> np.ndarray:
     if not isinstance(weights, MoeWeights):
         raise ValueError(f"weights: expected MoeWeights, got {type(weights).__name__}")
-    xv = float_array("x", x, ndim=1, dtype=np.float32)
+    xv = float_array("x", x, ndim=1, dtype=np.float64 if exact else np.float32)
     if xv.shape != (weights.d,):
         raise ValueError(f"x: expected shape ({weights.d},) = (d,), got {xv.shape}")
-    logits = q8_matmul(xv, weights.router, Mode.DEQUANT)
+    return xv
+
+
+def _route(x, weights: MoeWeights, exact: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Check x and weights; (x (d,) as float32, or float64 when exact; router logits (E,) in DEQUANT, top-k
+    indices, their weights)."""
+    xv = _check_x(x, weights, exact)
+    logits = blocked_product(weights.router, xv[None])[0] if exact else q8_matmul(xv, weights.router, Mode.DEQUANT)
     idx, w = route_top_k(logits, weights.top_k)
     return xv, logits, idx, w
 
 
-def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True) -> MoeTrace:
-    """moe_ffn with every intermediate (see MoeTrace)."""
+def _given_routing(routing, weights: MoeWeights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check a caller's (logits (E,), indices (k,), weights (k,)) routing: a router the caller evaluated itself
+    (a float router, the kernels' float32 logits and weights)."""
+    try:
+        logits, idx, w = routing
+    except (TypeError, ValueError):
+        raise ValueError("routing: expected (logits, indices, weights)") from None
+    lv = float_array("routing logits", logits, ndim=1)
+    iv = np.asarray(idx)
+    wv = float_array("routing weights", w, ndim=1)
+    k = weights.top_k
+    if lv.shape != (weights.n_expert,):
+        raise ValueError(f"routing logits: expected shape ({weights.n_expert},) = (E,), got {lv.shape}")
+    if iv.dtype.kind not in "iu" or iv.shape != (k,):
+        raise ValueError(f"routing indices: expected {k} integers (top_k), got dtype {iv.dtype} shape {iv.shape}")
+    if iv.min() < 0 or iv.max() >= weights.n_expert or np.unique(iv).size != k:
+        raise ValueError(f"routing indices: expected {k} distinct experts in [0, {weights.n_expert}), got "
+                         f"{iv.tolist()}")
+    if wv.shape != (k,):
+        raise ValueError(f"routing weights: expected shape ({k},) = (top_k,), got {wv.shape}")
+    return lv, iv.astype(np.int64), wv
+
+
+def moe_trace(x, weights: MoeWeights, mode, *, zero_rule: str = "floor", fma: bool = True, routing=None,
+              exact: bool = False) -> MoeTrace:
+    """moe_ffn with every intermediate (see MoeTrace).
+
+    routing: (logits, indices, weights) evaluated by the caller (a float router, or the kernels' float32 router
+    outputs), used instead of routing x through ``weights.router``.
+    exact: DEQUANT in float64 throughout -- x is not rounded to float32 and neither is h (the truth a decoder's
+    exact lane computes); only with mode DEQUANT.
+    """
     mode = Mode.parse(mode)
-    xv, logits, idx, w = _route(x, weights)
-    k, dff, d = weights.top_k, weights.dff, weights.d
-    rows = _expert_rows(idx, dff)
-    x_act = quantize_activation(xv, mode, zero_rule=zero_rule, fma=fma)
-    if x_act is None:
-        g = q8_matmul(xv, weights.gate.take_rows(rows), mode)
-        u = q8_matmul(xv, weights.up.take_rows(rows), mode)
+    if exact and mode is not Mode.DEQUANT:
+        raise ValueError(f"exact: float64 storage is the DEQUANT math only, got mode {mode.value}")
+    if routing is None:
+        xv, logits, idx, w = _route(x, weights, exact)
     else:
-        g = q8_matmul(None, weights.gate.take_rows(rows), mode, act=x_act)
-        u = q8_matmul(None, weights.up.take_rows(rows), mode, act=x_act)
-    h = (silu(g) * u).astype(np.float32)                     # the kernels store h as float32
+        xv = _check_x(x, weights, exact)
+        logits, idx, w = _given_routing(routing, weights)
+    k, dff, d = weights.top_k, weights.dff, weights.d
+    x_act = quantize_activation(xv, mode, zero_rule=zero_rule, fma=fma)
+    g, u = np.empty(k * dff), np.empty(k * dff)
+
+    def product(t: Q8Tensor, v, act) -> np.ndarray:
+        if exact:
+            return blocked_product(t, v[None])[0]
+        return q8_matmul(v, t, mode) if act is None else q8_matmul(None, t, mode, act=act)
+
+    # One job per routed expert, on views of its contiguous rows (no copy of the expert matrices); the jobs
+    # share the cores (each expert's product alone is too small to be split).
+    def gate_up(r: int) -> None:
+        sl = slice(r * dff, (r + 1) * dff)
+        g[sl] = product(_expert(weights.gate, idx[r], dff), xv if x_act is None else None, x_act)
+        u[sl] = product(_expert(weights.up, idx[r], dff), xv if x_act is None else None, x_act)
+
+    map_chunks(k, gate_up)
+    h = silu(g) * u
+    if not exact:
+        h = h.astype(np.float32)                             # the kernels store h as float32
     h_act = quantize_activation(h, mode, zero_rule=zero_rule, fma=fma)
     expert_out = np.empty((k, d))
-    for r, e in enumerate(idx):
-        down_e = weights.down.take_rows(np.arange(e * d, (e + 1) * d))
-        if h_act is None:
-            expert_out[r] = q8_matmul(h[r * dff:(r + 1) * dff], down_e, mode)
-        else:
-            expert_out[r] = q8_matmul(None, down_e, mode, act=_slice_act(h_act, r, dff))
+
+    def down(r: int) -> None:
+        act = None if h_act is None else _slice_act(h_act, r, dff)
+        expert_out[r] = product(_expert(weights.down, idx[r], d), h[r * dff:(r + 1) * dff] if act is None else None,
+                                act)
+
+    map_chunks(k, down)
     out = w @ expert_out
     return MoeTrace(logits, idx, w, x_act, g.reshape(k, dff), u.reshape(k, dff), h.reshape(k, dff).astype(np.float64),
                     h_act, expert_out, out)

@@ -18,6 +18,8 @@ def register(sub) -> None:
     p.add_argument("--families", default=None, help="comma-separated kernel families (default: all)")
     p.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
     p.add_argument("--out", default="reports", help="output directory")
+    p.add_argument("--no-generation", action="store_true",
+                   help="skip the whole-model section (qconform generate's lanes on the tiny synthetic model)")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
     p.set_defaults(func=run)
@@ -39,8 +41,13 @@ def run(args) -> int:
         if args.sanitize:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
         from harness import reference_report
-        return reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
-    from harness import runner
-    backend = runner.resolve_backend(args.backend, args.sanitize)
-    return runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
-                             families=args.families)
+        rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
+    else:
+        from harness import runner
+        backend = runner.resolve_backend(args.backend, args.sanitize)
+        rc = runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
+                               families=args.families)
+    if args.no_generation:
+        return rc
+    from harness.commands.generate import generation_section
+    return max(rc, generation_section(out / "generation"))

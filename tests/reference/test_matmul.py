@@ -154,3 +154,22 @@ def test_streams_the_weight_peak_extra_memory_is_small():
         tracemalloc.stop()
     print(f"q8_matmul peak extra memory on a {rows}x{k} weight: {peak / 2**20:.1f} MiB")
     assert peak <= 32 * 2 ** 20, f"peak extra {peak / 2**20:.1f} MiB: the weight is not streamed"
+
+
+@pytest.mark.parametrize("mode", [Mode.INT8_ACT, Mode.TWO_PASS_INT8])
+@pytest.mark.parametrize("k", [160, 672, 2048])
+def test_quantized_product_equals_the_dequantized_activation_product(mode, k):
+    """The float32 integer-dot path of q8_matmul gives blocked_product's float64 value bit for bit, on block
+    scales spread over 2^-20 .. 2^5 and activations spread over many orders of magnitude."""
+    from reference.matmul import blocked_product, blocked_product_quantized
+    from reference.quant import Q8Tensor, quantize_activation
+    rng = rng_for(36)
+    n = 70
+    w = Q8Tensor(rng.integers(-128, 128, (n, k), dtype=np.int8),
+                 (rng.uniform(0.5, 1.5, (n, k // 32)) * 2.0 ** rng.integers(-20, 5, (n, k // 32)))
+                 .astype(np.float16).astype(np.float32))
+    x = (rng.standard_normal((2, k)) * np.exp(3 * rng.standard_normal((2, k)))).astype(np.float32)
+    act = quantize_activation(x, mode)
+    got = blocked_product_quantized(w, act)
+    for r in range(2):
+        assert np.array_equal(got[r], blocked_product(w, act.dequantize()[r:r + 1])[0])

@@ -1,0 +1,172 @@
+"""`qconform generate`: token exactness of the decoder lanes against the exact lane on a model (the cached tiny
+synthetic model by default), optionally against llama.cpp; writes report.json / report.md / report.html."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from reference.decoder import LANES
+
+BACKENDS = ("reference", "emu", "gpu", "auto")
+COMPARE = ("llama.cpp",)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("generate", help="greedy generation per lane against the exact lane (token exactness)")
+    p.add_argument("--model", default=None,
+                   help="GGUF checkpoint (default: the cached tiny synthetic model, made on first use)")
+    p.add_argument("--backend", default="reference", choices=BACKENDS,
+                   help="where the decode steps run: 'reference' runs the NumPy lanes")
+    p.add_argument("--lanes", default=",".join(LANES), help=f"comma-separated lanes ({', '.join(LANES)})")
+    p.add_argument("--prompt-tokens", default="1,2,3", help="comma-separated prompt token ids")
+    p.add_argument("--tokens", type=int, default=16, help="tokens to generate")
+    p.add_argument("--out", default="reports/generate", help="output directory")
+    p.add_argument("--seed", type=int, default=0, help="seed of the default synthetic model")
+    p.add_argument("--compare", default=None, choices=COMPARE,
+                   help="also run the GGUF through llama.cpp (extra 'llama': llama-cpp-python)")
+    p.add_argument("--no-router-effect", action="store_true", help="skip the F32-router comparison")
+    p.set_defaults(func=run)
+
+
+def parse_lanes(text: str) -> list[str]:
+    lanes = [t.strip() for t in text.split(",") if t.strip()]
+    if not lanes:
+        raise ValueError("--lanes: empty lane list")
+    for lane in lanes:
+        if lane not in LANES:
+            raise ValueError(f"--lanes: unknown lane {lane!r}; expected some of {', '.join(LANES)}")
+    if len(set(lanes)) != len(lanes):
+        raise ValueError(f"--lanes: a lane is listed twice in {text!r}")
+    return lanes
+
+
+def parse_tokens(text: str, vocab: int) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            tok = int(part)
+        except ValueError:
+            raise ValueError(f"--prompt-tokens: {part!r} is not an integer token id") from None
+        if not 0 <= tok < vocab:
+            raise ValueError(f"--prompt-tokens: token {tok} outside the model's vocabulary [0, {vocab})")
+        out.append(tok)
+    if not out:
+        raise ValueError("--prompt-tokens: expected at least one token id")
+    return out
+
+
+class StepProgress:
+    """A rich bar on a terminal; otherwise a plain line every PLAIN_EVERY_S seconds."""
+
+    PLAIN_EVERY_S = 10.0
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.bar = self.task = None
+        self.last = time.monotonic()
+
+    def __enter__(self):
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(file=self.stream))
+            self.bar.__enter__()
+        return self
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if self.bar is not None:
+            if self.task is None:
+                self.task = self.bar.add_task(label, total=total)
+            self.bar.update(self.task, completed=done, description=f"decode steps ({label})")
+            return
+        now = time.monotonic()
+        if now - self.last >= self.PLAIN_EVERY_S or done == total:
+            self.last = now
+            print(f"generate: {done}/{total} decode steps ({label})", file=self.stream, flush=True)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
+    """The whole-model section of `qconform report`: every lane on the cached tiny synthetic model (seed 0,
+    prompt 1,2,3), written under out_dir; 1 if a lane fails."""
+    from harness.model.checkpoint import open_checkpoint
+    from harness.model.generation import run_generation
+    from harness.model.generation_report import write_generation_report
+    from harness.model.synthetic import default_model_path
+    path = default_model_path(0)
+    ckpt = open_checkpoint(path)
+    with StepProgress() as progress:
+        result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
+                                progress=progress)
+    paths = write_generation_report(out_dir, result, _piece_function(ckpt))
+    verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
+    print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
+          f"({result.elapsed_s:.1f} s)")
+    return 1 if result.failed else 0
+
+
+def run(args) -> int:
+    if args.backend != "reference":
+        raise ValueError(f"--backend: {args.backend!r} is not available yet (the kernel backends' decode step is "
+                         f"issue 9); use --backend reference")
+    if args.tokens <= 0:
+        raise ValueError(f"--tokens: expected a positive number of tokens, got {args.tokens}")
+    lanes = parse_lanes(args.lanes)
+    from harness.model.checkpoint import open_checkpoint
+    from harness.model.synthetic import resolve_model
+    path = resolve_model(args.model, seed=args.seed)
+    ckpt = open_checkpoint(path)
+    prompt = parse_tokens(args.prompt_tokens, ckpt.config.vocab)
+    piece = _piece_function(ckpt)
+    external, external_lanes = None, ()
+    if args.compare == "llama.cpp":
+        from harness.model.llama_cpp import import_llama, llama_streams
+        import_llama()              # before any decoding: say now that the extra is missing
+        external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
+    from harness.model.generation import run_generation
+    from harness.model.generation_report import write_generation_report
+    print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens")
+    with StepProgress() as progress:
+        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
+                                router_check=not args.no_router_effect, external=external,
+                                external_lanes=external_lanes, progress=progress)
+    paths = write_generation_report(Path(args.out), result, piece)
+    print_summary(result, piece)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
+    return 1 if result.failed else 0
+
+
+def _piece_function(ckpt):
+    if not ckpt.tokens:
+        return None
+    from harness.model.pieces import token_pieces
+    pieces = token_pieces(ckpt.tokens)
+    return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+
+
+def print_summary(result, piece=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"generate {result.model}: streams against the exact lane")
+    for col in ("stream", "verdict", "first divergence", "exact margin", "gap", "bound", "same top-1", "KL mean",
+                "KL max", "max logit err"):
+        table.add_column(col)
+    for s in result.lanes + result.external:
+        d, t = s.divergence, s.teacher
+        style = {"fail": "red", "tie": "yellow"}.get(s.verdict)
+        table.add_row(s.name, s.verdict, "none" if d is None else str(d.index),
+                      "" if d is None else f"{d.exact_margin:.3g}", "" if d is None else f"{d.exact_gap:.3g}",
+                      "" if d is None else f"{d.bound:.3g}", f"{100 * t['top1_agreement']:.1f}%",
+                      f"{t['kl_mean']:.3g}", f"{t['kl_max']:.3g}", f"{t['max_logit_error']:.3g}", style=style)
+    Console(width=160).print(table)
+    ex = result.exact_tokens
+    shown = " ".join(f"{t}{'' if piece is None else '[' + piece(t) + ']'}" for t in ex)
+    print(f"exact tokens: {shown}")
