@@ -89,7 +89,22 @@ _TOPK_OPS = ("moe_topk_mask", "moe_topk_idx")
 
 def variants_for(contract: KernelContract, shape: ShapeSet, instance: Optional[str] = None
                  ) -> list[tuple[str, dict[str, int]]]:
-    """The input variants a contract is judged on (at one size instance), each with the dims it overrides."""
+    """The input variants a contract is judged on (at one size instance), each with the dims it overrides;
+    with a checkpoint given (--inputs-from), also the `model` variant (harness.model.case_inputs)."""
+    out = _seeded_variants(contract, shape, instance)
+    from .model import case_inputs
+    cap = case_inputs.active()
+    if cap is not None:
+        if contract.op in _ATTENTION_OPS:
+            if _allowed(contract, shape, {"L": cap.positions}):
+                out.append((case_inputs.MODEL_VARIANT, {"L": cap.positions}))
+        else:
+            out.append((case_inputs.MODEL_VARIANT, {}))
+    return out
+
+
+def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Optional[str] = None
+                     ) -> list[tuple[str, dict[str, int]]]:
     op = contract.op
     from . import variants as V
     if op in ("q8_gemv", "q8_gemm_mma") and instance == "lm_head":

@@ -392,6 +392,9 @@ def prepare(case: Case, contract: KernelContract) -> Ctx:
         raise JudgeError(f"no judge for op {contract.op!r} (kernel {contract.name})")
     dims = case_dims(case, contract)
     contract.check(dims)
+    if case.variant == "model":
+        from .model.case_inputs import require_supported
+        require_supported(contract.op)
     ctx = Ctx(case, contract, dims)
     OPS[contract.op].build(ctx)
     _fill_rest(ctx)

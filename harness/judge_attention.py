@@ -39,6 +39,16 @@ def _build_qkv(ctx: Ctx) -> None:
     k[: min(L, k.shape[0])] *= ctx.rng.uniform(0.5, 2.5, size=(min(L, k.shape[0]), 1)).astype(np.float32)
     ctx.put("kc", k)
     ctx.put("vc", inputs.activation(ctx.rng, ctx.counts["vc"], outliers=False))
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        fused = ctx.attrs.get("variant") == "fused_qknorm_rope"     # the kernel norms and ropes q itself
+        q, k, v = case_inputs.attention(ctx, nh, nkv, hd, ctx.counts["kc"] // (nkv * hd), L, raw_query=fused)
+        ctx.put("q", q)
+        ctx.put("kc", k)
+        ctx.put("vc", v)
+        if ctx.has("qnw"):
+            ctx.put("qnw", case_inputs.q_norm(ctx))
+        return
     if ctx.case.variant in V.ATTENTION_VARIANTS:
         q, k = V.attention_qk(ctx.rng, ctx.case.variant, ctx.out("q"), ctx.out("kc"), nh, nkv, hd, L,
                               1.0 / np.sqrt(hd))

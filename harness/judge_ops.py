@@ -29,7 +29,10 @@ class ActQuant:
     @staticmethod
     def build(ctx: Ctx) -> None:
         a = ctx.pname(*ACT_F32)
-        if ctx.case.variant == "half-ties":
+        if ctx.case.variant == "model":
+            from .model import case_inputs
+            x = case_inputs.activation(ctx, ctx.counts[a])
+        elif ctx.case.variant == "half-ties":
             x = inputs.half_ties(ctx.rng, ctx.counts[a])
         elif ctx.case.variant == "massive":
             x = V.massive_activation(ctx.rng, ctx.counts[a])
@@ -82,10 +85,13 @@ class ActQuant:
 
 
 # -- Q8 GEMVs -------------------------------------------------------------------------------------------------
-def _gemv_act(ctx: Ctx, M: int, K: int):
+def _gemv_act(ctx: Ctx, M: int, K: int, model_buffer: "str | None" = None):
     """Build the activation in the form the kernel reads; return (act dict, step, x f32 (M, K), kind)."""
     kind = str(ctx.attrs.get("act", "f32"))
-    if ctx.case.variant == "massive":
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        x = case_inputs.activation(ctx, M * K, name=model_buffer).reshape(M, K)
+    elif ctx.case.variant == "massive":
         x = V.massive_activation(ctx.rng, M * K).reshape(M, K)
     else:
         x = inputs.activation(ctx.rng, M * K).reshape(M, K)
@@ -132,6 +138,12 @@ def _variant_weight(ctx: Ctx, N: int, K: int):
     """Q8_0 weights of a GEMV case; a block whose half scale overflows is the reference's error (ggml would
     store inf), so that case is undefined and reported unchecked with the reason, never judged."""
     from reference.quant import quantize_q8_0
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        w = case_inputs.weight(ctx, N, K)
+        if w is not None:
+            return w
+        ctx.extra["notes"] = "weights: seeded Gaussian (the checkpoint has no matrix for this instance)"
     if ctx.case.variant not in ("w-subnormal", "w-overflow"):
         return inputs.q8_weight(ctx.rng, N, K)
     try:
@@ -346,6 +358,9 @@ def _topk_comparison(logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Compa
 def _topk_logits(ctx: Ctx, E: int, k: int) -> np.ndarray:
     if ctx.case.variant in V.ROUTER_VARIANTS:
         return V.router_logits(ctx.rng, E, ctx.case.variant)
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        return case_inputs.buffer(ctx, "moe_logits", E).astype(np.float32)
     tie = {"gauss": "none", "near-tie": "near", "exact-tie": "exact"}[ctx.case.variant]
     return inputs.router_logits(ctx.rng, E, k, tie)
 
@@ -402,6 +417,13 @@ class MoeTopkMask:
 def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chosen: np.ndarray):
     """Q8 weights for E experts of `rows` rows each: Gaussian for the chosen experts, a loud constant pattern
     elsewhere (a kernel that reads an expert it was not routed to is grossly wrong, and memory stays small)."""
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        which = {"wg_q": "gate", "wu_q": "up", "wd_q": "down"}[qn]
+        q, s = case_inputs.experts(ctx, which, E, rows, K)
+        ctx.put(qn, q)
+        ctx.put(sn, _weight_scales(ctx, sn, s))
+        return
     q = np.full((E, rows, K), 7, dtype=np.int8)
     s = np.ones((E, rows, K // 32), dtype=np.float32)
     for e in chosen:
@@ -410,6 +432,14 @@ def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chose
         s[e] = w.scales
     ctx.put(qn, q)
     ctx.put(sn, _weight_scales(ctx, sn, s))
+
+
+def _routed(ctx: Ctx, k: int, E: int) -> np.ndarray:
+    """The experts a MoE GEMV is routed to: the decode's own choice in a model case, else a seeded draw."""
+    if ctx.case.variant == "model":
+        from .model import case_inputs
+        return case_inputs.buffer(ctx, "moe_idx", k).astype(np.int32)
+    return inputs.distinct_indices(ctx.rng, k, E)
 
 
 def _moe_dims(ctx: Ctx):
@@ -423,9 +453,9 @@ class MoeGateUp:
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
-        idx = inputs.distinct_indices(ctx.rng, k, E)
+        idx = _routed(ctx, k, E)
         ctx.put(ctx.pname("idx"), idx)
-        act, step, x, kind = _gemv_act(ctx, 1, Kd)
+        act, step, x, kind = _gemv_act(ctx, 1, Kd, "x2n")
         _expert_weights(ctx, ctx.pname("wg_q"), ctx.pname("wg_s"), E, N, Kd, idx)
         _expert_weights(ctx, ctx.pname("wu_q"), ctx.pname("wu_s"), E, N, Kd, idx)
         ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
@@ -465,10 +495,14 @@ class MoeDown:
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
-        idx = inputs.distinct_indices(ctx.rng, k, E)
+        idx = _routed(ctx, k, E)
         ctx.put(ctx.pname("idx"), idx)
-        ctx.put(ctx.pname("wc"), inputs.routing_weights(ctx.rng, k))
-        act, step, x, kind = _gemv_act(ctx, k, Kd)      # h: one Kd-vector per chosen expert
+        if ctx.case.variant == "model":
+            from .model import case_inputs
+            ctx.put(ctx.pname("wc"), case_inputs.buffer(ctx, "moe_w", k).astype(np.float32))
+        else:
+            ctx.put(ctx.pname("wc"), inputs.routing_weights(ctx.rng, k))
+        act, step, x, kind = _gemv_act(ctx, k, Kd, "moe_he")      # h: one Kd-vector per chosen expert
         _expert_weights(ctx, ctx.pname("wd_q"), ctx.pname("wd_s"), E, N, Kd, idx)
         ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
 
@@ -589,7 +623,11 @@ class ArgmaxAdvance:
     @staticmethod
     def build(ctx: Ctx) -> None:
         V = ctx.counts[ctx.pname("logits")]
-        z = (ctx.rng.standard_normal(V) * 3.0).astype(np.float32)
+        if ctx.case.variant == "model":
+            from .model import case_inputs
+            z = case_inputs.activation(ctx, V, name="logits@final")
+        else:
+            z = (ctx.rng.standard_normal(V) * 3.0).astype(np.float32)
         if ctx.case.variant == "exact-tie":
             # the maximum twice, at indices a block-stride scan assigns to different threads
             i, j = sorted(ctx.rng.choice(V, size=2, replace=False).tolist())

@@ -39,7 +39,10 @@ class RmsNorm:
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
-        if ctx.case.variant == "massive":
+        if ctx.case.variant == "model":
+            from .model import case_inputs
+            ctx.put(ctx.pname(*_RMS_IN), case_inputs.activation(ctx, rows * cols, default="x"))
+        elif ctx.case.variant == "massive":
             from .variants import massive_activation
             ctx.put(ctx.pname(*_RMS_IN), massive_activation(ctx.rng, rows * cols))
         else:

@@ -50,15 +50,22 @@ def replay_command(case_name: str, source_path: Optional[str] = None, backend: O
 
 
 def headline(res: CaseResult) -> Optional[Comparison]:
-    """The comparison that speaks for the case: the one nearest to (or furthest past) its budget, i.e. the
-    largest usage; among equals the first float comparison. The row's metrics, budget and margin all come
+    """The comparison that speaks for the case: among the comparisons with the case's verdict (fail, else tie,
+    else pass), the one nearest to (or furthest past) its budget, i.e. the largest usage; among equals the
+    first float comparison. The row's metrics, budget and margin all come
     from it, so they describe one comparison; every other comparison stays listed under it."""
-    used = [c for c in res.comparisons if c.usage is not None]
-    if used:
-        top = max(c.usage for c in used)
-        best = [c for c in used if c.usage == top]
-        return next((c for c in best if "mismatches" not in c.metrics), best[0])
-    return res.comparisons[0] if res.comparisons else None
+    if not res.comparisons:
+        return None
+    # the comparison that decided the verdict first (a failed one, else a tie), then the largest usage
+    severity = {FAIL: 2, TIE: 1}
+    worst = max(severity.get(c.verdict, 0) for c in res.comparisons)
+    pool = [c for c in res.comparisons if severity.get(c.verdict, 0) == worst]
+    used = [c for c in pool if c.usage is not None]
+    if not used:
+        return pool[0]
+    top = max(c.usage for c in used)
+    best = [c for c in used if c.usage == top]
+    return next((c for c in best if "mismatches" not in c.metrics), best[0])
 
 
 def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Optional[float] = None,
@@ -88,11 +95,20 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
                            if res.elapsed_ms and res.bytes_moved else None),
         "copy_bandwidth_gbps": copy_bw,
         "wall_s": round(res.wall_s, 4),
-        "replay": replay_command(case.name, source_path),
+        "replay": replay_command(case.name, source_path) + _model_replay(case),
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw
     return finite_json(row)
+
+
+def _model_replay(case) -> str:
+    """A model case replays only with the same checkpoint (and decode length)."""
+    if case.variant != "model":
+        return ""
+    from .model import case_inputs
+    cap = case_inputs.active()
+    return "" if cap is None else (f" --inputs-from {shlex.quote(cap.path)} --model-positions {cap.positions}")
 
 
 def counts(rows: list[dict]) -> dict:

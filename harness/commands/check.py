@@ -35,6 +35,8 @@ def register(sub) -> None:
     p.add_argument("--out", default="reports/check", help="output directory for report.json/md/html")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    from harness.model.inputs_option import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -131,6 +133,8 @@ def run(args) -> int:
     modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"qconform check: {src.name}, seed {seed} (rerun with --seed {seed})", file=sys.stderr)
+    from harness.model.inputs_option import apply as use_inputs_from
+    use_inputs_from(args)
     t0 = time.time()
     jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed)
     if not kernel_signatures(code):

@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--source", default=None, help="the .cu file the case came from (cases of `qconform check`)")
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     p.add_argument("--json", action="store_true", help="print the report row as JSON")
+    from harness.model.inputs_option import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -53,6 +55,8 @@ def run(args) -> int:
     from harness.cuda_source import source_sha256
     from harness.judge import FAIL, judge_case
     from harness.report_writer import result_row
+    from harness.model.inputs_option import apply as use_inputs_from
+    use_inputs_from(args)
     case, contract, code, label = locate(args.name, args.source)
     from harness.runner import resolve_backend
     be = resolve_backend(args.backend)

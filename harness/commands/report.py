@@ -22,6 +22,8 @@ def register(sub) -> None:
                    help="skip the whole-model section (qconform generate's lanes on the tiny synthetic model)")
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    from harness.model.inputs_option import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -43,6 +45,8 @@ def run(args) -> int:
         from harness import reference_report
         rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     else:
+        from harness.model.inputs_option import apply as use_inputs_from
+        use_inputs_from(args)
         from harness import runner
         backend = runner.resolve_backend(args.backend, args.sanitize)
         rc = runner.run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
