@@ -15,7 +15,8 @@ when the case's variant names it. What each one stresses:
   float32), ``all-equal``.
 - attention: ``spread`` (scores spanning > 100 with maxima above 88.7, where expf overflows), ``sink`` (one
   key dominates every head's scores), ``equal`` (every score equal); long caches (33, 257, the contract's
-  maximum) and split counts leaving one-key splits.
+  maximum: at the CPU-backend shape sets when it is at most LONG_CACHE_CAP, else in the full-size set) and
+  split counts leaving one-key splits.
 - LM head: ``gap=1``, ``gap=0.5``, ``gap=0``: the top two exact logits apart by one, half and zero times the
   token judge's tie threshold.
 """
@@ -30,7 +31,8 @@ ROUTER_DOMINANCE = 100.0
 SPREAD_TARGET = 150.0               # top attention score in the `spread` variant
 SINK_LEAD = 25.0                    # score lead of the sink key over every other key
 HALF_MAX_SCALE = 65504.0 * 127.0    # a Q8_0 block amax above this has a half scale of inf
-UNDEFINED = "undefined"             # prefix of the reason of a case whose result the reference leaves undefined
+UNDEFINED = "undefined"
+WIDE_EXPERT_K = 672                 # moe_down_combine's Kd in its wide case: 512 + 128 + 32 (every loop runs)             # prefix of the reason of a case whose result the reference leaves undefined
 
 ACT_QUANT_VARIANTS = ("massive", "one-nonzero", "all-ties")
 GEMV_VARIANTS = ("massive", "w-subnormal", "w-overflow")
@@ -126,22 +128,26 @@ def attention_qk(rng: np.random.Generator, variant: str, q: np.ndarray, k: np.nd
     return q.reshape(-1).astype(np.float32), k.reshape(k.shape[0], -1).astype(np.float32)
 
 
-def long_cache_lengths(allowed, split: int, cap: int = 4096) -> dict[str, int]:
+# The longest cache the CPU-backend shape sets run: a 4096-position attention takes ~100 s per case on the
+# CPU backend; kernels allowing more are run at their maximum in the full-size shape set (GPU matrix).
+LONG_CACHE_CAP = {"tiny": 512, "tails": 512}
+FULL_CACHE_CAP = 1 << 15
+
+
+def long_cache_lengths(allowed, split: int, shape: str = "") -> dict[str, int]:
     """Cache lengths past the default ones: 33 and 257 (more than 32 and 256 cached positions), the largest
-    length the contract allows (up to `cap`), and lengths giving one-key splits (L = split, 2 split + 1),
-    each kept where `allowed(L)` holds."""
+    length the contract allows (when it is within the shape set's cap), and lengths giving one-key splits
+    (L = split, 2 split + 1), each kept where `allowed(L)` holds."""
     out = {}
     for L in (33, 257, split, 2 * split + 1):
         if L > 3 and allowed(L):
             out[f"len={L}"] = L
-    if allowed(1):
+    cap = LONG_CACHE_CAP.get(shape, FULL_CACHE_CAP)
+    if allowed(1) and not allowed(cap):
         lo, hi = 1, cap
-        if allowed(cap):
-            lo = cap
-        else:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if allowed(mid) else (lo, mid)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if allowed(mid) else (lo, mid)
         if lo > 3:
             out[f"len={lo}"] = lo
     return out
