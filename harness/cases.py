@@ -122,13 +122,11 @@ def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Option
         # every instance, only the sizes differ (which the Gaussian case covers at each)
         first = contract.instances[0][0] if contract.instances else None
         return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else [])
-    if op == "moe_gate_up_silu":
-        return [("gauss", {}), ("massive", {})]
-    if op == "moe_down_combine":
-        # the expert width of the small shape sets (dff = 128, 160) never reaches the 512-wide loop of the
-        # down projection; a wider Kd (a multiple of 32 that is not one of 128) runs all three of its loops.
-        # Once, at tiny: the case is the slowest of the family on the CPU backend
-        wide = [(f"Kd={V.WIDE_EXPERT_K}", {"Kd": V.WIDE_EXPERT_K})] if shape.name == "tiny" else []
+    if op in ("moe_gate_up_silu", "moe_down_combine"):
+        # the small shape sets' widths (d = 512, 672; dff = 128, 160) run the 512-wide loop of these GEMVs at
+        # most once (gate/up) or never (down); a wide Kd of 2 x 512 + 128 + 32 runs every loop, the 512-wide
+        # one twice. Once, at tiny, with fewer output rows to keep it as cheap as the Gaussian case
+        wide = [(f"Kd={V.WIDE_EXPERT_K}", {"Kd": V.WIDE_EXPERT_K, "N": V.WIDE_EXPERT_N})] if shape.name == "tiny" else []
         return [("gauss", {}), ("massive", {})] + wide
     if op == "rms_norm":
         return [("gauss", {}), ("massive", {})]

@@ -32,7 +32,8 @@ SPREAD_TARGET = 150.0               # top attention score in the `spread` varian
 SINK_LEAD = 25.0                    # score lead of the sink key over every other key
 HALF_MAX_SCALE = 65504.0 * 127.0    # a Q8_0 block amax above this has a half scale of inf
 UNDEFINED = "undefined"
-WIDE_EXPERT_K = 672                 # moe_down_combine's Kd in its wide case: 512 + 128 + 32 (every loop runs)             # prefix of the reason of a case whose result the reference leaves undefined
+WIDE_EXPERT_K = 1184                # the MoE GEMVs' Kd in their wide case: 2 x 512 + 128 + 32 (every loop runs)
+WIDE_EXPERT_N = 64                  # ... with fewer output rows (the case's cost stays that of the Gaussian one)             # prefix of the reason of a case whose result the reference leaves undefined
 
 ACT_QUANT_VARIANTS = ("massive", "one-nonzero", "all-ties")
 GEMV_VARIANTS = ("massive", "w-subnormal", "w-overflow")

@@ -28,6 +28,8 @@ def register(sub) -> None:
     p.add_argument("--time-limit", type=float, default=None,
                    help="seconds; mutants not started by then are reported as not run")
     p.add_argument("--operators", default=None, help=f"comma-separated subset of: {', '.join(OPERATORS)}")
+    p.add_argument("--ids", default=None,
+                   help="comma-separated mutant ids to judge (e.g. the survivors of an earlier run, after a new case)")
     p.add_argument("--equivalent", default=None,
                    help="JSON ledger of mutants known to be equivalent ({\"equivalent\": [{\"id\", \"reason\"}]})")
     p.add_argument("--min-score", type=float, default=None, help="exit 1 when the score (0..1) is below this")
@@ -73,8 +75,17 @@ def run(args) -> int:
         raise ValueError(f"--source: no kernel of {args.source!r} matches a contract, so none can be mutated")
     print(f"qconform mutate: {src.name}, seed {seed} (rerun with --seed {seed}); kernels {', '.join(by)}",
           file=sys.stderr)
+    chosen = None
+    if args.ids:
+        from harness.mutation.operators import mutants_of
+        want = [i.strip() for i in args.ids.split(",") if i.strip()]
+        every = {m.id: m for k in by for m in mutants_of(code, k, operators)}
+        missing = [i for i in want if i not in every]
+        if missing:
+            raise ValueError(f"--ids: no mutant {', '.join(missing)} among the kernels' mutants")
+        chosen = [every[i] for i in want]
     result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs, sample=args.sample,
-                          time_limit_s=args.time_limit, ledger=ledger, operators=operators)
+                          time_limit_s=args.time_limit, ledger=ledger, operators=operators, mutants=chosen)
     result.unchecked_kernels = unchecked
     paths = summary.write(Path(args.out), result)
     print(summary.console(result, paths))
