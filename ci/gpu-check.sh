@@ -6,7 +6,7 @@
 #   ci/gpu-check.sh [all|install|test]   (default all; install then test can be two calls on a warm machine)
 # Keeps going after a failed step to collect every output; exits 1 if any step failed.
 # Knobs: PYTHON, GPU_DEPS, GPU_CHECK_WORKERS (pytest -n, default 4), GPU_CHECK_PYTEST_ARGS (extra words for
-#        pytest, e.g. tests/gpu), GPU_CHECK_SEED, GPU_CHECK_SHAPES, GPU_CHECK_{BUILD,TEST,REPORT}_TIMEOUT (seconds).
+#        pytest, e.g. tests/backends/gpu), GPU_CHECK_SEED, GPU_CHECK_SHAPES, GPU_CHECK_{BUILD,TEST,REPORT}_TIMEOUT (seconds).
 set -u
 cd "$(dirname "$0")/.."
 PHASE="${1:-all}"
@@ -98,7 +98,7 @@ EOF
 
   local workers=()
   "$PY" -c "import xdist" 2>/dev/null && workers=(-n "${GPU_CHECK_WORKERS:-4}")
-  # shellcheck disable=SC2086  # GPU_CHECK_PYTEST_ARGS is a list of words, e.g. "tests/gpu -x"
+  # shellcheck disable=SC2086  # GPU_CHECK_PYTEST_ARGS is a list of words, e.g. "tests/backends/gpu -x"
   step pytest pytest "${GPU_CHECK_TEST_TIMEOUT:-900}" "$PY" -m pytest -m gpu "${workers[@]}" -rs --durations=15 \
     ${GPU_CHECK_PYTEST_ARGS:-}
   tail -3 "$RESULTS/pytest.log" >>"$SUMMARY"

@@ -13,22 +13,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping, Optional
 
+from cudasrc.types import CTYPE_DTYPES, element_ctype, normalize_ctype
 from reference.modes import Mode
 
 from .expr import evaluate, names_in
-
-# C element type -> numpy dtype name. Pointer params carry arrays of this type; scalars pass by value.
-CTYPE_DTYPES = {
-    "float": "float32",
-    "double": "float64",
-    "int": "int32",
-    "signed char": "int8",
-    "char": "int8",
-    "unsigned char": "uint8",
-    "__half": "float16",
-    "long": "int64",
-    "long long": "int64",
-}
 
 
 class Role(str, Enum):
@@ -41,21 +29,6 @@ class Role(str, Enum):
 
 class ContractViolation(ValueError):
     """A launch or an emit would break a kernel's stated limit."""
-
-
-def normalize_ctype(text: str) -> str:
-    """Canonical spelling of a C parameter type: single spaces, '*' attached to the type."""
-    text = re.sub(r"\s+", " ", text.strip())
-    text = re.sub(r"\s*\*\s*", "*", text)
-    text = text.replace("__restrict__", "").replace("  ", " ").strip()
-    text = re.sub(r"\s*\*", "*", text)
-    return text
-
-
-def element_ctype(ctype: str) -> str:
-    """'const signed char*' -> 'signed char'."""
-    base = normalize_ctype(ctype).rstrip("*").strip()
-    return base[len("const "):] if base.startswith("const ") else base
 
 
 @dataclass(frozen=True)

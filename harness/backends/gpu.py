@@ -15,21 +15,19 @@ that this module imports everywhere.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import importlib
 import os
 import re
 import statistics
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from emitters.contract import CTYPE_DTYPES, element_ctype
-from harness.cache import cache_dir
-from harness.cuda_source import KernelSignature, kernel_signatures
+from harness.backends.args import BufferArg, ScalarArg, plan_args
+from harness.cache import cache_dir, cache_entry, content_key
+from cudasrc.signatures import KernelSignature, kernel_signatures
 
 from .base import (
     GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, BuildError, KernelCrash, KernelTimeout, LaunchInfo,
@@ -44,26 +42,6 @@ class LaunchRefused(KernelCrash):
 # ------------------------------------------------------------------------------------------------------
 # Pure helpers (no PyCUDA)
 # ------------------------------------------------------------------------------------------------------
-
-# C scalar types a kernel parameter may have -> numpy dtype. The project's table plus the fixed-width
-# spellings that hand-written kernels use.
-SCALAR_DTYPES: dict[str, np.dtype] = {
-    **{c: np.dtype(d) for c, d in CTYPE_DTYPES.items()},
-    "int8_t": np.dtype("int8"), "uint8_t": np.dtype("uint8"),
-    "short": np.dtype("int16"), "int16_t": np.dtype("int16"),
-    "unsigned short": np.dtype("uint16"), "uint16_t": np.dtype("uint16"),
-    "int32_t": np.dtype("int32"), "unsigned": np.dtype("uint32"), "unsigned int": np.dtype("uint32"),
-    "uint32_t": np.dtype("uint32"),
-    "int64_t": np.dtype("int64"), "long long int": np.dtype("int64"),
-    "uint64_t": np.dtype("uint64"), "unsigned long": np.dtype("uint64"),
-    "unsigned long long": np.dtype("uint64"), "size_t": np.dtype("uint64"),
-    "half": np.dtype("float16"), "bool": np.dtype("bool"),
-}
-# Vector element types behind pointers: any array whose byte size is a multiple of the vector size fits.
-VECTOR_BYTES = {
-    "char2": 2, "uchar2": 2, "char4": 4, "uchar4": 4, "short2": 4, "half2": 4, "__half2": 4,
-    "int2": 8, "uint2": 8, "float2": 8, "int4": 16, "uint4": 16, "float4": 16, "double2": 16,
-}
 
 _KERNEL_KEYWORD = re.compile(r"\b__global__\b")
 _HALF_USE = re.compile(r"\b(__half2?|half2?|__float2half\w*|__half2float|__hadd\w*|__hmul\w*)\b")
@@ -119,92 +97,6 @@ def device_index_for_worker(count: int, env: "os._Environ[str] | dict[str, str]"
     worker = env.get("PYTEST_XDIST_WORKER", "")
     m = re.fullmatch(r"gw(\d+)", worker)
     return int(m.group(1)) % count if m else 0
-
-
-@dataclass(frozen=True)
-class BufferArg:
-    """An array argument: copied to a guarded device buffer, and back into `array` after the launch."""
-    index: int
-    name: str
-    ctype: str
-    array: np.ndarray
-    is_output: bool
-
-    @property
-    def what(self) -> str:
-        return f"args[{self.index}] ({self.name}: {self.ctype})"
-
-    @property
-    def const(self) -> bool:
-        """A const pointee cannot be written by the kernel: uploaded once, never copied back."""
-        return self.ctype.startswith("const ")
-
-
-@dataclass(frozen=True)
-class ScalarArg:
-    index: int
-    name: str
-    ctype: str
-    value: np.generic       # exactly the dtype of the C type, ready to be packed by value
-
-
-def _pointee_check(param_ctype: str, what: str, array: np.ndarray) -> None:
-    base = element_ctype(param_ctype)
-    if base in SCALAR_DTYPES:
-        want = SCALAR_DTYPES[base]
-        if array.dtype != want:
-            raise ValueError(f"{what}: the kernel takes {param_ctype}, so the array must have dtype {want}, "
-                             f"got {array.dtype}")
-    elif base in VECTOR_BYTES:
-        if array.nbytes % VECTOR_BYTES[base]:
-            raise ValueError(f"{what}: the kernel reads {base} vectors ({VECTOR_BYTES[base]} bytes), so the "
-                             f"array's byte size must be a multiple of that, got {array.nbytes}")
-    elif base != "void":
-        raise ValueError(f"{what}: no numpy dtype is known for the pointee type {base!r}")
-
-
-def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[int]) \
-        -> list["BufferArg | ScalarArg"]:
-    """Check `args` against the kernel signature and say how each one travels; ValueError names the argument."""
-    if isinstance(args, (str, bytes, np.ndarray)):
-        raise ValueError(f"args: expected a sequence of arrays and numpy scalars, got {type(args).__name__}")
-    args = list(args)
-    if len(args) != len(sig.params):
-        raise ValueError(f"args: kernel {sig.name} takes {len(sig.params)} parameters "
-                         f"({', '.join(n for _, n in sig.params)}), got {len(args)} arguments")
-    out_set: set[int] = set()
-    for o in outputs:
-        if isinstance(o, bool) or not isinstance(o, (int, np.integer)) or not 0 <= int(o) < len(args):
-            raise ValueError(f"outputs: {o!r} is not an argument index in 0..{len(args) - 1}")
-        if int(o) in out_set:
-            raise ValueError(f"outputs: index {o} is listed twice")
-        out_set.add(int(o))
-    plan: list[BufferArg | ScalarArg] = []
-    for i, (arg, (ctype, pname)) in enumerate(zip(args, sig.params)):
-        what = f"args[{i}] ({pname}: {ctype})"
-        if ctype.endswith("*"):
-            if not isinstance(arg, np.ndarray):
-                raise ValueError(f"{what}: the kernel takes a pointer, so pass a numpy array, "
-                                 f"got {type(arg).__name__}")
-            if not arg.flags.c_contiguous:
-                raise ValueError(f"{what}: the array must be C-contiguous (results are copied back in place)")
-            if not arg.flags.writeable:
-                raise ValueError(f"{what}: the array must be writeable (results are copied back in place)")
-            _pointee_check(ctype, what, arg)
-            if i in out_set and ctype.startswith("const "):
-                raise ValueError(f"outputs: args[{i}] ({pname}) is a const pointer, so the kernel cannot write it")
-            plan.append(BufferArg(i, pname, ctype, arg, i in out_set))
-        else:
-            if i in out_set:
-                raise ValueError(f"outputs: args[{i}] ({pname}) is passed by value and cannot be an output")
-            want = SCALAR_DTYPES.get(ctype)
-            if want is None:
-                raise ValueError(f"{what}: by-value parameters of type {ctype!r} are not supported")
-            if not isinstance(arg, np.generic) or arg.dtype != want:
-                got = f"{type(arg).__name__}" + (f" ({arg.dtype})" if isinstance(arg, np.generic) else "")
-                raise ValueError(f"{what}: pass a numpy scalar of dtype {want} (e.g. np.{want.name}(...)), got {got}")
-            plan.append(ScalarArg(i, pname, ctype, arg))
-    return plan
 
 
 def guard_damage(before: np.ndarray, after: np.ndarray, nbytes: int, what: str) -> Optional[str]:
@@ -278,21 +170,21 @@ def check_timing(timing: object) -> Optional[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------------------
 
 # The GPU backend searches the system's CUDA toolkit before the NVIDIA wheels: its cubins must load on the local
-# driver, which a newer wheel nvcc can outrun. harness.toolchain does the search, in this order.
+# driver, which a newer wheel nvcc can outrun. harness.toolchain.finder does the search, in this order.
 GPU_NVCC_SOURCES = ("env", "path", "cuda_home", "system", "wheel")
 
 
 def find_nvcc() -> Optional[str]:
     """$QCONFORM_NVCC (an unusable one is an error), else nvcc on PATH, $CUDA_HOME/$CUDA_PATH, the system
     toolkit, and last the `toolchain` extra's wheel."""
-    from harness.toolchain import locate
+    from harness.toolchain.finder import locate
     found, _source = locate("nvcc", GPU_NVCC_SOURCES, os.environ)
     return str(found) if found else None
 
 
 def nvcc_identity(nvcc: str) -> str:
     """The nvcc release and build, part of the cubin cache key (a toolkit change must not reuse old cubins)."""
-    from harness.toolchain import nvcc_version
+    from harness.toolchain.finder import nvcc_version
     return nvcc_version(nvcc)
 
 
@@ -321,7 +213,7 @@ def unavailable_reason() -> Optional[str]:
         device_index_for_worker(count)
     except ValueError as exc:
         return str(exc)
-    from harness.toolchain import ToolchainNotFound
+    from harness.toolchain.finder import ToolchainNotFound
     try:
         nvcc = find_nvcc()
     except ToolchainNotFound as exc:
@@ -451,29 +343,26 @@ class GpuBackend(Backend):
             raise ValueError("source: no __global__ kernel found")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
-        key = hashlib.sha256("\0".join([text, *options, nvcc_identity(self.nvcc)]).encode()).hexdigest()
+        key = content_key(text, *options, nvcc_identity(self.nvcc))
         cubin = self._cached_cubin(key, text, flags)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         module.loaded()   # load now so that a module the driver rejects fails here, not at first launch
         return module
 
     def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...]) -> bytes:
-        path = cache_dir("gpu-cubin") / f"{key}.cubin"
-        if path.is_file():
-            return path.read_bytes()
-        compiler = importlib.import_module("pycuda.compiler")
-        try:
-            # PyCUDA's SourceModule is compile() + module_from_buffer(); its own cache writes in place, which
-            # parallel test workers could read half-written, so compile uncached and cache atomically here.
-            cubin = compiler.compile(text, nvcc=self.nvcc, options=list(flags), no_extern_c=True,
-                                     arch=self.arch, cache_dir=False)
-        except self.cuda.CompileError as exc:
-            log = "\n".join(s for s in (getattr(exc, "stdout", ""), getattr(exc, "stderr", "")) if s)
-            raise BuildError(f"nvcc could not compile the source for {self.arch}: {exc}\n{log}".rstrip()) from exc
-        tmp = path.with_name(f".{key}.{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
-        os.replace(tmp, path)
-        return cubin
+        def make(tmp) -> None:
+            compiler = importlib.import_module("pycuda.compiler")
+            try:
+                # PyCUDA's SourceModule is compile() + module_from_buffer(); its own cache writes in place, which
+                # parallel test workers could read half-written, so compile uncached and cache through ours.
+                cubin = compiler.compile(text, nvcc=self.nvcc, options=list(flags), no_extern_c=True,
+                                         arch=self.arch, cache_dir=False)
+            except self.cuda.CompileError as exc:
+                log = "\n".join(s for s in (getattr(exc, "stdout", ""), getattr(exc, "stderr", "")) if s)
+                raise BuildError(f"nvcc could not compile the source for {self.arch}: {exc}\n{log}".rstrip()) from exc
+            tmp.write_bytes(cubin)
+
+        return cache_entry(cache_dir("gpu-cubin") / f"{key}.cubin", make)[0].read_bytes()
 
     # -- facts -----------------------------------------------------------------------------------------
     def describe(self) -> dict:

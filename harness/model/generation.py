@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from harness.judge import FAIL, PASS, TIE
+from harness.judging.registry import FAIL, PASS, TIE
 from reference.decoder import LANES, Decoder, StepRecord, generate, logit_bound_vector, teacher_forced
 from reference.model import ModelWeights
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from harness.cache import atomic_write
-from harness.report_writer import finite_json
+from harness.judging.records import finite_json
 
 from .generation import GenerationRun, StreamResult
 

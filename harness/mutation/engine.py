@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from emitters.contract import KernelContract
-from harness.cases import Case
-from harness.judge import FAIL, PASS, TIE, UNCHECKED, judge_case
+from harness.cases.names import Case
+from harness.judging.core import judge_case
+from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
 
 from .operators import Mutant, isolate_kernel, mutant_diff, mutants_of
 
@@ -30,7 +31,7 @@ KILLED, SURVIVED, EQUIVALENT, NO_COMPILE, NOT_RUN = "killed", "survived", "equiv
 STATUSES = (KILLED, SURVIVED, EQUIVALENT, NO_COMPILE, NOT_RUN)
 # A mutant's launch may run this many times longer than the slowest unmutated launch before it counts as a hang
 # (a loop bound mutant can loop for ever); at least MIN_TIMEOUT_S so a loaded machine does not fake a kill.
-TIMEOUT_FACTOR, MIN_TIMEOUT_S = 20.0, 10.0
+TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 10.0
 # First pass: the CPU backend's first two schedules only (forward order under both poison patterns: wrong values,
 # unwritten outputs, reads before writes). A verdict worse there is worse under every schedule, since the full
 # run repeats those two and only adds checks; a mutant that survives them is run again with every schedule
@@ -93,7 +94,7 @@ class KernelCases:
 
 def _judge_all(module, cases, baseline: Optional[dict], reload: Callable[[], object]):
     """Judge cases in order; with a baseline, stop at the first worse verdict. Returns (results, module)."""
-    from harness.runner import STICKY_FAULTS
+    from harness.judging.runner import STICKY_FAULTS
     out = []
     for case, contract in cases:
         res = judge_case(module, case, contract)
@@ -106,18 +107,38 @@ def _judge_all(module, cases, baseline: Optional[dict], reload: Callable[[], obj
 
 
 class _Backends:
-    """One CPU backend per worker thread (each owns a worker process), closed together at the end."""
+    """One CPU backend per worker thread (each owns a worker process), closed together at the end. A worker
+    process keeps every module it loaded mapped, and each mutant is a new module: after RECYCLE_LOADS loads
+    the thread's backend is closed and a fresh one started, so a long run does not exhaust the worker's
+    address space."""
+
+    RECYCLE_LOADS = 16
 
     def __init__(self, factory: Callable[[], object]):
         self.factory, self.local, self.all, self.lock = factory, threading.local(), [], threading.Lock()
 
     def get(self):
         be = getattr(self.local, "be", None)
+        if be is not None and self.local.loads >= self.RECYCLE_LOADS:
+            self.drop()
+            be = None
         if be is None:
             be = self.local.be = self.factory()
+            self.local.loads = 0
             with self.lock:
                 self.all.append(be)
+        self.local.loads += 1
         return be
+
+    def drop(self) -> None:
+        """Close this thread's backend (after a tool failure, or to recycle it); the next get starts anew."""
+        be = getattr(self.local, "be", None)
+        self.local.be = None
+        if be is not None:
+            try:
+                be.close()
+            except Exception:
+                pass
 
     def close(self) -> None:
         for be in self.all:
@@ -153,7 +174,7 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
         raise ValueError(f"-j: expected at least one parallel job, got {jobs}")
     if backend_factory is None:
         def backend_factory(timeout_s: float, schedules: Optional[int] = None):
-            from harness.backends.emu import EmuBackend
+            from harness.backends.emu.backend import EmuBackend
             return EmuBackend(timeout_s=timeout_s, schedules=schedules)
     ledger = dict(ledger or {})
     t0 = time.monotonic()
@@ -196,6 +217,20 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     full = _Backends(lambda: backend_factory(timeout_s, None))
 
     def one(m: Mutant) -> MutantResult:
+        # a failure of the tool itself (the CPU backend's worker, not the kernel) is retried once on fresh
+        # backends; a second one leaves the mutant not run, with the reason, never killed or survived
+        for attempt in (1, 2):
+            try:
+                return judge_mutant(m)
+            except (RuntimeError, OSError) as exc:
+                quick.drop()
+                full.drop()
+                if attempt == 2:
+                    return MutantResult(m, NOT_RUN, detail=f"the tool failed twice on this mutant: "
+                                        f"{str(exc).strip().splitlines()[-1][:300]}")
+        raise AssertionError("unreachable")
+
+    def judge_mutant(m: Mutant) -> MutantResult:
         if deadline is not None and time.monotonic() > deadline:
             return MutantResult(m, NOT_RUN, detail="the time limit was reached before this mutant ran")
         t = time.monotonic()

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 
 OPERATORS = ("relational", "arithmetic", "constant", "rounding", "index", "loop-bound", "delete-barrier",
              "delete-accumulation", "delete-store", "shuffle")

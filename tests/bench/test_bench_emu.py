@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from harness.emu import toolchain as tc
+from harness.backends.emu import toolchain as tc
 
 N, K = 1024, 2048
 KERNEL = r"""
@@ -84,7 +84,7 @@ def test_bench_plain_c_gemv(benchmark, plain, inputs):
 
 @pytest.mark.parametrize("fiber", ["boost", "ucontext"])
 def test_bench_emu_gemv_one_schedule(benchmark, plain, inputs, fiber):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     if fiber == "boost" and not tc.boost_context_usable(tc.find_cxx()):
         pytest.skip("Boost.Context not installed here")
     be = EmuBackend(fiber=fiber, schedules=1)
@@ -102,7 +102,7 @@ def test_bench_emu_gemv_one_schedule(benchmark, plain, inputs, fiber):
 
 
 def test_bench_emu_gemv_all_checks(benchmark, inputs):
-    from harness.backends.emu import EmuBackend
+    from harness.backends.emu.backend import EmuBackend
     be = EmuBackend()          # default: 4 schedules, every check on
     try:
         mod = be.load(KERNEL)

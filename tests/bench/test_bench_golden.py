@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from emitters.registry import golden_matrix
-from harness import compile_check as cc
-from harness import golden
-from harness.toolchain import toolchain_or_reason
+from harness.toolchain import compile as cc
+from harness.toolchain import golden
+from harness.toolchain.finder import toolchain_or_reason
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 

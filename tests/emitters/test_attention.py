@@ -10,10 +10,10 @@ from hypothesis import given, strategies as st
 
 from emitters import attention
 from emitters.contract import ContractViolation
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
 from reference.shapes import QWEN3_30B_A3B, SHAPE_SETS, TINY
-from tests.emitters import _seedkit as kit
+from tests.emitters import kit
 from tests.seed import seed_source
 
 CASES = [(m, s) for m in attention.MODES for s in SHAPE_SETS]
@@ -28,8 +28,8 @@ def seed():
 def test_emit_is_deterministic_and_follows_its_contracts(mode, shape):
     a, b = attention.emit(mode, SHAPE_SETS[shape]), attention.emit(mode, SHAPE_SETS[shape])
     assert a.code == b.code and a.contracts == b.contracts
-    kit.assert_signatures_follow_contracts(a)
-    kit.assert_instances_evaluate(a, SHAPE_SETS[shape])
+    assert kit.signature_problems(a) == []
+    kit.check_instances(a, SHAPE_SETS[shape])
     assert f"__shared__ float sc[{SHAPE_SETS[shape].kv_len}];" in a.code   # static scores sized per shape set
 
 
@@ -167,7 +167,7 @@ def test_emit_succeeds_exactly_inside_the_documented_limits(hd, n_kv, group, ext
     valid = hd % 32 == 0 and hd <= 128 and n_head % n_kv == 0 and kv_len <= 12_000
     if valid:
         ks = attention.emit(Mode.DEQUANT, shape)
-        kit.assert_signatures_follow_contracts(ks)
+        assert kit.signature_problems(ks) == []
     else:
         with pytest.raises(ContractViolation):
             attention.emit(Mode.DEQUANT, shape)

@@ -13,7 +13,7 @@ from emitters import argmax, embed, matmul, moe
 from emitters.contract import ContractViolation, Role
 from reference.shapes import SHAPE_SETS, TINY
 from tests.seed import seed_source
-from tests.emitters._q8kit import (seed_sets, check_instances, profile_problems,
+from tests.emitters.kit import (seed_sets, check_instances, profile_problems,
                                         seed_signature_problems, signature_problems)
 
 MODULES = {"embed": embed, "argmax": argmax}
@@ -43,7 +43,7 @@ def test_seed_signatures(family):
     assert seed_signature_problems(MODULES[family].emit(None, TINY)) == []
 
 
-def test_numeric_ptx_profile_equals_the_seed():
+def test_numeric_profile_equals_the_seed():
     assert profile_problems([MODULES[f].emit(None, TINY) for f in MODULES]) == []
 
 
@@ -180,7 +180,7 @@ def _seed_expr(text: str) -> str:
 
 def seed_launches() -> list[tuple[str, list[str], list[str], int]]:
     """(kernel name with {i} -> 0, geometry parts, argument texts, line) for every seed launch of an owned kernel."""
-    from harness.rust_literals import string_literals
+    from harness.toolchain.rust_literals import string_literals
     out, seen = [], set()
     for lit in string_literals(seed_source()):
         for m in _LAUNCH.finditer(lit.text):

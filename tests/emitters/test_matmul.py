@@ -1,13 +1,13 @@
 """The matmul emitter, and the checks every emitter of emitters_a (matmul, moe, embed, argmax) shares.
 
-The shared checks live in tests/emitters/_q8kit.py (used by test_moe.py and test_embed_argmax.py too):
+The shared checks live in tests/emitters/kit.py, the one kit of every emitter test:
   * the emitted text lists exactly the contracts' kernels, names and C types in order;
   * every contract's signature equals the seed kernel's of the same name (pattern), decoded from the
     seed at test time: the interchangeability guarantee;
   * every contract's geometry, counts and scalars evaluate at each instance of each shape set;
-  * the PTX numeric profile of each kernel (its fma / mul / add / div / cvt / dp4a / mma ... opcodes with
-    their types and rounding, in program order) equals the seed kernel's: a kernel that rounds
-    differently (an fma split into mul + add, an extra division, a missing tier, a reordered sum)
+  * the numeric profile of each kernel (its FFMA / FMUL / FADD / MUFU / F2I / I2F / IDP.4A / IMMA ... SASS
+    opcodes with their modifiers, counted) equals the seed kernel's: a kernel that rounds or contracts
+    differently (an fma split into mul + add, an extra division, a missing tier, another rounding mode)
     changes the profile;
   * every kernel and the seed kernel it stands for give bit-identical buffers on the CPU backend
     (differential_problems, at the tails shape set).
@@ -33,7 +33,7 @@ from emitters.contract import ContractViolation
 from emitters.cuda_snippets import PRELUDE
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
-from tests.emitters._q8kit import (
+from tests.emitters.kit import (
     SHAPES,
     signature_problems,
     seed_signature_problems,
@@ -79,11 +79,11 @@ def test_text_that_drifts_from_its_contract_is_caught():
     assert signature_problems(bad)
 
 
-def test_numeric_ptx_profile_equals_the_seed():
+def test_numeric_profile_equals_the_seed():
     assert profile_problems([matmul.emit(mode, TINY) for mode in matmul.MODES]) == []
 
 
-def test_a_rounding_change_shows_in_the_ptx_profile():
+def test_a_rounding_change_shows_in_the_numeric_profile():
     src = matmul.emit(Mode.DEQUANT, TINY)
     line = "acc += srow[blk] * part0;"
     assert line in src.code

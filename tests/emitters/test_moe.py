@@ -1,4 +1,4 @@
-"""The moe emitter: contracts, seed equivalence (signatures and PTX numeric profile), limits, compile smoke."""
+"""The moe emitter: contracts, seed equivalence (signatures and numeric profile), limits, compile smoke."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,7 @@ from emitters import moe
 from emitters.contract import ContractViolation
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
-from tests.emitters._q8kit import (check_instances, profile_problems, seed_signature_problems,
+from tests.emitters.kit import (check_instances, profile_problems, seed_signature_problems,
                                         signature_problems)
 
 MODE_IDS = {"ids": lambda m: m.value}
@@ -29,7 +29,7 @@ def test_contract_signatures_equal_the_seed_kernels(mode):
     assert seed_signature_problems(moe.emit(mode, TINY)) == []
 
 
-def test_numeric_ptx_profile_equals_the_seed():
+def test_numeric_profile_equals_the_seed():
     assert profile_problems([moe.emit(mode, TINY) for mode in moe.MODES]) == []
 
 
@@ -40,7 +40,7 @@ def test_a_single_pass_kernel_checked_against_the_two_pass_seed_differs():
     assert seed_signature_problems(swapped)
 
 
-def test_a_dropped_tier_shows_in_the_ptx_profile():
+def test_a_dropped_tier_shows_in_the_numeric_profile():
     src = moe.emit(Mode.INT8_ACT, TINY)
     # skip the 128 tier of both fused kernels: the scalar tail then covers it, with a different instruction mix
     bad = dataclasses.replace(src, code=src.code.replace("for (int b = n512 * 4; b < n128; ++b)",

@@ -10,12 +10,12 @@ from hypothesis import given, strategies as st
 
 from emitters import norm
 from emitters.contract import ContractViolation
-from harness.cuda_source import kernel_signatures
+from cudasrc.signatures import kernel_signatures
 from reference.modes import Mode
 from reference.shapes import SHAPE_SETS, TINY
 from tests.seed import seed_source
 
-from tests.emitters import _seedkit as kit
+from tests.emitters import kit
 
 CASES = [(m, s) for m in norm.MODES for s in SHAPE_SETS]
 
@@ -30,8 +30,8 @@ def test_emit_is_deterministic_and_follows_its_contracts(mode, shape):
     a, b = norm.emit(mode, SHAPE_SETS[shape]), norm.emit(mode, SHAPE_SETS[shape])
     assert a.code == b.code and a.contracts == b.contracts
     assert a.family == "norm" and a.mode is mode and a.shape == shape
-    kit.assert_signatures_follow_contracts(a)
-    kit.assert_instances_evaluate(a, SHAPE_SETS[shape])
+    assert kit.signature_problems(a) == []
+    kit.check_instances(a, SHAPE_SETS[shape])
 
 
 def test_kernel_sets_per_mode():
@@ -133,9 +133,9 @@ def test_smoke_compile_sm80():
 def test_emit_succeeds_exactly_inside_the_documented_limits(d, n_expert):
     """Any row length works without quant; the quant epilogues need d % 32 == 0."""
     shape = replace(TINY, name="prop", d=d, n_expert=n_expert)
-    kit.assert_signatures_follow_contracts(norm.emit(Mode.DEQUANT, shape))
+    assert kit.signature_problems(norm.emit(Mode.DEQUANT, shape)) == []
     if d % 32 == 0:
-        kit.assert_signatures_follow_contracts(norm.emit(Mode.INT8_ACT, shape))
+        assert kit.signature_problems(norm.emit(Mode.INT8_ACT, shape)) == []
     else:
         with pytest.raises(ContractViolation, match="parameter cols"):
             norm.emit(Mode.INT8_ACT, shape)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.judge import FAIL, PASS, TIE
+from harness.judging.registry import FAIL, PASS, TIE
 from harness.model.generation import (ExternalStream, judge_divergence, kl_divergence, run_generation,
                                       teacher_stats)
 from harness.model.generation_report import write_generation_report

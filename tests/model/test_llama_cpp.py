@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.judge import FAIL
+from harness.judging.registry import FAIL
 from harness.model import llama_cpp
 from harness.model.generation import run_generation
 

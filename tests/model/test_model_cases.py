@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from emitters.registry import emit
-from harness.cases import cases_for_contract
+from harness.cases.names import cases_for_contract
 from harness.cli import main
-from harness.judge import FAIL, PASS, UNCHECKED, judge_case
-from harness.model import case_inputs
+from harness.judging.core import judge_case
+from harness.judging.registry import FAIL, PASS, UNCHECKED
+from harness.cases import model_inputs as case_inputs
 from reference.modes import Mode
 
 
@@ -45,7 +46,7 @@ def test_model_cases_take_the_decodes_values(captured, emu):
             assert res.verdict == PASS, (case.name, res.reason)
     assert {k for k, _ in seen} == {c.name for c in src.contracts}
     # the router case reads the decode's own FFN-norm output and the layer's real router weights
-    from harness.judge import prepare
+    from harness.judging.core import prepare
     c = src.contract("moe_topk_idx")
     case = cases_for_contract(c, "tiny", 4, variants=["model"])[0]
     ctx = prepare(case, c)
@@ -67,7 +68,7 @@ def test_an_op_or_shape_the_capture_cannot_feed_is_unchecked(captured, emu):
 
 
 def test_a_planted_bug_fails_its_model_case(captured, emu):
-    from harness.planted import PLANTS
+    from harness.cases.planted import PLANTS
     plant = next(p for p in PLANTS if p.name == "moe-down-lane")
     src = emit(plant.family, plant.mode, plant.shape)
     c = src.contract(plant.kernel)

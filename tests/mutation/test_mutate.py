@@ -31,7 +31,7 @@ def test_verdict_order():
 
 def _elem(tmp_path):
     code = emit("elementwise", None, "tiny").code
-    from harness.commands.mutate import cases_by_kernel
+    from harness.cli.mutate import cases_by_kernel
     from reference.shapes import parse_shape_list
     by, _ = cases_by_kernel(code, str(tmp_path / "e.cu"), parse_shape_list("tiny"), None, 3, ["k0_elem"])
     return code, by

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.rust_literals import kernel_sets
+from harness.toolchain.rust_literals import kernel_sets
 from tests.seed import seed_source
 
 

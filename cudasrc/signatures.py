@@ -1,0 +1,72 @@
+"""Read kernel signatures out of CUDA C source (ours or anyone's) without a compiler."""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from .types import normalize_ctype
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    name: str
+    params: tuple[tuple[str, str], ...]   # (normalized C type, parameter name)
+    line: int                              # 1-based line of the `__global__`
+
+    @property
+    def ctypes(self) -> tuple[str, ...]:
+        return tuple(t for t, _ in self.params)
+
+
+def strip_comments(code: str) -> str:
+    """Remove // and /* */ comments, keeping newlines so line numbers stay true. String literals are kept."""
+    out, i, n = [], 0, len(code)
+    while i < n:
+        c = code[i]
+        if c == '"':
+            j = i + 1
+            while j < n and code[j] != '"':
+                j += 2 if code[j] == "\\" else 1
+            out.append(code[i:j + 1])
+            i = j + 1
+        elif code.startswith("//", i):
+            j = code.find("\n", i)
+            i = n if j < 0 else j
+        elif code.startswith("/*", i):
+            j = code.find("*/", i + 2)
+            chunk = code[i:(n if j < 0 else j + 2)]
+            out.append("\n" * chunk.count("\n"))
+            i = n if j < 0 else j + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)")
+
+
+def _split_param(text: str) -> tuple[str, str]:
+    text = re.sub(r"\s+", " ", text.strip())
+    m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*(\[\s*\])?$", text)
+    if not m or not m.group(1).strip():
+        raise ValueError(f"cannot read kernel parameter {text!r}")
+    ctype = m.group(1) + ("*" if m.group(3) else "")
+    return normalize_ctype(ctype), m.group(2)
+
+
+def kernel_signatures(code: str) -> list[KernelSignature]:
+    """Every `__global__ void name(params)` in the source, in order."""
+    clean = strip_comments(code)
+    sigs = []
+    for m in _GLOBAL.finditer(clean):
+        body = m.group(2).strip()
+        params = tuple(_split_param(p) for p in body.split(",")) if body and body != "void" else ()
+        sigs.append(KernelSignature(m.group(1), params, clean.count("\n", 0, m.start()) + 1))
+    return sigs
+
+
+def source_sha256(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()

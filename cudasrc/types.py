@@ -1,0 +1,62 @@
+"""C types of kernel parameters and the numpy dtypes their data has.
+
+In: a C type as a signature spells it ("const float * __restrict__", "int"). Out: its canonical spelling,
+its element type, and the numpy dtype (or vector size) an argument for it must have. The emitters use the
+project's table (`CTYPE_DTYPES`) for their contracts; the backends check launch arguments of any source
+against the wider tables (`SCALAR_DTYPES`, `VECTOR_TYPES`)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# C element type -> numpy dtype name. Pointer params carry arrays of this type; scalars pass by value.
+# The types qconform's contracts use; the backends accept the wider SCALAR_DTYPES below.
+CTYPE_DTYPES = {
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "signed char": "int8",
+    "char": "int8",
+    "unsigned char": "uint8",
+    "__half": "float16",
+    "long": "int64",
+    "long long": "int64",
+}
+
+# Every C scalar spelling a kernel parameter (or the pointee of one) may have -> numpy dtype: the project's
+# table plus the unsigned, fixed-width and alias spellings that hand-written kernels use (LP64 sizes).
+SCALAR_DTYPES: dict[str, np.dtype] = {
+    **{c: np.dtype(d) for c, d in CTYPE_DTYPES.items()},
+    "int8_t": np.dtype("int8"), "uint8_t": np.dtype("uint8"),
+    "short": np.dtype("int16"), "int16_t": np.dtype("int16"),
+    "unsigned short": np.dtype("uint16"), "uint16_t": np.dtype("uint16"),
+    "int32_t": np.dtype("int32"), "unsigned": np.dtype("uint32"), "unsigned int": np.dtype("uint32"),
+    "uint32_t": np.dtype("uint32"),
+    "int64_t": np.dtype("int64"), "long long int": np.dtype("int64"),
+    "uint64_t": np.dtype("uint64"), "unsigned long": np.dtype("uint64"),
+    "unsigned long long": np.dtype("uint64"), "size_t": np.dtype("uint64"),
+    "half": np.dtype("float16"), "bool": np.dtype("bool"),
+}
+
+# CUDA vector types behind pointers -> their size in bytes. A kernel reads whole vectors, so an array for
+# such a pointer may have any dtype as long as its byte size is a whole number of vectors.
+VECTOR_BYTES = {
+    "char2": 2, "uchar2": 2, "char4": 4, "uchar4": 4, "short2": 4, "half2": 4, "__half2": 4,
+    "int2": 8, "uint2": 8, "float2": 8, "int4": 16, "uint4": 16, "float4": 16, "double2": 16,
+}
+
+
+def normalize_ctype(text: str) -> str:
+    """Canonical spelling of a C parameter type: single spaces, '*' attached to the type."""
+    text = re.sub(r"\s+", " ", text.strip())
+    text = re.sub(r"\s*\*\s*", "*", text)
+    text = text.replace("__restrict__", "").replace("  ", " ").strip()
+    text = re.sub(r"\s*\*", "*", text)
+    return text
+
+
+def element_ctype(ctype: str) -> str:
+    """'const signed char*' -> 'signed char'."""
+    base = normalize_ctype(ctype).rstrip("*").strip()
+    return base[len("const "):] if base.startswith("const ") else base

@@ -1,0 +1,13 @@
+"""The CPU execution backend (harness.backends.emu.backend.EmuBackend). In: unmodified CUDA C source and launches.
+Out: results with CUDA's execution semantics, run on fibers in a worker process, with bounds, race, barrier
+and poison checks raised as KernelFaults. Its pieces:
+
+emu_device.hpp    what device code sees: CUDA types, intrinsics and macros (force-included)
+emu_runtime.cpp   C++ runtime: fibers per CUDA thread, barriers, warp collectives, the int8 mma, checks
+                  (compiled once, linked into every module with hidden visibility)
+rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inline PTX, launch trampolines)
+toolchain.py      host compiler and fiber library (Boost.Context or ucontext), compile flags
+build.py          compile + cache by content hash
+worker.py         the subprocess that runs launches; client.py / protocol.py talk to it
+runs.py           one launch under several schedules; checks.py compares the runs; harness.backends.args validates the arguments
+"""

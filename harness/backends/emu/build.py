@@ -1,0 +1,89 @@
+"""Compile CUDA source into an emu shared object, cached by content hash (harness.cache.cache_entry)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from harness.backends.base import BuildError, UnsupportedConstruct
+from harness.cache import cache_dir, cache_entry, content_key
+from cudasrc.signatures import KernelSignature
+
+from . import toolchain as tc
+from .rewrite import rewrite
+
+_UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
+                         r"(?:was not declared in this scope|has not been declared|does not name a type|"
+                         r"is not a member of)", re.M)
+
+
+@dataclass(frozen=True)
+class Built:
+    path: Path                       # the shared object
+    kernels: tuple[KernelSignature, ...]
+
+
+def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
+    out = []
+    for f in flags:
+        if not isinstance(f, str) or not f.startswith("-"):
+            raise ValueError(f"flags: each flag must be a string starting with '-', got {f!r}")
+        out.append(f)
+    return tuple(out)
+
+
+def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
+    """emu_runtime.cpp compiled once per toolchain, fiber library and sanitizer setting (cached)."""
+    flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ())
+    key = content_key(*flags, toolchain.cxx, toolchain.cxx_version, tc.runtime_sha256())[:40]
+
+    def make(tmp: Path) -> None:
+        cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
+               "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, LC_ALL="C"))
+        if r.returncode != 0:
+            raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
+
+    return cache_entry(cache_dir("emu") / f"runtime-{key}.o", make)[0]
+
+
+def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sanitize: bool = False,
+          name: str = "kernel.cu") -> Built:
+    """Rewrite and compile `source`; reuse the cached object when source, flags and runtime are unchanged."""
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("source: expected non-empty CUDA C source text")
+    flags = _check_flags(flags)
+    rw = rewrite(source, name)
+    cmd_flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) + flags
+    key = content_key(rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
+                      tc.runtime_sha256())[:40]
+
+    def make(tmp_so: Path) -> None:
+        runtime = runtime_object(toolchain, sanitize)
+        with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
+            cpp = Path(tmp) / "module.cpp"
+            cpp.write_text(rw.source)
+            cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
+                   str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
+            env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                _raise_build_error(r.stderr, name)
+
+    out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
+    return Built(out, tuple(rw.kernels))
+
+
+def _raise_build_error(stderr: str, name: str) -> None:
+    safe = re.sub(r'[^A-Za-z0-9_.-]', "_", name)
+    for m in _UNDECLARED.finditer(stderr):
+        if os.path.basename(m.group("file")) == safe:
+            raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "
+                                             "emu runtime")
+    errors = [ln for ln in stderr.splitlines() if ": error:" in ln]
+    head = "\n".join(errors[:20]) if errors else stderr[-4000:]
+    raise BuildError(f"emu: the host compiler rejected {name}:\n{head}")

@@ -1,0 +1,269 @@
+"""Rewrite CUDA C device source into a C++ translation unit for the emu runtime.
+
+Three source-level changes are needed, everything else is done by macros in emu_device.hpp:
+  * every `__shared__` declaration inside a kernel becomes a reference into a per-block arena slot (a
+    `static` would persist across blocks and launches and could not be poisoned per block);
+  * the inline-PTX int8 tensor-core instruction becomes a call to the runtime's warp collective (g++
+    cannot assemble PTX);
+  * a table of launch trampolines, one per `__global__` kernel, is appended.
+Line numbers are kept (replacements carry the newlines they remove), so compiler messages and fault
+reports name lines of the source as given. Constructs the runtime cannot run raise UnsupportedConstruct.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from harness.backends.base import UnsupportedConstruct
+from cudasrc.signatures import KernelSignature, kernel_signatures, strip_comments
+
+MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+
+# (pattern, construct named in the error). Checked on comment-stripped source.
+_UNSUPPORTED = [
+    (r"<<<", "host-side kernel launch `<<<...>>>`"),
+    (r"\btexture\s*<|\btex[123]D\w*\s*\(|\btex1Dfetch\s*\(", "texture fetches"),
+    (r"\bsurf[123]D\w*\s*\(", "surface loads/stores"),
+    (r"\bcooperative_groups\b|\bcg::", "cooperative groups"),
+    (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
+    (r"\b__syncthreads_(?:count|and|or)\s*\(", "__syncthreads_count/_and/_or"),
+    (r"\bcuda[A-Z]\w*\s*\(", "CUDA runtime API calls in device source"),
+    (r"\b__managed__\b", "__managed__ variables"),
+    (r"\b__pipeline_\w+|\bcuda::memcpy_async\b", "asynchronous copies"),
+    (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
+    (r"\b__(?:ballot|any|all)\s*\(", "legacy warp votes without _sync"),
+    (r"\btemplate\s*<[^;{}]*>\s*(?:static\s+)?__global__", "template kernels"),
+]
+
+
+@dataclass
+class Rewritten:
+    source: str                            # full translation unit (rewritten kernels + trampoline table)
+    kernels: list[KernelSignature]
+    shared_vars: list[tuple[str, int]]     # (name, line) of every rewritten __shared__ declarator
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _skip_string(text: str, i: int) -> int:
+    """Index just past the string or char literal starting at text[i]."""
+    q = text[i]
+    j = i + 1
+    while j < len(text) and text[j] != q:
+        j += 2 if text[j] == "\\" else 1
+    return j + 1
+
+
+def _matching(text: str, i: int, open_c: str = "(", close_c: str = ")") -> int:
+    """Index of the bracket closing the one at text[i]."""
+    depth, j = 0, i
+    while j < len(text):
+        c = text[j]
+        if c in "\"'":
+            j = _skip_string(text, j)
+            continue
+        if c == open_c:
+            depth += 1
+        elif c == close_c:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    raise UnsupportedConstruct(None, f"unbalanced '{open_c}' at line {_line_of(text, i)}")
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split at `sep` outside brackets and string literals."""
+    parts, depth, start, j = [], 0, 0, 0
+    while j < len(text):
+        c = text[j]
+        if c in "\"'":
+            j = _skip_string(text, j)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:j])
+            start = j + 1
+        j += 1
+    parts.append(text[start:])
+    return parts
+
+
+class _BraceDepth:
+    """Brace depth at increasing positions of one text, scanning each character once (strings skipped)."""
+
+    def __init__(self, text: str):
+        self.text, self.depth, self.j = text, 0, 0
+
+    def at(self, pos: int) -> int:
+        """Depth just before `pos`; positions must not decrease from call to call."""
+        text, depth, j = self.text, self.depth, self.j
+        while j < pos:
+            c = text[j]
+            if c in "\"'":
+                j = _skip_string(text, j)
+                continue
+            depth += (c == "{") - (c == "}")
+            j += 1
+        self.depth, self.j = depth, j
+        return depth
+
+
+def check_unsupported(clean: str) -> None:
+    for pattern, what in _UNSUPPORTED:
+        m = re.search(pattern, clean)
+        if m:
+            raise UnsupportedConstruct(None, f"{what} (line {_line_of(clean, m.start())}) is not supported by emu")
+
+
+# ---- inline PTX ------------------------------------------------------------------------------------------
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile\s*|__volatile__\s*)?\(")
+
+
+def _asm_template(text: str) -> str:
+    return "".join(m.group(1) for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', text)).replace("\\n", "\n").replace("\\t", " ")
+
+
+def _operands(text: str) -> list[str]:
+    text = text.strip()
+    if not text:
+        return []
+    out = []
+    for op in _split_top(text, ","):
+        m = re.match(r'\s*(?:\[\w+\]\s*)?"([^"]*)"\s*\((.*)\)\s*$', op, re.S)
+        if not m:
+            raise UnsupportedConstruct(None, f"inline asm operand {op.strip()!r} is not supported by emu")
+        out.append(m.group(2).strip())
+    return out
+
+
+def _rewrite_asm(clean: str) -> str:
+    out, pos = [], 0
+    for m in _ASM.finditer(clean):
+        if m.start() < pos:
+            continue
+        open_paren = m.end() - 1
+        close = _matching(clean, open_paren)
+        body = clean[open_paren + 1:close]
+        line = _line_of(clean, m.start())
+        sections = _split_top(body, ":")
+        template = _asm_template(sections[0]).strip()
+        instr = template.split()[0] if template.split() else "(empty asm)"
+        if instr.rstrip(";") != MMA_S8:
+            raise UnsupportedConstruct(None, f"inline PTX instruction {instr!r} (line {line}) is not supported by emu; "
+                                             f"only {MMA_S8} is emulated")
+        ops = _operands(sections[1] if len(sections) > 1 else "") + _operands(sections[2] if len(sections) > 2 else "")
+        groups = [[int(x) for x in re.findall(r"%(\d+)", g)] for g in re.findall(r"\{([^}]*)\}", template)]
+        if [len(g) for g in groups] != [4, 4, 2, 4] or max(max(g) for g in groups) >= len(ops):
+            raise UnsupportedConstruct(None, f"{MMA_S8} (line {line}) with operand groups {groups}; emu expects "
+                                             "{d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}")
+        d, a, b, c = ([f"({ops[k]})" for k in g] for g in groups)
+        call = f"::emu::mma_m16n8k32_s8({', '.join(d + a + b + c)}, {line})"
+        out.append(clean[pos:m.start()])
+        out.append(call + "\n" * clean.count("\n", m.start(), close + 1))
+        pos = close + 1
+    out.append(clean[pos:])
+    return "".join(out)
+
+
+# ---- __shared__ declarations -------------------------------------------------------------------------------
+_SHARED = re.compile(r"(\bextern\s+)?\b__shared__\b")
+_ALIGN = re.compile(r"__align__\s*\(\s*\d+\s*\)|__attribute__\s*\(\(\s*aligned\s*\(\s*\d+\s*\)\s*\)\)")
+_DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", re.S)
+
+
+def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
+    out, pos, slot, names = [], 0, 0, []
+    depth = _BraceDepth(clean)
+    for m in _SHARED.finditer(clean):
+        if m.start() < pos:
+            continue
+        line = _line_of(clean, m.start())
+        semi = clean.find(";", m.end())
+        if semi < 0:
+            raise UnsupportedConstruct(None, f"__shared__ declaration without ';' (line {line})")
+        if depth.at(m.start()) == 0:
+            raise UnsupportedConstruct(None, f"__shared__ variable at file scope (line {line}) is not supported by "
+                                             "emu; declare it inside the kernel")
+        decl = _ALIGN.sub(" ", clean[m.end():semi])
+        if "=" in decl or "(" in decl:
+            raise UnsupportedConstruct(None, f"__shared__ declaration with an initializer (line {line})")
+        pieces = _split_top(decl, ",")
+        first = re.match(r"^(.*?)(\**\s*[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)*)$", pieces[0].strip(), re.S)
+        if not first or not first.group(1).strip():
+            raise UnsupportedConstruct(None, f"__shared__ declaration {decl.strip()!r} (line {line}) is not understood")
+        base_type = re.sub(r"\s+", " ", first.group(1)).strip()
+        declarators = [first.group(2)] + pieces[1:]
+        stmts = []
+        for text in declarators:
+            dm = _DECLARATOR.match(text)
+            if not dm:
+                raise UnsupportedConstruct(None, f"__shared__ declarator {text.strip()!r} (line {line}) is not understood")
+            stars, name, dims = dm.group(1), dm.group(2), re.sub(r"\s+", "", dm.group(3))
+            if m.group(1):   # extern: the dynamic shared area sized at launch
+                if not re.fullmatch(r"\[\]", dims) or stars:
+                    raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
+                                                     "`extern __shared__ T name[];`")
+                stmts.append(f"{base_type}* const {name} = reinterpret_cast<{base_type}*>(::emu::dyn_shared());")
+            else:
+                if "[]" in dims:
+                    raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")
+                stmts.append(f"auto& {name} = ::emu::shared_var<{base_type}{stars}{dims}>({slot}, \"{name}\", {line});")
+                names.append((name, line))
+                slot += 1
+        start = m.start()
+        out.append(clean[pos:start])
+        out.append(" ".join(stmts) + "\n" * clean.count("\n", start, semi + 1))
+        pos = semi + 1
+    out.append(clean[pos:])
+    if slot > 512:
+        raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source")
+    return "".join(out), names
+
+
+# ---- trampolines ------------------------------------------------------------------------------------------
+def _table(kernels: list[KernelSignature]) -> str:
+    # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<&::{k.name}>, ::emu::arity(&::{k.name}), '
+                      f"::emu::param_sizes(&::{k.name})}}" for k in kernels)
+    n = len(kernels)
+    return f"""
+#line 1 "<emu-trampolines>"
+namespace emu {{ namespace {{
+const KernelEntry g_kernel_table[] = {{
+{rows}
+}};
+}} }}
+EMU_EXPORT int emu_kernel_count() {{ return {n}; }}
+EMU_EXPORT const void* emu_kernel(int i) {{ return &::emu::g_kernel_table[i]; }}
+EMU_EXPORT const char* emu_kernel_name(int i) {{ return ::emu::g_kernel_table[i].name; }}
+EMU_EXPORT int emu_kernel_nparams(int i) {{ return ::emu::g_kernel_table[i].nparams; }}
+EMU_EXPORT int emu_kernel_param_size(int i, int j) {{ return ::emu::g_kernel_table[i].sizes[j]; }}
+"""
+
+
+def rewrite(code: str, filename: str = "kernel.cu") -> Rewritten:
+    """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct)."""
+    clean = strip_comments(code)
+    check_unsupported(clean)
+    try:
+        kernels = kernel_signatures(code)
+    except ValueError as exc:
+        raise UnsupportedConstruct(None, f"kernel signature: {exc}") from None
+    if not kernels:
+        raise UnsupportedConstruct(None, "no __global__ kernel in the source")
+    seen: dict[str, int] = {}
+    for k in kernels:
+        if k.name in seen:
+            raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} (lines {seen[k.name]} and {k.line})")
+        seen[k.name] = k.line
+    body = _rewrite_asm(clean)
+    body, shared = _rewrite_shared(body)
+    safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
+    tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels)}'
+    return Rewritten(tu, kernels, shared)

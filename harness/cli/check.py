@@ -1,0 +1,43 @@
+"""`qconform check --source FILE.cu`: judge kernel source someone else emitted.
+
+Every `__global__` kernel in the file whose name (exact, or a contract's name pattern such as k\\d+_q8dp4a)
+AND parameter list (C types, in order) match a contract of qconform's kernel family runs through that
+contract's cases on the backend. A kernel with no contract of its name, or whose parameter list differs from
+every contract of its name, is listed as unchecked with the reason; it is never counted as passing.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from reference.modes import Mode
+from reference.shapes import parse_shape_list
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="judge the kernels of a .cu file against the family's contracts")
+    p.add_argument("--source", required=True, help="CUDA C file (e.g. one written by `qconform extract`)")
+    p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"], help="where kernels run")
+    p.add_argument("--mode", default=None,
+                   help="comma-separated modes to judge (default: every mode whose contract matches)")
+    p.add_argument("--shapes", default="tiny", help="comma-separated shape sets (default: tiny)")
+    p.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
+    p.add_argument("--out", default="reports/check", help="output directory for report.json/md/html")
+    p.add_argument("--sanitize", action="store_true",
+                   help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
+    from harness.cli.inputs_from import add_option
+    add_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from harness.reports.conformance import run_check
+    src = Path(args.source)
+    if not src.is_file():
+        raise ValueError(f"--source: no such file {args.source!r}")
+    shapes = parse_shape_list(args.shapes)
+    modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    from harness.cli.inputs_from import apply as use_inputs_from
+    use_inputs_from(args)
+    return run_check(args.backend, src, shapes, modes, seed, Path(args.out), sanitize=args.sanitize)

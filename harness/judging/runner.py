@@ -1,0 +1,188 @@
+"""The conformance run: every kernel of every family, in every mode and shape set, on a backend, judged
+against the reference, one report row per case (harness.reports writes the files).
+
+``emitted_jobs`` lists qconform's own emitted kernels; ``run_cases`` is the engine shared with
+``qconform report``, ``qconform check`` (kernels from a file, matched to contracts), the planted bugs
+(``run_plant``) and the pytest matrix.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from emitters.contract import KernelContract
+from emitters.registry import available_families, emit, mode_label, modes_of
+from reference.modes import Mode
+from reference.shapes import ShapeSet
+
+from cudasrc.signatures import source_sha256
+from harness.cases.names import Case, cases_for_contract
+from harness.cases.planted import Plant, planted_source
+
+from .core import FAIL, UNCHECKED, CaseResult, judge_case
+from .records import counts, result_row
+
+# GPU timing: launches before timing, timed launches (median reported).
+GPU_TIMING = (3, 20)
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
+
+
+@dataclass
+class Job:
+    """One source to load and the (case, contract) pairs to run on it."""
+    label: str                           # "moe/int8act/tiny" or a file name
+    code: str
+    cases: list[tuple[Case, KernelContract]]
+    sha256: str = ""
+    path: Optional[str] = None           # the file the source came from (qconform check), for replay commands
+
+    def __post_init__(self):
+        self.sha256 = self.sha256 or source_sha256(self.code)
+
+
+@dataclass
+class RunResult:
+    rows: list[dict]
+    results: list[CaseResult]
+    unchecked: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[CaseResult]:
+        return [r for r in self.results if r.verdict == FAIL]
+
+
+def resolve_backend(backend, sanitize: bool = False):
+    """A Backend from a name (emu, gpu, auto) or a Backend given as is; an unusable one is a ValueError
+    that names the reason (no GPU, no PyCUDA, no host compiler). `sanitize` asks for the CPU backend's
+    AddressSanitizer build (out-of-bounds reads as well as writes), which only the CPU backend has."""
+    from harness.backends import get_backend, gpu_unavailable_reason
+    if not isinstance(backend, str):
+        return backend
+    if sanitize:
+        if backend == "gpu" or (backend == "auto" and gpu_unavailable_reason() is None):
+            raise ValueError("--sanitize: the AddressSanitizer build is a CPU-backend check; use --backend emu")
+        backend_options = {"sanitize": True}
+        backend = "emu"
+    else:
+        backend_options = {}
+    try:
+        return get_backend(backend, **backend_options)
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(f"backend: {backend} cannot be used here: {exc}") from None
+
+
+def parse_families(families: "str | Sequence[str] | None") -> list[str]:
+    have = list(available_families())
+    if families is None:
+        return have
+    names = [f.strip() for f in (families.split(",") if isinstance(families, str) else families) if f.strip()]
+    if not names:
+        raise ValueError("families: empty family list")
+    for f in names:
+        if f not in have:
+            raise ValueError(f"families: unknown or not yet emitted family {f!r}; have {', '.join(have)}")
+    return names
+
+
+def emitted_jobs(shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int,
+                 families: "str | Sequence[str] | None" = None, first_instance_only: bool = False) -> list[Job]:
+    """One job per (family, mode, shape) of qconform's emitters; mode-free families run once per shape."""
+    jobs = []
+    for fam in parse_families(families):
+        for mode in modes_of(fam):
+            if mode is not None and mode not in modes:
+                continue
+            for shape in shapes:
+                src = emit(fam, mode, shape)
+                pairs = []
+                for c in src.contracts:
+                    pairs += [(case, c) for case in
+                              cases_for_contract(c, shape, seed, first_instance_only=first_instance_only)]
+                jobs.append(Job(f"{fam}/{mode_label(mode)}/{shape.name}", src.code, pairs))
+    return jobs
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[case]}"), disable=not enabled, transient=False)
+
+
+def run_cases(backend, jobs: Sequence[Job], progress: bool = True) -> RunResult:
+    """Load each job's source once, judge its cases, and return the report rows."""
+    from harness.backends.base import BuildError, KernelFault
+    be = resolve_backend(backend)
+    timing = GPU_TIMING if getattr(be, "name", "") == "gpu" else None
+    copy_bw = None
+    if timing and hasattr(be, "copy_bandwidth_gbps"):
+        try:
+            copy_bw = float(be.copy_bandwidth_gbps())
+        except Exception as exc:  # a missing figure must not stop the run; say why it is missing
+            print(f"qconform: device copy bandwidth not measured: {exc}", file=sys.stderr)
+    results: list[CaseResult] = []
+    rows: list[dict] = []
+    total = sum(len(j.cases) for j in jobs)
+    with _progress(progress and sys.stderr.isatty()) as bar:
+        task = bar.add_task("judging", total=total, case="")
+        for job in jobs:
+            try:
+                module = be.load(job.code)
+                load_error = None
+            except (BuildError, KernelFault, ValueError) as exc:
+                module, load_error = None, f"the source did not build on {be.name}: {exc}"
+            for case, contract in job.cases:
+                bar.update(task, case=case.name)
+                if module is None:
+                    res = CaseResult(case, FAIL, load_error or "", [], {})
+                else:
+                    res = judge_case(module, case, contract, timing)
+                    if res.fault in STICKY_FAULTS:
+                        # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the
+                        # case has failed; the next one gets a freshly loaded module
+                        try:
+                            module = be.load(job.code)
+                        except (BuildError, KernelFault, ValueError) as exc:
+                            module, load_error = None, f"reloading after {res.fault} failed: {exc}"
+                results.append(res)
+                rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
+                bar.advance(task)
+    return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
+                                          "copy_bandwidth_gbps": copy_bw})
+
+
+def _describe(be) -> dict:
+    try:
+        return dict(be.describe())
+    except Exception as exc:
+        return {"backend": getattr(be, "name", "?"), "describe_error": str(exc)}
+
+
+def summarize(run: RunResult, paths: Iterable[Path]) -> int:
+    c = counts(run.rows)
+    print(f"qconform: {c['pass']} pass, {c['tie']} tie, {c['fail']} fail, {c['unchecked']} unchecked "
+          f"cases; {len(run.unchecked)} kernels unchecked", file=sys.stderr)
+    for r in run.rows:
+        if r["verdict"] == FAIL:
+            print(f"  FAIL {r['case']}: {r['reason'][:300]}\n       replay: {r['replay']}", file=sys.stderr)
+    for r in run.rows:
+        if r["verdict"] == UNCHECKED:
+            print(f"  UNCHECKED {r['case']}: {r['reason'][:200]}", file=sys.stderr)
+    for u in run.unchecked:
+        print(f"  UNCHECKED kernel {u['kernel']}: {u['reason']}", file=sys.stderr)
+    for p in paths:
+        print(f"wrote {p}", file=sys.stderr)
+    return 1 if c["fail"] else 0
+
+
+def run_plant(backend, plant: Plant, seed: int = 1):
+    """Run the planted kernel's cases through the runner; returns the CaseResults (the plant is caught if any
+    FAILS; a planted source that does not build fails every case)."""
+    code, contract = planted_source(plant)
+    cases = cases_for_contract(contract, plant.shape, seed,
+                               instances=[plant.instance] if plant.instance else None,
+                               first_instance_only=plant.instance is None)
+    job = Job(f"plant/{plant.name}", code, [(c, contract) for c in cases])
+    return run_cases(backend, [job], progress=False).results

@@ -1,0 +1,195 @@
+"""Every check of the emu backend, each with a planted bug that must be reported and a correct twin that
+must pass (the negative control of the check)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import (BarrierDivergence, Deadlock, KernelCrash, KernelTimeout, OutOfBounds, RaceDetected,
+                              UnwrittenOutput)
+from harness.backends import UninitializedRead
+
+SRC = r"""
+__global__ void fill_ok(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<n) y[i]=1.0f; }
+__global__ void fill_oob(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<=n) y[i]=1.0f; }
+__global__ void fill_under(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<n) y[i-1]=1.0f; }
+__global__ void fill_short(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<n-1) y[i]=1.0f; }
+__global__ void pair_ok(const float* x, float* y){ __shared__ float s[64]; s[threadIdx.x]=x[threadIdx.x];
+  __syncthreads(); s[threadIdx.x]+=0.0f; __syncthreads(); y[threadIdx.x]=s[(threadIdx.x+1)%64]; }
+__global__ void pair_race(const float* x, float* y){ __shared__ float s[64]; s[threadIdx.x]=x[threadIdx.x];
+  __syncthreads(); s[threadIdx.x]+=s[(threadIdx.x+1)%64]; __syncthreads(); y[threadIdx.x]=s[threadIdx.x]; }
+__global__ void half_init(float* y){ __shared__ float s[64]; if(threadIdx.x<32) s[threadIdx.x]=1.0f;
+  __syncthreads(); y[threadIdx.x]=s[threadIdx.x]; }
+__global__ void two_sites(float* y){ if(threadIdx.x<16){ __syncthreads(); }
+  else { __syncthreads(); } y[threadIdx.x]=0.0f; }
+__global__ void early_exit(float* y){ if(threadIdx.x==5) return; __syncthreads(); y[threadIdx.x]=0.0f; }
+__global__ void shfl_exited(float* y){ if(threadIdx.x==7) return;
+  y[threadIdx.x]=__shfl_down_sync(0xffffffffu, 1.0f, 1); }
+__global__ void shfl_vs_bar(float* y){ if(threadIdx.x%32<16){ y[threadIdx.x]=__shfl_sync(0xffffffffu, 1.0f, 0); }
+  else { __syncthreads(); } }
+__global__ void crash(float* y){ float* p=y+(1L<<40); *p=1.0f; }
+__global__ void spin(float* y){ while(y[0]==y[0]) {} }
+__global__ void static_shared_oob(float* y){ __shared__ float s[32]; s[threadIdx.x]=1.0f; y[threadIdx.x]=0.0f; }
+__global__ void dyn_ok(float* y){ extern __shared__ float sm[]; sm[threadIdx.x]=threadIdx.x; __syncthreads();
+  y[threadIdx.x]=sm[blockDim.x-1-threadIdx.x]; }
+__global__ void dyn_oob(float* y){ extern __shared__ float sm[]; sm[threadIdx.x+1]=threadIdx.x; y[threadIdx.x]=0.0f; }
+__global__ void block_order(float* y){ y[0]=(float)blockIdx.x; }
+__global__ void trap(float* y){ if(threadIdx.x==3) __trap(); y[threadIdx.x]=0.0f; }
+__global__ void failed_assert(float* y){ assert(y[0] == 1.0f); y[0]=2.0f; }
+__global__ void big_local(float* y){ volatile float a[400000]; for(int i=0;i<400000;++i) a[i]=i; y[0]=a[7]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def mod(load):
+    return load(SRC)
+
+
+def f32(n, fill=0.0):
+    return np.full(n, fill, np.float32)
+
+
+def test_correct_kernel_passes_and_copies_back(mod):
+    y = f32(100)
+    mod.launch("fill_ok", (2,), (64,), 0, [y, np.int32(100)], outputs=(0,))
+    assert np.all(y == 1.0)
+
+
+def test_write_past_end_is_out_of_bounds(mod):
+    with pytest.raises(OutOfBounds, match=r"'y' .*past its end \(element 100 of 100\)") as e:
+        mod.launch("fill_oob", (2,), (64,), 0, [f32(100), np.int32(100)], outputs=(0,))
+    assert "fill_oob<<<2x1x1, 64x1x1, 0>>>" in str(e.value)
+
+
+def test_write_before_start_is_out_of_bounds(mod):
+    with pytest.raises(OutOfBounds, match=r"'y' .*before its start \(element -1\)"):
+        mod.launch("fill_under", (1,), (64,), 0, [f32(64), np.int32(64)], outputs=(0,))
+
+
+def test_unwritten_output_names_first_index(mod):
+    with pytest.raises(UnwrittenOutput, match=r"1 of 64 elements of output 'y' .*index 63"):
+        mod.launch("fill_short", (1,), (64,), 0, [f32(64), np.int32(64)], outputs=(0,))
+
+
+def test_unwritten_needs_outputs_declared(mod):
+    # Not named as an output: never poisoned, so the untouched element keeps the caller's value.
+    y = f32(64, 7.0)
+    mod.launch("fill_short", (1,), (64,), 0, [y, np.int32(64)])
+    assert y[63] == 7.0 and np.all(y[:63] == 1.0)
+
+
+def test_race_between_barriers_is_detected(mod):
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(RaceDetected, match=r"'y' differs .* under forward.* under reverse"):
+        mod.launch("pair_race", (1,), (64,), 0, [x, f32(64)], outputs=(1,))
+
+
+def test_race_free_twin_passes(mod):
+    x = np.arange(64, dtype=np.float32)
+    y = f32(64)
+    mod.launch("pair_ok", (1,), (64,), 0, [x, y], outputs=(1,))
+    assert np.array_equal(y, np.roll(x, -1))
+
+
+def test_shared_memory_read_before_write(mod):
+    with pytest.raises(UninitializedRead, match=r"'y' differs at 32 element\(s\); first at index 32"):
+        mod.launch("half_init", (1,), (64,), 0, [f32(64)], outputs=(0,))
+
+
+def test_barriers_at_different_lines(mod):
+    with pytest.raises(BarrierDivergence, match=r"warp 0 lane 16 .*__syncthreads at line \d+ while 16 thread\(s\) "
+                                                r"wait at __syncthreads at line \d+"):
+        mod.launch("two_sites", (1,), (64,), 0, [f32(64)])
+
+
+def test_exit_while_others_wait_at_barrier(mod):
+    with pytest.raises(BarrierDivergence, match=r"block \(0,0,0\): 1 thread\(s\) exited \(first: warp 0 lane 5, "
+                                                r"thread \(5,0,0\)\) while 63 wait at __syncthreads \(line \d+\)"):
+        mod.launch("early_exit", (1,), (64,), 0, [f32(64)])
+
+
+def test_shuffle_naming_exited_lane(mod):
+    with pytest.raises(BarrierDivergence, match=r"warp 0 lane 7 .*exited while lane\(s\) 0-6 wait at "
+                                                r"__shfl_down_sync"):
+        mod.launch("shfl_exited", (1,), (32,), 0, [f32(32)])
+
+
+def test_deadlock_reports_block_warp_and_line(mod):
+    with pytest.raises(Deadlock, match=r"block \(0,0,0\): no thread can make progress; warp 0 lanes 0-15 wait at "
+                                       r"__shfl_sync \(line \d+\) for lane\(s\) 16-31; warp 0 lanes 16-31 wait at "
+                                       r"__syncthreads"):
+        mod.launch("shfl_vs_bar", (1,), (64,), 0, [f32(64)])
+
+
+def test_static_shared_overflow(mod):
+    with pytest.raises(OutOfBounds, match=r"past the end of __shared__ 's' \(line \d+, 128 bytes\)"):
+        mod.launch("static_shared_oob", (1,), (64,), 0, [f32(64)])
+
+
+def test_dynamic_shared_bounds(mod):
+    y = f32(64)
+    mod.launch("dyn_ok", (1,), (64,), 256, [y], outputs=(0,))
+    assert np.array_equal(y, np.arange(63, -1, -1, dtype=np.float32))
+    with pytest.raises(OutOfBounds, match=r"past the end of the extern __shared__ area \(256 dynamic bytes"):
+        mod.launch("dyn_oob", (1,), (64,), 256, [f32(64)])
+
+
+def test_block_order_dependence_is_a_race(mod):
+    with pytest.raises(RaceDetected, match=r"'y' differs at 1 element"):
+        mod.launch("block_order", (4,), (1,), 0, [f32(1)], outputs=(0,))
+
+
+def test_crash_is_isolated(mod):
+    with pytest.raises(KernelCrash, match=r"crash<<<1x1x1, 32x1x1, 0>>>: the worker process died with signal SIGSEGV"):
+        mod.launch("crash", (1,), (32,), 0, [f32(32)])
+    y = f32(10)     # the backend recovers: a fresh worker runs the next launch
+    mod.launch("fill_ok", (1,), (32,), 0, [y, np.int32(10)], outputs=(0,))
+    assert np.all(y == 1.0)
+
+
+def test_trap_and_device_assert_are_crashes(mod):
+    with pytest.raises(KernelCrash, match=r"trap<<<1x1x1, 32x1x1, 0>>>: block \(0,0,0\) warp 0 lane 3 .*__trap\(\) at line \d+"):
+        mod.launch("trap", (1,), (32,), 0, [f32(32)])
+    with pytest.raises(KernelCrash, match=r"(?s)SIGABRT.*kernel.cu:\d+: void failed_assert\(float\*\): Assertion .y\[0\] == 1.0f. failed"):
+        mod.launch("failed_assert", (1,), (1,), 0, [f32(1)])
+
+
+def test_stack_overflow_is_a_crash(mod):
+    with pytest.raises(KernelCrash, match=r"big_local<<<1x1x1, 1x1x1, 0>>>: the worker process died with signal SIGSEGV"):
+        mod.launch("big_local", (1,), (1,), 0, [f32(1)])
+
+
+def test_schedule_count_option_and_env(monkeypatch):
+    from harness.backends.emu.backend import SCHEDULES_ENV, EmuBackend
+    monkeypatch.setenv(SCHEDULES_ENV, "2")
+    assert EmuBackend().schedules == 2
+    monkeypatch.setenv(SCHEDULES_ENV, "many")
+    with pytest.raises(ValueError, match=SCHEDULES_ENV):
+        EmuBackend()
+    with pytest.raises(ValueError, match=r"schedules: expected an integer >= 1, got 0"):
+        EmuBackend(schedules=0)
+
+
+def test_single_schedule_skips_the_comparisons(emu):
+    from harness.backends.emu.backend import EmuBackend
+    one = EmuBackend(schedules=1)
+    try:
+        mod = one.load(SRC)
+        x = np.arange(64, dtype=np.float32)
+        mod.launch("pair_race", (1,), (64,), 0, [x, f32(64)], outputs=(1,))   # no second run to compare with
+        with pytest.raises(OutOfBounds):                                       # guard bands still checked
+            mod.launch("fill_oob", (2,), (64,), 0, [f32(100), np.int32(100)])
+    finally:
+        one.close()
+
+
+def test_hang_times_out(emu):
+    from harness.backends.emu.backend import EmuBackend
+    quick = EmuBackend(timeout_s=2, schedules=2)
+    try:
+        mod = quick.load(SRC)
+        with pytest.raises(KernelTimeout, match=r"spin<<<1x1x1, 32x1x1, 0>>>: did not finish within 2 s \(last step: "
+                                                r"spin run 1/2"):
+            mod.launch("spin", (1,), (32,), 0, [f32(32)])
+    finally:
+        quick.close()

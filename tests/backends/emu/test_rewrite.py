@@ -1,0 +1,69 @@
+"""Source rewriting and build errors: unsupported constructs are named, line numbers survive."""
+from __future__ import annotations
+
+import pytest
+
+from harness.backends import BuildError, UnsupportedConstruct
+from harness.backends.emu.rewrite import rewrite
+
+
+def test_shared_declarations_become_arena_slots_and_lines_are_kept():
+    src = ("__global__ void k(float* y){\n  __shared__ float a[8], b, c[2][4];\n"
+           "  extern __shared__ __align__(16) float dyn[];\n  __shared__ double\n   d[3];\n  y[0]=a[0];\n}\n")
+    rw = rewrite(src, "k.cu")
+    body = rw.source.split('#line 1 "<emu-trampolines>"')[0]
+    assert 'shared_var<float[8]>(0, "a", 2)' in body and 'shared_var<float>(1, "b", 2)' in body
+    assert 'shared_var<float[2][4]>(2, "c", 2)' in body and 'shared_var<double[3]>(3, "d", 4)' in body
+    assert "float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared());" in body
+    assert "__shared__" not in body
+    lines = body.splitlines()[1:]                           # after the #line 1 directive
+    assert lines[5].strip() == "y[0]=a[0];" and lines[6].strip() == "}"   # same line numbers as the source
+    assert [n for n, _ in rw.shared_vars] == ["a", "b", "c", "d"]
+
+
+def test_mma_asm_becomes_a_warp_collective():
+    src = ('__global__ void k(int* y){ int a0=0,a1=0,a2=0,a3=0,b0=0,b1=0,c0=0,c1=0,c2=0,c3=0;\n'
+           '  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, '
+           '{%0,%1,%2,%3};"\n    : "+r"(c0),"+r"(c1),"+r"(c2),"+r"(c3) : "r"(a0),"r"(a1),"r"(a2),"r"(a3), '
+           '"r"(b0),"r"(b1));\n  y[0]=c0; }\n')
+    body = rewrite(src).source
+    assert "::emu::mma_m16n8k32_s8((c0), (c1), (c2), (c3), (a0), (a1), (a2), (a3), (b0), (b1), (c0), (c1), (c2), (c3), 2)" in body
+    assert "asm" not in body.split("<emu-trampolines>")[0]
+
+
+@pytest.mark.parametrize("snippet,named", [
+    ('asm volatile("bar.sync 0;");', r"inline PTX instruction 'bar.sync'"),
+    ("int n = __syncthreads_count(1);", r"__syncthreads_count"),
+    ("float v = tex1Dfetch(t, 0);", r"texture fetches"),
+    ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
+    ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
+])
+def test_unsupported_constructs_are_named(snippet, named):
+    with pytest.raises(UnsupportedConstruct, match=named + r".*line 2"):
+        rewrite(f"__global__ void k(float* y){{\n  {snippet}\n}}\n")
+
+
+def test_file_scope_shared_and_template_kernels_are_rejected():
+    with pytest.raises(UnsupportedConstruct, match=r"__shared__ variable at file scope \(line 1\)"):
+        rewrite("__shared__ float s[4];\n__global__ void k(float* y){ y[0]=s[0]; }\n")
+    with pytest.raises(UnsupportedConstruct, match=r"template kernels"):
+        rewrite("template<int N> __global__ void k(float* y){ y[0]=N; }\n")
+    with pytest.raises(UnsupportedConstruct, match=r"no __global__ kernel"):
+        rewrite("__device__ float f(float x){ return x; }\n")
+
+
+def test_missing_intrinsic_is_an_unsupported_construct(emu):
+    with pytest.raises(UnsupportedConstruct, match=r"'__hadd2' \(line 2\) is not provided by the emu runtime"):
+        emu.load("__global__ void k(__half2* y){\n  y[0] = __hadd2(y[0], y[0]);\n}\n")
+
+
+def test_syntax_error_is_a_build_error(emu):
+    with pytest.raises(BuildError, match=r"kernel.cu:2:.*error"):
+        emu.load("__global__ void k(float* y){\n  y[0] = ;\n}\n")
+
+
+def test_bad_arguments_to_load(emu):
+    with pytest.raises(ValueError, match=r"source: expected non-empty"):
+        emu.load("   ")
+    with pytest.raises(ValueError, match=r"flags: each flag must be a string starting with '-'"):
+        emu.load("__global__ void k(float* y){ y[0]=1; }", flags=("O3",))

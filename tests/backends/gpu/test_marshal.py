@@ -1,0 +1,166 @@
+"""The GPU backend's pure-numpy parts: source preparation, argument checks, guard bands, poison bookkeeping."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE
+from harness.backends.args import BufferArg, ScalarArg, plan_args
+from harness.backends.gpu import (
+    check_timing, device_index_for_worker, guard_damage, prepare_source, runs_disagree, unwritten_report,
+    validate_flags,
+)
+from cudasrc.signatures import kernel_signatures
+
+SRC = """
+__global__ void scale(const float* __restrict__ x, float* y, const signed char* q, int n, float s) { }
+__global__ void vec4(const int4* a, float4* b, __half h) { }
+"""
+SIG = {s.name: s for s in kernel_signatures(SRC)}
+
+
+# -- source preparation ---------------------------------------------------------------------------------
+def test_prepare_gives_each_kernel_c_linkage_on_its_own_line():
+    text = prepare_source(SRC)
+    assert text.count('extern "C" __global__') == 2
+    # Line numbers are kept: the kernel lines sit where they were, after the fp16 prelude's #line 1.
+    body = text.split("#line 1\n", 1)[1]
+    assert [i for i, ln in enumerate(body.splitlines()) if "__global__" in ln] == \
+           [i for i, ln in enumerate(SRC.splitlines()) if "__global__" in ln]
+
+
+def test_prepare_adds_fp16_header_only_when_half_is_used_and_not_included():
+    assert prepare_source(SRC).startswith("#include <cuda_fp16.h>\n#line 1\n")
+    plain = "__global__ void k(float* y) { y[0] = 1.f; }"
+    assert "#include" not in prepare_source(plain)
+    included = "#include <cuda_fp16.h>\n__global__ void k(__half* y) { }"
+    assert prepare_source(included).count("cuda_fp16.h") == 1
+
+
+def test_prepare_leaves_existing_c_linkage_and_templates_alone():
+    src = 'extern "C" __global__ void a() {}\ntemplate <int N>\n__global__ void b() {}\n'
+    text = prepare_source(src)
+    assert text.count('extern "C"') == 1 and "template <int N>\n__global__" in text
+
+
+def test_prepare_after_an_include_line_is_not_mistaken_for_a_template():
+    text = prepare_source("#include <cuda_fp16.h>\n__global__ void k(__half* y) { }\n")
+    assert 'extern "C" __global__ void k' in text
+
+
+def test_flags_must_be_strings():
+    assert validate_flags(["-O3", "-lineinfo"]) == ("-O3", "-lineinfo")
+    for bad in ("-O3", [3], [""]):
+        with pytest.raises(ValueError, match="flags"):
+            validate_flags(bad)
+
+
+# -- arguments ------------------------------------------------------------------------------------------
+def _scale_args(n=8):
+    return [np.ones(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.int8), np.int32(n), np.float32(2)]
+
+
+def test_plan_classifies_buffers_and_scalars():
+    plan = plan_args(SIG["scale"], _scale_args(), outputs=(1,))
+    assert [type(p) for p in plan] == [BufferArg, BufferArg, BufferArg, ScalarArg, ScalarArg]
+    assert [p.is_output for p in plan[:3]] == [False, True, False]
+    assert plan[3].value.dtype == np.int32
+
+
+@pytest.mark.parametrize("index, bad, rule", [
+    (3, 8, "numpy scalar of dtype int32"),                       # Python int instead of np.int32
+    (3, np.int64(8), "numpy scalar of dtype int32"),              # wrong width
+    (4, np.float64(2), "numpy scalar of dtype float32"),
+    (0, np.ones(8, np.float64), "dtype float32"),                 # pointee mismatch
+    (2, np.zeros(8, np.uint8), "dtype int8"),
+    (1, np.zeros((8, 2), np.float32)[:, 0], "C-contiguous"),
+    (0, np.float32(1), "pass a numpy array"),
+])
+def test_plan_rejects_mismatched_arguments_naming_them(index, bad, rule):
+    args = _scale_args()
+    args[index] = bad
+    with pytest.raises(ValueError, match=rf"args\[{index}\].*{rule}"):
+        plan_args(SIG["scale"], args, outputs=(1,))
+
+
+def test_plan_rejects_bad_outputs_and_counts():
+    with pytest.raises(ValueError, match="takes 5 parameters"):
+        plan_args(SIG["scale"], _scale_args()[:4], outputs=())
+    with pytest.raises(ValueError, match="const pointer"):
+        plan_args(SIG["scale"], _scale_args(), outputs=(0,))
+    with pytest.raises(ValueError, match="passed by value"):
+        plan_args(SIG["scale"], _scale_args(), outputs=(3,))
+    with pytest.raises(ValueError, match="not an argument index"):
+        plan_args(SIG["scale"], _scale_args(), outputs=(5,))
+    with pytest.raises(ValueError, match="listed twice"):
+        plan_args(SIG["scale"], _scale_args(), outputs=(1, 1))
+    frozen = _scale_args()
+    frozen[1].flags.writeable = False
+    with pytest.raises(ValueError, match=r"args\[1\].*writeable"):
+        plan_args(SIG["scale"], frozen, outputs=(1,))
+
+
+def test_vector_pointees_need_whole_vectors():
+    ok = [np.zeros(8, np.int32), np.zeros(8, np.float32), np.float16(1)]
+    assert len(plan_args(SIG["vec4"], ok, outputs=(1,))) == 3
+    with pytest.raises(ValueError, match=r"args\[0\].*multiple"):
+        plan_args(SIG["vec4"], [np.zeros(6, np.int32), *ok[1:]], outputs=(1,))
+
+
+# -- guard bands and poison -----------------------------------------------------------------------------
+def _band():
+    return np.full(GUARD_BYTES, SENTINEL_BYTE, np.uint8)
+
+
+def test_guard_damage_names_side_and_offset():
+    assert guard_damage(_band(), _band(), 40, "args[1] (y)") is None
+    after = _band()
+    after[4] = 0                                  # 4 bytes past the end of a 40-byte buffer
+    msg = guard_damage(_band(), after, 40, "args[1] (y)")
+    assert msg.startswith("args[1] (y): ") and "after" in msg and "offset 44" in msg and "before" not in msg
+    before = _band()
+    before[-1] = 7                                # the byte just before the start
+    msg = guard_damage(before, _band(), 40, "b")
+    assert "before" in msg and "offset -1" in msg
+
+
+def _buf(arr):
+    return BufferArg(1, "y", "float*", arr, True)
+
+
+def test_unwritten_needs_poison_in_every_run():
+    arr = np.zeros((3, 4), np.float32)
+    a, b = np.zeros(arr.nbytes, np.uint8), np.zeros(arr.nbytes, np.uint8)
+    a[4 * 6:4 * 7] = POISON_BYTES[0]    # element 6 = (1, 2) unwritten in both runs
+    b[4 * 6:4 * 7] = POISON_BYTES[1]
+    a[4 * 9:4 * 10] = POISON_BYTES[0]   # element 9 holds pattern A only in run A: it was written in run B
+    msg = unwritten_report(_buf(arr), [a, b])
+    assert "1 of 12" in msg and "(1, 2)" in msg
+    b[4 * 6:4 * 7] = 0                  # negative control: written in run B, so not unwritten
+    assert unwritten_report(_buf(arr), [a, b]) is None
+
+
+def test_runs_disagree_flags_values_that_depend_on_prior_contents():
+    arr = np.zeros(4, np.float32)
+    a = np.zeros(16, np.uint8)
+    b = a.copy()
+    assert runs_disagree(_buf(arr), [a, b]) is None
+    b[8] = 1
+    assert "flat index 2" in runs_disagree(_buf(arr), [a, b])
+
+
+def test_timing_validation():
+    assert check_timing(None) is None and check_timing((2, 5)) == (2, 5)
+    for bad in ((1,), (-1, 3), (0, 0), (1.5, 2), "3"):
+        with pytest.raises(ValueError, match="timing"):
+            check_timing(bad)
+
+
+# -- device choice --------------------------------------------------------------------------------------
+def test_device_per_xdist_worker_and_override():
+    assert device_index_for_worker(4, {}) == 0
+    assert device_index_for_worker(4, {"PYTEST_XDIST_WORKER": "gw6"}) == 2
+    assert device_index_for_worker(4, {"PYTEST_XDIST_WORKER": "gw6", "QCONFORM_GPU": "1"}) == 1
+    for bad in ("4", "x", "-1"):
+        with pytest.raises(ValueError, match="QCONFORM_GPU"):
+            device_index_for_worker(4, {"QCONFORM_GPU": bad})

@@ -1,0 +1,94 @@
+"""`qconform doctor` reports the fiber library, compilers and toolkits."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from harness.cli import main
+from harness.backends.emu import toolchain as tc
+
+
+def test_doctor_json_names_fiber_library_and_compiler(capsys):
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["emu"]["usable"] is True
+    want = "boost" if tc.boost_context_usable(tc.find_cxx()) else "ucontext"
+    assert info["emu"]["fiber"] == want
+    assert any(c["path"] == tc.find_cxx() for c in info["compilers"])
+    assert "usable" in info["gpu"]
+    _check_toolkit_entries(info["cuda_toolkits"])
+
+
+def _check_toolkit_entries(toolkits):
+    from harness.toolchain.finder import SOURCES
+    assert isinstance(toolkits, list)
+    for t in toolkits:
+        assert os.path.isfile(t["nvcc"]) and os.access(t["nvcc"], os.X_OK), t
+        assert t["source"] in SOURCES and isinstance(t["ptxas"], bool) and isinstance(t["cuobjdump"], bool), t
+    real = [os.path.realpath(t["nvcc"]) for t in toolkits]
+    assert len(real) == len(set(real)), "each nvcc is listed once"
+
+
+def test_doctor_reports_forced_ucontext(capsys, monkeypatch):
+    monkeypatch.setenv(tc.FIBER_ENV, "ucontext")
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"emu backend: fibers = ucontext (forced by {tc.FIBER_ENV}=ucontext)" in out
+    assert "host C++ compilers:" in out and "CUDA toolkits:" in out
+
+
+def test_doctor_names_the_toolchain_the_compile_checks_use(capsys):
+    from harness.toolchain.finder import nvcc_version, toolchain_or_reason
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["compile_toolchain"]
+    found, why = toolchain_or_reason()
+    assert info["found"] is (found is not None)
+    if found is not None:
+        assert info["nvcc"] == str(found.nvcc) and info["origin"]["nvcc"] == found.origin["nvcc"]
+        assert os.path.isfile(info["nvcc"]) and info["version"] == nvcc_version(info["nvcc"])
+        assert info["ptxas"] == os.path.join(os.path.dirname(info["nvcc"]), "ptxas")
+    else:
+        assert info["reason"] == why and "no nvcc found" in why
+
+
+def test_doctor_lists_the_compile_toolchains_nvcc_among_cuda_toolkits(capsys):
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    tc_info = info["compile_toolchain"]
+    if not tc_info["found"]:
+        pytest.skip(f"no CUDA toolchain here: {tc_info['reason']}")
+    listed = {os.path.realpath(t["nvcc"]): t for t in info["cuda_toolkits"]}
+    assert os.path.realpath(tc_info["nvcc"]) in listed, (tc_info["nvcc"], list(listed))
+    entry = listed[os.path.realpath(tc_info["nvcc"])]
+    assert entry["ptxas"] is True
+    if tc_info["cuobjdump"]:
+        assert entry["cuobjdump"] is True
+
+
+def _fake_tool(folder, name, text=""):
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    p.write_text("#!/bin/sh\n" + (f"echo '{text}'\n" if text else ""))
+    p.chmod(0o755)
+    return p
+
+
+def test_doctor_lists_an_overridden_nvcc_and_credits_only_its_own_sass_reader(capsys, monkeypatch, tmp_path):
+    nvcc = _fake_tool(tmp_path / "fake" / "bin", "nvcc", "Cuda compilation tools, release 99.1, V99.1.7")
+    _fake_tool(nvcc.parent, "ptxas")
+    monkeypatch.setenv("QCONFORM_NVCC", str(nvcc))
+    monkeypatch.delenv("QCONFORM_CUOBJDUMP", raising=False)
+    monkeypatch.delenv("QCONFORM_TOOLCHAIN_SOURCES", raising=False)
+    # a cuobjdump on PATH belongs to the path source, not to the overridden toolkit
+    _fake_tool(tmp_path / "other", "cuobjdump")
+    monkeypatch.setenv("PATH", str(tmp_path / "other") + os.pathsep + os.environ.get("PATH", ""))
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    _check_toolkit_entries(info["cuda_toolkits"])
+    entry = next(t for t in info["cuda_toolkits"] if t["nvcc"] == str(nvcc))
+    assert entry == {"nvcc": str(nvcc), "source": "env", "version": "release 99.1, V99.1.7",
+                     "ptxas": True, "cuobjdump": False}
+    assert info["compile_toolchain"]["nvcc"] == str(nvcc)
+
