@@ -11,8 +11,8 @@ when the case's variant names it. What each one stresses:
 - ``w-subnormal``: weight blocks whose half-precision scale is subnormal; ``w-overflow``: a weight block
   whose scale overflows half: the reference refuses it (ggml would store inf), so the case is reported as
   undefined, never as a pass.
-- router logits: ``dominant`` (one expert 100 above the rest: an exp without the max subtracted overflows
-  float32), ``all-equal``.
+- router logits: ``dominant`` (the last expert 100 above the rest: an exp without the max subtracted
+  overflows float32, and a reduction or scan that misses the last lane misses it), ``all-equal``.
 - attention: ``spread`` (scores spanning > 100 with maxima above 88.7, where expf overflows), ``sink`` (one
   key dominates every head's scores), ``equal`` (every score equal); long caches (33, 257, the contract's
   maximum: at the CPU-backend shape sets when it is at most LONG_CACHE_CAP, else in the full-size set) and
@@ -91,7 +91,8 @@ def weight_matrix(rng: np.random.Generator, rows: int, cols: int, variant: str, 
 def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.ndarray:
     z = (rng.standard_normal(n_expert) * 2.0).astype(np.float32)
     if variant == "dominant":
-        z[int(rng.integers(0, n_expert))] = np.float32(z.max() + ROUTER_DOMINANCE)
+        # the last expert: the lane a shortened shuffle reduction or a scan one short misses first
+        z[n_expert - 1] = np.float32(z.max() + ROUTER_DOMINANCE)
     elif variant == "all-equal":
         z[:] = np.float32(rng.standard_normal())
     else:
