@@ -45,19 +45,21 @@ def replay_command(case_name: str, source_path: Optional[str] = None, backend: O
 
 
 def headline(res: CaseResult) -> Optional[Comparison]:
-    """The comparison that speaks for the case: among the comparisons with the case's verdict (fail, else tie,
-    else pass), the one nearest to (or furthest past) its budget, i.e. the largest usage; among equals the
-    first float comparison. The row's metrics, budget and margin all come
+    """The comparison that speaks for the case: among the budgeted comparisons with the worst verdict (fail,
+    else tie, else pass), the one nearest to (or furthest past) its budget, i.e. the largest usage; among
+    equals the first float comparison. The row's metrics, budget and margin all come
     from it, so they describe one comparison; every other comparison stays listed under it."""
     if not res.comparisons:
         return None
-    # the comparison that decided the verdict first (a failed one, else a tie), then the largest usage
+    # the comparison that decided the verdict (a failed one, else a tie) when it has a budget; else the one
+    # nearest its budget (a tie of the greedy token has no per-element budget: the row keeps a budgeted
+    # headline, and the token comparison is in the reason and listed under it)
     severity = {FAIL: 2, TIE: 1}
-    worst = max(severity.get(c.verdict, 0) for c in res.comparisons)
-    pool = [c for c in res.comparisons if severity.get(c.verdict, 0) == worst]
-    used = [c for c in pool if c.usage is not None]
+    used = [c for c in res.comparisons if c.usage is not None]
     if not used:
-        return pool[0]
+        return res.comparisons[0]
+    worst = max(severity.get(c.verdict, 0) for c in used)
+    used = [c for c in used if severity.get(c.verdict, 0) == worst]
     top = max(c.usage for c in used)
     best = [c for c in used if c.usage == top]
     return next((c for c in best if "mismatches" not in c.metrics), best[0])

@@ -121,3 +121,19 @@ def test_histogram_axes_are_labelled_and_the_budget_line_is_drawn():
     svg = svg_histogram(h, "t")
     assert "log10(|error| / budget)" in svg and ">elements<" in svg and ">budget<" in svg
     assert svg_histogram(None, "t").startswith("<p")
+
+
+def test_a_rows_metrics_budget_and_margin_come_from_one_comparison():
+    """The headline is the budgeted comparison that decided the verdict (else the one nearest its budget); the
+    row's metrics, budget and margin are all its own; a token tie without a budget keeps a budgeted headline."""
+    from types import SimpleNamespace
+
+    from harness.judging.records import headline
+    from harness.judging.registry import Comparison
+    mode = Comparison("y", "mode", "pass", {"max_abs": 1e-6}, "gamma", 1e-5, 1e-6, 0.1)
+    deq = Comparison("y", "dequant", "pass", {"max_abs": 3e-3}, "gamma + act", 4e-3, 3e-3, 0.75)
+    tok = Comparison("token (greedy argmax)", "dequant", "tie", {}, "gap <= 2 err")
+    bad = Comparison("y", "dequant", "fail", {"max_abs": 1.0}, "gamma + act", 1e-3, 1.0, 1000.0)
+    assert headline(SimpleNamespace(comparisons=[mode, deq])) is deq          # nearest its budget
+    assert headline(SimpleNamespace(comparisons=[mode, deq, tok])) is deq     # budgeted, though the tie decided
+    assert headline(SimpleNamespace(comparisons=[deq, tok, mode, bad])) is bad
