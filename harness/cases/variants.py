@@ -11,8 +11,9 @@ when the case's variant names it. What each one stresses:
 - ``w-subnormal``: weight blocks whose half-precision scale is subnormal; ``w-overflow``: a weight block
   whose scale overflows half: the reference refuses it (ggml would store inf), so the case is reported as
   undefined, never as a pass.
-- router logits: ``dominant`` (the last expert 100 above the rest: an exp without the max subtracted
-  overflows float32, and a reduction or scan that misses the last lane misses it), ``all-equal``.
+- router logits: ``dominant``, ``dominant-first``, ``dominant-second`` (the last, the first or the second expert
+  100 above the rest: an exp without the max subtracted overflows float32, and a reduction, broadcast or scan
+  that misses that lane misses it), ``all-equal``.
 - attention: ``spread`` (scores spanning > 100 with maxima above 88.7, where expf overflows), ``sink`` (one
   key dominates every head's scores), ``equal`` (every score equal); long caches (33, 257, the contract's
   maximum: at the CPU-backend shape sets when it is at most LONG_CACHE_CAP, else in the full-size set) and
@@ -37,7 +38,7 @@ WIDE_EXPERT_N = 64                  # ... with fewer output rows (the case's cos
 
 ACT_QUANT_VARIANTS = ("massive", "one-nonzero", "all-ties")
 GEMV_VARIANTS = ("massive", "w-subnormal", "w-overflow")
-ROUTER_VARIANTS = ("dominant", "all-equal")
+ROUTER_VARIANTS = ("dominant", "dominant-first", "dominant-second", "all-equal")
 ATTENTION_VARIANTS = ("spread", "sink", "equal")
 LM_HEAD_GAPS = {"gap=1": 1.0, "gap=0.5": 0.5, "gap=0": 0.0}
 
@@ -90,9 +91,13 @@ def weight_matrix(rng: np.random.Generator, rows: int, cols: int, variant: str, 
 
 def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.ndarray:
     z = (rng.standard_normal(n_expert) * 2.0).astype(np.float32)
-    if variant == "dominant":
-        # the last expert: the lane a shortened shuffle reduction or a scan one short misses first
-        z[n_expert - 1] = np.float32(z.max() + ROUTER_DOMINANCE)
+    if variant.startswith("dominant"):
+        # where the dominant expert sits decides which broken reductions it exposes: the last (a shuffle tree
+        # with too small offsets, or a scan one short, misses it first), the first (a broadcast from the
+        # wrong lane misses it), the second (reachable in a shuffle tree only through offset 1: a tree with
+        # shifted offsets misses it)
+        at = {"dominant": n_expert - 1, "dominant-first": 0, "dominant-second": 1}[variant]
+        z[at] = np.float32(z.max() + ROUTER_DOMINANCE)
     elif variant == "all-equal":
         z[:] = np.float32(rng.standard_normal())
     else:
