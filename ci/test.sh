@@ -10,6 +10,13 @@ if ! [ -e /usr/include/boost/context/detail/fcontext.hpp ] && command -v apt-get
     || echo "ci/test.sh: could not install libboost-context-dev; the Boost.Context fiber tests will skip" >&2
 fi
 
+# Headless Chromium renders report.html in the report test (tests/runner/test_report_browser.py); without it
+# that test skips with the reason.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) \
+    || echo "ci/test.sh: could not install chromium; the report's browser test will skip" >&2
+fi
+
 VENV="${QCONFORM_VENV:-.venv-ci}"
 python3 -m venv "$VENV"
 . "$VENV/bin/activate"

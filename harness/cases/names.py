@@ -89,22 +89,54 @@ _TOPK_OPS = ("moe_topk_mask", "moe_topk_idx")
 
 def variants_for(contract: KernelContract, shape: ShapeSet, instance: Optional[str] = None
                  ) -> list[tuple[str, dict[str, int]]]:
-    """The input variants a contract is judged on (at one size instance), each with the dims it overrides."""
+    """The input variants a contract is judged on (at one size instance), each with the dims it overrides;
+    with a checkpoint given (--inputs-from), also the `model` variant (harness.model.case_inputs)."""
+    out = _seeded_variants(contract, shape, instance)
+    from harness.cases import model_inputs as case_inputs
+    cap = case_inputs.active()
+    if cap is not None:
+        if contract.op in _ATTENTION_OPS:
+            if _allowed(contract, shape, {"L": cap.positions}):
+                out.append((case_inputs.MODEL_VARIANT, {"L": cap.positions}))
+        else:
+            out.append((case_inputs.MODEL_VARIANT, {}))
+    return out
+
+
+def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Optional[str] = None
+                     ) -> list[tuple[str, dict[str, int]]]:
     op = contract.op
+    from . import variants as V
     if op in ("q8_gemv", "q8_gemm_mma") and instance == "lm_head":
-        # the top two logits apart by one term below half an int8 step: the mode decides the greedy token
-        return [("gauss", {}), ("near-tie", {})]
+        # the top two logits apart by one term below half an int8 step: the mode decides the greedy token;
+        # and apart by one, half and zero times the token judge's tie threshold
+        return [("gauss", {}), ("near-tie", {})] + [(g, {}) for g in V.LM_HEAD_GAPS]
     if op in _TOPK_OPS:
-        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})]
+        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS]
     if op == "act_quant":
-        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})]
+        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
+    if op in ("q8_gemv", "q8_gemv_qkv", "q8_gemm_mma"):
+        # the value-range variants at the kernel's first size instance: the kernel's arithmetic is the same at
+        # every instance, only the sizes differ (which the Gaussian case covers at each)
+        first = contract.instances[0][0] if contract.instances else None
+        return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else [])
+    if op in ("moe_gate_up_silu", "moe_down_combine"):
+        # the small shape sets' widths (d = 512, 672; dff = 128, 160) run the 512-wide loop of these GEMVs at
+        # most once (gate/up) or never (down); a wide Kd of 2 x 512 + 128 + 32 runs every loop, the 512-wide
+        # one twice. Once, at tiny, with fewer output rows to keep it as cheap as the Gaussian case
+        wide = [(f"Kd={V.WIDE_EXPERT_K}", {"Kd": V.WIDE_EXPERT_K, "N": V.WIDE_EXPERT_N})] if shape.name == "tiny" else []
+        return [("gauss", {}), ("massive", {})] + wide
+    if op == "rms_norm":
+        return [("gauss", {}), ("massive", {})]
     if op in _ATTENTION_OPS:
-        out = []
-        for label, n in inputs.kv_lengths(shape.kv_len, shape.attn_split).items():
-            if _allowed(contract, shape, {"L": n}):
-                out.append((label, {"L": n}))
+        lengths = dict(inputs.kv_lengths(shape.kv_len, shape.attn_split))
+        lengths.update(V.long_cache_lengths(lambda n: _allowed(contract, shape, {"L": n}), shape.attn_split,
+                                            shape.name))
+        out = [(label, {"L": n}) for label, n in lengths.items() if _allowed(contract, shape, {"L": n})]
+        if op != "attention_combine":
+            out += [(v, {"L": shape.kv_len}) for v in V.ATTENTION_VARIANTS if _allowed(contract, shape, {"L": shape.kv_len})]
         return out
     return [("gauss", {})]
 

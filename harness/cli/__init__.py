@@ -13,6 +13,7 @@ COMMANDS = [
     ("report", "harness.cli.report"),
     ("check", "harness.cli.check"),
     ("replay", "harness.cli.replay"),
+    ("mutate", "harness.cli.mutate"),
     ("extract", "harness.cli.extract"),
     ("golden", "harness.cli.golden"),
     ("doctor", "harness.cli.doctor"),

@@ -27,6 +27,8 @@ def register(sub) -> None:
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
     add_speed_options(p)
+    from harness.cli.inputs_from import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -38,5 +40,7 @@ def run(args) -> int:
     shapes = parse_shape_list(args.shapes)
     modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    from harness.cli.inputs_from import apply as use_inputs_from
+    use_inputs_from(args)
     return run_check(args.backend, src, shapes, modes, seed, Path(args.out), sanitize=args.sanitize,
                      schedules=args.schedules, workers=args.jobs)

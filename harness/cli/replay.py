@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     p.add_argument("--json", action="store_true", help="print the report row as JSON")
     add_schedules_option(p)
+    from harness.cli.inputs_from import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -55,6 +57,8 @@ def run(args) -> int:
     from cudasrc.signatures import source_sha256
     from harness.judging.core import FAIL, judge_case
     from harness.judging.records import result_row
+    from harness.cli.inputs_from import apply as use_inputs_from
+    use_inputs_from(args)
     case, contract, code, label = locate(args.name, args.source)
     from harness.judging.runner import resolve_backend
     be = resolve_backend(args.backend, schedules=args.schedules)

@@ -24,6 +24,8 @@ def register(sub) -> None:
     p.add_argument("--sanitize", action="store_true",
                    help="CPU backend: AddressSanitizer build, catching out-of-bounds reads too (slower)")
     add_speed_options(p)
+    from harness.cli.inputs_from import add_option
+    add_option(p)
     p.set_defaults(func=run)
 
 
@@ -47,6 +49,8 @@ def run(args) -> int:
         from harness.reports import reference_modes as reference_report
         rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     else:
+        from harness.cli.inputs_from import apply as use_inputs_from
+        use_inputs_from(args)
         from harness.judging import runner
         from harness.reports.conformance import run_report
         backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
+from harness.cases import variants as V
 from .core import _act_quant_ref, _ref_act_scales, compare_exact, compare_float
 from .registry import Ctx, op
 
@@ -39,6 +40,21 @@ def _build_qkv(ctx: Ctx) -> None:
     k[: min(L, k.shape[0])] *= ctx.rng.uniform(0.5, 2.5, size=(min(L, k.shape[0]), 1)).astype(np.float32)
     ctx.put("kc", k)
     ctx.put("vc", inputs.activation(ctx.rng, ctx.counts["vc"], outliers=False))
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        fused = ctx.attrs.get("variant") == "fused_qknorm_rope"     # the kernel norms and ropes q itself
+        q, k, v = case_inputs.attention(ctx, nh, nkv, hd, ctx.counts["kc"] // (nkv * hd), L, raw_query=fused)
+        ctx.put("q", q)
+        ctx.put("kc", k)
+        ctx.put("vc", v)
+        if ctx.has("qnw"):
+            ctx.put("qnw", case_inputs.q_norm(ctx))
+        return
+    if ctx.case.variant in V.ATTENTION_VARIANTS:
+        q, k = V.attention_qk(ctx.rng, ctx.case.variant, ctx.out("q"), ctx.out("kc"), nh, nkv, hd, L,
+                              1.0 / np.sqrt(hd))
+        ctx.put("q", q)
+        ctx.put("kc", k)
     if ctx.has("qnw"):
         ctx.put("qnw", inputs.norm_weight(ctx.rng, hd))
 

@@ -120,6 +120,31 @@ def error_histogram(actual, reference, edges=DEFAULT_EDGES) -> dict:
     return {"edges": e, "counts": [int(c) for c in counts], "nan": nan, "outside": int((~inside).sum())}
 
 
+# log10(|err| / budget) bin edges: one bin per decade from 1e-8 to 1e3 of the budget, then everything above
+USAGE_EDGES = tuple(float(e) for e in range(-8, 4))
+
+
+def usage_histogram(err, budget, edges=USAGE_EDGES) -> dict:
+    """Counts of log10(|err| / budget) per bin [edges[i], edges[i+1]), with the elements below the first edge
+    (exact or far inside the budget, |err| = 0 included) and above the last counted apart; 0 is the budget
+    line. Returns {"edges", "counts", "below", "above", "exact", "nan", "unit"}."""
+    e = np.abs(np.asarray(err, dtype=np.float64)).reshape(-1)
+    b = np.asarray(budget, dtype=np.float64).reshape(-1)
+    if b.shape != e.shape:
+        raise ValueError(f"budget: expected {e.size} per-element budgets, got {b.size}")
+    nan = ~np.isfinite(e)
+    exact = (e == 0) & ~nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(b > 0, e / b, np.where(e > 0, np.inf, 0.0))
+    ok = ~nan & ~exact
+    lr = np.log10(ratio[ok])
+    edges = list(edges)
+    counts, _ = np.histogram(lr, bins=edges)
+    return {"edges": edges, "counts": [int(c) for c in counts], "below": int((lr < edges[0]).sum()),
+            "above": int((lr > edges[-1]).sum()), "exact": int(exact.sum()), "nan": int(nan.sum()),
+            "unit": "log10(|error| / budget)"}
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Every metric of one actual-vs-reference pair (plain floats/ints, JSON-ready via as_dict)."""

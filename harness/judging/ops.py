@@ -10,6 +10,7 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
+from harness.cases import variants as V
 from .core import (_act_quant_ref, _place_q8, _q8_act_for, _weight_scales, compare_exact, compare_float,
                    gemv_dequant_budget, gemv_depth, gemv_mode_budget, gemv_terms)
 from .registry import FAIL, PASS, TIE, Comparison, Ctx, JudgeError, op
@@ -28,8 +29,17 @@ class ActQuant:
     @staticmethod
     def build(ctx: Ctx) -> None:
         a = ctx.pname(*ACT_F32)
-        if ctx.case.variant == "half-ties":
+        if ctx.case.variant == "model":
+            from harness.cases import model_inputs as case_inputs
+            x = case_inputs.activation(ctx, ctx.counts[a])
+        elif ctx.case.variant == "half-ties":
             x = inputs.half_ties(ctx.rng, ctx.counts[a])
+        elif ctx.case.variant == "massive":
+            x = V.massive_activation(ctx.rng, ctx.counts[a])
+        elif ctx.case.variant == "one-nonzero":
+            x = V.one_nonzero_blocks(ctx.rng, ctx.counts[a])
+        elif ctx.case.variant == "all-ties":
+            x = V.all_ties(ctx.rng, ctx.counts[a])
         else:
             x = inputs.activation(ctx.rng, ctx.counts[a], zero_block=ctx.case.variant == "zero-block")
         ctx.put(a, x)
@@ -75,10 +85,16 @@ class ActQuant:
 
 
 # -- Q8 GEMVs -------------------------------------------------------------------------------------------------
-def _gemv_act(ctx: Ctx, M: int, K: int):
+def _gemv_act(ctx: Ctx, M: int, K: int, model_buffer: "str | None" = None):
     """Build the activation in the form the kernel reads; return (act dict, step, x f32 (M, K), kind)."""
     kind = str(ctx.attrs.get("act", "f32"))
-    x = inputs.activation(ctx.rng, M * K).reshape(M, K)
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        x = case_inputs.activation(ctx, M * K, name=model_buffer).reshape(M, K)
+    elif ctx.case.variant == "massive":
+        x = V.massive_activation(ctx.rng, M * K).reshape(M, K)
+    else:
+        x = inputs.activation(ctx.rng, M * K).reshape(M, K)
     if kind == "f32":
         ctx.put(ctx.pname(*ACT_F32), x)
         return {"f32": x}, None, x, kind
@@ -115,6 +131,60 @@ def _near_tie_rows(ctx: Ctx, w, x: np.ndarray, K: int):
     c = int(np.argmax(np.where(ok, contrib, -1.0)))
     q[twin, c] = q[twin, c] - np.int8(np.sign(x[c]))       # the twin's logit drops by s |x_c|
     ctx.extra["near_tie"] = (top, twin, c)
+    return Q8Tensor(q, s)
+
+
+def _variant_weight(ctx: Ctx, N: int, K: int):
+    """Q8_0 weights of a GEMV case; a block whose half scale overflows is the reference's error (ggml would
+    store inf), so that case is undefined and reported unchecked with the reason, never judged."""
+    from reference.quant import quantize_q8_0
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        w = case_inputs.weight(ctx, N, K)
+        if w is not None:
+            return w
+        ctx.extra["notes"] = "weights: seeded Gaussian (the checkpoint has no matrix for this instance)"
+    if ctx.case.variant not in ("w-subnormal", "w-overflow"):
+        return inputs.q8_weight(ctx.rng, N, K)
+    try:
+        return quantize_q8_0(V.weight_matrix(ctx.rng, N, K, ctx.case.variant, inputs.WEIGHT_STD))
+    except ValueError as exc:
+        raise JudgeError(f"{V.UNDEFINED}: the reference refuses these weights ({exc}); the kernel's result "
+                         "is undefined here") from None
+
+
+def _gap_rows(ctx: Ctx, w, x: np.ndarray, kind: str, K: int, fraction: float):
+    """LM-head weights whose top two exact logits are `fraction` x the token judge's tie threshold apart
+    (2 x the mode's logit error: max |y_mode - y_exact| + the f32 budget; harness.judging.tokens): a lower-index twin
+    of the top row with one code moved by d steps at column c, (c, d) chosen so that s_w |d x_c| comes closest
+    to the gap (Q8_0 scales are half precision, so the gap is made of codes, not of a scale). The gap reached
+    and its ratio to the threshold are recorded in the token comparison's metrics."""
+    from reference.quant import Q8Tensor
+    M = x.shape[0]
+    act = _q8_act_for(ctx, x, kind, M, K)[0] if kind != "f32" else {"f32": x}
+    y_mode, a_mode = gemv_terms(w.quants, w.scales, act, K)
+    y_ex, _ = gemv_terms(w.quants, w.scales, {"f32": x}, K)
+    fp = gemv_mode_budget(kind, str(ctx.attrs.get("accumulate", "f32")), K, y_mode, a_mode,
+                          gemv_depth(ctx.contract, K)).values
+    threshold = 2.0 * (float(np.max(np.abs(y_mode - y_ex))) + float(np.max(fp)))
+    top = int(np.argmax(y_ex[0]))
+    twin = int(ctx.rng.integers(0, top)) if top > 0 else 1
+    q, s = w.quants.copy(), w.scales.copy()
+    q[twin], s[twin] = q[top], s[top]
+    target = fraction * threshold
+    reached = 0.0
+    if target > 0:
+        unit = np.abs(np.repeat(s[top].astype(np.float64), 32) * x[0].astype(np.float64))     # s_w |x_c|
+        d = np.clip(np.rint(target / np.where(unit > 0, unit, np.inf)), 1, 127)
+        # the code moves by -d sign(x_c) and must stay in Q8_0's range [-127, 127]
+        room = 127 + np.sign(x[0]).astype(np.int64) * q[top].astype(np.int64)
+        d = np.minimum(d, room)
+        c = int(np.argmin(np.where(d >= 1, np.abs(d * unit - target), np.inf)))
+        step = int(d[c]) * int(np.sign(x[0][c]) or 1)
+        q[twin, c] = np.int8(int(q[twin, c]) - step)
+        reached = float(abs(step) * unit[c])
+    ctx.extra["gap"] = {"top": top, "twin": twin, "target_fraction": fraction, "threshold": threshold,
+                        "gap_reached": reached, "fraction_reached": reached / threshold if threshold else None}
     return Q8Tensor(q, s)
 
 
@@ -164,9 +234,11 @@ class Q8Gemv:
         if ctx.contract.op == "q8_gemm_mma":
             ctx.attrs.setdefault("act", "int8")
         act, step, x, kind = _gemv_act(ctx, M, K)
-        w = inputs.q8_weight(ctx.rng, N, K)
+        w = _variant_weight(ctx, N, K)
         if ctx.case.variant == "near-tie":
             w = _near_tie_rows(ctx, w, x[0], K)
+        elif ctx.case.variant in V.LM_HEAD_GAPS:
+            w = _gap_rows(ctx, w, x, kind, K, V.LM_HEAD_GAPS[ctx.case.variant])
         _place_q8(ctx, ctx.pname(*W_Q), ctx.pname(*W_S), w, N)
         ctx.extra.update(x=x, step=step, kind=kind, M=M, N=N, K=K)
         if ctx.attrs.get("dest", "y") == "kv_cache":
@@ -203,7 +275,10 @@ def gemv_comparisons(ctx: Ctx, yname: str, y_out, wq, ws, act_k, x, kind, step, 
     comps.append(compare_float(yname, y_out, y_deq, gemv_dequant_budget(wq, ws, x, kind, step, K, fp_deq)))
     if ctx.case.instance == "lm_head":
         from .tokens import token_comparison
-        comps.append(token_comparison(y_out.reshape(-1), y_deq.reshape(-1), y_mode.reshape(-1), fp.values))
+        tok = token_comparison(y_out.reshape(-1), y_deq.reshape(-1), y_mode.reshape(-1), fp.values)
+        if "gap" in ctx.extra:
+            tok.metrics["constructed_gap"] = ctx.extra["gap"]
+        comps.append(tok)
     return comps
 
 
@@ -215,7 +290,7 @@ class Q8GemvQKV:
         QD, KD = int(ctx.dim("QD")), int(ctx.dim("KD"))
         act, step, x, kind = _gemv_act(ctx, 1, K)
         for (qn, sn), n in ((("wqq", "wqs"), QD), (("wkq", "wks"), KD), (("wvq", "wvs"), KD)):
-            _place_q8(ctx, ctx.pname(qn), ctx.pname(sn), inputs.q8_weight(ctx.rng, n, K), n)
+            _place_q8(ctx, ctx.pname(qn), ctx.pname(sn), _variant_weight(ctx, n, K), n)
         for cname in ("kc", "vc"):
             ctx.put(ctx.pname(cname), ctx.rng.standard_normal(ctx.counts[cname]).astype(np.float32))
         rows = ctx.counts["kc"] // KD
@@ -281,6 +356,11 @@ def _topk_comparison(logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Compa
 
 
 def _topk_logits(ctx: Ctx, E: int, k: int) -> np.ndarray:
+    if ctx.case.variant in V.ROUTER_VARIANTS:
+        return V.router_logits(ctx.rng, E, ctx.case.variant)
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        return case_inputs.buffer(ctx, "moe_logits", E).astype(np.float32)
     tie = {"gauss": "none", "near-tie": "near", "exact-tie": "exact"}[ctx.case.variant]
     return inputs.router_logits(ctx.rng, E, k, tie)
 
@@ -337,6 +417,13 @@ class MoeTopkMask:
 def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chosen: np.ndarray):
     """Q8 weights for E experts of `rows` rows each: Gaussian for the chosen experts, a loud constant pattern
     elsewhere (a kernel that reads an expert it was not routed to is grossly wrong, and memory stays small)."""
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        which = {"wg_q": "gate", "wu_q": "up", "wd_q": "down"}[qn]
+        q, s = case_inputs.experts(ctx, which, E, rows, K)
+        ctx.put(qn, q)
+        ctx.put(sn, _weight_scales(ctx, sn, s))
+        return
     q = np.full((E, rows, K), 7, dtype=np.int8)
     s = np.ones((E, rows, K // 32), dtype=np.float32)
     for e in chosen:
@@ -345,6 +432,14 @@ def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chose
         s[e] = w.scales
     ctx.put(qn, q)
     ctx.put(sn, _weight_scales(ctx, sn, s))
+
+
+def _routed(ctx: Ctx, k: int, E: int) -> np.ndarray:
+    """The experts a MoE GEMV is routed to: the decode's own choice in a model case, else a seeded draw."""
+    if ctx.case.variant == "model":
+        from harness.cases import model_inputs as case_inputs
+        return case_inputs.buffer(ctx, "moe_idx", k).astype(np.int32)
+    return inputs.distinct_indices(ctx.rng, k, E)
 
 
 def _moe_dims(ctx: Ctx):
@@ -358,9 +453,9 @@ class MoeGateUp:
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
-        idx = inputs.distinct_indices(ctx.rng, k, E)
+        idx = _routed(ctx, k, E)
         ctx.put(ctx.pname("idx"), idx)
-        act, step, x, kind = _gemv_act(ctx, 1, Kd)
+        act, step, x, kind = _gemv_act(ctx, 1, Kd, "x2n")
         _expert_weights(ctx, ctx.pname("wg_q"), ctx.pname("wg_s"), E, N, Kd, idx)
         _expert_weights(ctx, ctx.pname("wu_q"), ctx.pname("wu_s"), E, N, Kd, idx)
         ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
@@ -400,10 +495,14 @@ class MoeDown:
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
-        idx = inputs.distinct_indices(ctx.rng, k, E)
+        idx = _routed(ctx, k, E)
         ctx.put(ctx.pname("idx"), idx)
-        ctx.put(ctx.pname("wc"), inputs.routing_weights(ctx.rng, k))
-        act, step, x, kind = _gemv_act(ctx, k, Kd)      # h: one Kd-vector per chosen expert
+        if ctx.case.variant == "model":
+            from harness.cases import model_inputs as case_inputs
+            ctx.put(ctx.pname("wc"), case_inputs.buffer(ctx, "moe_w", k).astype(np.float32))
+        else:
+            ctx.put(ctx.pname("wc"), inputs.routing_weights(ctx.rng, k))
+        act, step, x, kind = _gemv_act(ctx, k, Kd, "moe_he")      # h: one Kd-vector per chosen expert
         _expert_weights(ctx, ctx.pname("wd_q"), ctx.pname("wd_s"), E, N, Kd, idx)
         ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
 
@@ -524,7 +623,11 @@ class ArgmaxAdvance:
     @staticmethod
     def build(ctx: Ctx) -> None:
         V = ctx.counts[ctx.pname("logits")]
-        z = (ctx.rng.standard_normal(V) * 3.0).astype(np.float32)
+        if ctx.case.variant == "model":
+            from harness.cases import model_inputs as case_inputs
+            z = case_inputs.activation(ctx, V, name="logits@final")
+        else:
+            z = (ctx.rng.standard_normal(V) * 3.0).astype(np.float32)
         if ctx.case.variant == "exact-tie":
             # the maximum twice, at indices a block-stride scan assigns to different threads
             i, j = sorted(ctx.rng.choice(V, size=2, replace=False).tolist())

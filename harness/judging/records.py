@@ -47,34 +47,49 @@ def replay_command(case_name: str, source_path: Optional[str] = None, backend: O
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def _primary(res: CaseResult) -> Optional[Comparison]:
-    """The comparison that speaks for the case: the worst-used float comparison against the mode-faithful
-    reference, else the first comparison."""
-    floats = [c for c in res.comparisons if c.usage is not None and c.against == "mode" and c.metrics.get("max_abs")
-              is not None]
-    if floats:
-        return max(floats, key=lambda c: c.usage)
-    return res.comparisons[0] if res.comparisons else None
+def headline(res: CaseResult) -> Optional[Comparison]:
+    """The comparison that speaks for the case: among the budgeted comparisons with the worst verdict (fail,
+    else tie, else pass), the one nearest to (or furthest past) its budget, i.e. the largest usage; among
+    equals the first float comparison. The row's metrics, budget and margin all come
+    from it, so they describe one comparison; every other comparison stays listed under it."""
+    if not res.comparisons:
+        return None
+    # the comparison that decided the verdict (a failed one, else a tie) when it has a budget; else the one
+    # nearest its budget (a tie of the greedy token has no per-element budget: the row keeps a budgeted
+    # headline, and the token comparison is in the reason and listed under it)
+    severity = {FAIL: 2, TIE: 1}
+    used = [c for c in res.comparisons if c.usage is not None]
+    if not used:
+        return res.comparisons[0]
+    worst = max(severity.get(c.verdict, 0) for c in used)
+    used = [c for c in used if severity.get(c.verdict, 0) == worst]
+    top = max(c.usage for c in used)
+    best = [c for c in used if c.usage == top]
+    return next((c for c in best if "mismatches" not in c.metrics), best[0])
 
 
 def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Optional[float] = None,
                source_path: Optional[str] = None) -> dict:
     case = res.case
-    prim = _primary(res)
-    worst = max((c for c in res.comparisons if c.usage is not None), key=lambda c: c.usage, default=None)
+    head = headline(res)
+    vacuous = [f"{c.output} vs {c.against}: {c.metrics['vacuous_budget']}" for c in res.comparisons
+               if c.metrics.get("vacuous_budget")]
     row = {
         "case": case.name, "kernel": case.kernel, "family": case.family, "op": case.op,
         "mode": mode_label(case.mode), "shape": case.shape, "instance": case.instance, "variant": case.variant,
         "seed": case.seed, "backend": backend, "source_sha256": sha256, "verdict": res.verdict,
         "reason": res.reason, "dims": res.dims, "launch": res.launch,
-        "metrics": {k: prim.metrics.get(k) for k in PRIMARY_METRICS} if prim else {},
-        "error_distribution": prim.histogram if prim else None,
-        "budget": prim.budget if prim else None,
-        "budget_at_worst": prim.budget_at_worst if prim else None,
-        "observed_at_worst": prim.observed_at_worst if prim else None,
-        "margin": worst.margin if worst else None,
-        "worst_comparison": f"{worst.output} vs {worst.against}" if worst else None,
+        "headline_comparison": f"{head.output} vs {head.against}" if head else None,
+        "metrics": {k: head.metrics.get(k) for k in PRIMARY_METRICS + ("metric_note",)
+                    if k in head.metrics or k in PRIMARY_METRICS} if head else {},
+        "error_distribution": head.histogram if head else None,
+        "budget": head.budget if head else None,
+        "budget_at_worst": head.budget_at_worst if head else None,
+        "observed_at_worst": head.observed_at_worst if head else None,
+        "margin": head.margin if head else None,
+        "worst_comparison": f"{head.output} vs {head.against}" if head else None,
         "comparisons": [comparison_dict(c) for c in res.comparisons],
+        "vacuous_budgets": vacuous,
         "kernel_ms": res.elapsed_ms, "bytes_moved": res.bytes_moved,
         "bandwidth_gbps": (res.bytes_moved / (res.elapsed_ms * 1e-3) / 1e9
                            if res.elapsed_ms and res.bytes_moved else None),
@@ -83,11 +98,20 @@ def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Op
         "wall_s": round(res.wall_s, 4),
         "coverage": res.coverage,
         "replay": replay_command(case.name, source_path, "emu" if res.coverage else None,
-                                 res.coverage["block_sampling"] if res.coverage else None),
+                                 res.coverage["block_sampling"] if res.coverage else None) + _model_replay(case),
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw
     return finite_json(row)
+
+
+def _model_replay(case) -> str:
+    """A model case replays only with the same checkpoint (and decode length)."""
+    if case.variant != "model":
+        return ""
+    from harness.cases import model_inputs as case_inputs
+    cap = case_inputs.active()
+    return "" if cap is None else (f" --inputs-from {shlex.quote(cap.path)} --model-positions {cap.positions}")
 
 
 def counts(rows: list[dict]) -> dict:

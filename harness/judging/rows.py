@@ -40,7 +40,14 @@ class RmsNorm:
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
-        ctx.put(ctx.pname(*_RMS_IN), inputs.activation(ctx.rng, rows * cols))
+        if ctx.case.variant == "model":
+            from harness.cases import model_inputs as case_inputs
+            ctx.put(ctx.pname(*_RMS_IN), case_inputs.activation(ctx, rows * cols, default="x"))
+        elif ctx.case.variant == "massive":
+            from harness.cases.variants import massive_activation
+            ctx.put(ctx.pname(*_RMS_IN), massive_activation(ctx.rng, rows * cols))
+        else:
+            ctx.put(ctx.pname(*_RMS_IN), inputs.activation(ctx.rng, rows * cols))
         if ctx.has("w"):
             ctx.put("w", inputs.norm_weight(ctx.rng, cols))
         if ctx.attrs.get("residual", "none") != "none":

@@ -1,8 +1,8 @@
-"""Write a conformance run as report.json (one row per case), report.md and report.html (an error
-histogram per kernel as inline SVG). Files are written atomically (temporary file + rename)."""
+"""Write a conformance run as report.json (one row per case), report.md and report.html (harness.reports.html:
+an overview grid, then an error histogram per kernel as inline SVG). Files are written atomically
+(temporary file + rename)."""
 from __future__ import annotations
 
-import html
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -11,6 +11,8 @@ from typing import Optional
 from harness.cache import atomic_write
 from harness.judging.records import VERDICTS, counts, finite_json
 from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
+
+from .html import html_report
 
 REPORT_VERSION = 1
 
@@ -86,15 +88,24 @@ def markdown(doc: dict) -> str:
         for u in doc["unchecked_kernels"]:
             lines.append(f"- `{u['kernel']}`: {u['reason']}")
     lines += timing_section(meta, rows)
-    lines += ["", "## Cases", "", "| case | verdict | max abs | max rel | NMSE | max ULP | cosine | budget at worst | "
-              "margin | time ms | GB/s | blocks x schedules |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Cases", "", "Each row's metrics, budget and margin come from its headline comparison (the "
+              "one nearest its budget); `-` in max ULP: integer output or an all-zero reference (see the note in "
+              "report.json).", "", "| case | verdict | headline | max abs | max rel | NMSE | max ULP | cosine | "
+              "budget at worst | margin | time ms | GB/s | blocks x schedules |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r.get("metrics") or {}
         cov = r.get("coverage") or {}
-        lines.append(f"| `{r['case']}` | {r['verdict']} | {_fmt(m.get('max_abs'))} | {_fmt(m.get('max_rel'))} | "
+        lines.append(f"| `{r['case']}` | {r['verdict']} | {_fmt(r.get('headline_comparison'))} | "
+                     f"{_fmt(m.get('max_abs'))} | {_fmt(m.get('max_rel'))} | "
                      f"{_fmt(m.get('nmse'))} | {_fmt(m.get('max_ulp'))} | {_fmt(m.get('cosine'), 9)} | "
                      f"{_fmt(r.get('budget_at_worst'))} | {_fmt(r.get('margin'))} | {_fmt(r.get('kernel_ms'))} | "
                      f"{_fmt(r.get('bandwidth_gbps'))} | {_fmt(cov.get('summary'))} |")
+    vac = [r for r in rows if r.get("vacuous_budgets")]
+    if vac:
+        lines += ["", "## Vacuous budgets", "", "These cases pass, but under a budget that an all-zero output would "
+                  "meet too: the bound says nothing about them.", ""]
+        lines += [f"- `{r['case']}`: {'; '.join(r['vacuous_budgets'])}" for r in vac]
     bad = [r for r in rows if r["verdict"] in (FAIL, TIE, UNCHECKED)]
     if bad:
         lines += ["", "## Failures, ties and unchecked cases", ""]
@@ -124,82 +135,3 @@ def timing_section(meta: dict, rows: list[dict]) -> list[str]:
             if note.startswith(("timing skipped", "timing launch failed")):
                 lines.append(f"  - `{r['case']}`: {note}")
     return lines
-
-
-# -- HTML ----------------------------------------------------------------------------------------------------
-def _svg_histogram(hist: Optional[dict], title: str) -> str:
-    """A bar chart of an error distribution {"edges": [...], "counts": [...]} (log10 |err| bins)."""
-    if not hist or not hist.get("counts"):
-        return "<p><em>no error distribution (integer or exact output)</em></p>"
-    cnt = [float(v) for v in hist["counts"]]
-    edges = hist.get("edges") or list(range(len(cnt) + 1))
-    w, h, pad = 360, 120, 24
-    top = max(cnt) or 1.0
-    bw = (w - 2 * pad) / len(cnt)
-    bars = []
-    for i, v in enumerate(cnt):
-        bh = (h - 2 * pad) * (v / top)
-        x = pad + i * bw
-        label = f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])}): {int(v)}" if i + 1 < len(edges) else str(int(v))
-        bars.append(f'<rect x="{x:.1f}" y="{h - pad - bh:.1f}" width="{max(bw - 1, 1):.1f}" height="{bh:.1f}" '
-                    f'fill="#4a7ab7"><title>{html.escape(label)}</title></rect>')
-    unit = html.escape(str(hist.get("unit", "log10 |err|")))
-    axis = (f'<text x="{pad}" y="{h - 6}" font-size="10">{_fmt(edges[0])}</text>'
-            f'<text x="{w - pad}" y="{h - 6}" font-size="10" text-anchor="end">{_fmt(edges[-1])}</text>'
-            f'<text x="{w / 2}" y="{h - 6}" font-size="10" text-anchor="middle">{unit}</text>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
-            f'aria-label="{html.escape(title)}"><rect width="{w}" height="{h}" fill="#fafafa"/>'
-            + "".join(bars) + axis + "</svg>")
-
-
-def _merge_hist(hists: list[dict]) -> Optional[dict]:
-    """Sum histograms that share bin edges (the judge uses fixed log10 bins); else keep the first."""
-    hists = [h for h in hists if h and h.get("counts")]
-    if not hists:
-        return None
-    base = dict(hists[0])
-    same = [h for h in hists if h.get("edges") == base.get("edges")]
-    base["counts"] = [sum(vals) for vals in zip(*(h["counts"] for h in same))]
-    return base
-
-
-def html_report(doc: dict) -> str:
-    meta, rows = doc["meta"], doc["rows"]
-    c = doc["summary"]
-    esc = html.escape
-    css = ("body{font-family:sans-serif;margin:2em;max-width:1200px} table{border-collapse:collapse;font-size:13px}"
-           "td,th{border:1px solid #ccc;padding:2px 6px} .pass{color:#176317} .fail{color:#b00;font-weight:bold}"
-           ".tie{color:#a60} .unchecked{color:#666} section{margin-bottom:1.5em} code{font-size:12px}")
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>qconform report</title><style>{css}</style>"
-           "</head><body><h1>qconform conformance report</h1>",
-           f"<p>backend <code>{esc(str(meta.get('backend')))}</code>, seed <code>{esc(str(meta.get('seed')))}</code>, "
-           f"shapes {esc(', '.join(meta.get('shapes', [])))}; {len(rows)} cases: "
-           f"<span class='pass'>{c['pass']} pass</span>, <span class='tie'>{c['tie']} tie</span>, "
-           f"<span class='fail'>{c['fail']} fail</span>, <span class='unchecked'>{c['unchecked']} unchecked</span>"
-           "</p>"]
-    if doc.get("unchecked_kernels"):
-        out.append("<h2>Kernels not checked</h2><ul>" + "".join(
-            f"<li><code>{esc(u['kernel'])}</code>: {esc(u['reason'])}</li>" for u in doc["unchecked_kernels"])
-            + "</ul>")
-    by_kernel: dict = defaultdict(list)
-    for r in rows:
-        by_kernel[(r["kernel"], r["mode"])].append(r)
-    agg = per_kernel(rows)
-    out.append("<h2>Kernels</h2>")
-    for (k, m), rs in sorted(by_kernel.items()):
-        v = kernel_verdict(agg[(k, m)])
-        hist = _merge_hist([r.get("error_distribution") for r in rs])
-        out.append(f"<section><h3><code>{esc(k)}</code> [{esc(m)}] <span class='{v}'>{v}</span></h3>")
-        out.append(_svg_histogram(hist, f"error histogram of {k} [{m}]"))
-        out.append("<table><tr><th>case</th><th>verdict</th><th>max abs</th><th>max rel</th><th>NMSE</th>"
-                   "<th>max ULP</th><th>cosine</th><th>budget at worst</th><th>margin</th><th>reason</th></tr>")
-        for r in rs:
-            mt = r.get("metrics") or {}
-            out.append(f"<tr><td><code>{esc(r['case'])}</code></td><td class='{r['verdict']}'>{r['verdict']}</td>"
-                       f"<td>{_fmt(mt.get('max_abs'))}</td><td>{_fmt(mt.get('max_rel'))}</td>"
-                       f"<td>{_fmt(mt.get('nmse'))}</td><td>{_fmt(mt.get('max_ulp'))}</td>"
-                       f"<td>{_fmt(mt.get('cosine'), 9)}</td><td>{_fmt(r.get('budget_at_worst'))}</td>"
-                       f"<td>{_fmt(r.get('margin'))}</td><td>{esc(r['reason'][:400])}</td></tr>")
-        out.append("</table></section>")
-    out.append("</body></html>\n")
-    return "".join(out)

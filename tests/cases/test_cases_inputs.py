@@ -45,7 +45,7 @@ def test_attention_cases_cover_short_and_ragged_caches():
     assert any(n % TAILS.attn_split for n in lengths if n > TAILS.attn_split)
     # a static-L kernel (length compiled in) is only judged at its own length
     static = emit("attention", Mode.DEQUANT, "tiny").contract("k0_attn")
-    assert [dict(o)["L"] for _, o in variants_for(static, TINY)] == [TINY.kv_len]
+    assert {dict(o)["L"] for _, o in variants_for(static, TINY)} == {TINY.kv_len}
 
 
 def test_activation_has_outliers_and_is_seeded():

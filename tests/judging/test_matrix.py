@@ -8,6 +8,7 @@ import pytest
 from emitters.registry import golden_matrix, mode_label
 from harness.judging.core import FAIL, UNCHECKED
 from harness.judging.runner import emitted_jobs, run_cases
+from harness.cases.variants import UNDEFINED
 from reference.shapes import get_shape
 
 SEED = 20240601
@@ -25,8 +26,13 @@ def test_emitted_kernels_conform_on_emu(emu, family, mode, shape):
             if j.label == f"{family}/{mode_label(mode)}/{shape}"]
     assert len(jobs) == 1 and jobs[0].cases, f"no cases for {family}/{mode_label(mode)}/{shape}"
     run = run_cases(emu, jobs, progress=False)
-    bad = [r for r in run.rows if r["verdict"] in (FAIL, UNCHECKED)]
+    # a case whose result the reference itself leaves undefined (a weight scale overflowing half) is unchecked
+    # with that reason, by design (harness.cases.variants); every other case must be judged and conform
+    bad = [r for r in run.rows if r["verdict"] == FAIL or (r["verdict"] == UNCHECKED and
+                                                            not r["reason"].startswith(UNDEFINED + ":"))]
     assert not bad, f"{len(bad)} of {len(run.rows)} cases did not conform (seed {SEED}):\n{_fmt(bad)}"
+    undefined = [r for r in run.rows if r["verdict"] == UNCHECKED]
+    assert all(r["variant"] == "w-overflow" for r in undefined), _fmt(undefined)
     # every float comparison (one that is not bit for bit) carries a budget formula and a margin, and so does
     # the row it speaks for
     unbudgeted = [f"{r['case']}: {c['output']} vs {c['against']}" for r in run.rows for c in r["comparisons"]

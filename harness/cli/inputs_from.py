@@ -1,0 +1,29 @@
+"""The `--inputs-from FILE.gguf` option shared by report, check and replay (harness.cases.model_inputs)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_option(parser) -> None:
+    parser.add_argument("--inputs-from", default=None, metavar="FILE.gguf",
+                        help="also judge each kernel on the inputs a reference decode of this checkpoint feeds it "
+                             "(input variant `model`)")
+    parser.add_argument("--model-positions", type=int, default=None,
+                        help="positions the reference decode runs for --inputs-from (default 6)")
+
+
+def apply(args) -> None:
+    """Capture the checkpoint's decode when --inputs-from is given (a clear error for a bad file). The decode's
+    prompt is fixed (seed 0 of case_inputs.capture), so a report's model case and its replay see the same
+    values."""
+    from harness.cases import model_inputs as case_inputs
+    path = getattr(args, "inputs_from", None)
+    if not path:
+        case_inputs.use(None)
+        return
+    if not Path(path).is_file():
+        raise ValueError(f"--inputs-from: no such file {path!r}")
+    positions = args.model_positions or case_inputs.DEFAULT_POSITIONS
+    print(f"qconform: capturing the inputs of a {positions}-position reference decode of {path}", file=sys.stderr)
+    case_inputs.use(case_inputs.capture(path, positions=positions))
