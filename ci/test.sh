@@ -4,13 +4,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The CPU backend uses its built-in x86-64 fiber switch by default; Boost.Context is installed so that the
-# tests of every fiber implementation (tests/emu/test_fibers.py, forced by option) run the Boost path too.
+# tests of every fiber implementation (tests/backends/emu/test_fibers.py, forced by option) run the Boost path too.
 if ! [ -e /usr/include/boost/context/detail/fcontext.hpp ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libboost-context-dev) \
     || echo "ci/test.sh: could not install libboost-context-dev; the Boost.Context fiber tests will skip" >&2
 fi
 
-# Headless Chromium renders report.html in the report test (tests/runner/test_report_browser.py); without it
+# Headless Chromium renders report.html in the report test (tests/judging/test_report_browser.py); without it
 # that test skips with the reason.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) \
