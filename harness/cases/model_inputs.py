@@ -58,15 +58,13 @@ def active() -> Optional[Captured]:
     return _ACTIVE
 
 
-def capture(path: "str | Path", *, positions: int = DEFAULT_POSITIONS, seed: int = 0) -> Captured:
-    """Decode `positions` tokens of the checkpoint (a seeded prompt of two tokens, then greedy) with every
+def capture(w, path: "str | Path", sha256: str, *, positions: int = DEFAULT_POSITIONS, seed: int = 0) -> Captured:
+    """Decode `positions` tokens of the checkpoint's weights `w` (reference.model.ModelWeights, opened by the
+    caller from `path`, whose digest is `sha256`): a seeded prompt of two tokens, then greedy, with every
     buffer captured."""
-    from harness.model.checkpoint import open_checkpoint
     from reference.decoder import Decoder
     if positions < 2:
         raise ValueError(f"--model-positions: expected at least 2 positions, got {positions}")
-    ck = open_checkpoint(path)
-    w = ck.weights
     dec = Decoder(w, LANE, max_positions=positions, capture=True)
     rng = np.random.default_rng(seed)
     tok = int(rng.integers(0, w.config.vocab))
@@ -77,7 +75,7 @@ def capture(path: "str | Path", *, positions: int = DEFAULT_POSITIONS, seed: int
         rec = dec.step(t)
         bufs.append(rec.buffers)
         toks.append(int(rec.token))
-    return Captured(str(path), ck.sha256(), w.config, w, bufs, prompt + toks[len(prompt) - 1:-1])
+    return Captured(str(path), sha256, w.config, w, bufs, prompt + toks[len(prompt) - 1:-1])
 
 
 # ops whose builders take their inputs from the capture; a model case of any other op is unchecked with the

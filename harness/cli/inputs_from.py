@@ -26,4 +26,6 @@ def apply(args) -> None:
         raise ValueError(f"--inputs-from: no such file {path!r}")
     positions = args.model_positions or case_inputs.DEFAULT_POSITIONS
     print(f"qconform: capturing the inputs of a {positions}-position reference decode of {path}", file=sys.stderr)
-    case_inputs.use(case_inputs.capture(path, positions=positions))
+    from harness.model.checkpoint import open_checkpoint
+    ck = open_checkpoint(path)
+    case_inputs.use(case_inputs.capture(ck.weights, path, ck.sha256(), positions=positions))

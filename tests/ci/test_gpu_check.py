@@ -55,8 +55,9 @@ def test_dry_run_goes_end_to_end_within_the_step_limits(tmp_path):
     assert "gpu backend: available" in summary
     assert re.search(r"=+ \d+ passed.* in [0-9.]+s", summary)               # the device tests ran on the fake
     assert "report: dry run: exit 1 is expected" in summary and "report-large: dry run: exit 1" in summary
-    assert "report: ['tiny'] {'pass': 0, 'tie': 0, 'fail': 168" in summary
-    assert "report-large: ['tails'] {'pass': 0, 'tie': 0, 'fail': 168" in summary
+    # the fake driver runs none of the matrix's kernels: every case fails (or is unchecked where undefined)
+    assert re.search(r"report: \['tiny'\] \{'pass': 0, 'tie': 0, 'fail': [1-9]\d*", summary)
+    assert re.search(r"report-large: \['tails'\] \{'pass': 0, 'tie': 0, 'fail': [1-9]\d*", summary)
     assert "generate: dry run: exit 1 is expected" in summary
     assert (tmp_path / "out" / "generate" / "report.json").is_file()
     # The matrix runs once: each shape set in one report step, the device tests without the matrix.

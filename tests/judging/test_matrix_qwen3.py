@@ -24,9 +24,13 @@ def test_moe_and_attention_conform_on_emu_at_production_shape(emu, family, mode)
             if j.label == f"{family}/{mode_label(mode)}/{SHAPE}"]
     assert len(jobs) == 1 and jobs[0].cases
     run = run_cases(emu, jobs, progress=False)
-    bad = [r for r in run.rows if r["verdict"] in (FAIL, UNCHECKED)]
+    # a case whose weights the reference itself refuses (a scale overflowing half: `w-overflow`) is unchecked
+    # by design and never launched; every other case must conform
+    undefined = [r for r in run.rows if r["verdict"] == UNCHECKED and r["reason"].startswith("undefined:")]
+    assert all(r["variant"] == "w-overflow" for r in undefined)
+    bad = [r for r in run.rows if r["verdict"] in (FAIL, UNCHECKED) and r not in undefined]
     assert not bad, "\n".join(f"{r['verdict'].upper()} {r['case']}: {r['reason'][:400]}\n  replay: {r['replay']}"
                               for r in bad)
     # the big grids ran the extra schedules on a block sample, and the rows say so
     assert all(r["coverage"] and r["coverage"]["runs"][0]["blocks"] == r["coverage"]["grid_blocks"]
-               for r in run.rows)
+               for r in run.rows if r not in undefined)

@@ -41,7 +41,9 @@ def test_parallel_report_equals_the_serial_one(emu):
 
 def test_rows_carry_block_coverage_and_a_replay_with_the_same_sampling(emu):
     run = run_cases(emu, _jobs()[:1], progress=False)
-    for r in run.rows:
+    launched = [r for r in run.rows if not r["reason"].startswith("undefined:")]   # w-overflow: never launched
+    assert launched
+    for r in launched:
         cov = r["coverage"]
         assert cov["block_sampling"] == str(emu.block_sampling)
         assert len(cov["runs"]) == emu.schedules and cov["runs"][0]["blocks"] == cov["grid_blocks"]

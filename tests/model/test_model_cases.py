@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from harness.model.checkpoint import open_checkpoint
+
 from emitters.registry import emit
 from harness.cases.names import cases_for_contract
 from harness.cli import main
@@ -30,7 +32,8 @@ def emu():
 
 @pytest.fixture
 def captured(tiny_model):
-    case_inputs.use(case_inputs.capture(tiny_model, positions=4))
+    ck = open_checkpoint(tiny_model)
+    case_inputs.use(case_inputs.capture(ck.weights, tiny_model, ck.sha256(), positions=4))
     yield case_inputs.active()
     case_inputs.use(None)
 
