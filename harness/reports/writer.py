@@ -12,7 +12,7 @@ from harness.cache import atomic_write
 from harness.judging.records import VERDICTS, counts, finite_json
 from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
 
-from .html import html_report
+from .html import fmt, html_report
 
 REPORT_VERSION = 1
 
@@ -29,14 +29,7 @@ def write_reports(out_dir: Path, run) -> list[Path]:
 
 
 # -- Markdown ------------------------------------------------------------------------------------------------
-def _fmt(x, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return str(x)
+_fmt = fmt      # one number format for the Markdown and the HTML report
 
 
 def per_kernel(rows: list[dict]) -> dict:
