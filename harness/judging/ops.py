@@ -448,6 +448,14 @@ def _moe_dims(ctx: Ctx):
     return k, N, Kd, E
 
 
+def _routed_rows(ctx: Ctx, weight: str, E: int, N: int, Kd: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The routed experts' rows of an expert-major Q8 weight (`<weight>_q`, `<weight>_s`), stacked (k*N, ...)."""
+    k = len(idx)
+    q = ctx.out(ctx.pname(f"{weight}_q")).reshape(E, N, Kd)[idx].reshape(k * N, Kd)
+    s = ctx.out(ctx.pname(f"{weight}_s")).astype(np.float32).reshape(E, N, Kd // 32)[idx].reshape(k * N, -1)
+    return q, s
+
+
 @op("moe_gate_up_silu")
 class MoeGateUp:
     @staticmethod
@@ -467,10 +475,8 @@ class MoeGateUp:
         k, N, Kd, E, kind = e["k"], e["N"], e["Kd"], e["E"], e["kind"]
         idx = ctx.out(ctx.pname("idx")).astype(np.int64)
         act = _kernel_act(ctx, kind, 1, Kd)
-        gq = ctx.out(ctx.pname("wg_q")).reshape(E, N, Kd)[idx].reshape(k * N, Kd)
-        gs = ctx.out(ctx.pname("wg_s")).astype(np.float32).reshape(E, N, Kd // 32)[idx].reshape(k * N, -1)
-        uq = ctx.out(ctx.pname("wu_q")).reshape(E, N, Kd)[idx].reshape(k * N, Kd)
-        us = ctx.out(ctx.pname("wu_s")).astype(np.float32).reshape(E, N, Kd // 32)[idx].reshape(k * N, -1)
+        gq, gs = _routed_rows(ctx, "wg", E, N, Kd, idx)
+        uq, us = _routed_rows(ctx, "wu", E, N, Kd, idx)
         h = ctx.out(ctx.pname("h")).astype(np.float64)
         comps = []
         for against, a in (("mode", act), ("dequant", {"f32": e["x"]})):
