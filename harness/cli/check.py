@@ -43,4 +43,4 @@ def run(args) -> int:
     from harness.cli.inputs_from import apply as use_inputs_from
     use_inputs_from(args)
     return run_check(args.backend, src, shapes, modes, seed, Path(args.out), sanitize=args.sanitize,
-                     schedules=args.schedules, workers=args.jobs)
+                     schedules=args.schedules, workers=args.jobs, cluster=args.cluster)

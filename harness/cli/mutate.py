@@ -24,6 +24,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="base seed of the cases and the sample (default: random)")
     p.add_argument("--out", default="reports/mutate", help="output directory for mutation.json / mutation.md")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants judged in parallel (default 1)")
+    from harness.cli.options import add_cluster_option
+    add_cluster_option(p, "mutants")
     p.add_argument("--sample", type=int, default=None, help="judge a seeded random sample of N mutants")
     p.add_argument("--time-limit", type=float, default=None,
                    help="seconds; mutants not started by then are reported as not run")
@@ -84,8 +86,10 @@ def run(args) -> int:
         if missing:
             raise ValueError(f"--ids: no mutant {', '.join(missing)} among the kernels' mutants")
         chosen = [every[i] for i in want]
+    # every judged mutant is stored under --out as it finishes: a rerun with the same --out resumes
     result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs, sample=args.sample,
-                          time_limit_s=args.time_limit, ledger=ledger, operators=operators, mutants=chosen)
+                          time_limit_s=args.time_limit, ledger=ledger, operators=operators, mutants=chosen,
+                          cluster=args.cluster, store_dir=Path(args.out) / "judged")
     result.unchecked_kernels = unchecked
     paths = summary.write(Path(args.out), result)
     print(summary.console(result, paths))

@@ -21,7 +21,14 @@ def add_schedules_option(p) -> None:
                         "each grid dimension (default sampled:2), or every block with 'all'")
 
 
+def add_cluster_option(p, unit: str) -> None:
+    p.add_argument("--cluster", default=None, metavar="local:N|tcp://HOST:PORT",
+                   help=f"judge {unit} on a Dask cluster (the `cluster` extra): local:N starts N workers here and "
+                        "stops them at the end; an address joins a running scheduler")
+
+
 def add_speed_options(p) -> None:
     add_schedules_option(p)
     p.add_argument("-j", "--jobs", type=positive_int, default=1,
                    help="judge cases in this many processes (CPU backend); the report is the serial one")
+    add_cluster_option(p, "cases")

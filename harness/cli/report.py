@@ -46,6 +46,8 @@ def run(args) -> int:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
         if args.schedules:
             raise ValueError("--schedules: the reference backend runs no kernels; use --backend emu")
+        if args.cluster:
+            raise ValueError("--cluster: the reference backend runs no kernels; use --backend emu")
         from harness.reports import reference_modes as reference_report
         rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
     else:
@@ -55,7 +57,7 @@ def run(args) -> int:
         from harness.reports.conformance import run_report
         backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
         rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out, families=args.families,
-                        workers=args.jobs)
+                        workers=args.jobs, cluster=args.cluster)
     if args.no_generation:
         return rc
     from harness.cli.generate import generation_section

@@ -16,7 +16,8 @@ def _clock(seconds: float) -> str:
 
 
 class CaseProgress:
-    """Use as a context manager; call `case(label, name)` before a case and `advance()` after it."""
+    """Use as a context manager; call `case(label, name)` before a case and `advance()` after it (with the
+    number of units retried after a cluster worker died, when there were any)."""
 
     def __init__(self, total: int, enabled: bool = True, stream: Optional[TextIO] = None,
                  interval_s: float = LINE_INTERVAL_S, tty: Optional[bool] = None):
@@ -24,6 +25,7 @@ class CaseProgress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.done = 0
+        self.retried = 0
         self.t0 = time.monotonic()
         self.last_line = self.t0
         self.family: Optional[str] = None
@@ -71,15 +73,18 @@ class CaseProgress:
             self._line(f"now {label}")
         self.family = family
 
-    def advance(self) -> None:
+    def advance(self, retried: int = 0) -> None:
         self.done += 1
+        self.retried = retried
         if self._bar is not None:
-            self._bar.advance(self._task)
+            self._bar.update(self._task, advance=1,
+                             description=f"judging ({retried} retried)" if retried else "judging")
         elif self.enabled and time.monotonic() - self.last_line >= self.interval_s:
             self._line(f"in {self.label}")
 
     def _line(self, what: str) -> None:
         with self._lock:
             self.last_line = time.monotonic()
-            print(f"qconform: {self.done}/{self.total} cases done, {self.total - self.done} left, "
+            retried = f", {self.retried} retried after a worker died" if self.retried else ""
+            print(f"qconform: {self.done}/{self.total} cases done, {self.total - self.done} left{retried}, "
                   f"{_clock(self.last_line - self.t0)} elapsed; {what}", file=self.stream, flush=True)
