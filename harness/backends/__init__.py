@@ -7,7 +7,7 @@ are checked by the one validator in `args`; compiled modules are cached through 
 from __future__ import annotations
 
 from .base import (  # noqa: F401  (re-exported API)
-    Backend, BarrierDivergence, Buffer, BuildError, Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo,
+    Backend, BarrierDivergence, Buffer, BuildError, DataRace, Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo,
     LaunchResult, Module, OutOfBounds, RaceDetected, ResourceExhausted, UninitializedRead, UnsupportedConstruct,
     UnwrittenOutput,
 )

@@ -95,12 +95,15 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 [[noreturn]] void bad_width(int kind, int width, int line);
 void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
                      int c0, int c1, int c2, int c3, int line);
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line);
-unsigned char* dyn_shared();
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem);
+unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
 unsigned activemask();
 long long clock_tick();
+// Called before every atomic access (see the atomics below): marks the access at `p` as atomic for the race
+// detector (emu_race.hpp). Defined in emu_runtime.cpp.
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -130,7 +133,8 @@ inline void syncwarp(unsigned mask, int line) { warp_collective(W_SYNCWARP, mask
 
 template <class T>
 inline T& shared_var(int id, const char* name, int line) {
-  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line));
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line,
+                                           int(sizeof(std::remove_all_extents_t<T>))));
 }
 
 // ---- launch trampolines ---------------------------------------------------------------------------------
@@ -284,16 +288,17 @@ inline float max(float a, float b) { return fmaxf(a, b); }
 inline double min(double a, double b) { return fmin(a, b); }
 inline double max(double a, double b) { return fmax(a, b); }
 
-// Atomics: fibers never preempt each other, so a read-modify-write is atomic by construction.
-template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
-template <class T> inline T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
-template <class T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
-template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
-template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
-template <class T> inline T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
-template <class T> inline T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
-template <class T> inline T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
-template <class T> inline T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+// Atomics: fibers never preempt each other, so a read-modify-write is atomic by construction; each announces
+// itself to the race detector first (atomic accesses never race with each other).
+template <class T> inline T atomicAdd(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o + v; return o; }
+template <class T> inline T atomicSub(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o - v; return o; }
+template <class T> inline T atomicExch(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = v; return o; }
+template <class T> inline T atomicMax(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o > v ? o : v; return o; }
+template <class T> inline T atomicMin(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o < v ? o : v; return o; }
+template <class T> inline T atomicAnd(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o & v; return o; }
+template <class T> inline T atomicOr(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o | v; return o; }
+template <class T> inline T atomicXor(T* p, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; *p = o ^ v; return o; }
+template <class T> inline T atomicCAS(T* p, T cmp, T v, int line = __builtin_LINE()) { ::emu::atomic_access(p, sizeof(T), true, line); T o = *p; if (o == cmp) *p = v; return o; }
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP
