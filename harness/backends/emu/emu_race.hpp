@@ -34,7 +34,10 @@ constexpr uint16_t kAtomicBit = 0x8000;
 constexpr uintptr_t kLineSite = uintptr_t(1) << 63;   // a site given as a source line, not a return address
 struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads not ordered before another
 
-struct RaceThread { uint32_t epoch; uint32_t vc[32]; const volatile void* atomic_ptr; int atomic_left; };
+// atomic_window: after emu::atomic_access, the thread's next accesses to atomic_ptr belong to the atomic
+// operation: one read (a load), or reads up to one write (a read-modify-write or a store).
+struct RaceThread { uint32_t epoch; uint32_t vc[32]; const volatile void* atomic_ptr; int atomic_window; };
+constexpr int kLoadWindow = 1, kUpdateWindow = 2;
 
 struct Tracked {
   uintptr_t lo, hi;
@@ -100,7 +103,7 @@ void race_block_start() {
     std::memset(t.vc, 0, sizeof t.vc);
     t.vc[i % 32] = 1;
     t.atomic_ptr = nullptr;
-    t.atomic_left = 0;
+    t.atomic_window = 0;
   }
 }
 
@@ -241,9 +244,10 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
   }
   Fiber* f = cur();
   RaceThread& me = g_race_thr[f->linear];
-  if (!atomic && me.atomic_left) {       // the plain load/store an atomic operation is made of (already recorded)
-    if (me.atomic_ptr == reinterpret_cast<const volatile void*>(addr)) { --me.atomic_left; return; }
-    me.atomic_left = 0;
+  if (!atomic && me.atomic_window) {     // the plain load/store an atomic operation is made of (already recorded)
+    bool same = me.atomic_ptr == reinterpret_cast<const volatile void*>(addr);
+    if (!same || write || me.atomic_window == kLoadWindow) me.atomic_window = 0;
+    if (same) return;
   }
   ++g_race_accesses;
   Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | (atomic ? kAtomicBit : 0)), site_of(pc)};
@@ -319,14 +323,13 @@ extern "C" void __tsan_vptr_read(void*) {}
 
 namespace emu {
 // Every atomic operation of device code announces itself here before its plain load/store (emu_device.hpp):
-// the access is recorded as atomic, and the thread's next one or two accesses to the same address (the
-// load and store the operation is made of) are not recorded again.
+// the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line) {
   if (!g_race_on) return;
   RaceThread& me = g_race_thr[cur()->linear];
-  me.atomic_left = 0;
+  me.atomic_window = 0;
   race_access(reinterpret_cast<uintptr_t>(p), bytes, is_write, uintptr_t(unsigned(line)) | kLineSite, true);
   me.atomic_ptr = p;
-  me.atomic_left = is_write ? 2 : 1;
+  me.atomic_window = is_write ? kUpdateWindow : kLoadWindow;
 }
 }  // namespace emu
