@@ -35,11 +35,18 @@ class LaunchInfo:
 
 
 class KernelFault(RuntimeError):
-    """A kernel misbehaved. `launch` says which launch; `detail` says what was seen."""
+    """A kernel misbehaved. `launch` says which launch; `detail` says what was seen.
 
-    def __init__(self, launch: "LaunchInfo | None", detail: str):
+    tool_limit: the fault is the tool's limit, not the kernel's (an emulator too slow to finish a block):
+    judged `unchecked`, never `fail`. coverage: the emu's blocks run under each schedule up to the fault
+    (LaunchResult.coverage), so that the report and the replay command can name the block sampling."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, tool_limit: bool = False,
+                 coverage: "dict | None" = None):
         self.launch = launch
         self.detail = detail
+        self.tool_limit = tool_limit
+        self.coverage = coverage
         where = f"{launch}: " if launch else ""
         super().__init__(f"{type(self).__name__}: {where}{detail}")
 
@@ -83,6 +90,21 @@ class UnsupportedConstruct(KernelFault):
 class ResourceExhausted(KernelFault):
     """The case needs more host or device memory than there is: a limit of the machine, not the kernel's
     fault; the case is unchecked, and the run goes on with the next one."""
+
+
+class LaunchRefused(KernelCrash):
+    """The device cannot run this kernel with this launch configuration (threads per block beyond what the
+    compiled kernel's registers allow, shared memory beyond the device's limit, a launch the driver refuses).
+    Not sticky: the context and the worker stay."""
+
+
+class ContextFailure(KernelFault):
+    """No CUDA context could be created on the device (out of memory, exclusive or prohibited compute mode,
+    a driver in trouble): nothing was compiled wrong and no kernel ran."""
+
+
+class BufferLost(KernelCrash):
+    """A resident buffer lived in a worker process that was stopped after a crash, a timeout or a sticky error."""
 
 
 class BuildError(RuntimeError):

@@ -9,8 +9,8 @@ exact lane's tokens and forked at its first divergence (its free-running stream)
 * verdict per stream: ``pass`` (identical streams); ``tie`` when at the first divergence the exact lane's logit
   gap between its token and the stream's is at most the lane's derived logit bound there (the sum of the two
   tokens' bounds: each logit may move by its bound); ``fail`` otherwise (reference.decoder.logit_bound_vector,
-  docs/NUMERICS.md "Logit bound"); an external stream is judged with the bound of the reference lane of its
-  arithmetic;
+  docs/NUMERICS.md "The logit bound"), and ``fail`` too when a teacher-forced logit leaves the bound at any step;
+  an external stream is judged with the bound of the reference lane of its arithmetic;
 * teacher-forced statistics (harness.model.teacher) and, per generated step, exact's margin and the lane's
   bound on its change; the hidden-state error per layer.
 
@@ -145,6 +145,12 @@ def judge_divergence(tokens: list[int], exact: list[StepRecord], parts, n_prompt
     return PASS, None
 
 
+def within_bound(verdict: str, stats: TeacherStats) -> str:
+    """A stream whose teacher-forced logits leave the derived bound at any step fails, whether or not its
+    greedy tokens changed: no arithmetic of the mode explains that error (teacher_stats' within_budget)."""
+    return verdict if stats.within_budget else FAIL
+
+
 def exact_stats(exact: list[StepRecord], logits: Sequence[np.ndarray], parts) -> TeacherStats:
     """Teacher-forced statistics against exact, each step's error against the lane's bound (head + drift)."""
     stats, _ = teacher_stats(exact, logits, [head + drift for head, drift in parts])
@@ -177,8 +183,9 @@ def judge_lanes(ref: ReferenceDecode, lanes: Sequence[str]) -> list[StreamResult
     for lane in lanes:
         d = ref.lane(lane)
         verdict, div = judge_divergence(d.free_tokens, ref.exact, d.bound_parts, ref.n_prompt)
-        out.append(StreamResult(name=lane, tokens=list(d.free_tokens), verdict=verdict, divergence=div,
-                                teacher=exact_stats(ref.exact, [r.logits for r in d.on_exact], d.bound_parts),
+        stats = exact_stats(ref.exact, [r.logits for r in d.on_exact], d.bound_parts)
+        out.append(StreamResult(name=lane, tokens=list(d.free_tokens), verdict=within_bound(verdict, stats),
+                                divergence=div, teacher=stats,
                                 per_step=margin_steps(ref.exact, d.on_exact, d.bound_parts, ref.n_prompt),
                                 hidden_error=hidden_error(ref.exact, d.on_exact)))
     return out
@@ -194,11 +201,12 @@ def judge_external(ref: ReferenceDecode, stream: ExternalStream) -> StreamResult
         raise ValueError(f"external: {stream.name} gave {len(stream.logits)} teacher-forced steps, "
                          f"expected {len(ref.fed)}")
     verdict, div = judge_divergence(stream.tokens, ref.exact, lane.bound_parts, ref.n_prompt)
+    stats = exact_stats(ref.exact, stream.logits, lane.bound_parts)
     free = lane.free_tokens
     agree = next((i for i, (a, b) in enumerate(zip(free, stream.tokens)) if a != b),
                  min(len(free), len(stream.tokens)))
-    return StreamResult(name=stream.name, tokens=list(stream.tokens), verdict=verdict, divergence=div,
-                        teacher=exact_stats(ref.exact, stream.logits, lane.bound_parts),
+    return StreamResult(name=stream.name, tokens=list(stream.tokens), verdict=within_bound(verdict, stats),
+                        divergence=div, teacher=stats,
                         bound_lane=stream.bound_lane, agrees_with_lane=agree)
 
 
@@ -263,4 +271,5 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
 
 
 __all__ = ["Divergence", "GenerationRun", "KernelJob", "MarginStep", "StreamResult", "bound_parts", "exact_stats",
-           "hidden_error", "judge_divergence", "judge_external", "judge_lanes", "margin_steps", "run_generation"]
+           "hidden_error", "judge_divergence", "judge_external", "judge_lanes", "margin_steps", "run_generation",
+           "within_bound"]

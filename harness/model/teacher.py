@@ -37,6 +37,7 @@ class StepUsage:
     worst_token: int
     err_at_worst: float
     bound_at_worst: float
+    bound_at_max_err: float  # the bound of the token with the largest error
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class TeacherStats:
     worst: Optional[StepUsage] = None         # the step nearest its bound
     budget_usage: Optional[float] = None
     within_budget: Optional[bool] = None
+    # how tight the bound is (bound_over_error)
+    bound_over_error_min: Optional[float] = None
+    bound_over_error_median: Optional[float] = None
+    median_step_error: Optional[float] = None
+    median_step_bound: Optional[float] = None
     fault: Optional[str] = None               # what stopped the stream early (a kernel fault)
 
     def as_dict(self) -> dict:
@@ -66,10 +72,23 @@ def step_usage(step: int, reference: StepRecord, logits: np.ndarray, bound: np.n
     err = np.abs(z - reference.logits)
     if not np.all(np.isfinite(z)):
         bad = int(np.flatnonzero(~np.isfinite(z))[0])
-        return StepUsage(step, float("inf"), float(bound.max()), float("inf"), bad, float("inf"), float(bound[bad]))
+        return StepUsage(step, float("inf"), float(bound.max()), float("inf"), bad, float("inf"), float(bound[bad]),
+                         float(bound[bad]))
     o = int(np.argmax(err / np.maximum(bound, np.finfo(float).tiny)))
     usage = float(err[o] / bound[o]) if bound[o] > 0 else (0.0 if err[o] == 0 else float("inf"))
-    return StepUsage(step, float(err.max()), float(bound.max()), usage, o, float(err[o]), float(bound[o]))
+    return StepUsage(step, float(err.max()), float(bound.max()), usage, o, float(err[o]), float(bound[o]),
+                     float(bound[int(np.argmax(err))]))
+
+
+def bound_over_error(per_step: list[StepUsage]) -> dict:
+    """How tight the bound is: per step, the smallest ratio bound / |error| over the tokens (1 / that step's
+    usage); its minimum and median over the steps, and the median step's largest error with the bound of that
+    token, side by side. A step whose logits are all exact has no ratio (inf)."""
+    ratios = np.array([1.0 / s.usage if s.usage > 0 else np.inf for s in per_step])
+    errs = np.array([s.max_err for s in per_step])
+    mid = int(np.argsort(errs, kind="stable")[(len(errs) - 1) // 2])
+    return {"bound_over_error_min": float(ratios.min()), "bound_over_error_median": float(np.median(ratios)),
+            "median_step_error": float(errs[mid]), "median_step_bound": per_step[mid].bound_at_max_err}
 
 
 def teacher_stats(reference: Sequence[StepRecord], logits: Sequence[np.ndarray], bounds: Sequence[np.ndarray],
@@ -100,9 +119,9 @@ def teacher_stats(reference: Sequence[StepRecord], logits: Sequence[np.ndarray],
                          kl_max=float(kl.max()), kl_median=float(np.median(kl)), top1_agreement=same / n,
                          rms_delta_p=float(np.sqrt(np.mean(np.square(dps)))),
                          max_logit_error=max(s.max_err for s in per_step), worst=worst, budget_usage=worst.usage,
-                         within_budget=bool(worst.usage <= 1.0), fault=fault)
+                         within_budget=bool(worst.usage <= 1.0), fault=fault, **bound_over_error(per_step))
     return stats, per_step
 
 
-__all__ = ["KL_PERCENTILE", "StepUsage", "TeacherStats", "kl_divergence", "log_softmax", "step_usage",
-           "teacher_stats"]
+__all__ = ["KL_PERCENTILE", "StepUsage", "TeacherStats", "bound_over_error", "kl_divergence", "log_softmax",
+           "step_usage", "teacher_stats"]

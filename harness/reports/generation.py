@@ -12,6 +12,7 @@ from typing import Callable, Optional
 from harness.cache import atomic_write
 from harness.judging.records import finite_json
 from harness.model.generation import GenerationRun, StreamResult
+from reference.decoder import LOGIT_BOUND_FAILURE
 
 from .charts import COLORS, svg_lines
 from .document import (DIFF, Block, Cell, Chart, Heading, Table, Text, console, fmt, html_page,
@@ -76,11 +77,15 @@ def stream_table(run: GenerationRun, piece: Piece = None) -> Table:
 
 def teacher_table(run: GenerationRun) -> Table:
     t = Table(["stream", "steps", "same top-1", "KL mean", "KL p99", "KL max", "RMS dp", "max logit error",
-               "budget use"], title="teacher-forced (every stream fed the exact lane's tokens)")
+               "budget use", "median step: error / bound", "bound / error: min, median"],
+              title="teacher-forced (every stream fed the exact lane's tokens)")
     for s in run.streams:
         x = s.teacher
+        # the observed error and the bound side by side: the median step's largest logit error / the bound of
+        # that token, then the ratio bound / error over the steps
         t.add([s.name, x.steps, percent(x.top1_agreement), x.kl_mean, x.kl_p99, x.kl_max, x.rms_delta_p,
-               x.max_logit_error, x.budget_usage], s.verdict)
+               x.max_logit_error, x.budget_usage, f"{fmt(x.median_step_error)} / {fmt(x.median_step_bound)}",
+               f"{fmt(x.bound_over_error_min)}, {fmt(x.bound_over_error_median)}"], s.verdict)
     return t
 
 
@@ -139,7 +144,8 @@ def blocks(run: GenerationRun, piece: Piece = None) -> list[Block]:
         Text("max over teacher-forced steps of max|x_lane - x_exact| / max|x_exact|, residual after each layer."),
         Chart(svg_lines(layers, "relative hidden-state error per layer", "layer")), hidden_table(run),
         Text("A lane's bound at a step is derived in docs/NUMERICS.md (\"Logit bound\"): the LM head's own "
-             "arithmetic in the lane's mode plus the measured drift of its input propagated through |W|."),
+             "arithmetic in the lane's mode plus the measured drift of its input, propagated through the head as "
+             f"independent errors (Hoeffding), holding at each step except with probability {LOGIT_BOUND_FAILURE:g}."),
     ]
     if run.backend is not None:
         out += kernel_blocks(run, piece)

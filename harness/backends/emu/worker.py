@@ -11,7 +11,7 @@ import traceback
 def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
-    from . import protocol
+    from harness.backends import protocol
     protocol.die_with_parent()
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
