@@ -172,7 +172,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
     in that many processes, `cluster` ('local:N', 'tcp://...') on a Dask cluster (backends that can be rebuilt
     there, i.e. emu); the rows keep the serial order. A case whose cluster worker died twice is unchecked."""
     from .executors import InProcess, Lost, Work, make_executor
-    from .progress import CaseProgress
+    from .progress import Progress
     units = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
     total = len(units)
     executor = make_executor(workers, cluster)
@@ -199,7 +199,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
         work = Work(_RebuildBackend(config), _judge_unit, jobs)
     results: list[Optional[CaseResult]] = [None] * total
     shown = 0                  # the progress follows case order (units may finish out of order)
-    with executor.open(work) as session, CaseProgress(total, progress) as bar:
+    with executor.open(work) as session, Progress(total, progress, heartbeat=True) as bar:
         for i, res in session.results(units):
             j, k = units[i]
             if isinstance(res, Lost):
@@ -208,7 +208,8 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
             while shown < total and results[shown] is not None:
                 j, k = units[shown]
                 bar.case(jobs[j].label, jobs[j].cases[k][0].name)
-                bar.advance(retried=session.retried)
+                bar.retried = session.retried
+                bar.advance()
                 shown += 1
         retried = session.retried
     # rows in case order, whatever order the units finished in

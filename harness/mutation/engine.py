@@ -275,6 +275,7 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     a rerun judges only the mutants not stored yet."""
     from harness.backends.base import BuildError, KernelFault
     from harness.judging.executors import InProcess, Lost, Work, make_executor
+    from harness.judging.progress import Progress
     if jobs < 1:
         raise ValueError(f"-j: expected at least one parallel job, got {jobs}")
     executor = make_executor(jobs, cluster)
@@ -332,9 +333,16 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     if len(order) <= 1 and cluster is None:
         executor = InProcess()
     work = Work(_MutantWorkerSetup(backend_factory, timeout_s), _judge_unit, plan)
-    with executor.open(work) as session, _Progress(len(mutants), progress) as bar:
+    tally = {st: 0 for st in STATUSES}
+
+    def advance(bar, r: MutantResult) -> None:
+        tally[r.status] += 1
+        bar.advance(1, ", ".join(f"{v} {k}" for k, v in tally.items() if v))
+
+    with executor.open(work) as session, Progress(len(mutants), progress, title="qconform mutate", unit="mutants",
+                                                  heartbeat=True) as bar:
         for r in results.values():
-            bar.advance(r, 0)
+            advance(bar, r)
         for n, r in session.results([mutants[i] for i in order]):
             i = order[n]
             if isinstance(r, Lost):
@@ -342,7 +350,8 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
             elif store is not None:
                 store.put(r)
             results[i] = r
-            bar.advance(r, session.retried)
+            bar.retried = session.retried
+            advance(bar, r)
         run.retried = session.retried
     run.executor = executor.description
     for i in range(len(mutants)):
@@ -398,39 +407,3 @@ class MutantStore:
         atomic_write(self.dir / f"{m.id}.json", json.dumps(
             {"id": m.id, "kernel": m.kernel, "edit": [m.start, m.end, m.replacement], "status": r.status,
              "case": r.case, "detail": r.detail, "cases_run": r.cases_run, "wall_s": r.wall_s}) + "\n")
-
-
-class _Progress:
-    """A rich progress bar on a terminal; plain lines every 10% otherwise."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.done, self.enabled, self.counts = total, 0, enabled, {s: 0 for s in STATUSES}
-        self.tty = enabled and sys.stderr.isatty()
-        self.bar = None
-        self.next_line = 0.1
-
-    def __enter__(self):
-        if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.bar = Progress(TextColumn("[bold]mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                TextColumn("{task.fields[tally]}"), transient=False)
-            self.bar.__enter__()
-            self.task = self.bar.add_task("mutants", total=self.total, tally="")
-        return self
-
-    def advance(self, r: MutantResult, retried: int = 0) -> None:
-        self.done += 1
-        self.counts[r.status] += 1
-        tally = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
-        if retried:
-            tally += f"; {retried} retried after a worker died"
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, tally=tally)
-        elif self.enabled and self.total and self.done / self.total >= self.next_line:
-            print(f"qconform mutate: {self.done}/{self.total} mutants ({tally})", file=sys.stderr, flush=True)
-            self.next_line += 0.1
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False

@@ -97,21 +97,21 @@ def test_killing_a_worker_mid_run_retries_its_case_and_keeps_the_report(emu, cap
     jobs = _jobs()
     serial = run_cases(emu, jobs, progress=False)
     killed = []
-    advance = progress.CaseProgress.advance
+    advance = progress.Progress.advance
 
-    def kill_after_two(self, retried=0):
-        advance(self, retried)
+    def kill_after_two(self, n=1, note=""):
+        advance(self, n, note)
         if self.done == 2 and not killed:
             pids = _dask_worker_pids()
             assert len(pids) == 2, pids
             os.kill(pids[0], signal.SIGKILL)       # busy with its next case: the queue is far from empty
             killed.append(pids[0])
 
-    progress.CaseProgress.advance = kill_after_two
+    progress.Progress.advance = kill_after_two
     try:
         run = run_cases(emu, jobs, progress=True, cluster="local:2")
     finally:
-        progress.CaseProgress.advance = advance
+        progress.Progress.advance = advance
     assert killed
     assert run.meta["retried"] >= 1
     assert _comparable(run.rows) == _comparable(serial.rows)

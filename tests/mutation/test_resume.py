@@ -104,4 +104,4 @@ def test_a_mutant_that_hangs_is_killed_with_the_timeout_named(tmp_path, monkeypa
     run = run_mutation(code, "e.cu", by, SEED, ["tiny"], progress=False, mutants=[hang])
     [r] = run.results
     assert r.status == engine.KILLED, (r.status, r.detail)
-    assert f"pass -> hang (timeout: a launch ran past {run.timeout_s:g} s)" in r.detail and run.timeout_s < 10
+    assert f"pass -> hang (timeout: a launch ran past {run.timeout_s:g} s)" in r.detail
