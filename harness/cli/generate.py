@@ -83,8 +83,8 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
     ckpt = open_checkpoint(path)
     with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
-                                progress=bar.show)
-    paths = write_generation_report(out_dir, result, _piece_function(ckpt))
+                                progress=bar)
+    paths = write_generation_report(out_dir, result, _pieces(ckpt))
     verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
     print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
           f"({result.elapsed_s:.1f} s)")
@@ -107,7 +107,7 @@ def run(args) -> int:
     path = resolve_model(args.model, seed=args.seed)
     ckpt = open_checkpoint(path)
     prompt = parse_tokens(args.prompt_tokens, ckpt.config.vocab)
-    piece = _piece_function(ckpt)
+    pieces = _pieces(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
         if args.backend != "reference":
@@ -124,9 +124,9 @@ def run(args) -> int:
     with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
                                 router_check=not args.no_router_effect, external=external,
-                                external_lanes=external_lanes, kernels=kernels, progress=bar.show)
-    paths = write_generation_report(Path(args.out), result, piece)
-    print_summary(result, piece)
+                                external_lanes=external_lanes, kernels=kernels, progress=bar)
+    paths = write_generation_report(Path(args.out), result, pieces)
+    print_summary(result, pieces)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
     return 1 if result.failed else 0
 
@@ -163,9 +163,9 @@ def _emu_with(name: str, options: dict):
     return get_backend("emu", **options)
 
 
-def _piece_function(ckpt):
+def _pieces(ckpt):
+    """Each token id's printable piece, or None for a checkpoint without a vocabulary."""
     if not ckpt.tokens:
         return None
     from harness.model.pieces import token_pieces
-    pieces = token_pieces(ckpt.tokens)
-    return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+    return token_pieces(ckpt.tokens)
