@@ -2,8 +2,6 @@
 synthetic model by default), optionally against llama.cpp; writes report.json / report.md / report.html."""
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 from reference.decoder import LANES
@@ -68,39 +66,10 @@ def parse_tokens(text: str, vocab: int) -> list[int]:
     return out
 
 
-class StepProgress:
-    """A rich bar on a terminal; otherwise a plain line every PLAIN_EVERY_S seconds."""
-
-    PLAIN_EVERY_S = 10.0
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.bar = self.task = None
-        self.last = time.monotonic()
-
-    def __enter__(self):
-        if self.stream.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(file=self.stream))
-            self.bar.__enter__()
-        return self
-
-    def __call__(self, label: str, done: int, total: int) -> None:
-        if self.bar is not None:
-            if self.task is None:
-                self.task = self.bar.add_task(label, total=total)
-            self.bar.update(self.task, completed=done, description=f"decode steps ({label})")
-            return
-        now = time.monotonic()
-        if now - self.last >= self.PLAIN_EVERY_S or done == total:
-            self.last = now
-            print(f"generate: {done}/{total} decode steps ({label})", file=self.stream, flush=True)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+def step_progress():
+    """The progress of a generation run: decode steps of both phases under one total (harness.judging.progress)."""
+    from harness.judging.progress import Progress
+    return Progress(title="generate", unit="decode steps", interval_s=10.0, heartbeat=True)
 
 
 def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
@@ -112,9 +81,9 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
     from harness.model.synthetic import default_model_path
     path = default_model_path(0)
     ckpt = open_checkpoint(path)
-    with StepProgress() as progress:
+    with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
-                                progress=progress)
+                                progress=bar.show)
     paths = write_generation_report(out_dir, result, _piece_function(ckpt))
     verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
     print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
@@ -152,10 +121,10 @@ def run(args) -> int:
     print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "
           f"backend {args.backend}")
     kernels = _kernel_job(args, ckpt, lanes, prompt) if args.backend != "reference" else None
-    with StepProgress() as progress:
+    with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
                                 router_check=not args.no_router_effect, external=external,
-                                external_lanes=external_lanes, kernels=kernels, progress=progress)
+                                external_lanes=external_lanes, kernels=kernels, progress=bar.show)
     paths = write_generation_report(Path(args.out), result, piece)
     print_summary(result, piece)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
