@@ -10,10 +10,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ResidentArg, plan_args
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
 from harness.backends import faults
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, LaunchInfo, LaunchResult, Module,
-                                   OutOfBounds, UninitializedRead, as_dim3, check_buffer_array)
+                                   OutOfBounds, Struct, Symbol, UninitializedRead, as_dim3, check_buffer_array)
 from harness.backends.client import Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
@@ -28,6 +28,7 @@ __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 MAX_THREADS = 1024
 DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
+RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
@@ -46,13 +47,17 @@ class EmuBackend(Backend):
       grid that keeps making progress is never cut short); where that cannot be watched (no memfd), for the
       whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
+    race_check: the happens-before race detector on run 1 (default $QCONFORM_EMU_RACE_CHECK, else on; always
+      off with `sanitize`, whose instrumentation it cannot share): every pair of conflicting accesses to shared
+      memory or to a buffer the kernel may write that the CUDA memory model leaves unordered is a DataRace,
+      whatever the values (see docs/KERNELS.md, "The race detector"). The schedules stay a second opinion.
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
-                 block_sampling: "str | BlockSampling | None" = None):
+                 block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -65,11 +70,22 @@ class EmuBackend(Backend):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
         self.schedules, self.seed, self.timeout_s, self.sanitize = int(schedules), int(seed), float(timeout_s), bool(sanitize)
+        if race_check is None:
+            env = os.environ.get(RACE_CHECK_ENV, "1")
+            if env not in ("0", "1"):
+                raise ValueError(f"${RACE_CHECK_ENV}: expected 0 or 1, got {env!r}")
+            race_check = env == "1" and not sanitize
+        if not isinstance(race_check, bool):
+            raise ValueError(f"race_check: expected True or False, got {race_check!r}")
+        if race_check and sanitize:
+            raise ValueError("race_check: the race detector cannot be combined with sanitize (both instrument "
+                             "every access); pass race_check=False")
+        self.race_check = race_check
         self.block_sampling = BlockSampling.parse(block_sampling)
         self.toolchain = tc.toolchain(fiber, cxx)
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
-                         "block_sampling": str(self.block_sampling)}
+                         "block_sampling": str(self.block_sampling), "race_check": self.race_check}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -86,7 +102,7 @@ class EmuBackend(Backend):
         self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
-        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
+        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, race=self.race_check, name=name)
         return EmuModule(self, built)
 
     def spawn_config(self) -> tuple[str, dict]:
@@ -96,7 +112,7 @@ class EmuBackend(Backend):
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
-                "sanitize": self.sanitize,
+                "sanitize": self.sanitize, "race_check": self.race_check,
                 "timeout_s": self.timeout_s}
 
     def close(self) -> None:
@@ -146,6 +162,8 @@ class EmuModule(Module):
         self._sigs = {k.name: k for k in built.kernels}
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
         self._buffers = ResidentBook(backend._worker, "emu")
+        self._symbols: Optional[dict[str, tuple[int, bool]]] = None   # name -> (bytes, writable), from the worker
+        self._symbol_values: dict[str, bytes] = {}                     # set_symbol's, sent with every launch
         self.last_stats: dict = {}
 
     @property
@@ -174,6 +192,31 @@ class EmuModule(Module):
                                           f"during {exc.last_step}); AddressSanitizer report:\n{report}") from None
             raise faults.died(launch, exc) from None
         return faults.reply_value(reply, launch, "emu worker")
+
+    # -- module symbols (file-scope __device__ / __constant__ variables) -------------------------------------
+    def symbols(self) -> dict[str, tuple[int, bool]]:
+        """name -> (size in bytes, writable from the host) of every file-scope __device__/__constant__ variable."""
+        if self._symbols is None:
+            self._symbols = self._request({"op": "symbols", "path": str(self.built.path)}, None)
+        return self._symbols
+
+    def _symbol(self, name: object, what: str) -> tuple[int, bool]:
+        known = self.symbols()
+        if name not in known:
+            raise ValueError(f"{what}: no file-scope __device__ or __constant__ variable {name!r} in this module"
+                             f" (it has: {', '.join(known) or 'none'})")
+        return known[name]
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        size, writable = self._symbol(name, "name")
+        if not writable:
+            raise ValueError(f"name: {name!r} is declared const, so the host cannot set it")
+        if not isinstance(array, (np.ndarray, np.generic)):
+            raise ValueError(f"array: expected a numpy array or scalar for symbol {name!r}, got {type(array).__name__}")
+        if array.nbytes != size:
+            raise ValueError(f"array: symbol {name!r} is {size} bytes, the array has {array.nbytes} "
+                             f"({array.dtype}, shape {np.shape(array)})")
+        self._symbol_values[name] = np.ascontiguousarray(array).tobytes()
 
     # -- resident buffers ------------------------------------------------------------------------------
     @property
@@ -211,20 +254,29 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True)
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True, aggregates_ok=True)
         checked = [p.array if isinstance(p, BufferArg) else p.buffer if isinstance(p, ResidentArg) else p.value
                    for p in plan]
         outs = tuple(int(o) for o in outputs)
         for p in plan:
             if isinstance(p, ResidentArg):
                 self._buffers.live(p.buffer, f"args[{p.index}] ({p.name})")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Struct):
+                for off, buf in p.value.pointers:
+                    self._buffers.live(buf, f"args[{p.index}] ({p.name}) pointer at offset {off}")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Symbol):
+                what = f"args[{p.index}] ({p.name}: {p.ctype})"
+                size, _ = self._symbol(p.value.name, what)
+                if size != sizes[p.index]:
+                    raise ValueError(f"{what}: symbol {p.value.name!r} is {size} bytes, the parameter {sizes[p.index]}")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
         staging = be._staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
+                          be.race_check)
         plan = schedule_plan(be.schedules, be.seed)
         total = g[0] * g[1] * g[2]
 
@@ -243,7 +295,8 @@ class EmuModule(Module):
             if target.flags.writeable:
                 np.copyto(target, result)
         self.last_stats = {"kernel_ms": outcome.kernel_ms, "kernel_cpu_ms": outcome.kernel_cpu_ms,
-                           "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks}
+                           "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks,
+                           "race_accesses": outcome.race_accesses}
         coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
@@ -253,6 +306,8 @@ class EmuModule(Module):
             raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
+        if outcome.race_accesses is not None:
+            notes.append(f"emu race detector: no data race in {outcome.race_accesses} checked accesses of run 1")
         if outcome.printf:
             notes.append("device printf:\n" + outcome.printf)
         return LaunchResult(launch, None, tuple(notes), coverage)

@@ -8,7 +8,7 @@ from typing import Sequence
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
 # outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.emu.faults.fault_error).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "BadLaunch"}
+               5: "KernelCrash", 6: "BadLaunch", 7: "DataRace"}
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 
@@ -32,6 +32,8 @@ class NativeModule:
         lib.emu_malloc.restype = ctypes.c_void_p
         lib.emu_malloc.argtypes = [ctypes.c_ulonglong]
         lib.emu_free.argtypes = [ctypes.c_void_p]
+        lib.emu_race_track.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int]
+        lib.emu_race_end.restype = ctypes.c_ulonglong
         lib.emu_launch.restype = ctypes.c_int
         lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
                                    ctypes.POINTER(ctypes.c_uint), ctypes.c_ulonglong, ctypes.c_int,
@@ -43,12 +45,45 @@ class NativeModule:
             name = lib.emu_kernel_name(i).decode()
             sizes = tuple(lib.emu_kernel_param_size(i, j) for j in range(n))
             self.kernels[name] = NativeKernel(name, lib.emu_kernel(i), sizes)
+        lib.emu_symbol_name.restype = ctypes.c_char_p
+        lib.emu_symbol_addr.restype = ctypes.c_void_p
+        lib.emu_symbol_size.restype = ctypes.c_ulonglong
+        # name -> (address, bytes, writable); the image at load, restored before every run so that no run
+        # sees what an earlier one (or launch) left in a __device__ variable.
+        self.symbols: dict[str, tuple[int, int, bool]] = {}
+        self._symbol_images: dict[str, bytes] = {}
+        for i in range(lib.emu_symbol_count()):
+            name = lib.emu_symbol_name(i).decode()
+            addr, size = lib.emu_symbol_addr(i), int(lib.emu_symbol_size(i))
+            self.symbols[name] = (addr, size, bool(lib.emu_symbol_writable(i)))
+            self._symbol_images[name] = ctypes.string_at(addr, size)
+
+    def reset_symbols(self, values: "dict[str, bytes]") -> None:
+        """Every writable symbol back to its image at load, then the host-set `values` (name -> raw bytes)."""
+        for name, (addr, size, writable) in self.symbols.items():
+            if writable:
+                ctypes.memmove(addr, values.get(name, self._symbol_images[name]), size)
+
+    def symbol_bytes(self, name: str) -> bytes:
+        addr, size, _ = self.symbols[name]
+        return ctypes.string_at(addr, size)
 
     @classmethod
     def bump_progress(cls) -> None:
         """Tell the parent's watchdog that the worker is busy between blocks (buffers, comparisons)."""
         if cls.progress_address:
             ctypes.c_uint64.from_address(cls.progress_address).value += 1
+
+    def race_begin(self, tracked: "Sequence[tuple[int, int, str, int]]") -> None:
+        """Check the next launches for data races on the shared areas and the buffers `tracked`:
+        (address, bytes, name, element size) each."""
+        self.lib.emu_race_begin()
+        for ptr, nbytes, name, elem in tracked:      # the runtime copies the name
+            self.lib.emu_race_track(ptr, nbytes, name.encode(), elem)
+
+    def race_end(self) -> int:
+        """Stop checking; returns the number of tracked accesses checked."""
+        return int(self.lib.emu_race_end())
 
     def switches(self) -> int:
         return int(self.lib.emu_switches())

@@ -9,10 +9,10 @@ from typing import Optional
 
 import numpy as np
 
-from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
 from harness.backends.guards import guard_fault
 
-from . import checks
+from . import checks, sites
 from .native import FAULT_NAMES, NativeModule
 
 DEVICE_ALIGN = 256     # cudaMalloc alignment
@@ -72,6 +72,8 @@ class LaunchSpec:
     sanitize: bool
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
     staging_size: int = 0                            # size of the shared file holding Staged arguments
+    symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
+    race: bool = False                               # run 0 under the happens-before race detector
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Outcome:
     switches: list[int] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
     sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
+    race_accesses: Optional[int] = None                            # accesses the race detector checked (run 0)
 
 
 class DeviceBuffer:
@@ -161,6 +164,17 @@ def _meta(a) -> tuple[tuple[int, ...], np.dtype]:
     return (a.shape, a.dtype)
 
 
+def _by_value(mod: NativeModule, a: "Struct | Symbol", resident: dict[int, Resident]) -> np.void:
+    """The raw bytes of a by-value aggregate: a module symbol's contents, or a struct with its pointer fields
+    set to the addresses of resident buffers."""
+    if isinstance(a, Symbol):
+        return np.void(mod.symbol_bytes(a.name))
+    raw = bytearray(a.value.tobytes())
+    for off, buf in a.pointers:
+        raw[off:off + 8] = int(resident[buf.id].storage.ptr).to_bytes(8, sys.byteorder)
+    return np.void(bytes(raw))
+
+
 def _argv(spec: LaunchSpec, bufs: dict[int, DeviceBuffer]):
     keep, addrs = [], []
     for i, a in enumerate(spec.args):
@@ -196,6 +210,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    mod.reset_symbols(spec.symbols)
+    spec.args = [_by_value(mod, a, resident) if isinstance(a, (Struct, Symbol)) else a for a in spec.args]
     staged = staged or {}
     arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
     in_place = {i: resident[spec.args[i].id].storage for i in arrays
@@ -228,11 +244,22 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
             argv, keep = _argv(spec, bufs)
+            mod.reset_symbols(spec.symbols)
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
-            rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                              sched.shared_poison, r == 0, sample)
+            detect = spec.race and r == 0
+            if detect:    # the buffers the kernel may write; const inputs cannot take part in a race
+                mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
+                                for i in copied])
+            try:
+                rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
+                                  sched.shared_poison, r == 0, sample)
+            finally:
+                if detect:
+                    out.race_accesses = mod.race_end()
+            if FAULT_NAMES.get(rc) == "DataRace":
+                msg = sites.resolve(msg, spec.so_path)
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)
