@@ -46,12 +46,15 @@ class EmuBackend(Backend):
       whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
+    schedule: run every launch once, under this one policy ("forward", "reverse", "warp-greedy", "random"), in
+      place of the checked schedules: what that interleaving alone does (`qconform generate --emu-schedule`).
+      Nothing is compared across runs, so no race or unwritten output is reported; bounds checks still run.
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
-                 block_sampling: "str | BlockSampling | None" = None):
+                 block_sampling: "str | BlockSampling | None" = None, schedule: Optional[str] = None):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -65,10 +68,14 @@ class EmuBackend(Backend):
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
         self.schedules, self.seed, self.timeout_s, self.sanitize = int(schedules), int(seed), float(timeout_s), bool(sanitize)
         self.block_sampling = BlockSampling.parse(block_sampling)
+        if schedule is not None:
+            schedule_plan(1, 0, schedule)            # a clear error for an unknown policy
+            self.schedules = 1
+        self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
-                         "block_sampling": str(self.block_sampling)}
+                         "block_sampling": str(self.block_sampling), "schedule": self.schedule}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -90,6 +97,7 @@ class EmuBackend(Backend):
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
+                "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize,
                 "timeout_s": self.timeout_s}
 
@@ -235,8 +243,8 @@ class EmuModule(Module):
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size)
-        plan = schedule_plan(be.schedules, be.seed)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, be.schedule)
+        plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 
         def coverage_of(blocks: list[int]) -> dict:
