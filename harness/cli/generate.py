@@ -264,7 +264,7 @@ def print_summary(result, piece=None) -> None:
     from rich.table import Table
     table = Table(title=f"generate {result.model}: streams against the exact lane")
     for col in ("stream", "verdict", "first divergence", "exact margin", "gap", "bound", "same top-1", "KL mean",
-                "KL max", "max logit err"):
+                "KL max", "max logit err", "median step err / bound", "bound/err min, median"):
         table.add_column(col)
     for s in result.lanes + result.external:
         d, t = s.divergence, s.teacher
@@ -272,7 +272,9 @@ def print_summary(result, piece=None) -> None:
         table.add_row(s.name, s.verdict, "none" if d is None else str(d.index),
                       "" if d is None else f"{d.exact_margin:.3g}", "" if d is None else f"{d.exact_gap:.3g}",
                       "" if d is None else f"{d.bound:.3g}", f"{100 * t['top1_agreement']:.1f}%",
-                      f"{t['kl_mean']:.3g}", f"{t['kl_max']:.3g}", f"{t['max_logit_error']:.3g}", style=style)
+                      f"{t['kl_mean']:.3g}", f"{t['kl_max']:.3g}", f"{t['max_logit_error']:.3g}",
+                      f"{t['median_step_error']:.3g} / {t['median_step_bound']:.3g}",
+                      f"{t['bound_over_error_min']:.3g}, {t['bound_over_error_median']:.3g}", style=style)
     Console(width=160).print(table)
     ex = result.exact_tokens
     shown = " ".join(f"{t}{'' if piece is None else '[' + piece(t) + ']'}" for t in ex)

@@ -4,7 +4,7 @@ The chain (harness.model.chain) runs a lane's kernels; the reference decoder (re
 lane's arithmetic in NumPy. They make the same quantization decisions, so every step must agree:
 
 * per step, every logit within the kernels' logit budget: the LM head's own derived bound in the lane
-  (reference.decoder.logit_bound_vector without the exact record: the f32 warp-row accumulation
+  (reference.decoder.logit_bound_vector without the exact record, worst case: the f32 warp-row accumulation
   gamma_(warp_row_depth(K)) sum|w x|, the stored logit's rounding, and in the int8 lanes one quantization
   step per head-input element -- what a code flipped by upstream float32 rounding differences can move);
 * per generated step, the same token; a different one is a ``tie`` only where the reference's gap between its
@@ -153,7 +153,7 @@ def run_fed(chain: Chain, fed: Sequence[int], n_prompt: int, tick: Optional[Call
 # -- judging -----------------------------------------------------------------------------------------------------------
 def kernel_budget(weights: ModelWeights, record: StepRecord, lane: str) -> np.ndarray:
     """Per-token bound on |kernel logit - reference-lane logit| (module docstring)."""
-    return logit_bound_vector(record, lane)
+    return logit_bound_vector(record, lane, failure=None)
 
 
 def compare_step(weights: ModelWeights, lane: str, record: StepRecord, logits: np.ndarray,

@@ -12,6 +12,7 @@ from harness.cache import atomic_write
 from harness.judging.records import finite_json
 
 from harness.model.generation import GenerationRun, StreamResult
+from reference.decoder import LOGIT_BOUND_FAILURE
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 
@@ -49,6 +50,13 @@ def _g(v, digits: int = 3) -> str:
     return str(v)
 
 
+def _bound_cells(t: dict, within: str, between: str) -> str:
+    """The observed error and the bound side by side: the median step's largest logit error / the bound of that
+    token, then the ratio bound / error over the steps (min, median)."""
+    return (f"{_g(t['median_step_error'])}{within}{_g(t['median_step_bound'])}{between}"
+            f"{_g(t['bound_over_error_min'])}, {_g(t['bound_over_error_median'])}")
+
+
 def _tok(t: int, piece) -> str:
     return f"{t} `{piece(t)}`" if piece else str(t)
 
@@ -76,13 +84,14 @@ def markdown(run: GenerationRun, piece=None) -> str:
             cells.append("" if u is None else (_tok(u, piece) if u != t else "="))
         out.append(f"| {i} | {_tok(t, piece)} | " + " | ".join(cells) + " |")
     out += ["", "## Teacher-forced (every stream fed the exact lane's tokens)", "",
-            "| stream | steps | same top-1 | KL mean | KL p99 | KL max | RMS dp | max logit error | budget use |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| stream | steps | same top-1 | KL mean | KL p99 | KL max | RMS dp | max logit error | budget use | "
+            "median step: error / bound | bound / error: min, median |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in run.lanes + run.external:
         t = s.teacher
         out.append(f"| {s.name} | {t['steps']} | {100 * t['top1_agreement']:.1f}% | {_g(t['kl_mean'])} | "
                    f"{_g(t['kl_p99'])} | {_g(t['kl_max'])} | {_g(t['rms_delta_p'])} | {_g(t['max_logit_error'])} | "
-                   f"{_g(t['budget_usage'])} |")
+                   f"{_g(t['budget_usage'])} | {_bound_cells(t, ' / ', ' | ')} |")
     for s in run.external:
         out.append(f"\n{s.name} is judged with the `{s.bound_lane}` lane's bound; its first {s.agrees_with_lane} of "
                    f"{len(s.tokens)} tokens equal that lane's free-running stream.")
@@ -98,7 +107,8 @@ def markdown(run: GenerationRun, piece=None) -> str:
     for li in range(run.config.get("n_layer", 0)):
         out.append(f"| {li} | " + " | ".join(_g(s.hidden_error[li]) for s in run.lanes) + " |")
     out += ["", "A lane's bound at a step is derived in docs/NUMERICS.md (\"Logit bound\"): the LM head's own "
-            "arithmetic in the lane's mode plus the measured drift of its input propagated through |W|."]
+            "arithmetic in the lane's mode plus the measured drift of its input, propagated through the head as "
+            f"independent errors (Hoeffding), holding at each step except with probability {LOGIT_BOUND_FAILURE:g}."]
     return "\n".join(out) + "\n"
 
 
@@ -176,13 +186,13 @@ def html_report(run: GenerationRun, piece=None) -> str:
         out.append(row + "</tr>")
     out.append("</table><h2>Teacher-forced statistics</h2><table><tr><th>stream</th><th>steps</th><th>same top-1</th>"
                "<th>KL mean</th><th>KL p99</th><th>KL max</th><th>RMS &Delta;p</th><th>max logit error</th>"
-               "<th>budget use</th></tr>")
+               "<th>budget use</th><th>median step: error / bound</th><th>bound / error: min, median</th></tr>")
     for s in run.lanes + run.external:
         t = s.teacher
         out.append(f"<tr><td>{esc(s.name)}</td><td>{t['steps']}</td><td>{100 * t['top1_agreement']:.1f}%</td>"
                    f"<td>{_g(t['kl_mean'])}</td><td>{_g(t['kl_p99'])}</td><td>{_g(t['kl_max'])}</td>"
                    f"<td>{_g(t['rms_delta_p'])}</td><td>{_g(t['max_logit_error'])}</td>"
-                   f"<td>{_g(t['budget_usage'])}</td></tr>")
+                   f"<td>{_g(t['budget_usage'])}</td><td>{_bound_cells(t, ' / ', '</td><td>')}</td></tr>")
     out.append("</table>")
     for s in run.external:
         out.append(f"<p>{esc(s.name)} is judged with the <code>{esc(str(s.bound_lane))}</code> lane's bound; its first "

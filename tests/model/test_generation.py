@@ -41,7 +41,14 @@ def test_every_lane_passes_or_ties_and_the_report_is_written(run, tmp_path):
     assert doc["router_effect"]["available"] is True
     html = paths[2].read_text()
     assert html.count("<svg") == len(run.lanes) + 1            # margin/bound per lane + hidden error per layer
-    assert "| precise |" in paths[1].read_text()
+    md = paths[1].read_text()
+    assert "| precise |" in md
+    # the bound and the observed error side by side per lane (md, html, json)
+    fast = next(s for s in run.lanes if s.name == "fast").teacher
+    assert "median step: error / bound" in md and "median step: error / bound" in html
+    assert f"| {fast['median_step_error']:.3g} / {fast['median_step_bound']:.3g} |" in md
+    lane = next(d for d in doc["lanes"] if d["name"] == "fast")["teacher_forced"]
+    assert 1.0 <= lane["bound_over_error_min"] <= lane["bound_over_error_median"]
 
 
 def test_free_running_stream_equals_an_independent_free_run(weights, run):

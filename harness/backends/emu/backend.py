@@ -3,7 +3,6 @@ execution semantics, plus checks a GPU run cannot give cheaply (guard bands, poi
 memory, several thread schedules, barrier divergence, deadlock), isolated in a worker process."""
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import weakref
@@ -11,14 +10,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ResidentArg, plan_args
-from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
-                                   Module, OutOfBounds, UninitializedRead, as_dim3, check_buffer_array,
-                                   check_buffer_request)
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
+from harness.backends import faults
+from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, LaunchInfo, LaunchResult, Module,
+                                   OutOfBounds, Struct, Symbol, UninitializedRead, as_dim3, check_buffer_array)
+from harness.backends.client import Worker, WorkerDied, WorkerTimedOut
+from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
+from harness.backends.emu import watchdog
 from harness.backends.emu.build import Built, build
-from harness.backends.emu.client import Worker, WorkerDied, WorkerTimedOut
-from harness.backends.emu.faults import fault_error
+from harness.backends.resident import ResidentBook
 from harness.backends.emu.runs import LaunchSpec, Outcome, schedules as schedule_plan
 from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
 
@@ -82,9 +83,14 @@ class EmuBackend(Backend):
             if preload is None:
                 raise ValueError("sanitize: the AddressSanitizer runtime (libasan) was not found for "
                                  f"{self.toolchain.cxx}")
-        self._worker = Worker(preload)
-        self._buffer_ids = itertools.count(1)
-        self._finalizer = weakref.finalize(self, self._worker.shutdown)
+        # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
+        # exact heap allocations)
+        self._staging = shm.StagingArea() if shm.available() and not preload else None
+        self._worker = Worker("harness.backends.emu.worker", "emu-worker: ", "before the first schedule",
+                              preload=preload,
+                              progress=watchdog.ProgressCounter if watchdog.available() else None,
+                              inherit={shm.ENV: self._staging.fd} if self._staging is not None else None)
+        self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
@@ -102,7 +108,16 @@ class EmuBackend(Backend):
                 "timeout_s": self.timeout_s}
 
     def close(self) -> None:
-        self._worker.shutdown()
+        self._finalizer()
+        self._staging = None            # a later launch starts a worker again, without the shared file
+        self._worker.inherit.clear()
+
+
+def _shutdown(worker: Worker, staging: "shm.StagingArea | None") -> None:
+    """Stop the worker and release the shared memory (the backend is done)."""
+    worker.close()
+    if staging is not None:
+        staging.close()
 
 
 def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
@@ -138,7 +153,9 @@ class EmuModule(Module):
         self.built = built
         self._sigs = {k.name: k for k in built.kernels}
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
-        self._buffers: dict[int, tuple[Buffer, int]] = {}     # id -> (buffer, worker generation holding it)
+        self._buffers = ResidentBook(backend._worker, "emu")
+        self._symbols: Optional[dict[str, tuple[int, bool]]] = None   # name -> (bytes, writable), from the worker
+        self._symbol_values: dict[str, bytes] = {}                     # set_symbol's, sent with every launch
         self.last_stats: dict = {}
 
     @property
@@ -150,29 +167,48 @@ class EmuModule(Module):
             self._sizes = self._request({"op": "load", "path": str(self.built.path)}, launch)
         return self._sizes
 
-    def _request(self, msg: dict, launch: LaunchInfo):
+    def _request(self, msg: dict, launch: "LaunchInfo | None"):
+        limit = self.backend.timeout_s
         try:
-            reply = self.backend._worker.request(msg, self.backend.timeout_s)
+            reply = self.backend._worker.request(msg, limit)
         except WorkerTimedOut as exc:
-            what = "a block did not finish" if exc.watched else "did not finish"
-            err = KernelTimeout(launch, f"{what} within {self.backend.timeout_s:g} s (last step: {exc.last_step}); "
-                                        "the worker process was stopped. This is the CPU emulator's time limit, "
-                                        "not a verdict on the kernel: it spins (waits for a thread that a "
-                                        "cooperative fiber schedule never runs), hangs, or is too slow to "
-                                        "emulate (run it on a GPU)")
-            err.tool_limit = True     # judged `unchecked`, never `fail`
-            raise err from None
+            raise faults.timed_out(launch, exc, "a block did not finish" if exc.watched else "did not finish", limit,
+                                   "the worker process was stopped. This is the CPU emulator's time limit, not a "
+                                   "verdict on the kernel: it spins (waits for a thread that a cooperative fiber "
+                                   "schedule never runs), hangs, or is too slow to emulate (run it on a GPU)",
+                                   tool_limit=True) from None
         except WorkerDied as exc:
-            detail = f"the worker process died with {exc.how} during {exc.last_step}"
             if "AddressSanitizer" in exc.stderr_tail:
                 report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
-                raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({detail}); AddressSanitizer report:\n"
-                                          f"{report}") from None
-            tail = exc.stderr_tail[-3000:]
-            raise KernelCrash(launch, detail + (f"; its last output:\n{tail}" if tail else "")) from None
-        if "error" in reply:
-            raise RuntimeError(f"emu worker failed on {launch}:\n{reply['error']}")
-        return reply["ok"]
+                raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} (the worker process died with {exc.how} "
+                                          f"during {exc.last_step}); AddressSanitizer report:\n{report}") from None
+            raise faults.died(launch, exc) from None
+        return faults.reply_value(reply, launch, "emu worker")
+
+    # -- module symbols (file-scope __device__ / __constant__ variables) -------------------------------------
+    def symbols(self) -> dict[str, tuple[int, bool]]:
+        """name -> (size in bytes, writable from the host) of every file-scope __device__/__constant__ variable."""
+        if self._symbols is None:
+            self._symbols = self._request({"op": "symbols", "path": str(self.built.path)}, None)
+        return self._symbols
+
+    def _symbol(self, name: object, what: str) -> tuple[int, bool]:
+        known = self.symbols()
+        if name not in known:
+            raise ValueError(f"{what}: no file-scope __device__ or __constant__ variable {name!r} in this module"
+                             f" (it has: {', '.join(known) or 'none'})")
+        return known[name]
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        size, writable = self._symbol(name, "name")
+        if not writable:
+            raise ValueError(f"name: {name!r} is declared const, so the host cannot set it")
+        if not isinstance(array, (np.ndarray, np.generic)):
+            raise ValueError(f"array: expected a numpy array or scalar for symbol {name!r}, got {type(array).__name__}")
+        if array.nbytes != size:
+            raise ValueError(f"array: symbol {name!r} is {size} bytes, the array has {array.nbytes} "
+                             f"({array.dtype}, shape {np.shape(array)})")
+        self._symbol_values[name] = np.ascontiguousarray(array).tobytes()
 
     # -- resident buffers ------------------------------------------------------------------------------
     @property
@@ -180,43 +216,23 @@ class EmuModule(Module):
         return True
 
     def alloc(self, name: str, shape, dtype, init: Optional[np.ndarray] = None) -> Buffer:
-        name, dims, dt = check_buffer_request(name, shape, dtype, init)
-        buf = Buffer(name, dims, dt, next(self.backend._buffer_ids))
-        data = None if init is None else check_buffer_array(buf, init, "init")
+        buf, data = self._buffers.new(name, shape, dtype, init)
         self._request({"op": "alloc", "path": str(self.built.path), "buffer": buf, "init": data,
                        "poison": POISON_BYTES[0], "sanitize": self.backend.sanitize}, None)
-        self._buffers[buf.id] = (buf, self.backend._worker.generation)
-        return buf
-
-    def _live(self, buf, what: str) -> Buffer:
-        if not isinstance(buf, Buffer):
-            raise ValueError(f"{what}: expected a Buffer from this module's alloc, got {type(buf).__name__}")
-        held = self._buffers.get(buf.id)
-        if held is None or held[0] != buf:
-            raise ValueError(f"{what}: {buf} was not allocated by this module, or was freed")
-        worker = self.backend._worker
-        if held[1] != worker.generation or not worker.alive():
-            raise RuntimeError(f"{what}: {buf} is lost: the emu worker process holding it was stopped after a "
-                               "crash or timeout of an earlier launch; allocate it again")
+        self._buffers.add(buf)
         return buf
 
     def write(self, buf: Buffer, array: np.ndarray) -> None:
-        buf = self._live(buf, "buf")
+        buf = self._buffers.live(buf, "buf")
         self._request({"op": "write", "id": buf.id, "array": check_buffer_array(buf, array, "array")}, None)
 
     def read(self, buf: Buffer) -> np.ndarray:
-        buf = self._live(buf, "buf")
+        buf = self._buffers.live(buf, "buf")
         return self._request({"op": "read", "id": buf.id}, None)
 
     def free(self, buf: Buffer) -> None:
-        held = self._buffers.get(buf.id) if isinstance(buf, Buffer) else None
-        worker = self.backend._worker
-        if held is not None and held[0] == buf and (held[1] != worker.generation or not worker.alive()):
-            del self._buffers[buf.id]       # lost with its worker process: nothing left to release
-            return
-        buf = self._live(buf, "buf")
-        del self._buffers[buf.id]
-        self._request({"op": "free", "id": buf.id}, None)
+        if self._buffers.forget(buf, "buf"):
+            self._request({"op": "free", "id": buf.id}, None)
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> LaunchResult:
@@ -230,20 +246,29 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True)
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True, aggregates_ok=True)
         checked = [p.array if isinstance(p, BufferArg) else p.buffer if isinstance(p, ResidentArg) else p.value
                    for p in plan]
         outs = tuple(int(o) for o in outputs)
         for p in plan:
             if isinstance(p, ResidentArg):
-                self._live(p.buffer, f"args[{p.index}] ({p.name})")
+                self._buffers.live(p.buffer, f"args[{p.index}] ({p.name})")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Struct):
+                for off, buf in p.value.pointers:
+                    self._buffers.live(buf, f"args[{p.index}] ({p.name}) pointer at offset {off}")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Symbol):
+                what = f"args[{p.index}] ({p.name}: {p.ctype})"
+                size, _ = self._symbol(p.value.name, what)
+                if size != sizes[p.index]:
+                    raise ValueError(f"{what}: symbol {p.value.name!r} is {size} bytes, the parameter {sizes[p.index]}")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
-        staging = be._worker.staging
+        staging = be._staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size, be.schedule)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
+                          only_schedule=be.schedule)
         plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 
@@ -254,7 +279,7 @@ class EmuModule(Module):
                     "summary": _coverage_summary(plan, blocks, total, sample, g)}
         try:
             outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
-        except (KernelCrash, KernelTimeout, OutOfBounds) as exc:
+        except KernelFault as exc:
             exc.coverage = coverage_of([])      # the replay command still names the block sampling
             raise
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
@@ -266,8 +291,9 @@ class EmuModule(Module):
         coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
-            err = fault_error(cls, launch, detail)
-            err.coverage = coverage             # the runs up to the fault: how many blocks each covered
+            err = faults.fault_error(cls, launch, detail, "emu worker")
+            if isinstance(err, KernelFault):
+                err.coverage = coverage         # the runs up to the fault: how many blocks each covered
             raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]

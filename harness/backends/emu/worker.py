@@ -11,7 +11,7 @@ import traceback
 def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
-    from . import protocol
+    from harness.backends import protocol
     protocol.die_with_parent()
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
@@ -37,6 +37,9 @@ def main() -> int:
             if req["op"] == "load":
                 mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
                 reply = {"ok": {k: v.param_sizes for k, v in mod.kernels.items()}}
+            elif req["op"] == "symbols":
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                reply = {"ok": {k: (size, writable) for k, (_, size, writable) in mod.symbols.items()}}
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
