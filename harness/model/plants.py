@@ -24,6 +24,7 @@ from reference.quant import QuantizedActivation
 from harness.cases.planted import Plant
 
 from .program import Program, build_program
+from .reference_lanes import ExternalStream
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,8 @@ class LanePlant:
     decoder_type: type
 
     def stream(self, weights: ModelWeights, prompt: list[int], fed: list[int], n_tokens: int):
-        """The planted lane as an external stream (harness.model.generation.ExternalStream): its free-running
+        """The planted lane as an external stream (harness.model.reference_lanes.ExternalStream): its free-running
         tokens and its teacher-forced logits over `fed`, judged with the bound of the correct `lane`."""
-        from .generation import ExternalStream
         free = generate(weights, self.lane, prompt, n_tokens, decoder_type=self.decoder_type)
         forced = teacher_forced(weights, self.lane, fed, decoder_type=self.decoder_type)
         return ExternalStream(f"{self.lane}+{self.name}", [r.token for r in free[len(prompt) - 1:]],

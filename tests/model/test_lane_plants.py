@@ -25,7 +25,7 @@ def test_every_planted_lane_fails_and_every_correct_lane_passes_or_ties(planted_
     preset, run = planted_run
     correct = {s.name: s.verdict for s in run.lanes}
     assert set(correct.values()) <= {PASS, TIE}, (preset, correct)
-    planted = {s.name: (s.verdict, s.teacher["budget_usage"]) for s in run.external}
+    planted = {s.name: (s.verdict, s.teacher.budget_usage) for s in run.external}
     assert set(planted) == {f"{p.lane}+{p.name}" for p in LANE_PLANTS}
     missed = {name: v for name, v in planted.items() if v[0] != FAIL}
     assert not missed, (preset, missed)

@@ -16,7 +16,7 @@ def test_bound_is_within_3x_of_the_error_at_the_median_step_and_never_below_it(p
                          lanes=("exact", "precise", *INT8_LANES))
     for s in run.lanes:
         t = s.teacher
-        assert t["within_budget"] and t["bound_over_error_min"] >= 1.0, (preset, seed, s.name, t["worst"])
+        assert t.within_budget and t.bound_over_error_min >= 1.0, (preset, seed, s.name, t.worst)
         if s.name in INT8_LANES:
-            assert t["bound_over_error_median"] <= 3.0, (preset, seed, s.name, t["bound_over_error_median"])
-            assert t["median_step_error"] <= t["median_step_bound"], t
+            assert t.bound_over_error_median <= 3.0, (preset, seed, s.name, t.bound_over_error_median)
+            assert t.median_step_error <= t.median_step_bound, t
