@@ -12,7 +12,7 @@ import numpy as np
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
 from harness.backends.guards import guard_fault
 
-from . import checks
+from . import checks, sites
 from .native import FAULT_NAMES, NativeModule
 
 DEVICE_ALIGN = 256     # cudaMalloc alignment
@@ -81,6 +81,7 @@ class LaunchSpec:
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
     staging_size: int = 0                            # size of the shared file holding Staged arguments
     symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
+    race: bool = False                               # run 0 under the happens-before race detector
     only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
 
 
@@ -94,6 +95,7 @@ class Outcome:
     switches: list[int] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
     sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
+    race_accesses: Optional[int] = None                            # accesses the race detector checked (run 0)
 
 
 class DeviceBuffer:
@@ -255,8 +257,18 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
-            rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                              sched.shared_poison, r == 0, sample)
+            detect = spec.race and r == 0
+            if detect:    # the buffers the kernel may write; const inputs cannot take part in a race
+                mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
+                                for i in copied])
+            try:
+                rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
+                                  sched.shared_poison, r == 0, sample)
+            finally:
+                if detect:
+                    out.race_accesses = mod.race_end()
+            if FAULT_NAMES.get(rc) == "DataRace":
+                msg = sites.resolve(msg, spec.so_path)
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)

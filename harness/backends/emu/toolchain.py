@@ -28,6 +28,9 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
 SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# The race detector's build of device code: every load and store calls a __tsan_* entry point of the emu
+# runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports.
+RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>
