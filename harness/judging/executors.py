@@ -15,8 +15,7 @@ Dask is the optional `cluster` extra, imported only when --cluster is given.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 from .work import Lost, Session, Work
 
@@ -50,56 +49,19 @@ class InProcess:
             session.state.close()
 
 
-# -- forked processes on this machine (-j N) ------------------------------------------------------------------
-
-# Set in the parent before the processes fork; read by them (the context is not pickled per unit).
-_FORK_WORK: Optional[Work] = None
-_FORK_STATE: Any = None
-
-
-def _fork_init() -> None:
-    from multiprocessing.util import Finalize
-    global _FORK_STATE
-    _FORK_STATE = _FORK_WORK.setup()
-    # close this process's state (the emu worker) when the pool ends, so it is reaped, not orphaned
-    Finalize(_FORK_STATE, _FORK_STATE.close, exitpriority=10)
-
-
-def _fork_run(item):
-    i, unit = item
-    return i, _FORK_WORK.run(_FORK_STATE, _FORK_WORK.context, unit)
-
-
-class _PoolSession(Session):
-    def __init__(self, pool):
-        self.pool = pool
-
-    def results(self, units):
-        yield from self.pool.imap_unordered(_fork_run, list(enumerate(units)), chunksize=1)
-
+# -- forked processes on this machine (-j N): harness.judging.pool -------------------------------------------
 
 class Processes:
-    """Units in `workers` processes forked from this one. The processes fork when the session opens: open it
-    before starting threads (a progress ticker), so no lock is copied held."""
+    """Units in `workers` processes forked from this one (harness.judging.pool). The processes fork when the
+    session opens: open it before starting threads (a progress ticker), so no lock is copied held."""
 
     def __init__(self, workers: int):
         self.workers = workers
         self.description = f"{workers} local processes (-j {workers})"
 
-    @contextlib.contextmanager
-    def open(self, work: Work) -> Iterator[Session]:
-        global _FORK_WORK
-        _FORK_WORK = work
-        pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_fork_init)
-        try:
-            yield _PoolSession(pool)
-        except BaseException:
-            pool.terminate()
-            raise
-        else:
-            pool.close()              # the workers finish and close their states
-        finally:
-            pool.join()
+    def open(self, work: Work):
+        from .pool import ParallelJudge
+        return ParallelJudge(work, self.workers)
 
 
 # -- a Dask distributed cluster (--cluster): harness.judging.cluster, imported only then --------------------

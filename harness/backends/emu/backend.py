@@ -52,12 +52,17 @@ class EmuBackend(Backend):
       memory or to a buffer the kernel may write that the CUDA memory model leaves unordered is a DataRace,
       whatever the values (see docs/KERNELS.md, "The race detector"). The schedules stay a second opinion.
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
+    schedule: run every launch once, under this one policy ("forward", "reverse", "warp-greedy", "random"), in
+      place of the checked schedules: what that interleaving alone does (`qconform generate --emu-schedule`).
+      Nothing is compared across runs and the race detector is off (default), so no race or unwritten output
+      is reported; bounds checks still run.
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
-                 block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None):
+                 block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
+                 schedule: Optional[str] = None):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -74,7 +79,7 @@ class EmuBackend(Backend):
             env = os.environ.get(RACE_CHECK_ENV, "1")
             if env not in ("0", "1"):
                 raise ValueError(f"${RACE_CHECK_ENV}: expected 0 or 1, got {env!r}")
-            race_check = env == "1" and not sanitize
+            race_check = env == "1" and not sanitize and schedule is None
         if not isinstance(race_check, bool):
             raise ValueError(f"race_check: expected True or False, got {race_check!r}")
         if race_check and sanitize:
@@ -82,10 +87,15 @@ class EmuBackend(Backend):
                              "every access); pass race_check=False")
         self.race_check = race_check
         self.block_sampling = BlockSampling.parse(block_sampling)
+        if schedule is not None:
+            schedule_plan(1, 0, schedule)            # a clear error for an unknown policy
+            self.schedules = 1
+        self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
-                         "block_sampling": str(self.block_sampling), "race_check": self.race_check}
+                         "block_sampling": str(self.block_sampling), "race_check": self.race_check,
+                         "schedule": self.schedule}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -112,6 +122,7 @@ class EmuBackend(Backend):
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
+                "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check,
                 "timeout_s": self.timeout_s}
 
@@ -276,8 +287,8 @@ class EmuModule(Module):
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
-                          be.race_check)
-        plan = schedule_plan(be.schedules, be.seed)
+                          be.race_check, only_schedule=be.schedule)
+        plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 
         def coverage_of(blocks: list[int]) -> dict:

@@ -2,8 +2,8 @@
 //
 // Device code is compiled with g++ -fsanitize=thread, but linked WITHOUT libtsan: every load and store of the
 // kernel calls one of the __tsan_read/__tsan_write entry points defined below. They look at accesses to the
-// tracked ranges only (the launch's non-const device buffers, the static and dynamic shared areas; never
-// stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
+// tracked ranges only (the launch's non-const device buffers, the module's writable __device__ variables,
+// the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
 // accesses conflict when they touch the same byte, at least one writes and not both are atomic; a conflict
 // is a race unless the CUDA memory model orders the two:
 //   * same thread: program order;
@@ -44,7 +44,7 @@ struct Tracked {
   Cell* shadow;
   size_t shadow_bytes;
   std::string name;
-  int elem;               // element size for the index in reports
+  int elem;               // element size for the index in reports (0: unknown, the byte offset only)
 };
 
 bool g_race_on = false;
@@ -195,7 +195,8 @@ std::string describe_location(uintptr_t addr) {
   for (const Tracked& t : g_tracked)
     if (addr >= t.lo && addr < t.hi) {
       size_t off = addr - t.lo;
-      std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
+      if (t.elem > 0) std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
+      else std::snprintf(buf, sizeof buf, "%s byte %zu", t.name.c_str(), off);
       return buf;
     }
   return "device memory";

@@ -792,7 +792,7 @@ EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const c
   using namespace emu;
   if (!nbytes) return;
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
-  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 1});
+  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
   g_tracked_lo = std::min(g_tracked_lo, lo);
   g_tracked_hi = std::max(g_tracked_hi, hi);
 }

@@ -45,10 +45,18 @@ def _unwritten_candidates(spec: "LaunchSpec", first: dict[int, np.ndarray]) -> b
     return any(checks.unwritten(first[i], first[i], (a, a)).size for i in spec.outputs)
 
 
-def schedules(n: int, seed: int) -> list[Schedule]:
+ONE_SCHEDULE_POLICIES = ("forward", "reverse", "warp-greedy", "random")
+
+
+def schedules(n: int, seed: int, only: Optional[str] = None) -> list[Schedule]:
     """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
-    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
+    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders.
+    `only`: a single run under that policy (what one interleaving does to the results; no comparison)."""
     a, b = POISON_BYTES
+    if only is not None:
+        if only not in ONE_SCHEDULE_POLICIES:
+            raise ValueError(f"schedule: expected one of {', '.join(ONE_SCHEDULE_POLICIES)}, got {only!r}")
+        return [Schedule(only, seed, a)]
     out = [Schedule("forward", 0, a), Schedule("forward", 0, b), Schedule("reverse", 0, a),
            Schedule("warp-greedy", 0, b)]
     for k in range(4, n):
@@ -74,6 +82,7 @@ class LaunchSpec:
     staging_size: int = 0                            # size of the shared file holding Staged arguments
     symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
     race: bool = False                               # run 0 under the happens-before race detector
+    only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
 
 
 @dataclass
@@ -224,7 +233,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
     runs: list[dict[int, np.ndarray]] = []
-    plan = schedules(spec.schedules, spec.seed)
+    plan = schedules(spec.schedules, spec.seed, spec.only_schedule)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
     nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
@@ -249,9 +258,11 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             detect = spec.race and r == 0
-            if detect:    # the buffers the kernel may write; const inputs cannot take part in a race
+            if detect:    # the memory the kernel may write; const inputs cannot take part in a race
                 mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
-                                for i in copied])
+                                for i in copied] +
+                               [(addr, size, f"__device__ variable '{name}'", 0)
+                                for name, (addr, size, writable) in mod.symbols.items() if writable])
             try:
                 rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
                                   sched.shared_poison, r == 0, sample)

@@ -59,6 +59,16 @@ __global__ void blocks_mixed(const float* x, float* y, int* done, int fix) {
   y[i] = x[i];
 }
 
+__device__ int g_count;
+__global__ void device_var(const float* x, float* y, int fix) {
+  if (threadIdx.x == 0) {
+    if (fix) atomicAdd(&g_count, 1);
+    else g_count = g_count + 1;                        // a plain update of a module variable by every block
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
 __global__ void barrier_orders(const float* x, float* y, int fix) {
   __shared__ float red[32];
   int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -144,6 +154,13 @@ def test_an_atomic_does_not_order_a_plain_access_of_another_block(module):
                                        rf"{_line('done[0] = done[0] + 1')}"):
         _run(module, "blocks_mixed", 0, grid=3, extra=(done,))
     _run(module, "blocks_mixed", 1, grid=3, extra=(done,))
+
+
+def test_inter_block_race_on_a_device_variable(module):
+    with pytest.raises(DataRace, match=rf"__device__ variable 'g_count' byte 0: .*block \(0,0,0\) .* at line "
+                                       rf"{_line('g_count = g_count + 1')} and read by block \(1,0,0\) .*different blocks"):
+        _run(module, "device_var", 0, grid=2)
+    _run(module, "device_var", 1, grid=2)
 
 
 def test_a_slot_reused_before_every_warp_read_it(module):
