@@ -783,6 +783,7 @@ EMU_EXPORT void emu_race_begin() {
   ensure_fibers();
   race_untrack();
   g_race_on = true;
+  g_releases.clear();
   g_launch_bseq0 = g_bseq + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
@@ -799,6 +800,7 @@ EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const c
 EMU_EXPORT unsigned long long emu_race_end() {
   using namespace emu;
   race_untrack();
+  g_releases.clear();
   g_race_on = false;
   return g_race_accesses;
 }
