@@ -178,7 +178,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
         # rows after the run, in case order (a parallel run returns results in the same order)
         flat = [(job, contract) for job in jobs for _, contract in job.cases]
         for res, (job, contract) in zip(results, flat):
-            rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
+            rows.append(result_row(res, be.name, job.sha256, copy_bw, job.path))
     return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
                                           "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note,
                                           "processes": workers if config else 1})
