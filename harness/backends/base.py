@@ -129,6 +129,25 @@ class Buffer:
         return f"buffer '{self.name}' ({'x'.join(map(str, self.shape))} {self.dtype})"
 
 
+@dataclass(frozen=True)
+class Struct:
+    """A by-value argument of a struct (or struct-wrapped array) parameter: `value`, a numpy structured scalar
+    laid out as the C struct (np.void; its size must equal the compiled parameter's), with the device-pointer
+    fields at the byte offsets in `pointers` set to resident buffers (Module.alloc). The kernel uses those
+    buffers in place: they are neither copied per schedule nor guard-checked, so pass through a struct only
+    what the kernel reads (a graph in CSR form), and outputs as plain pointer parameters."""
+    value: np.void
+    pointers: tuple[tuple[int, Buffer], ...] = ()
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A by-value argument taken from the module: the current contents of its file-scope `__device__` or
+    `__constant__` variable `name` (e.g. a device function's address held in a `__device__` function-pointer
+    variable, as a host program would fetch it with cudaMemcpyFromSymbol)."""
+    name: str
+
+
 def check_buffer_request(name: str, shape, dtype, init) -> tuple[str, tuple[int, ...], np.dtype]:
     """Validate Module.alloc's arguments: (name, shape, dtype) normalised, or ValueError naming the rule."""
     if not isinstance(name, str) or not name:
@@ -193,6 +212,11 @@ class Module(ABC):
 
     def free(self, buf: Buffer) -> None:
         raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        """Set the module's file-scope `__constant__` / `__device__` variable `name` for the launches that
+        follow (as cudaMemcpyToSymbol does): `array`'s bytes must fill it exactly."""
+        raise NotImplementedError(f"{type(self).__name__}: setting module symbols is not supported by this backend")
 
 
 @dataclass

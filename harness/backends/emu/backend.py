@@ -10,10 +10,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ResidentArg, plan_args
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
 from harness.backends import faults
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, LaunchInfo, LaunchResult, Module,
-                                   OutOfBounds, UninitializedRead, as_dim3, check_buffer_array)
+                                   OutOfBounds, Struct, Symbol, UninitializedRead, as_dim3, check_buffer_array)
 from harness.backends.client import Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
@@ -146,6 +146,8 @@ class EmuModule(Module):
         self._sigs = {k.name: k for k in built.kernels}
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
         self._buffers = ResidentBook(backend._worker, "emu")
+        self._symbols: Optional[dict[str, tuple[int, bool]]] = None   # name -> (bytes, writable), from the worker
+        self._symbol_values: dict[str, bytes] = {}                     # set_symbol's, sent with every launch
         self.last_stats: dict = {}
 
     @property
@@ -174,6 +176,31 @@ class EmuModule(Module):
                                           f"during {exc.last_step}); AddressSanitizer report:\n{report}") from None
             raise faults.died(launch, exc) from None
         return faults.reply_value(reply, launch, "emu worker")
+
+    # -- module symbols (file-scope __device__ / __constant__ variables) -------------------------------------
+    def symbols(self) -> dict[str, tuple[int, bool]]:
+        """name -> (size in bytes, writable from the host) of every file-scope __device__/__constant__ variable."""
+        if self._symbols is None:
+            self._symbols = self._request({"op": "symbols", "path": str(self.built.path)}, None)
+        return self._symbols
+
+    def _symbol(self, name: object, what: str) -> tuple[int, bool]:
+        known = self.symbols()
+        if name not in known:
+            raise ValueError(f"{what}: no file-scope __device__ or __constant__ variable {name!r} in this module"
+                             f" (it has: {', '.join(known) or 'none'})")
+        return known[name]
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        size, writable = self._symbol(name, "name")
+        if not writable:
+            raise ValueError(f"name: {name!r} is declared const, so the host cannot set it")
+        if not isinstance(array, (np.ndarray, np.generic)):
+            raise ValueError(f"array: expected a numpy array or scalar for symbol {name!r}, got {type(array).__name__}")
+        if array.nbytes != size:
+            raise ValueError(f"array: symbol {name!r} is {size} bytes, the array has {array.nbytes} "
+                             f"({array.dtype}, shape {np.shape(array)})")
+        self._symbol_values[name] = np.ascontiguousarray(array).tobytes()
 
     # -- resident buffers ------------------------------------------------------------------------------
     @property
@@ -211,20 +238,28 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True)
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True, aggregates_ok=True)
         checked = [p.array if isinstance(p, BufferArg) else p.buffer if isinstance(p, ResidentArg) else p.value
                    for p in plan]
         outs = tuple(int(o) for o in outputs)
         for p in plan:
             if isinstance(p, ResidentArg):
                 self._buffers.live(p.buffer, f"args[{p.index}] ({p.name})")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Struct):
+                for off, buf in p.value.pointers:
+                    self._buffers.live(buf, f"args[{p.index}] ({p.name}) pointer at offset {off}")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Symbol):
+                what = f"args[{p.index}] ({p.name}: {p.ctype})"
+                size, _ = self._symbol(p.value.name, what)
+                if size != sizes[p.index]:
+                    raise ValueError(f"{what}: symbol {p.value.name!r} is {size} bytes, the parameter {sizes[p.index]}")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
         staging = be._staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values))
         plan = schedule_plan(be.schedules, be.seed)
         total = g[0] * g[1] * g[2]
 

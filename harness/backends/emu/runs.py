@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
 from harness.backends.guards import guard_fault
 
 from . import checks
@@ -72,6 +72,7 @@ class LaunchSpec:
     sanitize: bool
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
     staging_size: int = 0                            # size of the shared file holding Staged arguments
+    symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
 
 
 @dataclass
@@ -161,6 +162,17 @@ def _meta(a) -> tuple[tuple[int, ...], np.dtype]:
     return (a.shape, a.dtype)
 
 
+def _by_value(mod: NativeModule, a: "Struct | Symbol", resident: dict[int, Resident]) -> np.void:
+    """The raw bytes of a by-value aggregate: a module symbol's contents, or a struct with its pointer fields
+    set to the addresses of resident buffers."""
+    if isinstance(a, Symbol):
+        return np.void(mod.symbol_bytes(a.name))
+    raw = bytearray(a.value.tobytes())
+    for off, buf in a.pointers:
+        raw[off:off + 8] = int(resident[buf.id].storage.ptr).to_bytes(8, sys.byteorder)
+    return np.void(bytes(raw))
+
+
 def _argv(spec: LaunchSpec, bufs: dict[int, DeviceBuffer]):
     keep, addrs = [], []
     for i, a in enumerate(spec.args):
@@ -196,6 +208,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    mod.reset_symbols(spec.symbols)
+    spec.args = [_by_value(mod, a, resident) if isinstance(a, (Struct, Symbol)) else a for a in spec.args]
     staged = staged or {}
     arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
     in_place = {i: resident[spec.args[i].id].storage for i in arrays
@@ -228,6 +242,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
             argv, keep = _argv(spec, bufs)
+            mod.reset_symbols(spec.symbols)
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".

@@ -37,6 +37,9 @@ def main() -> int:
             if req["op"] == "load":
                 mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
                 reply = {"ok": {k: v.param_sizes for k, v in mod.kernels.items()}}
+            elif req["op"] == "symbols":
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                reply = {"ok": {k: (size, writable) for k, (_, size, writable) in mod.symbols.items()}}
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))

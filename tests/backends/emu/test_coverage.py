@@ -171,3 +171,99 @@ def test_grid_groups_are_reported_unsupported(load):
     src = "#include <cooperative_groups.h>\n__global__ void k(int* o) { cooperative_groups::this_grid().sync(); o[0] = 1; }\n"
     with pytest.raises(UnsupportedConstruct, match="grid sync"):
         load(src)
+
+
+BYVALUE = r"""
+struct Params { int n; float scale; float taps[3]; };            // a fixed array inside a struct
+struct Graph { int nodes; int edges; const int* nindex; const int* nlist; };
+typedef int (*op_t)(int, int);
+__device__ int add(int a, int b) { return a + b; }
+__device__ int mul(int a, int b) { return a * b; }
+__device__ op_t d_add = add;
+__device__ op_t d_mul = mul;
+__constant__ float c_bias[4] = {1.0f, 2.0f, 3.0f, 4.0f};         // initialised at file scope
+__constant__ int c_offset;                                         // set from the host
+__device__ int d_launches;                                         // written by the kernel: reset before every run
+
+__global__ void structs(const Params p, const float* x, float* y) {
+  int i = threadIdx.x;
+  if (i < p.n) y[i] = p.scale * (p.taps[0] * x[i] + p.taps[1] + p.taps[2]) + c_bias[i % 4] + (float)c_offset;
+}
+__global__ void degrees(const Graph g, int* deg) {
+  int v = threadIdx.x;
+  if (v < g.nodes) { int s = 0; for (int e = g.nindex[v]; e < g.nindex[v + 1]; e++) s += g.nlist[e]; deg[v] = s; }
+}
+__global__ void apply(op_t op, int (*op2)(int, int), const int* a, int* out) {
+  int i = threadIdx.x;
+  if (i == 0) d_launches += 1;
+  __syncthreads();
+  out[i] = op2(op(a[i], i), d_launches);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def byvalue(load):
+    return load(BYVALUE)
+
+
+def test_struct_with_fixed_array_by_value_and_constants(byvalue):
+    params = np.dtype([("n", "<i4"), ("scale", "<f4"), ("taps", "<f4", (3,))])
+    p = np.zeros((), params)[()]
+    p["n"], p["scale"], p["taps"] = 5, 2.0, (3.0, 0.5, 0.25)
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    byvalue.set_symbol("c_offset", np.int32(10))
+    byvalue.launch("structs", (1,), (8,), 0, [p, x, y])
+    bias = np.array([1, 2, 3, 4, 1, 2, 3, 4], np.float32)
+    expect = np.where(np.arange(8) < 5, 2.0 * (3.0 * x + 0.75) + bias + 10.0, 0.0).astype(np.float32)
+    assert np.array_equal(y, expect)
+    with pytest.raises(ValueError, match="compiled struct is 20 bytes"):
+        byvalue.launch("structs", (1,), (8,), 0, [np.zeros((), [("n", "<i4")])[()], x, y])
+    with pytest.raises(ValueError, match="symbol 'c_offset' is 4 bytes"):
+        byvalue.set_symbol("c_offset", np.int64(1))
+    with pytest.raises(ValueError, match="no file-scope __device__ or __constant__ variable 'nope'"):
+        byvalue.set_symbol("nope", np.int32(1))
+
+
+def test_struct_with_device_pointers_to_resident_buffers(byvalue):
+    from harness.backends.base import Struct
+    nindex = byvalue.alloc("nindex", (4,), np.int32, np.array([0, 2, 3, 5], np.int32))
+    nlist = byvalue.alloc("nlist", (5,), np.int32, np.array([7, 1, 4, 2, 9], np.int32))
+    graph = np.dtype([("nodes", "<i4"), ("edges", "<i4"), ("nindex", "<u8"), ("nlist", "<u8")])
+    g = np.zeros((), graph)[()]
+    g["nodes"], g["edges"] = 3, 5
+    deg = np.zeros(3, np.int32)
+    byvalue.launch("degrees", (1,), (32,), 0, [Struct(g, ((8, nindex), (16, nlist))), deg], outputs=(1,))
+    assert list(deg) == [8, 4, 11]
+    with pytest.raises(ValueError, match="pointer offset 4 must be a multiple of 8"):
+        byvalue.launch("degrees", (1,), (32,), 0, [Struct(g, ((4, nindex),)), deg], outputs=(1,))
+
+
+def test_function_pointers_from_device_symbols(byvalue):
+    from harness.backends.base import Symbol
+    a = np.arange(32, dtype=np.int32)
+    out = np.zeros(32, np.int32)
+    # d_launches is reset before every schedule's run: each run sees 1, so the schedules agree.
+    byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_add"), Symbol("d_mul"), a, out], outputs=(3,))
+    assert np.array_equal(out, (a + np.arange(32)) * 1)
+    byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_mul"), Symbol("d_add"), a, out], outputs=(3,))
+    assert np.array_equal(out, a * np.arange(32) + 1)
+    with pytest.raises(ValueError, match="function-pointer parameter takes Symbol"):
+        byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_add"), np.uint64(0), a, out], outputs=(3,))
+    with pytest.raises(ValueError, match="'op_t' .a struct, or a typedef'd function pointer. takes"):
+        byvalue.launch("apply", (1,), (32,), 0, [np.uint64(0), Symbol("d_add"), a, out], outputs=(3,))
+    with pytest.raises(ValueError, match="symbol 'c_bias' is 16 bytes, the parameter 8"):
+        byvalue.launch("apply", (1,), (32,), 0, [Symbol("c_bias"), Symbol("d_add"), a, out], outputs=(3,))
+
+
+def test_signatures_and_symbols_are_read_from_source():
+    from cudasrc.signatures import kernel_signatures
+    from harness.backends.emu.rewrite import device_symbols
+    sig, = kernel_signatures("static __global__ void k(const Graph g, int (*op)(int, int), float taps[4], "
+                             "const int* __restrict__ x) {}")
+    assert sig.params == (("const Graph", "g"), ("int (*)(int, int)", "op"), ("float*", "taps"), ("const int*", "x"))
+    src = ("__constant__ float c[4] = {1, 2, 3, 4};\nstatic __device__ int n, m[2];\n"
+           "__device__ int (*fp)(int) = f;\n__device__ int f(int a) { return a; }\n"
+           "__device__ float g(float);\n__global__ void k(int* o) { __shared__ int s; }\n")
+    assert device_symbols(src) == ["c", "n", "m", "fp"]
