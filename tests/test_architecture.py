@@ -37,6 +37,15 @@ def project_modules() -> dict[str, Path]:
     return mods
 
 
+def imported_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, relative imports resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project modules `name` imports. `from pkg import x` counts as an import of pkg.x when that is a
     module, else of pkg. Importing a module also runs its parent packages, but that is Python's doing, not an
@@ -47,12 +56,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_module(node, package)
             targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
         else:
             continue
@@ -177,12 +181,7 @@ def private_imports(name: str, path: Path, modules: dict[str, Path]) -> list[str
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = package.split(".")
-            base = base[:len(base) - (node.level - 1)]
-            mod = ".".join(base + ([node.module] if node.module else []))
-        else:
-            mod = node.module or ""
+        mod = imported_module(node, package)
         for alias in node.names:
             if not alias.name.startswith("_") or alias.name.startswith("__") or mod == name:
                 continue
@@ -225,12 +224,22 @@ def _is_stub(fn: ast.FunctionDef) -> bool:
         and not any(isinstance(n, ast.Name) for n in ast.walk(b.value)))) for b in body)
 
 
-def unread_parameters(source: str, where: str = "") -> list[str]:
+def _methods(tree: ast.AST) -> list[str]:
+    return [f.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def unread_parameters(source: str, where: str = "", shared_methods: "set[str] | frozenset" = frozenset()) -> list[str]:
     """Parameters a function takes and never reads (an argument its callers pass for nothing). A name starting
-    with `_` is declared unused on purpose; abstract methods and stubs have nothing to read."""
+    with `_` is declared unused on purpose; abstract methods and stubs have nothing to read, and a method that
+    more than one class defines (`shared_methods`: a hook and its overrides) keeps the signature they share."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+    for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_stub(node):
+            continue
+        if id(node) in methods and node.name in shared_methods:
             continue
         if any(isinstance(d, (ast.Name, ast.Attribute)) and getattr(d, "id", getattr(d, "attr", "")) == "abstractmethod"
                for d in node.decorator_list):
@@ -244,7 +253,13 @@ def unread_parameters(source: str, where: str = "") -> list[str]:
 
 
 def test_no_function_takes_a_parameter_it_never_reads():
-    wrong = [w for name, path in project_modules().items() for w in unread_parameters(path.read_text(), name)]
+    sources = {name: path.read_text() for name, path in project_modules().items()}
+    counts: dict[str, int] = {}
+    for text in sources.values():
+        for m in _methods(ast.parse(text)):
+            counts[m] = counts.get(m, 0) + 1
+    shared = {m for m, n in counts.items() if n > 1}
+    wrong = [w for name, text in sources.items() for w in unread_parameters(text, name, shared)]
     assert not wrong, "parameters never read (drop them, or use them):\n" + "\n".join(wrong)
 
 
@@ -255,3 +270,6 @@ def test_the_unread_parameter_check_catches_a_planted_one():
            "def hook(ctx):\n    return {}\n"
            "def on_purpose(_unused, x):\n    return x\n")
     assert unread_parameters(src, "m") == ["m:1 budget(weights)"]
+    hook = "class Base:\n    def step(self, x, layer):\n        return x\n"
+    assert unread_parameters(hook, "m") == ["m:2 step(layer)"]          # alone, a hook's unread parameter counts
+    assert unread_parameters(hook, "m", {"step"}) == []                  # an override reads it: the shared signature
