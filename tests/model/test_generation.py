@@ -135,9 +135,9 @@ def test_generate_command_on_the_tiny_checkpoint(tiny_gguf, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--lanes", "exact,slow"], "--lanes: unknown lane 'slow'"),
     (["--lanes", "fast,fast"], "--lanes: a lane is listed twice"),
-    (["--prompt-tokens", "1,x"], "--prompt-tokens: 'x' is not an integer token id"),
+    (["--prompt-tokens", "1,x"], "argument --prompt-tokens: entry 2 of '1,x': 'x' is not an integer token id"),
     (["--prompt-tokens", "1,99999"], "--prompt-tokens: token 99999 outside the model's vocabulary [0, 1024)"),
-    (["--tokens", "0"], "--tokens: expected a positive number of tokens"),
+    (["--tokens", "0"], "argument --tokens: expected a positive integer, got 0"),
     (["--update-lock"], "--update-lock: applies to the kernels; give --backend emu, gpu or auto"),
     (["--backend", "emu", "--update-lock"], "--update-lock: give the lock file with --lock"),
     (["--lock", "x.lock"], "--lock: applies to the kernels; give --backend emu, gpu or auto"),

@@ -52,13 +52,17 @@ def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
 
 
 def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sanitize: bool = False,
-          name: str = "kernel.cu") -> Built:
-    """Rewrite and compile `source`; reuse the cached object when source, flags and runtime are unchanged."""
+          race: bool = False, name: str = "kernel.cu") -> Built:
+    """Rewrite and compile `source`; reuse the cached object when source, flags and runtime are unchanged.
+    race: instrument every access of device code for the race detector (not with `sanitize`)."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
     rw = rewrite(source, name)
-    cmd_flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) + flags
+    if race and sanitize:
+        raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
+    cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
+                 (tc.RACE_FLAGS if race else ()) + flags)
     key = content_key(rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
                       tc.runtime_sha256())[:40]
 
@@ -67,12 +71,19 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
             cpp = Path(tmp) / "module.cpp"
             cpp.write_text(rw.source)
-            cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
-                   str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
+            obj = Path(tmp) / "module.o"
             env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-            if r.returncode != 0:
-                _raise_build_error(r.stderr, name)
+            # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
+            # defines the entry points), and an entry point it lacks must fail here, not at load time.
+            compile_cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
+                           str(cpp), "-o", str(obj)]
+            link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *flags, "-shared",
+                        *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
+                        *toolchain.link_flags()]
+            for cmd in (compile_cmd, link_cmd):
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+                if r.returncode != 0:
+                    _raise_build_error(r.stderr, name)
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels))
