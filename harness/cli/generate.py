@@ -180,8 +180,9 @@ def _emu_with(name: str, options: dict):
 
 
 def _piece_function(ckpt):
-    if not ckpt.tokens:
+    """Token id -> its printable piece. The checkpoint's `tokens` are already pieces (escaped once, by
+    harness.model.pieces); escaping them again printed a byte token as \\xa5."""
+    pieces = ckpt.tokens
+    if not pieces:
         return None
-    from harness.model.pieces import token_pieces
-    pieces = token_pieces(ckpt.tokens)
     return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
