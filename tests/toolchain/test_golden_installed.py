@@ -42,7 +42,7 @@ def test_the_lookup_finds_the_locks_beside_the_packages(tmp_path, monkeypatch):
 def test_without_locks_golden_check_says_so(tmp_path, capsys):
     from harness.cli import main
     assert main(["golden", "check", "--golden-dir", str(tmp_path / "none")]) == 2
-    assert "no golden locks at" in capsys.readouterr().err
+    assert "no golden lock folder at" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
