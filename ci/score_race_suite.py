@@ -163,7 +163,8 @@ class Inputs:
         if name == "wl1":
             return np.resize(rng.permutation(items), n).astype(dtype)
         if name in ("dist", "dist_n"):
-            return rng.integers(0, 4 * self.nodes, n).astype(dtype)
+            # Small distances around the iteration number (1) plus unreached vertices: a frontier to expand.
+            return rng.choice(np.array([0, 1, 1, 2, 3, 1 << 20]), n).astype(dtype)
         if name in ("label", "label_n", "parent"):
             return rng.integers(0, self.nodes, n).astype(dtype)
         if name in ("status", "status_n"):
