@@ -105,6 +105,7 @@ long long clock_tick();
 // Called before every atomic access (see the atomics section below): the race detector marks the access at
 // `p` as atomic (emu_race.hpp).
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
+void fence();      // __threadfence / __threadfence_system
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -215,9 +216,11 @@ struct KernelEntry {
 #define __exp10f(x) ::exp10f(x)
 
 inline unsigned __activemask() { return ::emu::activemask(); }
-inline void __threadfence() {}
+// A device- or system-scope fence releases to the race detector through the thread's next atomic (emu_race.hpp);
+// a block-scope fence orders nothing another block could see.
+inline void __threadfence() { ::emu::fence(); }
 inline void __threadfence_block() {}
-inline void __threadfence_system() {}
+inline void __threadfence_system() { ::emu::fence(); }
 inline void __nanosleep(unsigned) {}
 inline long long clock64() { return ::emu::clock_tick(); }
 inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }

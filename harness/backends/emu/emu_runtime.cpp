@@ -795,6 +795,7 @@ EMU_EXPORT void emu_race_begin() {
   ensure_fibers();
   race_untrack();
   g_race_on = true;
+  g_releases.clear();
   g_launch_bseq0 = g_bseq + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
@@ -804,13 +805,14 @@ EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const c
   using namespace emu;
   if (!nbytes) return;
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
-  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 1});
+  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
   g_tracked_lo = std::min(g_tracked_lo, lo);
   g_tracked_hi = std::max(g_tracked_hi, hi);
 }
 EMU_EXPORT unsigned long long emu_race_end() {
   using namespace emu;
   race_untrack();
+  g_releases.clear();
   g_race_on = false;
   return g_race_accesses;
 }

@@ -258,9 +258,11 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             detect = spec.race and r == 0
-            if detect:    # the buffers the kernel may write; const inputs cannot take part in a race
+            if detect:    # the memory the kernel may write; const inputs cannot take part in a race
                 mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
-                                for i in copied])
+                                for i in copied] +
+                               [(addr, size, f"__device__ variable '{name}'", 0)
+                                for name, (addr, size, writable) in mod.symbols.items() if writable])
             try:
                 rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
                                   sched.shared_poison, r == 0, sample)
