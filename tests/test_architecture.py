@@ -229,17 +229,25 @@ def _methods(tree: ast.AST) -> list[str]:
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def unread_parameters(source: str, where: str = "", shared_methods: "set[str] | frozenset" = frozenset()) -> list[str]:
+def _base_names(cls: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr for b in cls.bases if isinstance(b, (ast.Name, ast.Attribute))]
+
+
+def unread_parameters(source: str, where: str = "", shared_methods: "set[str] | frozenset" = frozenset(),
+                      own_classes: "set[str] | None" = None) -> list[str]:
     """Parameters a function takes and never reads (an argument its callers pass for nothing). A name starting
-    with `_` is declared unused on purpose; abstract methods and stubs have nothing to read, and a method that
-    more than one class defines (`shared_methods`: a hook and its overrides) keeps the signature they share."""
+    with `_` is declared unused on purpose; abstract methods and stubs have nothing to read. A method keeps the
+    signature it shares: with the other classes of the project that define it (`shared_methods`: a hook and its
+    overrides), or with a library's base class (a base not among `own_classes`, the project's)."""
     found = []
     tree = ast.parse(source)
-    methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+    exempt = set()
+    for c in ast.walk(tree):
+        if isinstance(c, ast.ClassDef):
+            library = own_classes is not None and any(b not in own_classes for b in _base_names(c))
+            exempt |= {id(f) for f in c.body if getattr(f, "name", None) in shared_methods or library}
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_stub(node):
-            continue
-        if id(node) in methods and node.name in shared_methods:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_stub(node) or id(node) in exempt:
             continue
         if any(isinstance(d, (ast.Name, ast.Attribute)) and getattr(d, "id", getattr(d, "attr", "")) == "abstractmethod"
                for d in node.decorator_list):
@@ -252,14 +260,22 @@ def unread_parameters(source: str, where: str = "", shared_methods: "set[str] | 
     return found
 
 
+# Bases from the standard library that impose no signature on the methods of a subclass.
+NEUTRAL_BASES = {"object", "ABC", "Protocol", "Exception", "RuntimeError", "ValueError", "KeyError", "TypeError",
+                 "OSError", "NamedTuple", "Enum", "IntEnum", "str", "int", "dict", "list", "tuple"}
+
+
 def test_no_function_takes_a_parameter_it_never_reads():
     sources = {name: path.read_text() for name, path in project_modules().items()}
+    trees = {name: ast.parse(text) for name, text in sources.items()}
     counts: dict[str, int] = {}
-    for text in sources.values():
-        for m in _methods(ast.parse(text)):
+    own = set(NEUTRAL_BASES)
+    for tree in trees.values():
+        for m in _methods(tree):
             counts[m] = counts.get(m, 0) + 1
+        own |= {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
     shared = {m for m, n in counts.items() if n > 1}
-    wrong = [w for name, text in sources.items() for w in unread_parameters(text, name, shared)]
+    wrong = [w for name, text in sources.items() for w in unread_parameters(text, name, shared, own)]
     assert not wrong, "parameters never read (drop them, or use them):\n" + "\n".join(wrong)
 
 
@@ -273,3 +289,6 @@ def test_the_unread_parameter_check_catches_a_planted_one():
     hook = "class Base:\n    def step(self, x, layer):\n        return x\n"
     assert unread_parameters(hook, "m") == ["m:2 step(layer)"]          # alone, a hook's unread parameter counts
     assert unread_parameters(hook, "m", {"step"}) == []                  # an override reads it: the shared signature
+    plugin = "class P(WorkerPlugin):\n    def setup(self, worker):\n        self.up = True\n"
+    assert unread_parameters(plugin, "m", own_classes={"P"}) == []                 # the library's signature
+    assert unread_parameters(plugin, "m", own_classes={"P", "WorkerPlugin"}) == ["m:2 setup(worker)"]

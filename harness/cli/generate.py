@@ -76,8 +76,8 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
     ckpt = open_checkpoint(path)
     with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
-                                progress=bar.show)
-    write_generation_report(out_dir, result, _piece_function(ckpt))
+                                progress=bar)
+    write_generation_report(out_dir, result, _pieces(ckpt))
     verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
     print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts} ({result.elapsed_s:.1f} s)")
     return 1 if result.failed else 0
@@ -121,7 +121,7 @@ def run(args) -> int:
     prompt = check_tokens(args.prompt_tokens, ckpt.config.vocab, "--prompt-tokens")
     check_context(ckpt.metadata, len(prompt) + args.tokens, "--tokens",
                   f"the prompt ({len(prompt)} tokens) and {args.tokens} generated tokens")
-    piece = _piece_function(ckpt)
+    pieces = _pieces(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
         from harness.model.llama_cpp import import_llama, llama_streams
@@ -136,9 +136,9 @@ def run(args) -> int:
         with step_progress() as bar:
             result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes,
                                     model_name=path.name, router_check=not args.no_router_effect, external=external,
-                                    external_lanes=external_lanes, kernels=kernels, progress=bar.show)
-        write_generation_report(folder.path, result, piece)
-        print_summary(result, piece)
+                                    external_lanes=external_lanes, kernels=kernels, progress=bar)
+        write_generation_report(folder.path, result, pieces)
+        print_summary(result, pieces)
         print(f"({result.elapsed_s:.1f} s)")
         rc = 1 if result.failed else 0
         folder.finish(rc, args, args.seed)
@@ -179,9 +179,8 @@ def _emu_with(name: str, options: dict):
     return get_backend("emu", **options)
 
 
-def _piece_function(ckpt):
-    if not ckpt.tokens:
-        return None
-    from harness.model.pieces import token_pieces
-    pieces = token_pieces(ckpt.tokens)
-    return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+def _pieces(ckpt):
+    """Each token id's printable piece, or None for a checkpoint without a vocabulary. The checkpoint's
+    `tokens` are already pieces (escaped once by harness.model.pieces); escaping them again printed a byte
+    token as \\xa5."""
+    return ckpt.tokens or None

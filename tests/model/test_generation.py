@@ -36,7 +36,7 @@ def test_every_lane_passes_or_ties_and_the_report_is_written(run, tmp_path):
         assert s.teacher.steps == len(PROMPT) + N - 1
         assert s.teacher.within_budget
         assert len(s.hidden_error) == 2 and len(s.per_step) == N
-    paths = write_generation_report(tmp_path, run, piece=lambda t: f"p{t}")
+    paths = write_generation_report(tmp_path, run, pieces=[f"p{t}" for t in range(run.config.vocab)])
     doc = json.loads(paths[0].read_text())
     assert doc["exact_tokens"] == run.exact_tokens and doc["exact_pieces"][0] == f"p{run.exact_tokens[0]}"
     assert doc["router_effect"]["available"] is True
