@@ -118,6 +118,9 @@ size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
 bool g_capture_printf = false;
 uint64_t g_clock = 0;
+// __syncthreads_count/_and/_or: the predicates of the threads arriving at the barrier are summed; the release
+// publishes the sum (every released thread reads it before it can reach the next barrier) and starts anew.
+int g_pred_sum = 0, g_pred_result = 0;
 
 Context g_sched_ctx;                 // the scheduler (run_block) while a fiber runs
 const void* g_main_bottom = nullptr;   // the scheduler's stack, for the sanitizer's switch annotations
@@ -351,6 +354,8 @@ int pop_ready() {
 
 // ---- block barrier ----------------------------------------------------------------------------------
 void release_barrier() {
+  g_pred_result = g_pred_sum;
+  g_pred_sum = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i)
     if (g_fibers[i].state == WAIT_BAR) { g_order.push_back(i); race_barrier(i); }
@@ -634,6 +639,7 @@ std::string describe_stuck() {
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
+  g_pred_sum = 0; g_pred_result = 0;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
   race_block_start();
@@ -713,6 +719,12 @@ unsigned activemask() {
 }
 
 long long clock_tick() { return (long long)(++g_clock); }
+
+int syncthreads_count(int pred, int line) {
+  g_pred_sum += pred != 0;
+  syncthreads(line);
+  return g_pred_result;
+}
 
 }  // namespace emu
 
