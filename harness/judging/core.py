@@ -455,4 +455,4 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     return CaseResult(case, judged.verdict, judged.reason, judged.comparisons, dims,
                       launch=str(res.launch) if res else "",
                       elapsed_ms=elapsed, bytes_moved=bytes_moved(ctx), notes=tuple(notes),
-                      wall_s=time.perf_counter() - t0, coverage=getattr(res, "coverage", None))
+                      wall_s=time.perf_counter() - t0, coverage=res.coverage if res else None)
