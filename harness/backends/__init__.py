@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .base import (  # noqa: F401  (re-exported API)
     Backend, BarrierDivergence, Buffer, BuildError, Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo,
-    LaunchResult, Module, OutOfBounds, RaceDetected, ResourceExhausted, UninitializedRead, UnsupportedConstruct,
-    UnwrittenOutput,
+    LaunchResult, Module, OutOfBounds, RaceDetected, ResourceExhausted, SandboxViolation, UninitializedRead,
+    UnsupportedConstruct, UnwrittenOutput,
 )
 
 BACKEND_NAMES = ("emu", "gpu", "auto")

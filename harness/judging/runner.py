@@ -28,7 +28,7 @@ from .records import counts, result_row
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
 # median over the batches is reported, with the spread (harness.backends.gpu.TimingPlan).
 GPU_TIMING = (5, 20)
-STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout", "SandboxViolation")
 
 
 @dataclass

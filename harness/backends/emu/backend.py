@@ -13,11 +13,12 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
-                                   Module, OutOfBounds, UninitializedRead, as_dim3, check_buffer_array,
-                                   check_buffer_request)
+                                   Module, OutOfBounds, ResourceExhausted, SandboxViolation, UninitializedRead,
+                                   as_dim3, check_buffer_array, check_buffer_request)
+from harness.backends.emu import guarded, sandbox
 from harness.backends.emu import toolchain as tc
 from harness.backends.emu.build import Built, build
-from harness.backends.emu.client import Worker, WorkerDied, WorkerTimedOut
+from harness.backends.emu.client import FORGED, Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu.faults import fault_error
 from harness.backends.emu.runs import LaunchSpec, Outcome, schedules as schedule_plan
 from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
@@ -46,12 +47,21 @@ class EmuBackend(Backend):
       whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
+    memory_limit_mb, cpu_limit_s: the worker sandbox's limits (see harness.backends.emu.sandbox and
+      SECURITY.md): address space of the worker (default 16384 MiB; none under `sanitize`, whose shadow
+      memory is terabytes of address space) and CPU seconds over a worker's life (default 3600; a new worker
+      starts with a fresh budget). Reaching either is the tool's limit, judged `unchecked`, except that a
+      kernel whose own allocation fails is judged on what it does next (usually a crash: `fail`).
+      The sandbox needs libseccomp (pyseccomp); without it the backend refuses to run unless
+      $QCONFORM_EMU_SANDBOX=off says that the sources are trusted.
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
-                 block_sampling: "str | BlockSampling | None" = None):
+                 block_sampling: "str | BlockSampling | None" = None,
+                 memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
+                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -75,7 +85,20 @@ class EmuBackend(Backend):
             if preload is None:
                 raise ValueError("sanitize: the AddressSanitizer runtime (libasan) was not found for "
                                  f"{self.toolchain.cxx}")
-        self._worker = Worker(preload)
+        self.limits = sandbox.Limits(None if self.sanitize else memory_limit_mb, cpu_limit_s)
+        self._options["memory_limit_mb"], self._options["cpu_limit_s"] = memory_limit_mb, cpu_limit_s
+        extra_env = {}
+        if sandbox.disabled_by_user():
+            self.sandboxed = False
+        else:
+            why = sandbox.unavailable_reason()
+            if why is not None:
+                raise RuntimeError(f"emu: the worker sandbox is not available: {why}. Kernel sources are "
+                                   f"untrusted code; to run them unsandboxed anyway (sources you trust), set "
+                                   f"${sandbox.OFF_ENV}=off")
+            self.sandboxed = True
+            extra_env[sandbox.ENV] = self.limits.to_env()
+        self._worker = Worker(preload, extra_env=extra_env)
         self._buffer_ids = itertools.count(1)
         self._finalizer = weakref.finalize(self, self._worker.shutdown)
 
@@ -91,7 +114,8 @@ class EmuBackend(Backend):
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "sanitize": self.sanitize,
-                "timeout_s": self.timeout_s}
+                "timeout_s": self.timeout_s,
+                "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
     def close(self) -> None:
         self._worker.shutdown()
@@ -106,6 +130,19 @@ def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
     if len(blocks) > full:
         parts.append(f"{len(blocks) - full} on {describe_sample(grid, sample)}")
     return ", ".join(parts)
+
+
+def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
+    """'write to 'x' (arg 0, 100 x float32) 8000 byte(s) before its start (element -2000): ...'."""
+    a = spec.args[hit.arg]
+    size, elem = int(np.prod(a.shape, dtype=np.int64)), np.dtype(a.dtype).itemsize
+    if hit.side == "after":
+        pos = f"{hit.distance + 1} byte(s) past its end (element {size + hit.distance // elem} of {size})"
+    else:
+        pos = f"{hit.distance} byte(s) before its start (element {-((hit.distance + elem - 1) // elem)})"
+    access = {"write": "write to", "read": "read of"}.get(hit.access, "access to")
+    return (f"{access} '{spec.names[hit.arg]}' (arg {hit.arg}, {size} x {np.dtype(a.dtype)}) {pos}: it hit the "
+            "inaccessible guard pages around the buffer")
 
 
 def _asan_summary(report: str) -> str:
@@ -142,7 +179,7 @@ class EmuModule(Module):
             self._sizes = self._request({"op": "load", "path": str(self.built.path)}, launch)
         return self._sizes
 
-    def _request(self, msg: dict, launch: LaunchInfo):
+    def _request(self, msg: dict, launch: LaunchInfo, spec: Optional[LaunchSpec] = None):
         try:
             reply = self.backend._worker.request(msg, self.backend.timeout_s)
         except WorkerTimedOut as exc:
@@ -156,14 +193,42 @@ class EmuModule(Module):
             raise err from None
         except WorkerDied as exc:
             detail = f"the worker process died with {exc.how} during {exc.last_step}"
+            violation = sandbox.describe_violation(exc.stderr_tail, exc.how)
+            if exc.how.startswith(FORGED):
+                violation = (f"the worker's reply channel carried a forged message ({exc.how[len(FORGED) + 2:]}): "
+                             "the kernel wrote into it; refused by the parent")
+            if violation:
+                raise SandboxViolation(launch, f"{violation} during {exc.last_step}; the worker process was "
+                                               "stopped and is replaced") from None
+            if exc.how == f"exit status {sandbox.SETUP_FAILED_EXIT}":
+                raise RuntimeError(f"emu: the worker could not sandbox itself, so it ran nothing:\n"
+                                   f"{exc.stderr_tail[-2000:]}") from None
+            if exc.how == "signal SIGXCPU":
+                err = KernelTimeout(launch, f"the worker process used up its CPU time limit ({self.backend.limits.cpu_s} s "
+                                            f"per worker, option cpu_limit_s) during {exc.last_step}; this is the "
+                                            "tool's limit, not a verdict on the kernel")
+                err.tool_limit = True
+                raise err from None
+            hit = guarded.locate(exc.stderr_tail) if spec is not None else None
+            if hit is not None:
+                raise OutOfBounds(launch, _guard_page_fault(spec, hit) + f" ({detail})") from None
+            where = guarded.fault_address(exc.stderr_tail)
+            if where:
+                detail += f": {where}"
             if "AddressSanitizer" in exc.stderr_tail:
                 report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
                 raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({detail}); AddressSanitizer report:\n"
                                           f"{report}") from None
-            tail = exc.stderr_tail[-3000:]
+            tail = guarded.without_reports(exc.stderr_tail)[-3000:]
             raise KernelCrash(launch, detail + (f"; its last output:\n{tail}" if tail else "")) from None
+        if "memory" in reply:
+            raise ResourceExhausted(launch, f"the emu worker's memory limit ({self.backend.limits.describe()}) was "
+                                            f"reached while it prepared buffers; the tool's limit, not the "
+                                            f"kernel's (raise memory_limit_mb):\n{reply['memory'][-1500:]}")
         if "error" in reply:
             raise RuntimeError(f"emu worker failed on {launch}:\n{reply['error']}")
+        if reply.get("restart"):     # near its memory limit after the launch: the next request gets a new worker
+            self.backend._worker.close()
         return reply["ok"]
 
     # -- resident buffers ------------------------------------------------------------------------------
@@ -245,7 +310,7 @@ class EmuModule(Module):
                     "sample": None if sample is None else list(sample),
                     "summary": _coverage_summary(plan, blocks, total, sample, g)}
         try:
-            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch, spec)
         except (KernelCrash, KernelTimeout, OutOfBounds) as exc:
             exc.coverage = coverage_of([])      # the replay command still names the block sampling
             raise

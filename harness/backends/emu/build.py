@@ -13,6 +13,7 @@ from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature
 
+from . import gate
 from . import toolchain as tc
 from .rewrite import rewrite
 
@@ -59,20 +60,33 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     flags = _check_flags(flags)
     rw = rewrite(source, name)
     cmd_flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) + flags
-    key = content_key(rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
-                      tc.runtime_sha256())[:40]
+    # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
+    key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
+                      tc.runtime_sha256(), gate.cache_part())[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
         with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
-            cpp = Path(tmp) / "module.cpp"
-            cpp.write_text(rw.source)
-            cmd = [toolchain.cxx, *cmd_flags, "-shared", f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp",
-                   str(cpp), str(runtime), "-o", str(tmp_so), *toolchain.link_flags()]
-            env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+            work = Path(tmp)
+            device_check = gate.start_device_compile(source, name, work)    # beside the host compile
+            try:
+                cpp, obj = work / "module.cpp", work / "module.o"
+                cpp.write_text(rw.source)
+                env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
+                # -save-temps keeps the assembly listing (module.s), read by the inline-asm check
+                cmd = [toolchain.cxx, *cmd_flags, "-c", "-save-temps=obj", f"-I{tc.RUNTIME_DIR}", "-include",
+                       "emu_device.hpp", str(cpp), "-o", str(obj)]
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=work)
+            finally:
+                gate.finish_device_compile(device_check, name)    # nvcc's message first: a GPU build's verdict
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
+            gate.check_object(obj, (work / "module.s").read_text(errors="replace"), name, sanitize)
+            link = [toolchain.cxx, *cmd_flags, "-shared", str(obj), str(runtime), "-o", str(tmp_so),
+                    *toolchain.link_flags()]
+            r = subprocess.run(link, capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                raise BuildError(f"emu: linking {name} failed:\n{r.stderr[-4000:]}")
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels))

@@ -43,7 +43,7 @@ def describe_difference(name: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray
 def guard_damage(raw: np.ndarray, guard: int, nbytes: int, sentinel: int) -> Optional[tuple[str, int]]:
     """('before'|'after', offset in bytes from the buffer edge) of the changed guard byte nearest the data."""
     before = np.flatnonzero(raw[:guard] != sentinel)
-    after = np.flatnonzero(raw[guard + nbytes:guard + nbytes + guard] != sentinel)
+    after = np.flatnonzero(raw[guard + nbytes:] != sentinel)      # up to the end of the buffer's last page
     if after.size:
         return "after", int(after[0])
     if before.size:

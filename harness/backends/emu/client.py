@@ -23,6 +23,9 @@ _REPO_ROOT = str(Path(__file__).resolve().parents[3])
 STARTUP_LIMIT_S = 120.0
 
 
+FORGED = "a reply the parent refused to read"     # WorkerDied.how of a worker whose reply was forged
+
+
 class WorkerDied(Exception):
     def __init__(self, how: str, stderr_tail: str, last_step: str):
         self.how, self.stderr_tail, self.last_step = how, stderr_tail, last_step
@@ -48,8 +51,10 @@ class Worker:
 
     def __init__(self, preload: Optional[str] = None, module: str = "harness.backends.emu.worker",
                  step_prefix: str = "emu-worker: ", first_step: str = "before the first schedule",
-                 watch_progress: bool = True, stage_large_args: bool = True):
+                 watch_progress: bool = True, stage_large_args: bool = True,
+                 extra_env: Optional[dict[str, str]] = None):
         self.preload = preload
+        self.extra_env = dict(extra_env or {})
         self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
         self.proc: Optional[subprocess.Popen] = None
         self.err = None
@@ -67,6 +72,8 @@ class Worker:
         self.started = time.monotonic()
         env = dict(os.environ)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"     # a sandboxed worker may not write .pyc files
+        env.update(self.extra_env)
         if self.preload:   # AddressSanitizer must be the first library in the process
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
@@ -80,7 +87,10 @@ class Worker:
             env[staging.ENV] = str(self.staging.fd)
             fds += (self.staging.fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds)
+                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds,
+                                     start_new_session=True)
+        # Its own process group: close() ends the worker and anything it started; a terminal's Ctrl-C goes to
+        # the parent only, which then closes its workers.
         protocol.widen_pipe(self.proc.stdin.fileno())
         protocol.widen_pipe(self.proc.stdout.fileno())
         self.err_mark = 0
@@ -121,6 +131,10 @@ class Worker:
             watched = self.progress is not None
             self.close()
             raise WorkerTimedOut(self._last_step(text), watched) from None
+        except protocol.Forged as exc:
+            text = self._stderr_since_mark()
+            self.close()
+            raise WorkerDied(f"{FORGED}: it named {exc}", "", self._last_step(text)) from None
         except (protocol.Closed, BrokenPipeError):
             rc = self.proc.wait()
             text = self._stderr_since_mark()
@@ -141,6 +155,10 @@ class Worker:
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()       # our own child, by its handle
+            try:        # whatever the worker started (nothing, under the sandbox) is in its process group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.wait()
             for f in (self.proc.stdin, self.proc.stdout):
                 if f:

@@ -235,7 +235,7 @@ def _table(kernels: list[KernelSignature]) -> str:
     return f"""
 #line 1 "<emu-trampolines>"
 namespace emu {{ namespace {{
-const KernelEntry g_kernel_table[] = {{
+constexpr KernelEntry g_kernel_table[] = {{
 {rows}
 }};
 }} }}
