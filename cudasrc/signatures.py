@@ -45,16 +45,55 @@ def strip_comments(code: str) -> str:
 
 
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(([^)]*)\)")
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+# A function-pointer parameter: `ret (*name)(args)`.
+_FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
+
+
+def _closing_paren(text: str, i: int) -> int:
+    """Index of the ')' closing the '(' at text[i] (comments already stripped; parameter lists hold no strings)."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += (text[j] == "(") - (text[j] == ")")
+        if depth == 0:
+            return j
+    raise ValueError(f"unbalanced '(' in the parameter list at offset {i}")
+
+
+def _split_params(body: str) -> list[str]:
+    """Split a parameter list at commas outside (), [], {} and template <>."""
+    parts, depth, start = [], 0, 0
+    for j, c in enumerate(body):
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:j])
+            start = j + 1
+    parts.append(body[start:])
+    return parts
 
 
 def _split_param(text: str) -> tuple[str, str]:
     text = re.sub(r"\s+", " ", text.strip())
-    m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*(\[\s*\])?$", text)
+    fp = _FUNC_PTR.match(text)
+    if fp:      # by value: the pointer to a device function
+        return normalize_ctype(f"{fp.group(1)}(*){fp.group(3)}"), fp.group(2)
+    # `T name[]` and `T name[N]` are pointers in a parameter list (array parameters decay).
+    m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", text)
     if not m or not m.group(1).strip():
         raise ValueError(f"cannot read kernel parameter {text!r}")
-    ctype = m.group(1) + ("*" if m.group(3) else "")
+    dims = re.findall(r"\[[^\]]*\]", m.group(3))
+    if len(dims) > 1:
+        raise ValueError(f"kernel parameter {text!r}: multi-dimensional array parameters are not supported")
+    ctype = m.group(1) + ("*" if dims else "")
     return normalize_ctype(ctype), m.group(2)
+
+
+def is_function_pointer(ctype: str) -> bool:
+    """A by-value pointer to a device function, as `_split_param` spells it: 'int(*)(int,int)'."""
+    return "(*)" in ctype
 
 
 def kernel_signatures(code: str) -> list[KernelSignature]:
@@ -62,8 +101,8 @@ def kernel_signatures(code: str) -> list[KernelSignature]:
     clean = strip_comments(code)
     sigs = []
     for m in _GLOBAL.finditer(clean):
-        body = m.group(2).strip()
-        params = tuple(_split_param(p) for p in body.split(",")) if body and body != "void" else ()
+        body = clean[m.end():_closing_paren(clean, m.end() - 1)].strip()
+        params = tuple(_split_param(p) for p in _split_params(body)) if body and body != "void" else ()
         sigs.append(KernelSignature(m.group(1), params, clean.count("\n", 0, m.start()) + 1))
     return sigs
 

@@ -38,6 +38,17 @@ def gamma(n: "int | float", u: float = U32) -> float:
     return nu / (1.0 - nu)
 
 
+def hoeffding_factor(n_events: int, failure: float) -> float:
+    """``sqrt(2 ln(2 n / p))``: a sum Z of independent zero-mean terms, term i confined to [-r_i, r_i], has
+    ``P(|Z| >= t sigma) <= 2 exp(-t^2 / 2)`` with ``sigma^2 = sum r_i^2`` (Hoeffding), so ``|Z| <= factor * sigma``
+    holds for each of n such sums at once except with probability at most p (union bound)."""
+    if isinstance(n_events, bool) or not isinstance(n_events, (int, np.integer)) or n_events <= 0:
+        raise ValueError(f"n_events: expected a positive integer, got {n_events!r}")
+    if not 0.0 < failure < 1.0:
+        raise ValueError(f"failure: expected a probability in (0, 1), got {failure!r}")
+    return float(np.sqrt(2.0 * np.log(2.0 * int(n_events) / failure)))
+
+
 def warp_row_depth(k: int) -> int:
     """Roundings any term of a warp-per-output-row Q8 kernel of this family (gk_gemv*, k*_q8dp4a, moe_*)
     passes through: <= K/32 serial adds per lane (the scalar tail loop is the worst case), <= 16 adds inside

@@ -60,7 +60,7 @@ import numpy as np
 
 from reference.argmax import argmax_first
 from reference.attention import AttentionPartials, attention_partials, combine_partials, decode_attention
-from reference.bounds import U32, U64, act_error_bound, gamma, warp_row_depth
+from reference.bounds import U32, U64, act_error_bound, gamma, hoeffding_factor, warp_row_depth
 from reference.embed import embed_q8
 from reference.matmul import blocked_product, q8_matmul
 from reference.model import ModelWeights
@@ -174,7 +174,9 @@ class Decoder:
         """Round to the lane's buffer dtype (float32 storage between kernels; identity in the exact lane)."""
         return np.asarray(v).astype(self.lane.store)
 
-    def _quant(self, v: np.ndarray, rule: str) -> Optional[QuantizedActivation]:
+    def _quant(self, v: np.ndarray, rule: str, layer: int, site: str) -> Optional[QuantizedActivation]:
+        """The int8 activation the next kernel reads (None in the Dequant lanes); `site` is the buffer it lands
+        in (aqE: attention or LM-head input, aqQ: attention output), `layer` the layer (-1: the LM head's)."""
         mode = self.lane.mode
         if mode is Mode.DEQUANT:
             return None
@@ -197,6 +199,10 @@ class Decoder:
     def _rope(self, v: np.ndarray, w: np.ndarray, pos: int) -> np.ndarray:
         c = self.config
         return self._r(qk_norm_rope(v, w, pos, c.rope_theta, c.head_dim, c.rms_eps))
+
+    def _experts(self, layer: int, x2n: np.ndarray, moe, routing: tuple):
+        """The routed experts of `layer` on the FFN-norm output (reference.moe.moe_trace)."""
+        return moe_trace(x2n, moe, self.lane.mode, zero_rule="floor", routing=routing, exact=self.lane.exact)
 
     def _router_logits(self, layer, x2n: np.ndarray) -> np.ndarray:
         if self.router == "float":
@@ -242,7 +248,7 @@ class Decoder:
             layer = self.weights.layer(li)
             # attention input: the norm, and in the int8 lanes its quantizer (fused in the fast lanes)
             xn = self._norm(x, layer.attn_norm)
-            act_e = self._quant(xn, lane.norm_rule)
+            act_e = self._quant(xn, lane.norm_rule, li, "aqE")
             if lane.mode is not Mode.INT8_ACT:
                 put(li, "xn", xn)
             put_act(li, "aqE", act_e)
@@ -272,7 +278,7 @@ class Decoder:
                 attn = self._r(decode_attention(q_rope, kc, vc, c.n_head, c.n_kv_head, c.head_dim,
                                                 scale=self.attn_scale))
             put(li, "attnb", attn)
-            act_q = self._quant(attn, lane.attn_rule)
+            act_q = self._quant(attn, lane.attn_rule, li, "aqQ")
             put_act(li, "aqQ", act_q)
             tmp = self._gemv(layer.wo, attn, act_q)
             put(li, "tmp", tmp)
@@ -286,8 +292,7 @@ class Decoder:
             w = self._r(w)
             put(li, "moe_idx", idx.astype(np.int32))
             put(li, "moe_w", w)
-            tr = moe_trace(x2n, layer.moe(c.n_expert_used), lane.mode, zero_rule="floor",
-                           routing=(logits_r, idx, w), exact=lane.exact)
+            tr = self._experts(li, x2n, layer.moe(c.n_expert_used), (logits_r, idx, w))
             put_act(li, "moe_xq", tr.x_act)
             put(li, "moe_he", self._r(tr.h).reshape(-1))
             put_act(li, "moe_hq", tr.h_act)
@@ -299,7 +304,7 @@ class Decoder:
             if hidden is not None:
                 hidden[li] = x
         xn = self._norm(x, self.weights.output_norm)
-        act = self._quant(xn, lane.norm_rule)
+        act = self._quant(xn, lane.norm_rule, -1, "aqE")
         put(-1, "xn", xn)
         put_act(-1, "aqE", act)
         logits = self._gemv(self.weights.output, xn, act).astype(np.float64)
@@ -317,15 +322,16 @@ class Decoder:
 # ------------------------------------------------------------------------------------------ runs
 def generate(weights: ModelWeights, lane: str, prompt, n_tokens: int, *, router: str = "q8",
              capture: bool = False, keep_hidden: bool = False,
-             on_step: Optional[Callable[[StepRecord], None]] = None) -> list[StepRecord]:
+             on_step: Optional[Callable[[StepRecord], None]] = None, decoder_type: type = Decoder
+             ) -> list[StepRecord]:
     """Prefill `prompt` (each token through the decode step, as the seed's program does), then decode greedily
     until `n_tokens` tokens are generated: len(prompt) + n_tokens - 1 steps. The generated tokens are
-    ``[r.token for r in records[len(prompt) - 1:]]``."""
+    ``[r.token for r in records[len(prompt) - 1:]]``. decoder_type: Decoder or a subclass (a planted lane)."""
     prompt = _token_list("prompt", prompt)
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or n_tokens <= 0:
         raise ValueError(f"n_tokens: expected a positive integer, got {n_tokens!r}")
-    dec = Decoder(weights, lane, max_positions=len(prompt) + n_tokens - 1, capture=capture, router=router,
-                  keep_hidden=keep_hidden)
+    dec = _decoder_type(decoder_type)(weights, lane, max_positions=len(prompt) + n_tokens - 1, capture=capture,
+                                      router=router, keep_hidden=keep_hidden)
     records = []
     feed = list(prompt)
     while feed:
@@ -339,11 +345,12 @@ def generate(weights: ModelWeights, lane: str, prompt, n_tokens: int, *, router:
 
 
 def teacher_forced(weights: ModelWeights, lane: str, tokens, *, router: str = "q8", capture: bool = False,
-                   keep_hidden: bool = False, on_step: Optional[Callable[[StepRecord], None]] = None
-                   ) -> list[StepRecord]:
+                   keep_hidden: bool = False, on_step: Optional[Callable[[StepRecord], None]] = None,
+                   decoder_type: type = Decoder) -> list[StepRecord]:
     """Feed every token of `tokens` (one record each, whatever the lane would have chosen)."""
     tokens = _token_list("tokens", tokens)
-    dec = Decoder(weights, lane, max_positions=len(tokens), capture=capture, router=router, keep_hidden=keep_hidden)
+    dec = _decoder_type(decoder_type)(weights, lane, max_positions=len(tokens), capture=capture, router=router,
+                                      keep_hidden=keep_hidden)
     records = []
     for t in tokens:
         records.append(dec.step(t))
@@ -357,6 +364,12 @@ def generated_tokens(records: list, n_prompt: int) -> list[int]:
     return [r.token for r in records[n_prompt - 1:]]
 
 
+def _decoder_type(cls) -> type:
+    if not (isinstance(cls, type) and issubclass(cls, Decoder)):
+        raise ValueError(f"decoder_type: expected reference.decoder.Decoder or a subclass, got {cls!r}")
+    return cls
+
+
 def _token_list(name: str, tokens) -> list[int]:
     out = list(tokens)
     if not out:
@@ -368,10 +381,21 @@ def _token_list(name: str, tokens) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ bounds
-def logit_bound_parts(record: StepRecord, lane: str, exact: Optional[StepRecord] = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+# Failure probability of the logit bound at one step (all tokens of the step at once): docs/NUMERICS.md,
+# "The logit bound". A run of S steps in N lanes holds everywhere except with probability at most S * N * this.
+LOGIT_BOUND_FAILURE = 1e-6
+
+
+def logit_bound_parts(record: StepRecord, lane: str, exact: Optional[StepRecord] = None, *,
+                      failure: Optional[float] = LOGIT_BOUND_FAILURE) -> tuple[np.ndarray, np.ndarray]:
     """(head, drift): the two parts of logit_bound_vector, per token, from one pass over the LM head; drift is
-    zero without the exact record."""
+    zero without the exact record.
+
+    With ``z = hoeffding_factor(vocab, failure)``, e the per-element bound of the head activation's quantization
+    (0 in the Dequant lanes) and d the measured drift of the head input against exact's:
+    ``head = z sqrt(sum_k w_k^2 e_k^2) + acc`` and ``head + drift = z sqrt(sum_k w_k^2 (e_k^2 + d_k^2)) + acc``,
+    acc the deterministic float32 accumulation bound (float64 in the exact lane). ``failure=None``: the worst
+    case instead, ``head = sum_k |w_k| e_k + acc`` and ``drift = sum_k |w_k| |d_k|`` (no probability)."""
     spec = lane_spec(lane)
     if not isinstance(record, StepRecord):
         raise ValueError(f"record: expected a StepRecord, got {type(record).__name__}")
@@ -381,45 +405,54 @@ def logit_bound_parts(record: StepRecord, lane: str, exact: Optional[StepRecord]
     x = np.asarray(record.head_input, dtype=np.float64)
     if x.shape != (w.cols,):
         raise ValueError(f"record: head_input has shape {x.shape}, the LM head expects ({w.cols},)")
-    rows = []
     if spec.mode is Mode.DEQUANT or record.head_act is None:
-        rows.append(np.zeros_like(x))
+        e = np.zeros_like(x)
         x_eff = x
     else:
-        e = act_error_bound(x.astype(np.float32), spec.mode, zero_rule=spec.norm_rule)
-        rows.append(np.repeat(e, QK))
+        e = np.repeat(act_error_bound(x.astype(np.float32), spec.mode, zero_rule=spec.norm_rule), QK)
         x_eff = record.head_act.dequantize()
-    rows.append(np.abs(x_eff))
+    d = np.zeros_like(x)
     if exact is not None:
         xe = np.asarray(exact.head_input, dtype=np.float64)
         if xe.shape != x.shape:
             raise ValueError(f"exact: head_input has shape {xe.shape}, expected {x.shape}")
-        rows.append(np.abs(x - xe))
-    sums = blocked_product(w, np.stack(rows), absolute=True)
+        d = x - xe
+    if failure is None:       # worst case: every term at its bound, all of one sign (triangle inequality)
+        sums = blocked_product(w, np.stack([e, np.abs(x_eff), np.abs(d)]), absolute=True)
+        quant, drift, sum_abs = sums[0], sums[2], sums[1]
+    else:
+        var = blocked_product(w, np.stack([e * e, d * d]), squared=True)      # sum_k w_k^2 r_k^2, per token
+        z = hoeffding_factor(w.rows, failure)
+        quant = z * np.sqrt(var[0])
+        drift = z * np.sqrt(var[0] + var[1]) - quant
+        sum_abs = blocked_product(w, x_eff[None], absolute=True)[0]
     if spec.exact:
-        acc = gamma(w.cols + 3, U64) * sums[1]
+        acc = gamma(w.cols + 3, U64) * sum_abs
     else:
         depth = gamma(warp_row_depth(w.cols))
-        acc = (depth + U32 * (1 + depth)) * sums[1]
-    drift = sums[2] if exact is not None else np.zeros(w.rows)
-    return sums[0] + acc, drift
+        acc = (depth + U32 * (1 + depth)) * sum_abs
+    return quant + acc, drift
 
 
-def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> np.ndarray:
-    """Per-token bound (vocab,) on |lane logit - exact logit| at this step (docs/NUMERICS.md, "Logit bound").
+def logit_bound_vector(record: StepRecord, lane: str, exact: Optional[StepRecord] = None, *,
+                       failure: Optional[float] = LOGIT_BOUND_FAILURE) -> np.ndarray:
+    """Per-token bound (vocab,) on |lane logit - exact logit| at this step (docs/NUMERICS.md, "The logit bound"),
+    holding for every token of the step except with probability at most `failure`.
 
-    head: what the LM head's arithmetic in this lane's mode can add on the lane's own head input x (the float
-    vector ``record.head_input``): the activation quantization, ``sum_b s_w e_b sum_j |w|`` (reference.bounds),
-    plus a float32 warp-per-row kernel's accumulation ``gamma_(K/32+24) sum |w x_hat|`` and the stored logit's
-    rounding ``u |y|`` (the exact lane: float64 summation only). drift: with the exact lane's record of the
-    same step, ``sum_k |w_k| |x_k - x_exact_k|``, the propagation of the lane's measured head-input drift
-    through the exact LM head (triangle inequality: the lane's logits minus exact's are W(x_hat - x) +
-    W(x - x_exact) + rounding).
+    The lane's logits minus exact's are ``W(x_hat - x) + W(x - x_exact) + rounding``: the head activation's
+    quantization errors (independent, zero-mean, each within the mode's per-element bound e_k:
+    reference.bounds), the measured drift d of the head input against exact's with signs independent of the
+    LM head's rows, and the float32 accumulation of a warp-per-row kernel (deterministic, ``gamma_(K/32+24)
+    sum |w x_hat|`` plus the stored logit's rounding). Hoeffding's inequality over the 2K independent terms,
+    with a union bound over the vocabulary, gives ``z sqrt(sum_k w_k^2 (e_k^2 + d_k^2))``,
+    ``z = sqrt(2 ln(2 vocab / failure))`` (reference.bounds.hoeffding_factor). ``failure=None``: the worst
+    case, every term at its bound with one sign (``sum_k |w_k| (e_k + |d_k|)`` plus the accumulation).
     """
-    head, drift = logit_bound_parts(record, lane, exact)
+    head, drift = logit_bound_parts(record, lane, exact, failure=failure)
     return head + drift
 
 
-def logit_bound(record: StepRecord, lane: str, exact: Optional[StepRecord] = None) -> float:
+def logit_bound(record: StepRecord, lane: str, exact: Optional[StepRecord] = None, *,
+                failure: Optional[float] = LOGIT_BOUND_FAILURE) -> float:
     """The largest per-token bound of logit_bound_vector (a bound on every logit of the step)."""
-    return float(logit_bound_vector(record, lane, exact).max())
+    return float(logit_bound_vector(record, lane, exact, failure=failure).max())

@@ -30,12 +30,16 @@ def _check_weight(w) -> Q8Tensor:
     return w
 
 
-def blocked_product(w: Q8Tensor, x_eff: np.ndarray, absolute: bool = False) -> np.ndarray:
+def blocked_product(w: Q8Tensor, x_eff: np.ndarray, absolute: bool = False, squared: bool = False) -> np.ndarray:
     """``sum_b s_w[o,b] * sum_j w[o,b,j] * x_eff[m,b,j]`` for float64 x_eff (M, K): (M, N) float64.
 
-    absolute=True uses |w| and |x_eff| (sum |terms|, the quantity accumulation bounds scale with).
+    absolute=True uses |w| and |x_eff| (sum |terms|, the quantity accumulation bounds scale with);
+    squared=True uses the squared weights, ``sum_k w[o,k]^2 * x_eff[m,k]`` (the variance of a sum of
+    independent errors of variance x_eff; what the probabilistic logit bound scales with).
     Streams w in row chunks, in parallel over the cores.
     """
+    if absolute and squared:
+        raise ValueError("absolute, squared: choose at most one")
     m, k = x_eff.shape
     n, nb = w.rows, w.cols // QK
     xb = x_eff.reshape(m, nb, QK)
@@ -54,8 +58,12 @@ def blocked_product(w: Q8Tensor, x_eff: np.ndarray, absolute: bool = False) -> n
                 np.abs(src, out=b, dtype=np.float64, casting="unsafe")   # |-128| needs the wider type
             else:
                 np.copyto(b, src, casting="unsafe")
+            sw = w.scales[r0:r1].astype(np.float64)
+            if squared:
+                np.square(b, out=b)
+                sw = sw * sw
             dots = np.einsum("obj,mbj->obm", b, xb)         # (rows, nb, M): the per-block dots, float64
-            out[r0:r1] = np.einsum("obm,ob->om", dots, w.scales[r0:r1].astype(np.float64))
+            out[r0:r1] = np.einsum("obm,ob->om", dots, sw)
 
     over_rows(n, k, work)
     return out.T

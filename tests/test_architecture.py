@@ -17,6 +17,7 @@ LAYERS = {
     "emitters": 1,
     "harness.cache": 2, "harness.backends": 2, "harness.toolchain": 2,
     "harness.cases": 3, "harness.judging": 3, "harness.reports": 3, "harness.model": 3, "harness.mutation": 3,
+    "harness.racescan": 3,
     "harness.cli": 4, "harness": 4,
 }
 

@@ -3,8 +3,8 @@ every backend.
 
 In: a `KernelSignature`, the caller's arguments and output indices. Out: a plan, one `BufferArg` (an array
 that goes to its own device buffer), `ResidentArg` (a resident device buffer, used in place) or `ScalarArg`
-(a numpy scalar passed by value) per parameter, or a ValueError that names the argument and the rule it
-breaks."""
+(passed by value: a numpy scalar, a `Struct`, or a module `Symbol`) per parameter, or a ValueError that names
+the argument and the rule it breaks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,9 +12,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from cudasrc.signatures import KernelSignature
+from cudasrc.signatures import KernelSignature, is_function_pointer
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
-from .base import Buffer
+from .base import Buffer, Struct, Symbol
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class ScalarArg:
     index: int
     name: str
     ctype: str
-    value: np.generic       # exactly the dtype of the C type, ready to be packed by value
+    value: "np.generic | Struct | Symbol"   # a scalar of exactly the C type's dtype; a struct; a module symbol
 
 
 def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
@@ -103,6 +103,37 @@ def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") ->
         raise ValueError(f"{what}: no numpy dtype is known for the pointee type {base!r}")
 
 
+def _aggregate(arg: object, ctype: str, what: str, size: int) -> "Struct | Symbol":
+    """A by-value struct, array-in-struct or function-pointer argument, checked against the compiled size."""
+    if isinstance(arg, Symbol):
+        if not isinstance(arg.name, str) or not arg.name.isidentifier():
+            raise ValueError(f"{what}: Symbol name must be a C identifier, got {arg.name!r}")
+        return arg
+    if is_function_pointer(ctype):
+        raise ValueError(f"{what}: a function-pointer parameter takes Symbol('<__device__ variable holding the "
+                         f"function>'), got {type(arg).__name__}")
+    if isinstance(arg, np.void):
+        arg = Struct(arg)
+    if not isinstance(arg, Struct) or not isinstance(arg.value, np.void):
+        raise ValueError(f"{what}: a by-value parameter of type {ctype!r} (a struct, or a typedef'd function "
+                         f"pointer) takes a numpy structured scalar (np.void) of {size} bytes, a Struct, or a "
+                         f"Symbol naming a __device__ variable that holds the value; got {type(arg).__name__}")
+    if arg.value.dtype.itemsize != size:
+        raise ValueError(f"{what}: the compiled struct is {size} bytes, the value has {arg.value.dtype.itemsize} "
+                         f"(dtype {arg.value.dtype}); lay it out as the C struct, padding included")
+    seen = set()
+    for off, buf in arg.pointers:
+        if not isinstance(buf, Buffer):
+            raise ValueError(f"{what}: Struct.pointers maps byte offsets to resident Buffers, got "
+                             f"{type(buf).__name__} at offset {off!r}")
+        if isinstance(off, bool) or not isinstance(off, (int, np.integer)) or off % 8 or not 0 <= off <= size - 8:
+            raise ValueError(f"{what}: pointer offset {off!r} must be a multiple of 8 in [0, {size - 8}]")
+        if int(off) in seen:
+            raise ValueError(f"{what}: pointer offset {off} is given twice")
+        seen.add(int(off))
+    return arg
+
+
 def _output_indices(outputs: Sequence[int], n_args: int) -> list[int]:
     if isinstance(outputs, (str, bytes)):
         raise ValueError(f"outputs: expected a sequence of argument indices, got {outputs!r}")
@@ -118,14 +149,17 @@ def _output_indices(outputs: Sequence[int], n_args: int) -> list[int]:
 
 def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[int],
               native_sizes: Optional[Sequence[int]] = None, empty_ok: bool = True,
-              resident_ok: bool = False) -> list["BufferArg | ResidentArg | ScalarArg"]:
+              resident_ok: bool = False, aggregates_ok: bool = False) -> list["BufferArg | ResidentArg | ScalarArg"]:
     """Check `args` against the kernel signature and say how each one travels. Arrays must be
     C-contiguous numpy arrays of the pointee's dtype (whole vectors for a vector pointee), writeable unless
     the pointer is const, and must not overlap (each gets its own device buffer); by-value parameters take
     numpy scalars of exactly the parameter's dtype (and, where `native_sizes` gives the compiled parameter
     sizes, of that size). An output is a non-const pointer, listed once. A backend whose buffers cannot be
     empty passes `empty_ok=False`. A backend with resident buffers passes `resident_ok=True`: a `Buffer` may
-    then stand for a pointer argument (its dtype checked like an array's), each at most once."""
+    then stand for a pointer argument (its dtype checked like an array's), each at most once. A backend that
+    passes structs and module symbols by value passes `aggregates_ok=True` (with `native_sizes`): a struct
+    parameter then takes a `Struct` (or a bare np.void) of the compiled size, a function-pointer parameter a
+    `Symbol`, and any by-value parameter a `Symbol`."""
     if isinstance(args, (str, bytes, np.ndarray)):
         raise ValueError(f"args: expected a sequence of arrays and numpy scalars, got {type(args).__name__}")
     args = list(args)
@@ -161,7 +195,10 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
         else:
             if i in out_set:
                 raise ValueError(f"outputs: args[{i}] ({pname}) is passed by value and cannot be an output")
-            want = SCALAR_DTYPES.get(ctype)
+            want = SCALAR_DTYPES.get(ctype.replace("const ", "", 1) if ctype.startswith("const ") else ctype)
+            if aggregates_ok and (want is None or isinstance(arg, Symbol)):
+                plan.append(ScalarArg(i, pname, ctype, _aggregate(arg, ctype, what, native_sizes[i])))
+                continue
             if want is None:
                 raise ValueError(f"{what}: by-value parameters of type {ctype!r} are not supported")
             if not isinstance(arg, np.generic) or arg.dtype != want:

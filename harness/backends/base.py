@@ -35,11 +35,18 @@ class LaunchInfo:
 
 
 class KernelFault(RuntimeError):
-    """A kernel misbehaved. `launch` says which launch; `detail` says what was seen."""
+    """A kernel misbehaved. `launch` says which launch; `detail` says what was seen.
 
-    def __init__(self, launch: "LaunchInfo | None", detail: str):
+    tool_limit: the fault is the tool's limit, not the kernel's (an emulator too slow to finish a block):
+    judged `unchecked`, never `fail`. coverage: the emu's blocks run under each schedule up to the fault
+    (LaunchResult.coverage), so that the report and the replay command can name the block sampling."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, tool_limit: bool = False,
+                 coverage: "dict | None" = None):
         self.launch = launch
         self.detail = detail
+        self.tool_limit = tool_limit
+        self.coverage = coverage
         where = f"{launch}: " if launch else ""
         super().__init__(f"{type(self).__name__}: {where}{detail}")
 
@@ -90,6 +97,21 @@ class ResourceExhausted(KernelFault):
     fault; the case is unchecked, and the run goes on with the next one."""
 
 
+class LaunchRefused(KernelCrash):
+    """The device cannot run this kernel with this launch configuration (threads per block beyond what the
+    compiled kernel's registers allow, shared memory beyond the device's limit, a launch the driver refuses).
+    Not sticky: the context and the worker stay."""
+
+
+class ContextFailure(KernelFault):
+    """No CUDA context could be created on the device (out of memory, exclusive or prohibited compute mode,
+    a driver in trouble): nothing was compiled wrong and no kernel ran."""
+
+
+class BufferLost(KernelCrash):
+    """A resident buffer lived in a worker process that was stopped after a crash, a timeout or a sticky error."""
+
+
 class BuildError(RuntimeError):
     """The source did not compile for this backend (compiler output attached)."""
 
@@ -110,6 +132,25 @@ class Buffer:
 
     def __str__(self) -> str:
         return f"buffer '{self.name}' ({'x'.join(map(str, self.shape))} {self.dtype})"
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A by-value argument of a struct (or struct-wrapped array) parameter: `value`, a numpy structured scalar
+    laid out as the C struct (np.void; its size must equal the compiled parameter's), with the device-pointer
+    fields at the byte offsets in `pointers` set to resident buffers (Module.alloc). The kernel uses those
+    buffers in place: they are neither copied per schedule nor guard-checked, so pass through a struct only
+    what the kernel reads (a graph in CSR form), and outputs as plain pointer parameters."""
+    value: np.void
+    pointers: tuple[tuple[int, Buffer], ...] = ()
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A by-value argument taken from the module: the current contents of its file-scope `__device__` or
+    `__constant__` variable `name` (e.g. a device function's address held in a `__device__` function-pointer
+    variable, as a host program would fetch it with cudaMemcpyFromSymbol)."""
+    name: str
 
 
 def check_buffer_request(name: str, shape, dtype, init) -> tuple[str, tuple[int, ...], np.dtype]:
@@ -176,6 +217,11 @@ class Module(ABC):
 
     def free(self, buf: Buffer) -> None:
         raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        """Set the module's file-scope `__constant__` / `__device__` variable `name` for the launches that
+        follow (as cudaMemcpyToSymbol does): `array`'s bytes must fill it exactly."""
+        raise NotImplementedError(f"{type(self).__name__}: setting module symbols is not supported by this backend")
 
 
 @dataclass

@@ -15,7 +15,6 @@ lazily, so that this module imports everywhere.
 from __future__ import annotations
 
 import importlib
-import itertools
 import os
 import re
 import statistics
@@ -29,26 +28,13 @@ from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature, kernel_signatures
 
-from .base import (
-    GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Backend, Buffer, BuildError, KernelCrash, KernelFault, KernelTimeout,
-    LaunchInfo, LaunchResult, Module, OutOfBounds, ResourceExhausted, UnwrittenOutput, as_dim3, check_buffer_array,
-    check_buffer_request,
+from . import faults
+from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
+    POISON_BYTES, Backend, Buffer, BufferLost, BuildError, ContextFailure, LaunchInfo, LaunchRefused, LaunchResult,
+    Module, ResourceExhausted, as_dim3, check_buffer_array,
 )
-
-
-class LaunchRefused(KernelCrash):
-    """The device cannot run this kernel with this launch configuration (threads per block beyond what the
-    compiled kernel's registers allow, shared memory beyond the device's limit, a launch the driver refuses).
-    Not sticky: the context and the worker stay."""
-
-
-class ContextFailure(KernelFault):
-    """No CUDA context could be created on the device (out of memory, exclusive or prohibited compute mode,
-    a driver in trouble): nothing was compiled wrong and no kernel ran."""
-
-
-class BufferLost(KernelCrash):
-    """A resident buffer lived in a worker process that was killed after a timeout or a sticky error."""
+from .client import Worker, WorkerDied, WorkerTimedOut
+from .resident import ResidentBook
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -109,20 +95,6 @@ def device_index_for_worker(count: int, env: "os._Environ[str] | dict[str, str]"
     worker = env.get("PYTEST_XDIST_WORKER", "")
     m = re.fullmatch(r"gw(\d+)", worker)
     return int(m.group(1)) % count if m else 0
-
-
-def guard_damage(before: np.ndarray, after: np.ndarray, nbytes: int, what: str) -> Optional[str]:
-    """None when both guard bands (read back from the device) still hold SENTINEL_BYTE, else where they changed.
-
-    Offsets are in bytes relative to the buffer's first byte: -1 is the byte just before it, `nbytes` the
-    byte just past its end."""
-    found = []
-    for side, band, origin in (("before", before, -GUARD_BYTES), ("after", after, nbytes)):
-        bad = np.flatnonzero(band != SENTINEL_BYTE)
-        if bad.size:
-            found.append(f"{bad.size} guard byte(s) {side} the buffer changed, the first at byte offset "
-                         f"{int(bad[0]) + origin} relative to the buffer start (buffer is {nbytes} bytes)")
-    return f"{what}: " + "; ".join(found) if found else None
 
 
 def elements_holding(data: np.ndarray, itemsize: int, pattern: int) -> np.ndarray:
@@ -321,9 +293,6 @@ def unavailable_reason() -> Optional[str]:
 # Backend and module: the caller's side of the worker process
 # ------------------------------------------------------------------------------------------------------
 
-_FAULTS = {cls.__name__: cls for cls in (KernelCrash, KernelTimeout, OutOfBounds, UnwrittenOutput,
-                                          ResourceExhausted, LaunchRefused, ContextFailure)}
-_BUFFER_IDS = itertools.count(1)
 # Seconds a request may take beyond the kernels' own limits (copies, allocations, module loads).
 REQUEST_SLACK_S = 120.0
 # Seconds a new worker process may take to start and create its context.
@@ -363,10 +332,7 @@ class GpuBackend(Backend):
         self.launch_timeout_s, self.warmup_ms = float(launch_timeout_s), float(warmup_ms)
         self.lock_wait_s = float(lock_wait_s)
         self.nvcc = find_nvcc()
-        from harness.backends.emu.client import Worker
-        self._worker = Worker(module="harness.backends.gpu_worker", step_prefix="gpu-worker: ",
-                              first_step="starting the worker process", watch_progress=False,
-                              stage_large_args=False)
+        self._worker = Worker("harness.backends.gpu_worker", "gpu-worker: ", "starting the worker process")
         self._finalizer = weakref.finalize(self, self._worker.close)
         self._opened = 0                    # the worker generation that has its context
         self._loaded: set[tuple[int, str]] = set()
@@ -388,33 +354,21 @@ class GpuBackend(Backend):
         self._opened = self._worker.generation
 
     def _send(self, msg: dict, launch: Optional[LaunchInfo], limit_s: float):
-        from harness.backends.emu.client import WorkerDied, WorkerTimedOut
         try:
             reply = self._worker.request(msg, limit_s)
         except WorkerTimedOut as exc:
             self.restarts.append(f"timeout in {exc.last_step}")
-            raise KernelTimeout(launch, f"the worker process did not answer within {limit_s:g} s (last step: "
-                                        f"{exc.last_step}); it was killed and the next launch gets a new one") from None
+            raise faults.timed_out(launch, exc, "the worker process did not answer", limit_s,
+                                   "it was killed and the next launch gets a new one", tool_limit=False) from None
         except WorkerDied as exc:
             self.restarts.append(f"died with {exc.how} in {exc.last_step}")
-            tail = exc.stderr_tail[-3000:]
-            raise KernelCrash(launch, f"the worker process died with {exc.how} during {exc.last_step}"
-                                      + (f"; its last output:\n{tail}" if tail else "")) from None
+            raise faults.died(launch, exc) from None
         except MemoryError as exc:
             raise ResourceExhausted(launch, f"the host is out of memory for the reply: {exc}") from None
         if reply.get("retire"):
             self.restarts.append(reply["fault"][1])
             self._worker.close()     # after a timeout or a sticky error the process is not used again
-        if "fault" in reply:
-            kind, detail = reply["fault"]
-            if kind == "BuildError":
-                raise BuildError(detail)
-            if kind in _FAULTS:
-                raise _FAULTS[kind](launch, detail)
-            raise RuntimeError(f"gpu worker: {detail}")
-        if "error" in reply:
-            raise RuntimeError(f"gpu worker failed{f' on {launch}' if launch else ''}:\n{reply['error']}")
-        return reply["ok"]
+        return faults.reply_value(reply, launch, "gpu worker")
 
     def request(self, msg: dict, launch: Optional[LaunchInfo] = None, limit_s: Optional[float] = None):
         """One request to the worker (started, and its context created, if need be)."""
@@ -427,15 +381,6 @@ class GpuBackend(Backend):
         if (self._worker.generation, key) not in self._loaded:
             self._send({"op": "load", "key": key, "cubin": cubin}, launch, REQUEST_SLACK_S)
             self._loaded.add((self._worker.generation, key))
-
-    @property
-    def generation(self) -> int:
-        """Which worker process serves this backend now (a new number after each restart)."""
-        return self._worker.generation
-
-    def holds(self, generation: int) -> bool:
-        """Is the worker process of that generation still the live one (its modules and buffers still there)?"""
-        return generation == self._worker.generation and self._worker.alive()
 
     def close(self) -> None:
         self._worker.close()
@@ -529,7 +474,8 @@ class GpuModule(Module):
         self.signatures = {s.name: s for s in sigs}
         self.key = key
         self.cubin = cubin
-        self._buffers: dict[int, tuple[Buffer, int]] = {}    # id -> (handle, worker generation it lives in)
+        self._buffers = ResidentBook(backend._worker, "gpu",
+                                     lambda: backend.restarts[-1] if backend.restarts else "stopped")
 
     @property
     def kernel_names(self) -> tuple[str, ...]:
@@ -553,42 +499,28 @@ class GpuModule(Module):
     def supports_resident_buffers(self) -> bool:
         return True
 
-    def _live(self, buf: object, what: str) -> Buffer:
-        if not isinstance(buf, Buffer) or buf.id not in self._buffers:
-            raise ValueError(f"{what}: not a live resident buffer of this module, got {buf!r}")
-        handle, generation = self._buffers[buf.id]
-        if not self.backend.holds(generation):
-            raise BufferLost(None, f"{what}: resident buffer {handle.name!r} was lost: the worker process that "
-                                   f"held it was killed after a timeout or a sticky error "
-                                   f"({self.backend.restarts[-1] if self.backend.restarts else 'stopped'})")
-        return handle
-
     def alloc(self, name: str, shape, dtype, init: "np.ndarray | None" = None) -> Buffer:
-        name, shape, dtype = check_buffer_request(name, shape, dtype, init)
-        data = None if init is None else np.ascontiguousarray(init).tobytes()
-        buf = Buffer(name, shape, dtype, next(_BUFFER_IDS))
+        buf, data = self._buffers.new(name, shape, dtype, init)
         self.backend.ensure_module(self.key, self.cubin)
-        self.backend.request({"op": "alloc", "id": buf.id, "what": f"resident buffer {name!r}",
-                              "nbytes": buf.nbytes, "init": data})
-        self._buffers[buf.id] = (buf, self.backend.generation)
+        self.backend.request({"op": "alloc", "id": buf.id, "what": f"resident buffer {buf.name!r}",
+                              "nbytes": buf.nbytes, "itemsize": buf.dtype.itemsize,
+                              "init": None if data is None else data.tobytes()})
+        self._buffers.add(buf)
         return buf
 
     def write(self, buf: Buffer, array: np.ndarray) -> None:
-        handle = self._live(buf, "buf")
+        handle = self._buffers.live(buf, "buf")
         data = check_buffer_array(handle, array, "array")
         self.backend.request({"op": "write", "id": handle.id, "data": data.tobytes()})
 
     def read(self, buf: Buffer) -> np.ndarray:
-        handle = self._live(buf, "buf")
+        handle = self._buffers.live(buf, "buf")
         data = self.backend.request({"op": "read", "id": handle.id})
         return np.frombuffer(data, dtype=handle.dtype).reshape(handle.shape).copy()
 
     def free(self, buf: Buffer) -> None:
-        handle, generation = self._buffers.pop(buf.id, (None, None)) if isinstance(buf, Buffer) else (None, None)
-        if handle is None:
-            raise ValueError(f"buf: not a live resident buffer of this module, got {buf!r}")
-        if self.backend.holds(generation):
-            self.backend.request({"op": "free", "id": handle.id})
+        if self._buffers.forget(buf, "buf"):
+            self.backend.request({"op": "free", "id": buf.id})
 
     # -- launch ----------------------------------------------------------------------------------------
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
@@ -603,7 +535,7 @@ class GpuModule(Module):
         plan = plan_args(sig, args, outputs, resident_ok=True)
         for p in plan:
             if isinstance(p, ResidentArg):
-                self._live(p.buffer, p.what)
+                self._buffers.live(p.buffer, p.what)
         tplan = check_timing(timing, self.backend.warmup_ms)
         info = LaunchInfo(name, grid3, block3, int(shared_bytes))
         be = self.backend

@@ -7,8 +7,8 @@ So on a timeout or a sticky error this process replies with the fault and `retir
 more, and the parent kills it and starts a fresh one for the next launch. A non-sticky error (a launch the
 driver refuses: bad dimensions, too many resources) leaves the context as it is.
 
-Requests arrive on stdin and replies leave on a private copy of stdout (harness.backends.emu.protocol, the mechanism
-the emu worker uses); each step is announced on stderr as `gpu-worker: <step>`, so that a hang the parent
+Requests arrive on stdin and replies leave on a private copy of stdout (harness.backends.protocol, as for the
+emu worker); each step is announced on stderr as `gpu-worker: <step>`, so that a hang the parent
 has to cut short still says where it was.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import numpy as np
 from harness.backends.args import BufferArg, ResidentArg, ScalarArg
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, LaunchInfo
 from harness.backends.device_lock import DeviceLock
-from harness.backends.gpu import (
-    TimingPlan, guard_damage, import_driver, runs_disagree, timing_summary, unwritten_report,
-)
+from harness.backends.faults import HARNESS_ERROR
+from harness.backends.gpu import TimingPlan, import_driver, runs_disagree, timing_summary, unwritten_report
+from harness.backends.guards import guard_fault
 
 STEP_PREFIX = "gpu-worker: "
 DEFAULT_SHARED_LIMIT = 48 * 1024    # static + dynamic shared memory a block gets without opting in
@@ -47,8 +47,8 @@ class Fault(Exception):
 class _Alloc:
     """A device allocation framed by guard bands: [guard | data (nbytes) | guard]."""
 
-    def __init__(self, dev: "Device", what: str, nbytes: int):
-        self.what, self.nbytes = what, nbytes
+    def __init__(self, dev: "Device", what: str, nbytes: int, itemsize: int = 1):
+        self.what, self.nbytes, self.itemsize = what, nbytes, itemsize
         self.mem = dev.guarded(f"allocating {what} ({nbytes} bytes)", dev.cuda.mem_alloc, 2 * GUARD_BYTES + nbytes)
         self.base = int(self.mem)
         self.data = self.base + GUARD_BYTES
@@ -63,8 +63,8 @@ class _Alloc:
         return host
 
     def guard_report(self, dev: "Device") -> Optional[str]:
-        return guard_damage(self.read(dev, 0, GUARD_BYTES), self.read(dev, GUARD_BYTES + self.nbytes, GUARD_BYTES),
-                            self.nbytes, self.what)
+        return guard_fault(self.what, self.read(dev, 0, GUARD_BYTES),
+                           self.read(dev, GUARD_BYTES + self.nbytes, GUARD_BYTES), self.nbytes, self.itemsize)
 
     def free(self) -> None:
         try:
@@ -155,14 +155,14 @@ class Device:
         try:
             return self.modules[key].get_function(name)
         except KeyError:
-            raise Fault("Error", f"module {key[:12]} is not loaded in this worker") from None
+            raise Fault(HARNESS_ERROR, f"module {key[:12]} is not loaded in this worker") from None
         except self.cuda.Error as exc:
             raise Fault("BuildError", f"kernel {name} is not in the compiled module under that name (a template "
                                       f"or static kernel cannot be launched by name): {exc}") from None
 
     # -- resident buffers ------------------------------------------------------------------------------
-    def alloc(self, buf_id: int, what: str, nbytes: int, init: Optional[bytes]) -> None:
-        a = _Alloc(self, what, nbytes)
+    def alloc(self, buf_id: int, what: str, nbytes: int, itemsize: int, init: Optional[bytes]) -> None:
+        a = _Alloc(self, what, nbytes, itemsize)
         try:
             if nbytes:
                 if init is None:
@@ -325,7 +325,7 @@ class Launch:
         for buf in self.buffers:
             n = buf.array.nbytes
             if first:
-                self.allocs[buf.index] = _Alloc(dev, buf.what, n)
+                self.allocs[buf.index] = _Alloc(dev, buf.what, n, buf.itemsize)
             elif buf.const:
                 continue
             if n == 0:
@@ -411,7 +411,7 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
     if op == "open":
         return Device(req["device"], req["lock_key"]), {"ok": None}
     if dev is None:
-        raise Fault("Error", f"request {op!r} before the device was opened")
+        raise Fault(HARNESS_ERROR, f"request {op!r} before the device was opened")
     if op == "load":
         dev.load(req["key"], req["cubin"])
         return dev, {"ok": None}
@@ -421,7 +421,7 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
     if op == "launch":
         return dev, {"ok": Launch(dev, req).run()}
     if op == "alloc":
-        dev.alloc(req["id"], req["what"], req["nbytes"], req["init"])
+        dev.alloc(req["id"], req["what"], req["nbytes"], req["itemsize"], req["init"])
         return dev, {"ok": None}
     if op == "write":
         dev.write(req["id"], req["data"])
@@ -433,13 +433,13 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
         return dev, {"ok": None}
     if op == "copy_bandwidth":
         return dev, {"ok": dev.copy_bandwidth(req["nbytes"], req["plan"], req["timeout_s"], req["lock_wait_s"])}
-    raise Fault("Error", f"unknown request {op!r}")
+    raise Fault(HARNESS_ERROR, f"unknown request {op!r}")
 
 
 def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
-    from harness.backends.emu import protocol
+    from harness.backends import protocol
     protocol.die_with_parent()
 
     dev: Optional[Device] = None

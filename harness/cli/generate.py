@@ -2,8 +2,6 @@
 synthetic model by default), optionally against llama.cpp; writes report.json / report.md / report.html."""
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 from reference.decoder import LANES
@@ -68,39 +66,10 @@ def parse_tokens(text: str, vocab: int) -> list[int]:
     return out
 
 
-class StepProgress:
-    """A rich bar on a terminal; otherwise a plain line every PLAIN_EVERY_S seconds."""
-
-    PLAIN_EVERY_S = 10.0
-
-    def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.bar = self.task = None
-        self.last = time.monotonic()
-
-    def __enter__(self):
-        if self.stream.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(file=self.stream))
-            self.bar.__enter__()
-        return self
-
-    def __call__(self, label: str, done: int, total: int) -> None:
-        if self.bar is not None:
-            if self.task is None:
-                self.task = self.bar.add_task(label, total=total)
-            self.bar.update(self.task, completed=done, description=f"decode steps ({label})")
-            return
-        now = time.monotonic()
-        if now - self.last >= self.PLAIN_EVERY_S or done == total:
-            self.last = now
-            print(f"generate: {done}/{total} decode steps ({label})", file=self.stream, flush=True)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+def step_progress():
+    """The progress of a generation run: decode steps of both phases under one total (harness.judging.progress)."""
+    from harness.judging.progress import Progress
+    return Progress(title="generate", unit="decode steps", interval_s=10.0, heartbeat=True)
 
 
 def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
@@ -112,9 +81,9 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
     from harness.model.synthetic import default_model_path
     path = default_model_path(0)
     ckpt = open_checkpoint(path)
-    with StepProgress() as progress:
+    with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
-                                progress=progress)
+                                progress=bar.show)
     paths = write_generation_report(out_dir, result, _piece_function(ckpt))
     verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
     print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
@@ -141,35 +110,32 @@ def run(args) -> int:
     piece = _piece_function(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
+        if args.backend != "reference":
+            raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
+                             "their own streams)")
         from harness.model.llama_cpp import import_llama, llama_streams
         import_llama()              # before any decoding: say now that the extra is missing
         external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
     from harness.model.generation import run_generation
-    from harness.reports.generation import write_generation_report
+    from harness.reports.generation import print_summary, write_generation_report
     print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "
           f"backend {args.backend}")
-    if args.backend != "reference":
-        if external is not None:
-            raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
-                             "their own streams)")
-        return _run_kernels(args, ckpt, path, lanes, prompt, piece)
-    with StepProgress() as progress:
+    kernels = _kernel_job(args, ckpt, lanes, prompt) if args.backend != "reference" else None
+    with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
                                 router_check=not args.no_router_effect, external=external,
-                                external_lanes=external_lanes, progress=progress)
+                                external_lanes=external_lanes, kernels=kernels, progress=bar.show)
     paths = write_generation_report(Path(args.out), result, piece)
     print_summary(result, piece)
     print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
     return 1 if result.failed else 0
 
 
-def _run_kernels(args, ckpt, path, lanes, prompt, piece) -> int:
-    """--backend emu|gpu|auto: every kernel lane on the backend, against its reference lane and exact."""
-    from harness.model.generation import run_generation
-    from harness.model.kernel_generation import (KernelSetup, KernelStreams, kernel_lanes, prepare_lanes,
-                                                 read_sources)
-    from harness.reports.kernel_generation import write_report
-    from harness.model.locks import Stream, apply_lock
+def _kernel_job(args, ckpt, lanes, prompt):
+    """--backend emu|gpu|auto: every kernel lane's program loaded on the backend (phase 2 of the run)."""
+    from harness.model.generation import KernelJob
+    from harness.model.kernel_generation import KernelSetup, kernel_lanes, prepare_lanes, read_sources
+    from harness.model.locks import LockRequest
     from harness.judging.runner import resolve_backend
     klanes = kernel_lanes(lanes)
     if not klanes:
@@ -182,25 +148,9 @@ def _run_kernels(args, ckpt, path, lanes, prompt, piece) -> int:
     backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
     setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, args.seed,
                         not args.no_blame)
-    maxseq = len(prompt) + args.tokens - 1
-    runners = prepare_lanes(ckpt.weights, klanes, maxseq, setup)
-    with StepProgress() as progress:
-        streams = KernelStreams(ckpt.weights, runners, args.tokens, setup, backend.name, progress)
-        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
-                                router_check=not args.no_router_effect, external=streams,
-                                external_lanes=tuple(klanes), progress=progress)
-    locks = []
-    if args.lock:
-        sha = ckpt.sha256()
-        locks = apply_lock(args.lock, [Stream(sha, tuple(prompt), r.lane, r.backend, tuple(r.tokens), r.source)
-                                       for r in streams.results], update=args.update_lock)
-    meta = {"backend": backend.describe(), "sources": list(args.source)}
-    paths = write_report(Path(args.out), result, streams.results, locks, piece, meta)
-    print_summary(result, piece)
-    print_kernel_summary(streams.results, locks)
-    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
-    failed = result.failed or any(r.failed for r in streams.results) or any(c.failed for c in locks)
-    return 1 if failed else 0
+    runners = prepare_lanes(ckpt.weights, klanes, len(prompt) + args.tokens - 1, setup)
+    lock = LockRequest(Path(args.lock), ckpt.sha256(), args.update_lock) if args.lock else None
+    return KernelJob(setup, runners, lock)
 
 
 def _emu_with(name: str, options: dict):
@@ -213,50 +163,9 @@ def _emu_with(name: str, options: dict):
     return get_backend("emu", **options)
 
 
-def print_kernel_summary(results, locks) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="kernels against their reference lane")
-    for col in ("lane", "backend", "verdict", "first bad step", "same tokens", "s/step", "blame"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        first = "none" if r.first_bad is None else str(r.steps[r.first_bad].step)
-        if r.fault:
-            first = "fault"
-        blame = ""
-        if r.blame:
-            blame = r.blame["finding"] + (f"\n{r.blame['replay']}" if r.blame.get("replay") else "")
-        style = {"fail": "red", "tie": "yellow"}.get(r.verdict)
-        table.add_row(r.lane, r.backend, r.verdict, first, "yes" if r.tokens == r.ref_tokens else "no",
-                      f"{r.seconds_per_step:.3f}", blame, style=style)
-    Console(width=200).print(table)
-    for c in locks:
-        print(f"lock: {c.stream.lane} ({c.stream.backend}): {c.status}" + (f": {c.message}" if c.failed else ""))
-
-
 def _piece_function(ckpt):
     if not ckpt.tokens:
         return None
     from harness.model.pieces import token_pieces
     pieces = token_pieces(ckpt.tokens)
     return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
-
-
-def print_summary(result, piece=None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=f"generate {result.model}: streams against the exact lane")
-    for col in ("stream", "verdict", "first divergence", "exact margin", "gap", "bound", "same top-1", "KL mean",
-                "KL max", "max logit err"):
-        table.add_column(col)
-    for s in result.lanes + result.external:
-        d, t = s.divergence, s.teacher
-        style = {"fail": "red", "tie": "yellow"}.get(s.verdict)
-        table.add_row(s.name, s.verdict, "none" if d is None else str(d.index),
-                      "" if d is None else f"{d.exact_margin:.3g}", "" if d is None else f"{d.exact_gap:.3g}",
-                      "" if d is None else f"{d.bound:.3g}", f"{100 * t['top1_agreement']:.1f}%",
-                      f"{t['kl_mean']:.3g}", f"{t['kl_max']:.3g}", f"{t['max_logit_error']:.3g}", style=style)
-    Console(width=160).print(table)
-    ex = result.exact_tokens
-    shown = " ".join(f"{t}{'' if piece is None else '[' + piece(t) + ']'}" for t in ex)
-    print(f"exact tokens: {shown}")

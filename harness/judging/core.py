@@ -374,7 +374,7 @@ def _combine(comparisons: list[Comparison]) -> tuple[str, str]:
 def verdict_for_fault(exc: KernelFault) -> str:
     """A kernel's fault fails its case. The tool's own limits leave it unchecked: a case the machine has no
     memory for, or an emulator too slow to finish a block within its time limit (`tool_limit`)."""
-    if isinstance(exc, ResourceExhausted) or getattr(exc, "tool_limit", False):
+    if isinstance(exc, ResourceExhausted) or exc.tool_limit:
         return UNCHECKED
     return FAIL
 
@@ -395,7 +395,7 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
         res = launch(module, ctx)
     except KernelFault as exc:
         return CaseResult(case, verdict_for_fault(exc), str(exc), [], dims, wall_s=time.perf_counter() - t0,
-                          fault=type(exc).__name__, coverage=getattr(exc, "coverage", None))
+                          fault=type(exc).__name__, coverage=exc.coverage)
     elapsed, notes = None, list(getattr(res, "notes", ()) or ())
     if timing:
         # timed repeats run on copies: an in-place kernel (x += y, d_pos += 1) must not change what is judged

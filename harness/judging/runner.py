@@ -147,7 +147,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
     """Load each job's source once, judge its cases, and return the report rows. `workers` > 1 judges cases
     in that many processes (backends that can be rebuilt there, i.e. emu); the rows keep the serial order."""
     from .pool import ParallelJudge, spawn_config
-    from .progress import CaseProgress
+    from .progress import Progress
     be = resolve_backend(backend)
     timing = GPU_TIMING if getattr(be, "name", "") == "gpu" else None
     copy_bw, copy_note = None, None
@@ -168,7 +168,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
     total = sum(len(j.cases) for j in jobs)
     parallel = (ParallelJudge(config, jobs, min(workers, total), judge_in_job) if config is not None and total > 1
                 else None)
-    with parallel or contextlib.nullcontext(), CaseProgress(total, progress) as bar:
+    with parallel or contextlib.nullcontext(), Progress(total, progress, heartbeat=True) as bar:
         def start(j: int, k: int) -> None:
             bar.case(jobs[j].label, jobs[j].cases[k][0].name)
         stream = parallel.results(start) if parallel else _judge_serial(be, jobs, start)

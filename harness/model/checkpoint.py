@@ -145,10 +145,7 @@ def _string(reader: GGUFReader, key: str) -> Optional[str]:
     if f.types != [GGUFValueType.STRING]:
         raise CheckpointError(f"metadata key {key!r}: expected a string, got "
                               f"{'/'.join(t.name for t in f.types) or 'nothing'}")
-    try:
-        return f.contents()
-    except UnicodeDecodeError as exc:
-        raise CheckpointError(f"metadata key {key!r}: not valid UTF-8 ({exc})") from None
+    return _decoded(f, key, "not valid UTF-8")
 
 
 def _metadata(reader: GGUFReader) -> dict[str, Any]:
@@ -428,7 +425,12 @@ def _tokens(reader: GGUFReader, config: ModelConfig) -> Optional[list[str]]:
     if len(f.data) != config.vocab:
         raise CheckpointError(f"metadata key {key!r}: {len(f.data)} tokens, but token_embd.weight has "
                               f"{config.vocab} rows (one per token)")
+    return _decoded(f, key, "a token is not valid UTF-8")
+
+
+def _decoded(f, key: str, what: str):
+    """A string field's contents; text that is not UTF-8 is the checkpoint's error, named by its key."""
     try:
         return f.contents()
     except UnicodeDecodeError as exc:
-        raise CheckpointError(f"metadata key {key!r}: a token is not valid UTF-8 ({exc})") from None
+        raise CheckpointError(f"metadata key {key!r}: {what} ({exc})") from None

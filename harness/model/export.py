@@ -35,7 +35,7 @@ from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
 from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, OUTPUT, Q8_BLOCK, ROUTER_FLOAT_EXT
-from .progress import ByteProgress
+from harness.judging.progress import BYTES, Progress
 
 CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
 
@@ -117,7 +117,7 @@ class _Out:
         self.digests[self.path.name] = self.h.hexdigest()
 
 
-def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
+def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: Progress, digests: dict) -> None:
     rows, cols = item.shape
     t = ck.tensors[item.tensor]
     blocks = _blocks(ck, item)
@@ -136,7 +136,7 @@ def _write_q8(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: BytePro
             bar.advance((r1 - r0) * (cols + cols // QK * 4), item.stem)
 
 
-def _write_item(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: ByteProgress, digests: dict) -> None:
+def _write_item(ck: CheckpointHeader, item: ExportItem, folder: Path, bar: Progress, digests: dict) -> None:
     t = ck.tensors[item.tensor]
     if item.kind == "norm":
         with _Out(folder / f"{item.stem}.f", digests) as f:
@@ -216,7 +216,7 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
     t0 = time.monotonic()
     try:
         digests: dict[str, str] = {}
-        with ByteProgress(f"export-weights {ck.path.name}", total, progress) as bar:
+        with Progress(total, progress, title=f"export-weights {ck.path.name}", unit=BYTES, interval_s=10.0) as bar:
             for item in plan:
                 _write_item(ck, item, tmp, bar, digests)
                 _verify_item(ck, item, tmp)

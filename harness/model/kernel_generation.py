@@ -1,11 +1,11 @@
 """`qconform generate --backend emu|gpu|auto`: the lanes' kernels on a backend, token by token.
 
-Per kernel lane: the program (harness.model.program) is built at the model's dims from qconform's emitters or
-the --source files, loaded once on the backend and run by a chain (resident buffers where the backend has them);
-the kernels' stream is judged against the reference decoder's same lane (harness.model.kernel_lane); a lane
-that leaves its budget is blamed (harness.model.blame). The kernels' streams also join the part-1 comparison
-against the exact lane as external streams judged with their lane's derived bound
-(harness.model.generation).
+Phase 2 of a generation run. Per kernel lane: the program (harness.model.program) is built at the model's dims
+from qconform's emitters or the --source files, loaded once on the backend and run by a chain (resident buffers
+where the backend has them); the kernels' stream is judged against the reference decoder's same lane as phase 1
+decoded it (harness.model.kernel_lane); a lane that leaves its budget is blamed (harness.model.blame). The
+kernels' streams fed the exact lane's tokens are returned, to join the comparison against the exact lane as
+external streams judged with their lane's derived bound (harness.model.generation).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from reference.model import ModelWeights
 
 from .blame import blame_step
 from .chain import Chain, make_buffers
-from .generation import ExternalStream
 from .kernel_lane import KernelLaneResult, first_bad_step, judge_lane, run_fed
+from .reference_lanes import ExternalStream, ReferenceDecode
 from .program import LANES as KERNEL_LANES
 from .program import build_program
 
@@ -58,54 +58,42 @@ def kernel_lanes(lanes: Sequence[str]) -> list[str]:
     return [l for l in lanes if l in KERNEL_LANES]
 
 
-class KernelStreams:
-    """The `external` hook of harness.model.generation.run_generation: runs every kernel lane when the exact
-    lane's fed sequence is known, keeps the kernel-vs-lane results, and returns the kernels' streams."""
+def kernel_steps(n_steps: int, n_lanes: int) -> int:
+    """Decode steps phase 2 runs at most per run: per lane its free run, the run fed the lane's free stream and
+    the run fed the exact lane's (each skipped where an earlier run of the same tokens serves)."""
+    return 3 * n_steps * n_lanes
 
-    def __init__(self, weights: ModelWeights, runners: list[LaneRunner], n_tokens: int, setup: KernelSetup,
-                 backend_name: str, progress: Optional[Callable[[str, int, int], None]] = None):
-        self.weights, self.runners, self.n_tokens, self.setup = weights, runners, n_tokens, setup
-        self.backend_name = backend_name
-        self.progress = progress
-        self.results: list[KernelLaneResult] = []
 
-    def __call__(self, prompt: list[int], fed_exact: list[int]) -> list[ExternalStream]:
-        streams = []
-        total = len(fed_exact) * len(self.runners)
-        done = [0]
-
-        def tick(label):
-            def f():
-                done[0] += 1
-                if self.progress:
-                    self.progress(label, min(done[0], total), total)
-            return f
-
-        for r in self.runners:
-            res, free, _ = judge_lane(self.weights, r.chain, r.lane, prompt, self.n_tokens, self.backend_name,
-                                      tick(f"{r.lane} kernels"))
-            res.notes.append(f"program built and weights loaded in {r.load_s:.1f} s; "
-                             f"{type(r.chain.buffers).__name__}")
-            if free.fault is None and free.fed == fed_exact:
-                on_exact = free
-            else:
-                on_exact = run_fed(r.chain, fed_exact, len(prompt), reuse=free)
-            if on_exact.fault is None and len(on_exact.logits) == len(fed_exact) and len(res.tokens) == self.n_tokens:
-                streams.append(ExternalStream(f"{r.lane} kernels ({self.backend_name})", res.tokens,
-                                              on_exact.logits, r.lane))
-            else:
-                res.notes.append("not compared with the exact lane: the kernels faulted ("
-                                 + str(on_exact.fault or free.fault) + ")")
-            step = first_bad_step(res, free)
-            if step is not None and self.setup.blame:
-                fed = list(prompt) + res.tokens
-                fed = (free.fed if len(free.fed) > step else fed)[:step + 1]
-                rep = blame_step(self.weights, r.chain.program, r.chain.module, fed,
-                                 replay_args={"model": self.setup.model_arg, "seed": self.setup.seed,
-                                              "sources": self.setup.source_paths, "backend": self.backend_name})
-                res.blame = rep.as_dict()
-            self.results.append(res)
-        return streams
+def judge_kernel_lanes(weights: ModelWeights, ref: ReferenceDecode, runners: Sequence[LaneRunner],
+                       setup: KernelSetup, backend_name: str, tick: Callable[[], None]
+                       ) -> tuple[list[KernelLaneResult], list[ExternalStream]]:
+    """Phase 2: every kernel lane against its reference lane's decode (harness.model.reference_lanes), blamed
+    where it leaves its budget; returns the results and the kernels' streams fed the exact lane's tokens, which
+    join the comparison against exact."""
+    prompt, fed_exact = ref.prompt, ref.fed
+    results, streams = [], []
+    for r in runners:
+        res, free, _ = judge_lane(weights, r.chain, ref, backend_name, tick)
+        res.notes.append(f"program built and weights loaded in {r.load_s:.1f} s; "
+                         f"{type(r.chain.buffers).__name__}")
+        if free.fault is None and free.fed == fed_exact:
+            on_exact = free
+        else:
+            on_exact = run_fed(r.chain, fed_exact, len(prompt), tick, reuse=free)
+        if on_exact.fault is None and len(on_exact.logits) == len(fed_exact) and len(res.tokens) == ref.n_tokens:
+            streams.append(ExternalStream(f"{r.lane} kernels ({backend_name})", res.tokens, on_exact.logits, r.lane))
+        else:
+            res.notes.append("not compared with the exact lane: the kernels faulted ("
+                             + str(on_exact.fault or free.fault) + ")")
+        step = first_bad_step(res, free)
+        if step is not None and setup.blame:
+            fed = list(prompt) + res.tokens
+            fed = (free.fed if len(free.fed) > step else fed)[:step + 1]
+            res.blame = blame_step(weights, r.chain.program, r.chain.module, fed,
+                                   replay_args={"model": setup.model_arg, "seed": setup.seed,
+                                                "sources": setup.source_paths, "backend": backend_name})
+        results.append(res)
+    return results, streams
 
 
 def read_sources(paths: Sequence[str]) -> list[tuple[str, str]]:
@@ -118,4 +106,5 @@ def read_sources(paths: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["KernelSetup", "KernelStreams", "LaneRunner", "kernel_lanes", "prepare_lanes", "read_sources"]
+__all__ = ["KernelSetup", "LaneRunner", "judge_kernel_lanes", "kernel_lanes", "kernel_steps", "prepare_lanes",
+           "read_sources"]

@@ -4,7 +4,7 @@ The chain (harness.model.chain) runs a lane's kernels; the reference decoder (re
 lane's arithmetic in NumPy. They make the same quantization decisions, so every step must agree:
 
 * per step, every logit within the kernels' logit budget: the LM head's own derived bound in the lane
-  (reference.decoder.logit_bound_vector without the exact record: the f32 warp-row accumulation
+  (reference.decoder.logit_bound_vector without the exact record, worst case: the f32 warp-row accumulation
   gamma_(warp_row_depth(K)) sum|w x|, the stored logit's rounding, and in the int8 lanes one quantization
   step per head-input element -- what a code flipped by upstream float32 rounding differences can move);
 * per generated step, the same token; a different one is a ``tie`` only where the reference's gap between its
@@ -22,12 +22,14 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from harness.judging.core import FAIL, PASS, TIE, UNCHECKED
-from reference.decoder import StepRecord, generate as ref_generate, logit_bound_vector, teacher_forced
+from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
+from reference.decoder import StepRecord, logit_bound_vector, teacher_forced
 from reference.model import ModelWeights
 
+from .blame import BlameReport
 from .chain import Chain, ChainFault, StepOutput, generate as chain_generate, host_argmax
-from .generation import kl_divergence
+from .reference_lanes import ReferenceDecode
+from .teacher import TeacherStats, teacher_stats
 
 @dataclass
 class KernelStep:
@@ -62,18 +64,28 @@ class KernelLaneResult:
     verdict: str
     first_bad: Optional[int] = None    # index into steps of the first failed step
     fault: Optional[str] = None
-    teacher: dict = field(default_factory=dict)
-    blame: Optional[dict] = None
+    teacher: TeacherStats = field(default_factory=lambda: TeacherStats(steps=0))   # fed the lane's free stream
+    blame: Optional[BlameReport] = None
     seconds_per_step: float = 0.0
-    lock: Optional[dict] = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return self.verdict == FAIL
 
+    @property
+    def bad_step(self) -> Optional[int]:
+        """The decode step of the first failed step (None: none failed)."""
+        return None if self.first_bad is None else self.steps[self.first_bad].step
+
+    @property
+    def max_usage(self) -> Optional[float]:
+        return max((s.usage for s in self.steps), default=None)
+
     def as_dict(self) -> dict:
-        d = {k: v for k, v in vars(self).items() if k != "steps"}
+        d = {k: v for k, v in vars(self).items() if k not in ("steps", "teacher", "blame")}
+        d["teacher"] = self.teacher.as_dict()
+        d["blame"] = self.blame.as_dict() if self.blame else None
         d["steps"] = [s.as_dict() for s in self.steps]
         return d
 
@@ -153,7 +165,7 @@ def run_fed(chain: Chain, fed: Sequence[int], n_prompt: int, tick: Optional[Call
 # -- judging -----------------------------------------------------------------------------------------------------------
 def kernel_budget(weights: ModelWeights, record: StepRecord, lane: str) -> np.ndarray:
     """Per-token bound on |kernel logit - reference-lane logit| (module docstring)."""
-    return logit_bound_vector(record, lane)
+    return logit_bound_vector(record, lane, failure=None)
 
 
 def compare_step(weights: ModelWeights, lane: str, record: StepRecord, logits: np.ndarray,
@@ -191,40 +203,25 @@ def compare_step(weights: ModelWeights, lane: str, record: StepRecord, logits: n
     return s
 
 
-def compare_run(weights: ModelWeights, lane: str, run: KernelRun, n_prompt: int) -> tuple[list[KernelStep], list]:
-    """Compare the kernels' run with the reference lane fed the same tokens; returns (steps, reference records)."""
+def compare_run(weights: ModelWeights, lane: str, run: KernelRun, n_prompt: int,
+                records: Optional[list[StepRecord]] = None) -> tuple[list[KernelStep], list]:
+    """Compare the kernels' run with the reference lane fed the same tokens (`records`: the lane's records of
+    run.fed where already decoded); returns (steps, reference records)."""
     if not run.fed:
         return [], []
-    recs = teacher_forced(weights, lane, run.fed)
+    recs = records if records is not None else teacher_forced(weights, lane, run.fed)
     steps = []
     for i, z in enumerate(run.logits):
         steps.append(compare_step(weights, lane, recs[i], z, run.tokens[i] if i < len(run.tokens) else None, i))
     return steps, recs
 
 
-def teacher_stats(weights: ModelWeights, lane: str, run: KernelRun, records: list) -> dict:
+def kernel_teacher_stats(weights: ModelWeights, lane: str, run: KernelRun, records: list) -> TeacherStats:
     """Kernels fed the reference lane's stream: budget usage, top-1 agreement and KL(reference || kernels)."""
     n = len(run.logits)
-    if n == 0:
-        return {"steps": 0}
-    kls, same, usage = [], 0, []
-    for z, r in zip(run.logits, records):
-        z = np.asarray(z, dtype=np.float64)
-        if not np.all(np.isfinite(z)):
-            kls.append(float("inf"))
-            usage.append(float("inf"))
-            continue
-        kls.append(kl_divergence(r.logits, z))
-        same += int(host_argmax(z) == r.token)
-        bud = kernel_budget(weights, r, lane)
-        err = np.abs(z - r.logits)
-        usage.append(float(np.max(np.where(err == 0, 0.0, err / np.maximum(bud, np.finfo(float).tiny)))))
-    kl = np.asarray(kls)
-    return {"steps": n, "top1_agreement": same / n, "kl_mean": float(np.mean(kl)), "kl_max": float(np.max(kl)),
-            "max_logit_error": float(max(np.max(np.abs(np.asarray(z, np.float64) - r.logits))
-                                         for z, r in zip(run.logits, records))),
-            "budget_usage": float(max(usage)), "within_budget": bool(max(usage) <= 1.0),
-            "fault": str(run.fault) if run.fault else None}
+    bounds = [kernel_budget(weights, r, lane) for r in records[:n]]
+    stats, _ = teacher_stats(records[:n], run.logits, bounds, str(run.fault) if run.fault else None)
+    return stats
 
 
 def lane_verdict(steps: list[KernelStep], fault: Optional[ChainFault]) -> tuple[str, Optional[int]]:
@@ -240,24 +237,23 @@ def lane_verdict(steps: list[KernelStep], fault: Optional[ChainFault]) -> tuple[
     return PASS, None
 
 
-def judge_lane(weights: ModelWeights, chain: Chain, lane: str, prompt: list[int], n_tokens: int, backend: str,
+def judge_lane(weights: ModelWeights, chain: Chain, ref: ReferenceDecode, backend: str,
                tick: Optional[Callable[[], None]] = None) -> tuple[KernelLaneResult, KernelRun, list]:
-    """Run the kernels free and teacher-forced and judge them against the reference lane. Returns the result, the
-    free run and the reference records of its fed sequence (what blame needs)."""
-    n_prompt = len(prompt)
-    free, gen = run_free(chain, prompt, n_tokens, tick)
-    steps, recs = compare_run(weights, lane, free, n_prompt)
-    ref = ref_generate(weights, lane, prompt, n_tokens)
-    ref_tokens = [r.token for r in ref[n_prompt - 1:]]
-    fed_ref = list(prompt) + ref_tokens[:-1]
-    if free.fault is None and fed_ref == free.fed:
+    """Run the chain's kernels free and teacher-forced and judge them against their reference lane as phase 1
+    decoded it (`ref`: its records of the kernels' fed sequence where it has them, else that sequence decoded).
+    Returns the result, the free run and the reference records of its fed sequence (what blame needs)."""
+    prompt, n_prompt, lane = ref.prompt, ref.n_prompt, chain.program.lane
+    lane_ref = ref.lane(lane)
+    free, gen = run_free(chain, prompt, ref.n_tokens, tick)
+    steps, recs = compare_run(weights, lane, free, n_prompt, lane_ref.records_for(free.fed, ref.fed))
+    if free.fault is None and lane_ref.free_fed == free.fed:
         teacher_run = free
     else:
-        teacher_run = run_fed(chain, fed_ref, n_prompt, tick, reuse=free)
+        teacher_run = run_fed(chain, lane_ref.free_fed, n_prompt, tick, reuse=free)
     verdict, first_bad = lane_verdict(steps, free.fault)
-    res = KernelLaneResult(lane, backend, chain.program.source_label, list(prompt), gen, ref_tokens, steps, verdict,
-                           first_bad, str(free.fault) if free.fault else None,
-                           teacher_stats(weights, lane, teacher_run, ref[:len(teacher_run.logits)]),
+    res = KernelLaneResult(lane, backend, chain.program.source_label, list(prompt), gen, list(lane_ref.free_tokens),
+                           steps, verdict, first_bad, str(free.fault) if free.fault else None,
+                           kernel_teacher_stats(weights, lane, teacher_run, lane_ref.free_records),
                            seconds_per_step=free.seconds / max(len(free.logits), 1))
     return res, free, recs
 
@@ -269,5 +265,5 @@ def first_bad_step(result: KernelLaneResult, run: KernelRun) -> Optional[int]:
     return result.first_bad
 
 
-__all__ = ["KernelLaneResult", "KernelRun", "KernelStep", "compare_run", "compare_step",
-           "first_bad_step", "judge_lane", "kernel_budget", "run_fed", "run_free", "teacher_stats"]
+__all__ = ["KernelLaneResult", "KernelRun", "KernelStep", "compare_run", "compare_step", "first_bad_step",
+           "judge_lane", "kernel_budget", "kernel_teacher_stats", "run_fed", "run_free"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.model.generation import ExternalStream
+from harness.model.reference_lanes import ExternalStream
 
 GGML_TYPE_F32 = 0
 NAME = "llama.cpp"

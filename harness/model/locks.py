@@ -124,4 +124,21 @@ def apply_lock(path: "str | Path", streams: Sequence[Stream], update: bool = Fal
     return checks
 
 
-__all__ = ["LockCheck", "LockError", "Stream", "apply_lock", "first_difference", "read_lock", "write_lock"]
+@dataclass(frozen=True)
+class LockRequest:
+    """--lock FILE (and --update-lock) for a run on the checkpoint with this sha256."""
+
+    path: Path
+    checkpoint_sha256: str
+    update: bool = False
+
+
+def check_kernel_streams(request: LockRequest, prompt: Sequence[int], results: Sequence) -> list[LockCheck]:
+    """apply_lock on the kernel lanes' generated streams (harness.model.kernel_lane.KernelLaneResult)."""
+    streams = [Stream(request.checkpoint_sha256, tuple(prompt), r.lane, r.backend, tuple(r.tokens), r.source)
+               for r in results]
+    return apply_lock(request.path, streams, update=request.update)
+
+
+__all__ = ["LockCheck", "LockError", "LockRequest", "Stream", "apply_lock", "check_kernel_streams",
+           "first_difference", "read_lock", "write_lock"]

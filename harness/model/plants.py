@@ -1,19 +1,30 @@
-"""Planted bugs in the generation program's kernels: negative controls of the chain and of blame.
+"""Planted bugs at the model level: negative controls of the chain, of blame and of the lanes' logit bound.
 
-Each plant changes one kernel of a lane, as qconform emits it, in one small way a kernel author gets wrong;
-the kernels then run as the program runs them. A plant is caught when the lane's token check fails (or a
-launch faults) and blame names the planted kernel. Patterns target qconform's emitted text (harness.cases.planted's
-Plant does the edit and refuses a pattern that no longer occurs).
+Kernel plants (ModelPlant): each changes one kernel of a lane, as qconform emits it, in one small way a kernel
+author gets wrong; the kernels then run as the program runs them. A plant is caught when the lane's token check
+fails (or a launch faults) and blame names the planted kernel. Patterns target qconform's emitted text
+(harness.cases.planted's Plant does the edit and refuses a pattern that no longer occurs).
+
+Lane plants (LanePlant): a reference decoder lane with one numerical defect (a Decoder subclass overriding one
+hook). The planted lane runs as a stream produced elsewhere and is judged with the correct lane's derived bound
+(harness.model.generation's external streams); it is caught when its verdict is ``fail``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from reference.model import ModelConfig
+import numpy as np
+
+from reference.decoder import Decoder, generate, teacher_forced
+from reference.model import ModelConfig, ModelWeights
+from reference.norm import rms_norm
+from reference.quant import QuantizedActivation
 
 from harness.cases.planted import Plant
 
 from .program import Program, build_program
+from .reference_lanes import ExternalStream
 
 
 @dataclass(frozen=True)
@@ -62,4 +73,80 @@ def model_plant(name: str) -> ModelPlant:
     raise ValueError(f"plant: unknown model plant {name!r}; expected one of {', '.join(p.name for p in MODEL_PLANTS)}")
 
 
-__all__ = ["MODEL_PLANTS", "ModelPlant", "model_plant"]
+# ------------------------------------------------------------------------------------------------ lane plants
+ACT_SCALE_ERROR = 1.01       # the act-scale plant's factor on one quantizer's scales
+WRONG_RMS_EPS = 1e-2         # the rms-eps plant's epsilon (the models' is 1e-6)
+
+
+class _ActScale(Decoder):
+    """Layer 0's attention-output quantizer (aqQ) stores scales 1% too large: the O projection reads
+    q * 1.01 s."""
+
+    factor = ACT_SCALE_ERROR
+
+    def _quant(self, v, rule, layer, site):
+        act = super()._quant(v, rule, layer, site)
+        if act is None or (layer, site) != (0, "aqQ"):
+            return act
+        return QuantizedActivation(act.hi, (act.scales * np.float32(self.factor)).astype(np.float32), act.lo)
+
+
+class _RmsEps(Decoder):
+    """Every RMSNorm of the block adds a wrong epsilon (WRONG_RMS_EPS instead of the model's)."""
+
+    eps = WRONG_RMS_EPS
+
+    def _norm(self, x, w):
+        return self._r(rms_norm(x, w, self.eps))
+
+
+class _ExpertRow(Decoder):
+    """Layer 0's first routed expert reads the rows of the next expert not routed at that step (its row offset
+    one expert too far; skipping the routed ones keeps the K experts distinct, as the routing requires)."""
+
+    def _experts(self, layer, x2n, moe, routing):
+        if layer == 0:
+            logits, idx, w = routing
+            wrong = next(e % moe.n_expert for e in range(int(idx[0]) + 1, int(idx[0]) + moe.n_expert)
+                         if e % moe.n_expert not in idx)
+            idx = idx.copy()
+            idx[0] = wrong
+            routing = (logits, idx, w)
+        return super()._experts(layer, x2n, moe, routing)
+
+
+@dataclass(frozen=True)
+class LanePlant:
+    name: str
+    lane: str
+    bug: str
+    decoder_type: type
+
+    def stream(self, weights: ModelWeights, prompt: list[int], fed: list[int], n_tokens: int):
+        """The planted lane as an external stream (harness.model.reference_lanes.ExternalStream): its free-running
+        tokens and its teacher-forced logits over `fed`, judged with the bound of the correct `lane`."""
+        free = generate(weights, self.lane, prompt, n_tokens, decoder_type=self.decoder_type)
+        forced = teacher_forced(weights, self.lane, fed, decoder_type=self.decoder_type)
+        return ExternalStream(f"{self.lane}+{self.name}", [r.token for r in free[len(prompt) - 1:]],
+                              [r.logits for r in forced], self.lane)
+
+
+_ACT_SCALE = ("act-scale", f"{100 * (ACT_SCALE_ERROR - 1):.0f}% scale error in layer 0's attention-output "
+                          "activation quantization", _ActScale)
+_RMS_EPS = ("rms-eps", f"RMSNorm epsilon {WRONG_RMS_EPS:g} instead of the model's", _RmsEps)
+_EXPERT_ROW = ("expert-row", "layer 0's first routed expert reads the next expert's rows", _ExpertRow)
+# Each defect in the lanes whose derived bound is tight enough to catch it (docs/NUMERICS.md, section 16: a 1%
+# scale error or the 1e-2 epsilon moves the fast lanes' logits by less than their own int8 noise does).
+LANE_PLANTS: tuple[LanePlant, ...] = tuple(
+    LanePlant(name, lane, bug, cls) for (name, bug, cls), lanes in (
+        (_ACT_SCALE, ("twopass",)), (_RMS_EPS, ("precise", "twopass")),
+        (_EXPERT_ROW, ("precise", "fast", "flash", "twopass"))) for lane in lanes)
+
+
+def planted_streams(weights: ModelWeights, plants: list[LanePlant], n_tokens: int
+                    ) -> Callable[[list[int], list[int]], list]:
+    """The `external` argument of harness.model.generation.run_generation that adds every planted lane."""
+    return lambda prompt, fed: [p.stream(weights, prompt, fed, n_tokens) for p in plants]
+
+
+__all__ = ["LANE_PLANTS", "LanePlant", "MODEL_PLANTS", "ModelPlant", "model_plant", "planted_streams"]

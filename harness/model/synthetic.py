@@ -27,7 +27,7 @@ from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 from reference.shapes import get_shape
 
 from .layout import ARCH, LAYER_TENSORS, MATRIX, NORM, ROUTER, TensorSlot, layer_slots, model_slots
-from .progress import ByteProgress
+from harness.judging.progress import BYTES, Progress
 from .vocab import byte_level_vocabulary
 
 PRESETS = ("tiny", "tails", "qwen3-30b-a3b")
@@ -214,7 +214,7 @@ class _StreamedTensor:
     """What GGUFWriter.write_tensor_data needs of a tensor (its size, and writing itself to the file), produced
     chunk by chunk so a 214 MB expert tensor never exists whole."""
 
-    def __init__(self, c: ModelConfig, slot: TensorSlot, seed: int, bar: ByteProgress):
+    def __init__(self, c: ModelConfig, slot: TensorSlot, seed: int, bar: Progress):
         self.c, self.slot, self.seed, self.bar = c, slot, seed, bar
         self.nbytes = _q8_nbytes(slot.shape)
 
@@ -253,7 +253,7 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        with ByteProgress(f"make-model {preset} -> {out.name}", total, progress) as bar:
+        with Progress(total, progress, title=f"make-model {preset} -> {out.name}", unit=BYTES, interval_s=10.0) as bar:
             for s in slots:
                 if s.role == MATRIX:
                     w.write_tensor_data(_StreamedTensor(c, s, seed, bar))

@@ -1,21 +1,20 @@
-"""The generation report with the kernels: the part-1 report (harness.reports.generation) plus, per kernel
-lane, the kernels against the reference lane (verdict, per-step logit error against the budget as a chart,
-teacher-forced statistics), the blame section and the token-lock checks. Same three files."""
+"""The kernels' part of a generation report: per kernel lane, the kernels against the reference lane (verdict,
+per-step logit error against the budget as a chart, teacher-forced statistics), the blame section and the
+token-lock checks. Row builders and blocks only; harness.reports.generation puts them into the report and the
+console summary."""
 from __future__ import annotations
 
-import html
-import json
-from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
-from harness.cache import atomic_write
-from harness.judging.records import finite_json
-
+from harness.judging.registry import PASS
+from harness.model.blame import BlameReport
 from harness.model.generation import GenerationRun
 from harness.model.kernel_lane import KernelLaneResult
-from harness.model.locks import LockCheck
 
-from .generation import COLORS, _g, _svg_lines, _tok, html_report, markdown, run_dict
+from .charts import COLORS, svg_lines
+from .document import Block, Cell, Chart, Heading, Items, Pre, Table, Text, fmt, percent, token_text
+
+Piece = Optional[Callable[[int], str]]
 
 BLAME_HELP = ("Blame reruns the first step where the kernels left the lane's budget, launch by launch, each launch "
               "fed the reference lane's values of its inputs (weights, the earlier positions' KV rows, the buffers "
@@ -23,124 +22,122 @@ BLAME_HELP = ("Blame reruns the first step where the kernels left the lane's bud
               "per-case budget; the first one out of budget is the kernel to blame, and the command reruns that "
               "launch alone. 'Every launch within budget' means the per-kernel budgets compose worse than they "
               "claim.")
+KERNELS_HELP = ("The kernels run as the generation program runs them; the reference lane is fed the kernels' own "
+                "tokens so every step compares. A different token is a tie only where the reference's gap is within "
+                "the two tokens' budgets (docs/NUMERICS.md, \"Kernels against their lane\").")
 
 
-def _cell(text) -> str:
-    """Text safe inside a markdown table cell (the budgets' |err| would split it)."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def kernel_dicts(run: GenerationRun) -> dict:
+    return {"kernels": [r.as_dict() for r in run.kernels], "locks": [c.as_dict() for c in run.locks]}
 
 
-def _blame_md(b: dict) -> list[str]:
-    out = [f"**Blame (step {b['step']})**: {b['finding']}", ""]
-    if b.get("replay"):
-        out += [f"    {b['replay']}", ""]
-    bl = b.get("blamed")
-    if bl:
-        out += ["| kernel | layer | step | output | largest-error element | budget use | budget there | reason |",
-                "|---|---|---|---|---|---|---|---|",
-                f"| `{bl['kernel']}` | {bl['layer']} | {b['step']} | {_cell(bl['output'] or bl.get('fault') or '')} | "
-                f"{bl['worst_index']} | {_g(bl['usage'])} | {_g(bl['budget'])} | "
-                f"{_cell((bl['reason'] or '').splitlines()[0][:300]) if bl['reason'] else ''} |", ""]
-    worst = sorted((l for l in b["launches"] if l.get("usage") is not None), key=lambda l: -l["usage"])[:5]
-    if worst:
-        out += ["Largest budget use of the rerun launches:", "", "| launch | verdict | output | usage |",
-                "|---|---|---|---|"]
-        out += [f"| {l['where']} | {l['verdict']} | {_cell(l['output'])} | {_g(l['usage'])} |" for l in worst]
-        out.append("")
-    for n in b.get("notes") or []:
-        out.append(f"- note: {n}")
+def first_bad_text(r: KernelLaneResult) -> str:
+    if r.fault:
+        return f"fault: {r.fault.splitlines()[0][:200]}"
+    return "none" if r.bad_step is None else str(r.bad_step)
+
+
+# -- row builders ----------------------------------------------------------------------------------------------------
+def kernel_table(run: GenerationRun) -> Table:
+    t = Table(["lane", "backend", "verdict", "first bad step", "max budget use", "tokens = lane's", "s/step", "source",
+               "blame"], title="kernels against their reference lane")
+    for r in run.kernels:
+        blame = "" if r.blame is None else r.blame.finding + (f"\n{r.blame.replay}" if r.blame.replay else "")
+        t.add([r.lane, r.backend, Cell(r.verdict, r.verdict), first_bad_text(r), r.max_usage,
+               "yes" if r.tokens == r.ref_tokens else "no", f"{r.seconds_per_step:.3f}", r.source, blame], r.verdict)
+    return t
+
+
+def bad_step_table(r: KernelLaneResult, limit: int = 20) -> Table:
+    t = Table(["step", "position", "kernel token", "lane token", "verdict", "reason"])
+    for s in [s for s in r.steps if s.verdict != PASS][:limit]:
+        t.add([s.step, s.position, s.kernel_token, s.ref_token, Cell(s.verdict, s.verdict), s.reason], s.verdict)
+    return t
+
+
+def blamed_table(b: BlameReport) -> Table:
+    t = Table(["kernel", "layer", "step", "output", "largest-error element", "budget use", "budget there", "reason"])
+    bl = b.blamed
+    t.add([Cell(bl.kernel, code=True), bl.layer, b.step, bl.output or bl.fault or "", bl.worst_index, bl.usage,
+           bl.budget, (bl.reason or "").splitlines()[0][:300] if bl.reason else ""], bl.verdict)
+    return t
+
+
+def worst_launch_table(b: BlameReport, limit: int = 5) -> Table:
+    t = Table(["launch", "verdict", "output", "usage"])
+    for lv in sorted((lv for lv in b.launches if lv.usage is not None), key=lambda lv: -lv.usage)[:limit]:
+        t.add([lv.where, Cell(lv.verdict, lv.verdict), lv.output, lv.usage], lv.verdict)
+    return t
+
+
+def lock_table(run: GenerationRun) -> Table:
+    t = Table(["lane", "backend", "status", "first changed step", "locked", "now", "message"], title="token locks")
+    for c in run.locks:
+        t.add([c.stream.lane, c.stream.backend, c.status, c.first_changed, c.locked_token, c.new_token, c.message],
+              "fail" if c.failed else None)
+    return t
+
+
+# -- blocks ----------------------------------------------------------------------------------------------------------
+def teacher_text(r: KernelLaneResult) -> Optional[str]:
+    x = r.teacher
+    if not x.steps:
+        return None
+    return (f"Teacher-forced on the lane's stream: {x.steps} steps, same top-1 {percent(x.top1_agreement)}, KL mean "
+            f"{fmt(x.kl_mean)}, KL max {fmt(x.kl_max)}, max logit error {fmt(x.max_logit_error)}, budget use "
+            f"{fmt(x.budget_usage)}.")
+
+
+def blame_blocks(b: BlameReport) -> list[Block]:
+    out: list[Block] = [Text(f"**Blame (step {b.step})**: {b.finding}")]
+    if b.replay:
+        out.append(Pre(b.replay))
+    if b.blamed:
+        out.append(blamed_table(b))
+    worst = worst_launch_table(b)
+    if worst.rows:
+        out += [Text("Largest budget use of the rerun launches:"), worst]
+    if b.notes:
+        out.append(Items([f"note: {n}" for n in b.notes]))
     return out
 
 
-def kernel_markdown(results: Sequence[KernelLaneResult], locks: Sequence[LockCheck], piece=None) -> str:
-    out = ["", "## Kernels against their reference lane", "",
-           "The kernels run as the generation program runs them; the reference lane is fed the kernels' own tokens "
-           "so every step compares. A different token is a tie only where the reference's gap is within the two "
-           "tokens' budgets (docs/NUMERICS.md, \"Kernels against their lane\").", "",
-           "| lane | backend | verdict | first bad step | max budget use | tokens = lane's | s/step | source |",
-           "|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        use = max((s.usage for s in r.steps), default=None)
-        first = "none" if r.first_bad is None else str(r.steps[r.first_bad].step)
-        if r.fault:
-            first = f"fault: {r.fault.splitlines()[0][:200]}"
-        out.append(f"| {r.lane} | {r.backend} | {r.verdict} | {first} | {_g(use)} | "
-                   f"{'yes' if r.tokens == r.ref_tokens else 'no'} | {r.seconds_per_step:.3f} | {r.source} |")
-    for r in results:
-        out += ["", f"### {r.lane} ({r.backend}): {r.verdict}", "",
-                "kernels: " + " ".join(_tok(t, piece) for t in r.tokens),
-                "", "lane:    " + " ".join(_tok(t, piece) for t in r.ref_tokens), ""]
-        bad = [s for s in r.steps if s.verdict != "pass"]
-        if bad:
-            out += ["| step | position | kernel token | lane token | verdict | reason |", "|---|---|---|---|---|---|"]
-            out += [f"| {s.step} | {s.position} | {s.kernel_token} | {s.ref_token} | {s.verdict} | {_cell(s.reason)} |"
-                    for s in bad[:20]]
-            out.append("")
-        t = r.teacher
-        if t.get("steps"):
-            out.append(f"Teacher-forced on the lane's stream: {t['steps']} steps, same top-1 "
-                       f"{100 * t['top1_agreement']:.1f}%, KL mean {_g(t['kl_mean'])}, KL max {_g(t['kl_max'])}, "
-                       f"max logit error {_g(t['max_logit_error'])}, budget use {_g(t['budget_usage'])}.")
-        if r.blame:
-            out += [""] + _blame_md(r.blame)
-        for n in r.notes:
-            out.append(f"- {n}")
-    if locks:
-        out += ["", "## Token locks", "", "| lane | backend | status | first changed step | locked | now |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {c.stream.lane} | {c.stream.backend} | {c.status} | {_g(c.first_changed)} | {_g(c.locked_token)} | "
-                f"{_g(c.new_token)} |" for c in locks]
-    out += ["", BLAME_HELP]
-    return "\n".join(out) + "\n"
+def error_chart(r: KernelLaneResult) -> Chart:
+    series = [(f"error {r.lane}", [s.err_at_worst for s in r.steps], COLORS[1]),
+              (f"bound {r.lane} (budget at worst)", [s.budget_at_worst for s in r.steps], COLORS[2])]
+    marks = [(r.bad_step, "first bad step")] if r.bad_step is not None else []
+    return Chart(svg_lines(series, f"{r.lane} kernels: logit error and budget per step", "decode step", marks=marks))
 
 
-def kernel_html(results: Sequence[KernelLaneResult], locks: Sequence[LockCheck], piece=None) -> str:
-    esc = html.escape
-    out = ["<h2>Kernels against their reference lane</h2><table><tr><th>lane</th><th>backend</th><th>verdict</th>"
-           "<th>first bad step</th><th>max budget use</th><th>same tokens</th><th>s/step</th></tr>"]
-    for r in results:
-        use = max((s.usage for s in r.steps), default=None)
-        first = "none" if r.first_bad is None else str(r.steps[r.first_bad].step)
-        if r.fault:
-            first = "fault: " + esc(r.fault.splitlines()[0][:200])
-        out.append(f"<tr><td>{esc(r.lane)}</td><td>{esc(r.backend)}</td><td class='{r.verdict}'>{r.verdict}</td>"
-                   f"<td>{first}</td><td>{_g(use)}</td><td>{'yes' if r.tokens == r.ref_tokens else 'no'}</td>"
-                   f"<td>{r.seconds_per_step:.3f}</td></tr>")
-    out.append("</table><h3>Per-step error of the kernels</h3><p>max |kernel logit - lane logit| (solid) and the "
-               "budget at that token (dashed), per decode step (prefill included); red line: first bad step.</p>")
-    for r in results:
-        series = [(f"error {r.lane}", [s.err_at_worst for s in r.steps], COLORS[1]),
-                  (f"bound {r.lane} (budget at worst)", [s.budget_at_worst for s in r.steps], COLORS[2])]
-        marks = [(r.steps[r.first_bad].step, "first bad step")] if r.first_bad is not None else []
-        out.append(f"<h4>{esc(r.lane)} <span class='{r.verdict}'>{r.verdict}</span></h4>"
-                   + _svg_lines(series, f"{r.lane} kernels: logit error and budget per step", "decode step",
-                                marks=marks))
-        if r.blame:
-            out.append("<pre>" + esc("\n".join(_blame_md(r.blame))) + "</pre>")
-    if locks:
-        out.append("<h3>Token locks</h3><ul>" + "".join(f"<li>{esc(c.stream.lane)} ({esc(c.stream.backend)}): "
-                                                       f"{esc(c.status)} {esc(c.message)}</li>" for c in locks)
-                   + "</ul>")
-    out.append(f"<p>{esc(BLAME_HELP)}</p>")
-    return "\n".join(out)
+def lane_blocks(r: KernelLaneResult, piece: Piece) -> list[Block]:
+    out: list[Block] = [Heading(f"{r.lane} ({r.backend}): {r.verdict}", 3),
+                        Text("kernels: " + " ".join(token_text(t, piece) for t in r.tokens)),
+                        Text("lane: " + " ".join(token_text(t, piece) for t in r.ref_tokens)),
+                        error_chart(r)]
+    bad = bad_step_table(r)
+    if bad.rows:
+        out.append(bad)
+    text = teacher_text(r)
+    if text:
+        out.append(Text(text))
+    if r.blame:
+        out += blame_blocks(r.blame)
+    if r.notes:
+        out.append(Items(list(r.notes)))
+    return out
 
 
-def write_report(out_dir: "str | Path", run: GenerationRun, results: Sequence[KernelLaneResult],
-                 locks: Sequence[LockCheck] = (), piece: Optional[Callable[[int], str]] = None,
-                 meta: Optional[dict] = None) -> list[Path]:
-    out = Path(out_dir)
-    paths = [out / "report.json", out / "report.md", out / "report.html"]
-    doc = run_dict(run, piece)
-    doc["kernels"] = [r.as_dict() for r in results]
-    doc["locks"] = [c.as_dict() for c in locks]
-    doc.update(meta or {})
-    doc["failed"] = bool(doc["failed"] or any(r.failed for r in results) or any(c.failed for c in locks))
-    atomic_write(paths[0], json.dumps(finite_json(doc), indent=1, allow_nan=False) + "\n")
-    atomic_write(paths[1], markdown(run, piece) + kernel_markdown(results, locks, piece))
-    page = html_report(run, piece)
-    page = page.replace("</body></html>", kernel_html(results, locks, piece) + "</body></html>")
-    atomic_write(paths[2], page)
-    return paths
+def kernel_blocks(run: GenerationRun, piece: Piece = None) -> list[Block]:
+    out: list[Block] = [Heading("Kernels against their reference lane"), Text(KERNELS_HELP), kernel_table(run),
+                        Text("Per-step error of the kernels: max |kernel logit - lane logit| (solid) and the budget "
+                             "at that token (dashed), per decode step (prefill included); red line: first bad "
+                             "step.")]
+    for r in run.kernels:
+        out += lane_blocks(r, piece)
+    if run.locks:
+        out += [Heading("Token locks"), lock_table(run)]
+    out.append(Text(BLAME_HELP))
+    return out
 
 
-__all__ = ["BLAME_HELP", "kernel_html", "kernel_markdown", "write_report"]
+__all__ = ["BLAME_HELP", "kernel_blocks", "kernel_dicts", "kernel_table", "lock_table"]

@@ -20,6 +20,7 @@ import numpy as np
 from harness.judging import metrics
 from harness.cache import atomic_write
 from harness.judging.records import finite_json
+from harness.judging.registry import FAIL
 from reference._parallel import map_chunks
 from reference.argmax import argmax_first, argmax_report
 from reference.attention import decode_attention
@@ -31,6 +32,8 @@ from reference.norm import rms_norm
 from reference.quant import Q8Tensor, quantize_q8_0
 from reference.rope import qk_norm_rope
 from reference.shapes import ShapeSet
+
+from .document import Block, Heading, Items, Table, console, fmt, markdown
 
 WEIGHT_STD = 0.02
 OUTLIER_FRACTION = 1 / 64     # share of activation channels scaled up
@@ -239,16 +242,6 @@ def shape_rows(shape: ShapeSet, modes: list[Mode], seed: int) -> list[Row]:
     return rows
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "NO"
-    if isinstance(v, float):
-        return "0" if v == 0 else f"{v:.3g}"
-    return str(v)
-
-
 COLUMNS = [("shape", "shape"), ("op", "op"), ("mode", "mode"), ("max_abs", "max abs"), ("max_rel", "max rel"),
            ("nmse", "NMSE"), ("cosine", "cosine"), ("bound_max", "bound"),
            ("bound_ok", "within bound"), ("bound_ratio", "bound/obs"), ("argmax_agree", "argmax agrees"),
@@ -260,35 +253,30 @@ def _cosine_text(r: Row) -> str:
     return "1" if r.cosine >= 1.0 - 1e-15 else f"1-{1.0 - r.cosine:.2e}" if r.cosine > 0.999 else f"{r.cosine:.4f}"
 
 
-def _cells(r: Row) -> list[str]:
-    out = []
-    for key, _ in COLUMNS:
-        out.append(_cosine_text(r) if key == "cosine" else _fmt(getattr(r, key)))
-    return out
+def _cell(r: Row, key: str) -> str:
+    v = getattr(r, key)
+    if key == "cosine":
+        return _cosine_text(r)
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    return fmt(v)
 
 
-def write_markdown(path: Path, rows: list[Row], seed: int, elapsed: float, header: dict) -> None:
-    lines = ["# qconform reference report: int8 modes against DEQUANT", "",
-             f"- seed: {seed} (replay: `qconform report --backend reference --seed {seed}`)",
-             f"- shapes: {', '.join(header['shapes'])}; modes: {', '.join(header['modes'])}",
-             f"- max rel divides by max(|ref|, {REL_FLOOR:g} * max|ref|); bound = reference.bounds "
-             "(rigorous, per output); bound/obs = bound max over observed max", f"- elapsed: {elapsed:.1f} s", "",
-             "| " + " | ".join(title for _, title in COLUMNS) + " |",
-             "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def print_table(rows: list[Row], seed: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"reference: int8 modes vs DEQUANT (seed {seed})")
-    for _, title in COLUMNS:
-        table.add_column(title, overflow="fold")
+def table(rows: list[Row], seed: int) -> Table:
+    """The one table of the report: Markdown and console render it."""
+    t = Table([title for _, title in COLUMNS], title=f"reference: int8 modes vs DEQUANT (seed {seed})")
     for r in rows:
-        table.add_row(*_cells(r), style="red" if r.bound_ok is False else None)
-    Console(width=200).print(table)
+        t.add([_cell(r, key) for key, _ in COLUMNS], FAIL if r.bound_ok is False else None)
+    return t
+
+
+def report_blocks(rows: list[Row], seed: int, elapsed: float, header: dict) -> list[Block]:
+    return [Heading("qconform reference report: int8 modes against DEQUANT", 1),
+            Items([f"seed: {seed} (replay: `qconform report --backend reference --seed {seed}`)",
+                   f"shapes: {', '.join(header['shapes'])}; modes: {', '.join(header['modes'])}",
+                   f"max rel divides by max(|ref|, {REL_FLOOR:g} * max|ref|); bound = reference.bounds (rigorous, per "
+                   "output); bound/obs = bound max over observed max", f"elapsed: {elapsed:.1f} s"]),
+            table(rows, seed)]
 
 
 def run(shapes: list[ShapeSet], modes: list[Mode], seed: int, out_dir: Path) -> int:
@@ -314,8 +302,8 @@ def run(shapes: list[ShapeSet], modes: list[Mode], seed: int, out_dir: Path) -> 
            "rows": [vars(r) for r in rows]}
     # inf/nan as strings (valid JSON), written beside the target and renamed over it (as the kernel reports)
     atomic_write(out_dir / "report.json", json.dumps(finite_json(doc), indent=1, default=float, allow_nan=False) + "\n")
-    write_markdown(out_dir / "report.md", rows, seed, elapsed, header)
-    print_table(rows, seed)
+    atomic_write(out_dir / "report.md", markdown(report_blocks(rows, seed, elapsed, header)))
+    console([table(rows, seed)], width=200)
     print(f"wrote {out_dir / 'report.json'} and {out_dir / 'report.md'} ({elapsed:.1f} s)")
     failed = [r for r in rows if r.bound_ok is False]
     for r in failed:

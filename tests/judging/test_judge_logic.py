@@ -102,10 +102,7 @@ def test_the_emulators_time_limit_is_unchecked_a_kernel_timeout_fails():
 
     def timeout(tool_limit):
         def run(*args):
-            err = KernelTimeout(None, "a block did not finish within 120 s")
-            if tool_limit:
-                err.tool_limit = True
-            raise err
+            raise KernelTimeout(None, "a block did not finish within 120 s", tool_limit=tool_limit)
         return run
     c, case = _gemv_case()
     slow = judge_case(FakeModule({"gk_gemv": timeout(True)}), case, c)
@@ -119,10 +116,9 @@ def test_a_faulting_case_replays_with_the_block_sampling_it_ran():
     from harness.judging.records import result_row
 
     def race(*args):
-        err = RaceDetected(None, "'y' differs at 1 element(s) (on 6 sampled blocks)")
-        err.coverage = {"grid_blocks": 1000, "block_sampling": "sampled:2", "runs": [], "sample": [0, 999],
-                        "summary": "1 schedule(s) on all 1000 blocks, 4 on 6 of 1000 blocks"}
-        raise err
+        raise RaceDetected(None, "'y' differs at 1 element(s) (on 6 sampled blocks)",
+                           coverage={"grid_blocks": 1000, "block_sampling": "sampled:2", "runs": [], "sample": [0, 999],
+                                     "summary": "1 schedule(s) on all 1000 blocks, 4 on 6 of 1000 blocks"})
     c, case = _gemv_case()
     res = judge_case(FakeModule({"gk_gemv": race}), case, c)
     assert res.verdict == FAIL and res.coverage["block_sampling"] == "sampled:2"

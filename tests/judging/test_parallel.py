@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 
-from harness.judging.progress import CaseProgress
+from harness.judging.progress import Progress
 from harness.judging.runner import emitted_jobs, run_cases
 from reference.modes import Mode
 from reference.shapes import get_shape
@@ -53,7 +53,7 @@ def test_rows_carry_block_coverage_and_a_replay_with_the_same_sampling(emu):
 
 def test_progress_lines_without_a_terminal():
     out = io.StringIO()
-    with CaseProgress(4, stream=out, tty=False, interval_s=3600) as p:
+    with Progress(4, stream=out, tty=False, interval_s=3600, heartbeat=True) as p:
         for label in ("moe/int8act/tiny", "moe/int8act/tiny", "norm/dequant/tiny", "norm/dequant/tiny"):
             p.case(label, "case")
             p.advance()
@@ -67,7 +67,7 @@ def test_progress_lines_without_a_terminal():
 def test_a_long_case_still_prints_a_line_per_interval():
     import time
     out = io.StringIO()
-    with CaseProgress(2, stream=out, tty=False, interval_s=0.2) as p:
+    with Progress(2, stream=out, tty=False, interval_s=0.2, heartbeat=True) as p:
         p.case("moe/int8act/qwen3-30b-a3b", "case")
         time.sleep(0.7)                      # one slow case, no advance meanwhile
         p.advance()

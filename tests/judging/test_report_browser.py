@@ -11,7 +11,9 @@ import zlib
 import numpy as np
 import pytest
 
-from harness.reports.html import COLOURS, html_report, svg_histogram
+from harness.reports.charts import svg_histogram
+from harness.reports.document import COLOURS
+from harness.reports.writer import html_report
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 

@@ -6,6 +6,7 @@ import pytest
 from harness.model.blame import blame_step
 from harness.model.chain import Chain, make_buffers
 from harness.model.kernel_lane import first_bad_step, judge_lane
+from harness.model.reference_lanes import decode_reference
 from harness.model.plants import MODEL_PLANTS, model_plant
 from harness.model.program import build_program
 
@@ -28,7 +29,7 @@ def _run(emu, weights, program, lane, prompt, n):
     m = emu.load(program.code)
     ch = Chain(program, m, make_buffers(program, m))
     ch.load_weights(weights)
-    res, run, _ = judge_lane(weights, ch, lane, prompt, n, "emu")
+    res, run, _ = judge_lane(weights, ch, decode_reference(weights, prompt, n, [lane]), "emu")
     return ch, res, run
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from harness.model.chain import Chain, ChainFault, HostBuffers, ResidentBuffers, make_buffers
 from harness.model.kernel_lane import judge_lane, run_fed
+from harness.model.reference_lanes import decode_reference
 from harness.model.program import LANES, build_program
 from harness.cases.planted import Plant
 
@@ -33,12 +34,12 @@ def _chain(emu, weights, lane, maxseq, code=None, resident=None):
 @pytest.mark.parametrize("lane", LANES)
 def test_kernels_match_their_reference_lane_token_for_token(emu, weights, lane):
     ch = _chain(emu, weights, lane, maxseq=len(PROMPT) + 3)
-    res, run, _ = judge_lane(weights, ch, lane, PROMPT, 4, "emu")
+    res, run, _ = judge_lane(weights, ch, decode_reference(weights, PROMPT, 4, [lane]), "emu")
     assert run.fault is None
     assert res.verdict == "pass", [s.reason for s in res.steps if s.verdict != "pass"]
     assert res.tokens == res.ref_tokens and len(res.tokens) == 4
     assert len(res.steps) == len(PROMPT) + 3 and all(s.usage <= 1.0 for s in res.steps)
-    assert res.teacher["top1_agreement"] == 1.0
+    assert res.teacher.top1_agreement == 1.0
     # the stream is the device's: gk_argmax_adv picked every token after the first
     assert all(s.kernel_token == s.ref_token for s in res.steps[len(PROMPT) - 1:])
 

@@ -6,8 +6,9 @@ import pytest
 
 from harness.cli import main
 from harness.judging.registry import FAIL, PASS, TIE
-from harness.model.generation import (ExternalStream, bound_parts, judge_divergence, kl_divergence,
-                                      run_generation, teacher_stats)
+from harness.model.generation import bound_parts, exact_stats, judge_divergence, run_generation
+from harness.model.reference_lanes import ExternalStream
+from harness.model.teacher import kl_divergence
 from harness.reports.generation import write_generation_report
 from reference.decoder import generate, teacher_forced
 from tests.model.weights import small_weights
@@ -32,8 +33,8 @@ def test_every_lane_passes_or_ties_and_the_report_is_written(run, tmp_path):
     assert not run.failed
     for s in run.lanes:
         assert len(s.tokens) == N
-        assert s.teacher["steps"] == len(PROMPT) + N - 1
-        assert s.teacher["within_budget"]
+        assert s.teacher.steps == len(PROMPT) + N - 1
+        assert s.teacher.within_budget
         assert len(s.hidden_error) == 2 and len(s.per_step) == N
     paths = write_generation_report(tmp_path, run, piece=lambda t: f"p{t}")
     doc = json.loads(paths[0].read_text())
@@ -41,7 +42,14 @@ def test_every_lane_passes_or_ties_and_the_report_is_written(run, tmp_path):
     assert doc["router_effect"]["available"] is True
     html = paths[2].read_text()
     assert html.count("<svg") == len(run.lanes) + 1            # margin/bound per lane + hidden error per layer
-    assert "| precise |" in paths[1].read_text()
+    md = paths[1].read_text()
+    assert "| precise |" in md
+    # the bound and the observed error side by side per lane (md, html, json)
+    fast = next(s for s in run.lanes if s.name == "fast").teacher
+    assert "median step: error / bound" in md and "median step: error / bound" in html
+    assert f"| {fast.median_step_error:.3g} / {fast.median_step_bound:.3g} |" in md
+    lane = next(d for d in doc["lanes"] if d["name"] == "fast")["teacher_forced"]
+    assert 1.0 <= lane["bound_over_error_min"] <= lane["bound_over_error_median"]
 
 
 def test_free_running_stream_equals_an_independent_free_run(weights, run):
@@ -88,13 +96,13 @@ def test_a_broken_decoder_fails(weights):
                             external=external)
     ext = result.external[0]
     assert ext.verdict == FAIL and result.failed
-    assert not ext.teacher["within_budget"]
+    assert not ext.teacher.within_budget
 
 
 def test_teacher_stats_of_identical_logits(weights):
     exact, _, fed = _exact(weights)
-    stats, _ = teacher_stats(exact, [r.logits for r in exact], bound_parts(exact, "exact", exact))
-    assert stats["kl_max"] == 0 and stats["top1_agreement"] == 1 and stats["max_logit_error"] == 0
+    stats = exact_stats(exact, [r.logits for r in exact], bound_parts(exact, "exact", exact))
+    assert stats.kl_max == 0 and stats.top1_agreement == 1 and stats.max_logit_error == 0
 
 
 def test_kl_divergence():

@@ -39,8 +39,8 @@ def test_llama_cpp_agrees_with_the_exact_lane_on_the_tiny_model(tiny_gguf):
     ext = result.external[0]
     assert ext.name == "llama.cpp" and len(ext.tokens) == n
     assert ext.verdict != FAIL, ext.divergence
-    assert ext.teacher["within_budget"], ext.teacher["worst"]
-    assert ext.teacher["steps"] == len(prompt) + n - 1
+    assert ext.teacher.within_budget, ext.teacher.worst
+    assert ext.teacher.steps == len(prompt) + n - 1
 
 
 def test_llama_cpp_teacher_forced_logits_follow_the_context(tiny_gguf):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference.bounds import (U32, act_error_bound, f32_accumulation_bound, gamma, q8_matmul_mode_bound,
+from reference.bounds import (U32, act_error_bound, hoeffding_factor, f32_accumulation_bound, gamma, q8_matmul_mode_bound,
                               warp_row_depth)
 from reference.matmul import effective_activation, q8_matmul
 from reference.modes import Mode
@@ -122,3 +122,22 @@ def test_gamma_and_depth():
         gamma(2 ** 24)
     assert warp_row_depth(2048) == 2048 // 32 + 24
     assert np.array_equal(effective_activation(np.ones(32, np.float32), Mode.DEQUANT), np.ones(32))
+
+
+def test_hoeffding_factor_is_the_union_bounded_gaussian_tail():
+    assert hoeffding_factor(1, 2 * np.exp(-8.0)) == pytest.approx(4.0)      # 2 exp(-t^2/2) = p at t = 4
+    assert hoeffding_factor(1000, 1e-6) == pytest.approx(np.sqrt(2 * np.log(2e9)))
+    assert hoeffding_factor(10, 1e-6) < hoeffding_factor(1000, 1e-6) < hoeffding_factor(1000, 1e-9)
+    for n, p, msg in ((0, 0.1, "n_events"), (True, 0.1, "n_events"), (5, 0.0, "failure"), (5, 1.0, "failure")):
+        with pytest.raises(ValueError, match=msg):
+            hoeffding_factor(n, p)
+
+
+def test_squared_blocked_product_is_the_sum_of_squared_weights_times_x():
+    from reference.matmul import blocked_product
+    w = gaussian_q8(rng_for(91), 40, 96)
+    v = np.abs(rng_for(92).standard_normal((2, 96)))
+    dense = w.quants.astype(np.float64) * np.repeat(w.scales.astype(np.float64), 32, axis=1)
+    assert np.allclose(blocked_product(w, v, squared=True), v @ (dense ** 2).T, rtol=1e-13)
+    with pytest.raises(ValueError, match="at most one"):
+        blocked_product(w, v, absolute=True, squared=True)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from reference.attention import AttentionPartials, combine_partials
-from reference.decoder import (LANES, Decoder, generate, generated_tokens, logit_bound, logit_bound_vector,
-                               teacher_forced)
+from reference.decoder import (LANES, Decoder, generate, generated_tokens, logit_bound, logit_bound_parts,
+                               logit_bound_vector, teacher_forced)
 from reference.matmul import blocked_product
 from reference.norm import rms_norm
 from reference.quant import quantize_act_int8, quantize_act_two_pass
@@ -145,12 +145,25 @@ def test_float_router_changes_the_routing_inputs(weights):
 
 @pytest.mark.parametrize("lane", LANES)
 def test_logit_bound_holds_with_the_measured_drift(runs, weights, lane):
-    """|lane - exact| <= head bound + propagated drift at every step, per token (the triangle inequality the
-    bound is derived from)."""
+    """|lane - exact| <= the probabilistic bound (Hoeffding, failure 1e-6 per step) and <= the worst case (the
+    triangle inequality, failure=None) at every step, per token."""
     for rec, ex in zip(runs[lane], runs["exact"]):
+        err = np.abs(rec.logits - ex.logits)
         b = logit_bound_vector(rec, lane, ex)
-        assert (np.abs(rec.logits - ex.logits) <= b).all(), (lane, rec.position)
+        assert (err <= b).all(), (lane, rec.position)
         assert logit_bound(rec, lane, ex) == b.max()
+        assert (err <= logit_bound_vector(rec, lane, ex, failure=None)).all(), (lane, rec.position)
+
+
+def test_the_probabilistic_bound_widens_with_the_confidence_and_sums_the_parts(runs):
+    rec, ex = runs["fast"][-1], runs["exact"][-1]
+    loose, tight = (logit_bound_vector(rec, "fast", ex, failure=p) for p in (1e-12, 1e-2))
+    assert (loose > tight).all()
+    head, drift = logit_bound_parts(rec, "fast", ex)
+    assert np.array_equal(head + drift, logit_bound_vector(rec, "fast", ex))
+    assert (drift >= 0).all() and (head > 0).all()
+    with pytest.raises(ValueError, match="failure: expected a probability"):
+        logit_bound_vector(rec, "fast", ex, failure=1.5)
 
 
 @pytest.mark.parametrize("lane", ["precise", "fast", "twopass"])

@@ -9,7 +9,7 @@ rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inli
 toolchain.py      host compiler and fiber implementation (built-in x86-64 switch, Boost.Context or ucontext),
                   compile flags
 build.py          compile + cache by content hash
-worker.py         the subprocess that runs launches; client.py / protocol.py talk to it
+worker.py         the subprocess that runs launches (harness.backends.client / protocol talk to it)
 runs.py           one launch under several schedules; checks.py compares the runs; harness.backends.args
                   validates the arguments
 sampling.py       which blocks the extra schedules run (block sampling)

@@ -3,7 +3,6 @@ execution semantics, plus checks a GPU run cannot give cheaply (guard bands, poi
 memory, several thread schedules, barrier divergence, deadlock), isolated in a worker process."""
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import weakref
@@ -11,15 +10,18 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ResidentArg, plan_args
-from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelCrash, KernelTimeout, LaunchInfo, LaunchResult,
-                                   Module, OutOfBounds, ResourceExhausted, SandboxViolation, UninitializedRead,
-                                   as_dim3, check_buffer_array, check_buffer_request)
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
+from harness.backends import faults
+from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
+                                   Module, OutOfBounds, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
+                                   check_buffer_array)
+from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu import guarded, sandbox
+from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
+from harness.backends.emu import watchdog
 from harness.backends.emu.build import Built, build
-from harness.backends.emu.client import FORGED, Worker, WorkerDied, WorkerTimedOut
-from harness.backends.emu.faults import fault_error
+from harness.backends.resident import ResidentBook
 from harness.backends.emu.runs import LaunchSpec, Outcome, schedules as schedule_plan
 from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
 
@@ -98,9 +100,15 @@ class EmuBackend(Backend):
                                    f"${sandbox.OFF_ENV}=off")
             self.sandboxed = True
             extra_env[sandbox.ENV] = self.limits.to_env()
-        self._worker = Worker(preload, extra_env=extra_env)
-        self._buffer_ids = itertools.count(1)
-        self._finalizer = weakref.finalize(self, self._worker.shutdown)
+        # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
+        # exact heap allocations)
+        self._staging = shm.StagingArea() if shm.available() and not preload else None
+        self._worker = Worker("harness.backends.emu.worker", "emu-worker: ", "before the first schedule",
+                              preload=preload,
+                              progress=watchdog.ProgressCounter if watchdog.available() else None,
+                              inherit={shm.ENV: self._staging.fd} if self._staging is not None else None,
+                              extra_env=extra_env)
+        self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
@@ -118,7 +126,16 @@ class EmuBackend(Backend):
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
     def close(self) -> None:
-        self._worker.shutdown()
+        self._finalizer()
+        self._staging = None            # a later launch starts a worker again, without the shared file
+        self._worker.inherit.clear()
+
+
+def _shutdown(worker: Worker, staging: "shm.StagingArea | None") -> None:
+    """Stop the worker and release the shared memory (the backend is done)."""
+    worker.close()
+    if staging is not None:
+        staging.close()
 
 
 def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
@@ -132,14 +149,46 @@ def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
     return ", ".join(parts)
 
 
+def _death_fault(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec | None",
+                 limits: sandbox.Limits) -> KernelFault:
+    """What a worker that died during a request means: the sandbox stopped the kernel (SandboxViolation), a
+    limit of the tool was reached (unchecked), the kernel hit a buffer's guard pages (OutOfBounds) or
+    AddressSanitizer's checks, or it crashed (KernelCrash, with the faulting address when known)."""
+    violation = sandbox.describe_violation(exc.stderr_tail, exc.how)
+    if exc.how.startswith(FORGED):
+        violation = (f"the worker's reply channel carried a forged message ({exc.how[len(FORGED) + 2:]}): the "
+                     "kernel wrote into it; refused by the parent")
+    if violation:
+        return SandboxViolation(launch, f"{violation} during {exc.last_step}; the worker process was stopped and "
+                                        "is replaced")
+    if exc.how == f"exit status {sandbox.SETUP_FAILED_EXIT}":
+        raise RuntimeError(f"emu: the worker could not sandbox itself, so it ran nothing:\n{exc.stderr_tail[-2000:]}")
+    if exc.how == "signal SIGXCPU":
+        return KernelTimeout(launch, f"the worker process used up its CPU time limit ({limits.cpu_s} s per worker, "
+                                     f"option cpu_limit_s) during {exc.last_step}; this is the tool's limit, not a "
+                                     "verdict on the kernel", tool_limit=True)
+    where = f"the worker process died with {exc.how} during {exc.last_step}"
+    hit = guarded.locate(exc.stderr_tail) if spec is not None else None
+    if hit is not None:
+        return OutOfBounds(launch, f"{_guard_page_fault(spec, hit)} ({where})")
+    if "AddressSanitizer" in exc.stderr_tail:
+        report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
+        return OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({where}); AddressSanitizer report:\n{report}")
+    address = guarded.fault_address(exc.stderr_tail)
+    return faults.died(launch, WorkerDied(f"{exc.how} ({address})" if address else exc.how,
+                                          guarded.without_reports(exc.stderr_tail), exc.last_step))
+
+
 def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
     """'write to 'x' (arg 0, 100 x float32) 8000 byte(s) before its start (element -2000): ...'."""
     a = spec.args[hit.arg]
     size, elem = int(np.prod(a.shape, dtype=np.int64)), np.dtype(a.dtype).itemsize
     if hit.side == "after":
-        pos = f"{hit.distance + 1} byte(s) past its end (element {size + hit.distance // elem} of {size})"
+        pos = (f"{hit.distance + 1} byte(s) past its end (element {size + hit.distance // elem} of {size}) at byte "
+               f"offset {size * elem + hit.distance}")
     else:
-        pos = f"{hit.distance} byte(s) before its start (element {-((hit.distance + elem - 1) // elem)})"
+        pos = (f"{hit.distance} byte(s) before its start (element {-((hit.distance + elem - 1) // elem)}) at byte "
+               f"offset {-hit.distance}")
     access = {"write": "write to", "read": "read of"}.get(hit.access, "access to")
     return (f"{access} '{spec.names[hit.arg]}' (arg {hit.arg}, {size} x {np.dtype(a.dtype)}) {pos}: it hit the "
             "inaccessible guard pages around the buffer")
@@ -167,7 +216,9 @@ class EmuModule(Module):
         self.built = built
         self._sigs = {k.name: k for k in built.kernels}
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
-        self._buffers: dict[int, tuple[Buffer, int]] = {}     # id -> (buffer, worker generation holding it)
+        self._buffers = ResidentBook(backend._worker, "emu")
+        self._symbols: Optional[dict[str, tuple[int, bool]]] = None   # name -> (bytes, writable), from the worker
+        self._symbol_values: dict[str, bytes] = {}                     # set_symbol's, sent with every launch
         self.last_stats: dict = {}
 
     @property
@@ -179,57 +230,46 @@ class EmuModule(Module):
             self._sizes = self._request({"op": "load", "path": str(self.built.path)}, launch)
         return self._sizes
 
-    def _request(self, msg: dict, launch: LaunchInfo, spec: Optional[LaunchSpec] = None):
+    def _request(self, msg: dict, launch: "LaunchInfo | None", spec: Optional[LaunchSpec] = None):
+        limit = self.backend.timeout_s
         try:
-            reply = self.backend._worker.request(msg, self.backend.timeout_s)
+            reply = self.backend._worker.request(msg, limit)
         except WorkerTimedOut as exc:
-            what = "a block did not finish" if exc.watched else "did not finish"
-            err = KernelTimeout(launch, f"{what} within {self.backend.timeout_s:g} s (last step: {exc.last_step}); "
-                                        "the worker process was stopped. This is the CPU emulator's time limit, "
-                                        "not a verdict on the kernel: it spins (waits for a thread that a "
-                                        "cooperative fiber schedule never runs), hangs, or is too slow to "
-                                        "emulate (run it on a GPU)")
-            err.tool_limit = True     # judged `unchecked`, never `fail`
-            raise err from None
+            raise faults.timed_out(launch, exc, "a block did not finish" if exc.watched else "did not finish", limit,
+                                   "the worker process was stopped. This is the CPU emulator's time limit, not a "
+                                   "verdict on the kernel: it spins (waits for a thread that a cooperative fiber "
+                                   "schedule never runs), hangs, or is too slow to emulate (run it on a GPU)",
+                                   tool_limit=True) from None
         except WorkerDied as exc:
-            detail = f"the worker process died with {exc.how} during {exc.last_step}"
-            violation = sandbox.describe_violation(exc.stderr_tail, exc.how)
-            if exc.how.startswith(FORGED):
-                violation = (f"the worker's reply channel carried a forged message ({exc.how[len(FORGED) + 2:]}): "
-                             "the kernel wrote into it; refused by the parent")
-            if violation:
-                raise SandboxViolation(launch, f"{violation} during {exc.last_step}; the worker process was "
-                                               "stopped and is replaced") from None
-            if exc.how == f"exit status {sandbox.SETUP_FAILED_EXIT}":
-                raise RuntimeError(f"emu: the worker could not sandbox itself, so it ran nothing:\n"
-                                   f"{exc.stderr_tail[-2000:]}") from None
-            if exc.how == "signal SIGXCPU":
-                err = KernelTimeout(launch, f"the worker process used up its CPU time limit ({self.backend.limits.cpu_s} s "
-                                            f"per worker, option cpu_limit_s) during {exc.last_step}; this is the "
-                                            "tool's limit, not a verdict on the kernel")
-                err.tool_limit = True
-                raise err from None
-            hit = guarded.locate(exc.stderr_tail) if spec is not None else None
-            if hit is not None:
-                raise OutOfBounds(launch, _guard_page_fault(spec, hit) + f" ({detail})") from None
-            where = guarded.fault_address(exc.stderr_tail)
-            if where:
-                detail += f": {where}"
-            if "AddressSanitizer" in exc.stderr_tail:
-                report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
-                raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({detail}); AddressSanitizer report:\n"
-                                          f"{report}") from None
-            tail = guarded.without_reports(exc.stderr_tail)[-3000:]
-            raise KernelCrash(launch, detail + (f"; its last output:\n{tail}" if tail else "")) from None
-        if "memory" in reply:
-            raise ResourceExhausted(launch, f"the emu worker's memory limit ({self.backend.limits.describe()}) was "
-                                            f"reached while it prepared buffers; the tool's limit, not the "
-                                            f"kernel's (raise memory_limit_mb):\n{reply['memory'][-1500:]}")
-        if "error" in reply:
-            raise RuntimeError(f"emu worker failed on {launch}:\n{reply['error']}")
+            raise _death_fault(launch, exc, spec, self.backend.limits) from None
         if reply.get("restart"):     # near its memory limit after the launch: the next request gets a new worker
             self.backend._worker.close()
-        return reply["ok"]
+        return faults.reply_value(reply, launch, "emu worker")
+
+    # -- module symbols (file-scope __device__ / __constant__ variables) -------------------------------------
+    def symbols(self) -> dict[str, tuple[int, bool]]:
+        """name -> (size in bytes, writable from the host) of every file-scope __device__/__constant__ variable."""
+        if self._symbols is None:
+            self._symbols = self._request({"op": "symbols", "path": str(self.built.path)}, None)
+        return self._symbols
+
+    def _symbol(self, name: object, what: str) -> tuple[int, bool]:
+        known = self.symbols()
+        if name not in known:
+            raise ValueError(f"{what}: no file-scope __device__ or __constant__ variable {name!r} in this module"
+                             f" (it has: {', '.join(known) or 'none'})")
+        return known[name]
+
+    def set_symbol(self, name: str, array: np.ndarray) -> None:
+        size, writable = self._symbol(name, "name")
+        if not writable:
+            raise ValueError(f"name: {name!r} is declared const, so the host cannot set it")
+        if not isinstance(array, (np.ndarray, np.generic)):
+            raise ValueError(f"array: expected a numpy array or scalar for symbol {name!r}, got {type(array).__name__}")
+        if array.nbytes != size:
+            raise ValueError(f"array: symbol {name!r} is {size} bytes, the array has {array.nbytes} "
+                             f"({array.dtype}, shape {np.shape(array)})")
+        self._symbol_values[name] = np.ascontiguousarray(array).tobytes()
 
     # -- resident buffers ------------------------------------------------------------------------------
     @property
@@ -237,43 +277,23 @@ class EmuModule(Module):
         return True
 
     def alloc(self, name: str, shape, dtype, init: Optional[np.ndarray] = None) -> Buffer:
-        name, dims, dt = check_buffer_request(name, shape, dtype, init)
-        buf = Buffer(name, dims, dt, next(self.backend._buffer_ids))
-        data = None if init is None else check_buffer_array(buf, init, "init")
+        buf, data = self._buffers.new(name, shape, dtype, init)
         self._request({"op": "alloc", "path": str(self.built.path), "buffer": buf, "init": data,
                        "poison": POISON_BYTES[0], "sanitize": self.backend.sanitize}, None)
-        self._buffers[buf.id] = (buf, self.backend._worker.generation)
-        return buf
-
-    def _live(self, buf, what: str) -> Buffer:
-        if not isinstance(buf, Buffer):
-            raise ValueError(f"{what}: expected a Buffer from this module's alloc, got {type(buf).__name__}")
-        held = self._buffers.get(buf.id)
-        if held is None or held[0] != buf:
-            raise ValueError(f"{what}: {buf} was not allocated by this module, or was freed")
-        worker = self.backend._worker
-        if held[1] != worker.generation or not worker.alive():
-            raise RuntimeError(f"{what}: {buf} is lost: the emu worker process holding it was stopped after a "
-                               "crash or timeout of an earlier launch; allocate it again")
+        self._buffers.add(buf)
         return buf
 
     def write(self, buf: Buffer, array: np.ndarray) -> None:
-        buf = self._live(buf, "buf")
+        buf = self._buffers.live(buf, "buf")
         self._request({"op": "write", "id": buf.id, "array": check_buffer_array(buf, array, "array")}, None)
 
     def read(self, buf: Buffer) -> np.ndarray:
-        buf = self._live(buf, "buf")
+        buf = self._buffers.live(buf, "buf")
         return self._request({"op": "read", "id": buf.id}, None)
 
     def free(self, buf: Buffer) -> None:
-        held = self._buffers.get(buf.id) if isinstance(buf, Buffer) else None
-        worker = self.backend._worker
-        if held is not None and held[0] == buf and (held[1] != worker.generation or not worker.alive()):
-            del self._buffers[buf.id]       # lost with its worker process: nothing left to release
-            return
-        buf = self._live(buf, "buf")
-        del self._buffers[buf.id]
-        self._request({"op": "free", "id": buf.id}, None)
+        if self._buffers.forget(buf, "buf"):
+            self._request({"op": "free", "id": buf.id}, None)
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> LaunchResult:
@@ -287,20 +307,28 @@ class EmuModule(Module):
         launch = LaunchInfo(name, g, b, int(shared_bytes))
         sig = self._sigs[name]
         sizes = self._native_sizes(launch)[name]
-        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True)
+        plan = plan_args(sig, args, outputs, sizes, empty_ok=False, resident_ok=True, aggregates_ok=True)
         checked = [p.array if isinstance(p, BufferArg) else p.buffer if isinstance(p, ResidentArg) else p.value
                    for p in plan]
         outs = tuple(int(o) for o in outputs)
         for p in plan:
             if isinstance(p, ResidentArg):
-                self._live(p.buffer, f"args[{p.index}] ({p.name})")
+                self._buffers.live(p.buffer, f"args[{p.index}] ({p.name})")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Struct):
+                for off, buf in p.value.pointers:
+                    self._buffers.live(buf, f"args[{p.index}] ({p.name}) pointer at offset {off}")
+            elif isinstance(p, ScalarArg) and isinstance(p.value, Symbol):
+                what = f"args[{p.index}] ({p.name}: {p.ctype})"
+                size, _ = self._symbol(p.value.name, what)
+                if size != sizes[p.index]:
+                    raise ValueError(f"{what}: symbol {p.value.name!r} is {size} bytes, the parameter {sizes[p.index]}")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
-        staging = be._worker.staging
+        staging = be._staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values))
         plan = schedule_plan(be.schedules, be.seed)
         total = g[0] * g[1] * g[2]
 
@@ -311,7 +339,7 @@ class EmuModule(Module):
                     "summary": _coverage_summary(plan, blocks, total, sample, g)}
         try:
             outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch, spec)
-        except (KernelCrash, KernelTimeout, OutOfBounds) as exc:
+        except KernelFault as exc:
             exc.coverage = coverage_of([])      # the replay command still names the block sampling
             raise
         for i, result in outcome.arrays.items():   # plain arrays only: resident buffers stay in the worker
@@ -323,8 +351,9 @@ class EmuModule(Module):
         coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
-            err = fault_error(cls, launch, detail)
-            err.coverage = coverage             # the runs up to the fault: how many blocks each covered
+            err = faults.fault_error(cls, launch, detail, "emu worker")
+            if isinstance(err, KernelFault):
+                err.coverage = coverage         # the runs up to the fault: how many blocks each covered
             raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]

@@ -1,8 +1,6 @@
 """Compare the results of one launch run under several schedules / poison patterns (vectorized numpy)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 
@@ -38,14 +36,3 @@ def describe_difference(name: str, a: np.ndarray, b: np.ndarray, idx: np.ndarray
     va, vb = a.reshape(-1)[i], b.reshape(-1)[i]
     return (f"'{name}' differs at {idx.size} element(s); first at {where_index(a, i)}: {va!r} under {what_a}, "
             f"{vb!r} under {what_b}")
-
-
-def guard_damage(raw: np.ndarray, guard: int, nbytes: int, sentinel: int) -> Optional[tuple[str, int]]:
-    """('before'|'after', offset in bytes from the buffer edge) of the changed guard byte nearest the data."""
-    before = np.flatnonzero(raw[:guard] != sentinel)
-    after = np.flatnonzero(raw[guard + nbytes:] != sentinel)      # up to the end of the buffer's last page
-    if after.size:
-        return "after", int(after[0])
-    if before.size:
-        return "before", int(guard - before[-1])
-    return None

@@ -101,6 +101,9 @@ int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
 unsigned activemask();
 long long clock_tick();
+// Called before every atomic access (see the atomics section below): the hook a race detector uses to mark
+// the access at `p` as atomic. Defined in emu_runtime.cpp.
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -164,6 +167,9 @@ struct KernelEntry {
 #ifndef EMU_RUNTIME_IMPL
 // ---------------------------------------------------------------------------------------------------------
 // CUDA device API, as macros and functions over the runtime above.
+// Device code is compiled as for compute capability 9.0 (the sm_90 limits the launch checks use): code
+// selecting device paths with `#ifdef __CUDA_ARCH__` or `__CUDA_ARCH__ >= 700` takes them.
+#define __CUDA_ARCH__ 900
 #define __global__
 #define __device__
 #define __host__
@@ -266,7 +272,46 @@ inline unsigned __brev(unsigned x) {
   x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
   return (x >> 16) | (x << 16);
 }
-inline int __mul24(int a, int b) { return int(uint32_t(a << 8 >> 8) * uint32_t(b << 8 >> 8)); }
+// 24-bit multiplies: the low 32 bits of the product of the sign- (mul24) or zero- (umul24) extended low 24 bits.
+inline int __mul24(int a, int b) {
+  return int(uint32_t(int64_t(int32_t(uint32_t(a) << 8) >> 8) * int64_t(int32_t(uint32_t(b) << 8) >> 8)));
+}
+inline unsigned __umul24(unsigned a, unsigned b) { return uint32_t(uint64_t(a & 0xffffffu) * (b & 0xffffffu)); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * b) >> 32); }
+inline long long __mul64hi(long long a, long long b) { return (long long)((__int128(a) * b) >> 64); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)((unsigned __int128)(a) * b >> 64);
+}
+inline unsigned __sad(int a, int b, unsigned c) { return c + unsigned(a > b ? int64_t(a) - b : int64_t(b) - a); }
+inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return c + (a > b ? a - b : b - a); }
+// Integer averages (halving adds, without overflow); the __half __hadd above is a different overload.
+inline int __hadd(int a, int b) { return int((int64_t(a) + b) >> 1); }
+inline int __rhadd(int a, int b) { return int((int64_t(a) + b + 1) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return unsigned((uint64_t(a) + b) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) { return unsigned((uint64_t(a) + b + 1) >> 1); }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned long long __brevll(unsigned long long x) {
+  return (unsigned long long)(__brev(unsigned(x))) << 32 | __brev(unsigned(x >> 32));
+}
+// Funnel shifts: the 64-bit value hi:lo shifted; _l/_r wrap the amount mod 32, _lc/_rc clamp it to 32.
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  return unsigned(((uint64_t(hi) << 32 | lo) << (s & 31)) >> 32);
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) {
+  return unsigned(((uint64_t(hi) << 32 | lo) << (s > 32 ? 32 : s)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) { return unsigned((uint64_t(hi) << 32 | lo) >> (s & 31)); }
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) {
+  return unsigned((uint64_t(hi) << 32 | lo) >> (s > 32 ? 32 : s));
+}
+// PTX prmt (default mode): each selector nibble picks one of the 8 bytes of b:a.
+inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
+  uint64_t v = uint64_t(b) << 32 | a;
+  unsigned r = 0;
+  for (int k = 0; k < 4; ++k) r |= unsigned((v >> (8 * ((s >> (4 * k)) & 7))) & 0xffu) << (8 * k);
+  return r;
+}
 inline int __mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 
@@ -283,17 +328,76 @@ inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
 inline double min(double a, double b) { return fmin(a, b); }
 inline double max(double a, double b) { return fmax(a, b); }
+// nvcc's mixed overloads: a signed/unsigned pair compares as unsigned, a float/double pair as double.
+inline unsigned min(int a, unsigned b) { return min(unsigned(a), b); }
+inline unsigned min(unsigned a, int b) { return min(a, unsigned(b)); }
+inline unsigned max(int a, unsigned b) { return max(unsigned(a), b); }
+inline unsigned max(unsigned a, int b) { return max(a, unsigned(b)); }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline unsigned long long min(long long a, unsigned long long b) { return min((unsigned long long)a, b); }
+inline unsigned long long min(unsigned long long a, long long b) { return min(a, (unsigned long long)b); }
+inline unsigned long long max(long long a, unsigned long long b) { return max((unsigned long long)a, b); }
+inline unsigned long long max(unsigned long long a, long long b) { return max(a, (unsigned long long)b); }
+inline double min(float a, double b) { return fmin(a, b); }
+inline double min(double a, float b) { return fmin(a, b); }
+inline double max(float a, double b) { return fmax(a, b); }
+inline double max(double a, float b) { return fmax(a, b); }
 
-// Atomics: fibers never preempt each other, so a read-modify-write is atomic by construction.
-template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
-template <class T> inline T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
-template <class T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
-template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
-template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
-template <class T> inline T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
-template <class T> inline T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
-template <class T> inline T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
-template <class T> inline T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+// ---- atomics ----------------------------------------------------------------------------------------------
+// ONE mechanism for every atomic operation: each atomicXxx, atomicInc/Dec and cuda::atomic member goes through
+// emu::atomic_rmw / atomic_load / atomic_store, which call emu::atomic_access(address, bytes, is_write, line)
+// first. That hook is the single place a race detector marks an access as atomic (atomic accesses never race
+// with each other); today it does nothing. Fibers never preempt each other, so the read-modify-write itself
+// is atomic by construction. `line` is the caller's source line (__builtin_LINE() as a default argument).
+// The value parameters are not deduced (nvcc's overloads convert them: atomicAdd(unsigned*, int) is legal).
+namespace emu {
+template <class T> struct same { using type = T; };
+template <class T> using nd = typename same<T>::type;   // a non-deduced context
+template <class T, class F>
+inline T atomic_rmw(T* p, F&& update, int line) {
+  atomic_access(p, sizeof(T), true, line);
+  T old = *p;
+  *p = update(old);
+  return old;
+}
+template <class T>
+inline T atomic_load(const T* p, int line) { atomic_access(p, sizeof(T), false, line); return *p; }
+template <class T>
+inline void atomic_store(T* p, T v, int line) { atomic_access(p, sizeof(T), true, line); *p = v; }
+}  // namespace emu
+#define EMU_ATOMIC_2(NAME, EXPR)                                                                              \
+  template <class T> inline T NAME(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {                      \
+    return ::emu::atomic_rmw(p, [&](T o) -> T { return EXPR; }, line);                                       \
+  }                                                                                                           \
+  template <class T> inline T NAME##_block(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {              \
+    return NAME(p, v, line);                                                                                  \
+  }                                                                                                           \
+  template <class T> inline T NAME##_system(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {             \
+    return NAME(p, v, line);                                                                                  \
+  }
+EMU_ATOMIC_2(atomicAdd, T(o + v))
+EMU_ATOMIC_2(atomicSub, T(o - v))
+EMU_ATOMIC_2(atomicExch, v)
+EMU_ATOMIC_2(atomicMax, o > v ? o : v)
+EMU_ATOMIC_2(atomicMin, o < v ? o : v)
+EMU_ATOMIC_2(atomicAnd, T(o & v))
+EMU_ATOMIC_2(atomicOr, T(o | v))
+EMU_ATOMIC_2(atomicXor, T(o ^ v))
+// PTX atom.inc / atom.dec (unsigned 32-bit): inc wraps to 0 once the old value reaches `v`; dec wraps to `v`
+// when the old value is 0 or above `v`.
+EMU_ATOMIC_2(atomicInc, o >= v ? T(0) : T(o + 1))
+EMU_ATOMIC_2(atomicDec, (o == 0 || o > v) ? v : T(o - 1))
+#undef EMU_ATOMIC_2
+template <class T> inline T atomicCAS(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
+  return ::emu::atomic_rmw(p, [&](T o) -> T { return o == cmp ? v : o; }, line);
+}
+template <class T> inline T atomicCAS_block(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
+  return atomicCAS(p, cmp, v, line);
+}
+template <class T> inline T atomicCAS_system(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
+  return atomicCAS(p, cmp, v, line);
+}
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

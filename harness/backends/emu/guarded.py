@@ -95,9 +95,9 @@ def locate(stderr: str) -> Optional[GuardHit]:
 
 
 def fault_address(stderr: str) -> Optional[str]:
-    """'SIGSEGV (write at address 0x...)' from the worker's report of a memory fault, else None."""
+    """'write at address 0x...' from the worker's report of a memory fault, else None."""
     m = FAULT.search(stderr)
-    return f"{m.group(1)} ({m.group(2)} at address 0x{m.group(3)})" if m else None
+    return f"{m.group(2)} at address 0x{m.group(3)}" if m else None
 
 
 def without_reports(stderr: str) -> str:

@@ -43,6 +43,28 @@ class NativeModule:
             name = lib.emu_kernel_name(i).decode()
             sizes = tuple(lib.emu_kernel_param_size(i, j) for j in range(n))
             self.kernels[name] = NativeKernel(name, lib.emu_kernel(i), sizes)
+        lib.emu_symbol_name.restype = ctypes.c_char_p
+        lib.emu_symbol_addr.restype = ctypes.c_void_p
+        lib.emu_symbol_size.restype = ctypes.c_ulonglong
+        # name -> (address, bytes, writable); the image at load, restored before every run so that no run
+        # sees what an earlier one (or launch) left in a __device__ variable.
+        self.symbols: dict[str, tuple[int, int, bool]] = {}
+        self._symbol_images: dict[str, bytes] = {}
+        for i in range(lib.emu_symbol_count()):
+            name = lib.emu_symbol_name(i).decode()
+            addr, size = lib.emu_symbol_addr(i), int(lib.emu_symbol_size(i))
+            self.symbols[name] = (addr, size, bool(lib.emu_symbol_writable(i)))
+            self._symbol_images[name] = ctypes.string_at(addr, size)
+
+    def reset_symbols(self, values: "dict[str, bytes]") -> None:
+        """Every writable symbol back to its image at load, then the host-set `values` (name -> raw bytes)."""
+        for name, (addr, size, writable) in self.symbols.items():
+            if writable:
+                ctypes.memmove(addr, values.get(name, self._symbol_images[name]), size)
+
+    def symbol_bytes(self, name: str) -> bytes:
+        addr, size, _ = self.symbols[name]
+        return ctypes.string_at(addr, size)
 
     @classmethod
     def bump_progress(cls) -> None:

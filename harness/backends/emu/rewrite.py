@@ -5,7 +5,8 @@ Three source-level changes are needed, everything else is done by macros in emu_
     `static` would persist across blocks and launches and could not be poisoned per block);
   * the inline-PTX int8 tensor-core instruction becomes a call to the runtime's warp collective (g++
     cannot assemble PTX);
-  * a table of launch trampolines, one per `__global__` kernel, is appended.
+  * a table of launch trampolines, one per `__global__` kernel, is appended, and a table of the file-scope
+    `__device__` / `__constant__` variables (the module's symbols: set from the host, reset before every run).
 Line numbers are kept (replacements carry the newlines they remove), so compiler messages and fault
 reports name lines of the source as given. Constructs the runtime cannot run raise UnsupportedConstruct.
 """
@@ -24,7 +25,8 @@ _UNSUPPORTED = [
     (r"<<<", "host-side kernel launch `<<<...>>>`"),
     (r"\btexture\s*<|\btex[123]D\w*\s*\(|\btex1Dfetch\s*\(", "texture fetches"),
     (r"\bsurf[123]D\w*\s*\(", "surface loads/stores"),
-    (r"\bcooperative_groups\b|\bcg::", "cooperative groups"),
+    (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
+     "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
     (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
     (r"\b__syncthreads_(?:count|and|or)\s*\(", "__syncthreads_count/_and/_or"),
     (r"\bcuda[A-Z]\w*\s*\(", "CUDA runtime API calls in device source"),
@@ -41,6 +43,7 @@ class Rewritten:
     source: str                            # full translation unit (rewritten kernels + trampoline table)
     kernels: list[KernelSignature]
     shared_vars: list[tuple[str, int]]     # (name, line) of every rewritten __shared__ declarator
+    symbols: list[str]                     # file-scope __device__ / __constant__ variables, in order
 
 
 def _line_of(text: str, pos: int) -> int:
@@ -226,12 +229,62 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
     return "".join(out), names
 
 
+# ---- module symbols: file-scope __device__ / __constant__ variables --------------------------------------
+_SYMBOL_DECL = re.compile(r"(?:^|(?<=[;}]))\s*((?:(?:static|extern|const|volatile|__device__|__constant__|__managed__)\s+)*"
+                          r"(?:__device__|__constant__)\b[^;{]*)", re.M)
+
+
+def _declarator_name(text: str) -> "str | None":
+    """The variable a declarator declares: `name`, `name[N]`, `(*name)(args)` (function pointer); None for a
+    function."""
+    text = text.split("=", 1)[0].strip()
+    fp = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(", text)
+    if fp:
+        return fp.group(1)
+    if "(" in text:
+        return None
+    m = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$", text)
+    return m.group(1) if m else None
+
+
+def device_symbols(clean: str) -> list[str]:
+    """Names of the variables declared `__device__` or `__constant__` at file scope (not functions)."""
+    names: list[str] = []
+    depth = _BraceDepth(clean)
+    for m in _SYMBOL_DECL.finditer(clean):
+        decl = m.group(1)
+        if depth.at(m.start(1)) != 0 or "__global__" in decl:
+            continue
+        end = m.end(1)
+        if end < len(clean) and clean[end] == "{" and "=" not in decl:       # a function definition
+            continue
+        if "=" in decl:       # the initializer may hold braces: the declaration runs to the next top-level ';'
+            stop = end
+            while stop < len(clean) and clean[stop] != ";":
+                stop = _matching(clean, stop, "{", "}") + 1 if clean[stop] == "{" else stop + 1
+            decl = clean[m.start(1):stop]
+        parts = _split_top(decl, ",")
+        first = _declarator_name(re.sub(r"\b(?:static|extern|const|volatile|__device__|__constant__)\b", " ",
+                                        parts[0]))
+        if first is None:
+            continue
+        names.append(first)
+        for extra in parts[1:]:
+            n = _declarator_name(extra)
+            if n:
+                names.append(n)
+    return names
+
+
 # ---- trampolines ------------------------------------------------------------------------------------------
-def _table(kernels: list[KernelSignature]) -> str:
+def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
     rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<&::{k.name}>, ::emu::arity(&::{k.name}), '
                       f"::emu::param_sizes(&::{k.name})}}" for k in kernels)
     n = len(kernels)
+    # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.
+    syms = ",\n".join(f'  {{"{v}", (void*)(&::{v}), sizeof(::{v}), '
+                       f"!std::is_const<std::remove_all_extents<decltype(::{v})>::type>::value}}" for v in symbols)
     return f"""
 #line 1 "<emu-trampolines>"
 namespace emu {{ namespace {{
@@ -244,6 +297,17 @@ EMU_EXPORT const void* emu_kernel(int i) {{ return &::emu::g_kernel_table[i]; }}
 EMU_EXPORT const char* emu_kernel_name(int i) {{ return ::emu::g_kernel_table[i].name; }}
 EMU_EXPORT int emu_kernel_nparams(int i) {{ return ::emu::g_kernel_table[i].nparams; }}
 EMU_EXPORT int emu_kernel_param_size(int i, int j) {{ return ::emu::g_kernel_table[i].sizes[j]; }}
+namespace emu {{ namespace {{
+struct SymbolEntry {{ const char* name; void* addr; unsigned long long bytes; bool writable; }};
+const SymbolEntry g_symbol_table[] = {{
+{syms or '  {nullptr, nullptr, 0, false}'}
+}};
+}} }}
+EMU_EXPORT int emu_symbol_count() {{ return {len(symbols)}; }}
+EMU_EXPORT const char* emu_symbol_name(int i) {{ return ::emu::g_symbol_table[i].name; }}
+EMU_EXPORT void* emu_symbol_addr(int i) {{ return ::emu::g_symbol_table[i].addr; }}
+EMU_EXPORT unsigned long long emu_symbol_size(int i) {{ return ::emu::g_symbol_table[i].bytes; }}
+EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].writable; }}
 """
 
 
@@ -264,6 +328,7 @@ def rewrite(code: str, filename: str = "kernel.cu") -> Rewritten:
         seen[k.name] = k.line
     body = _rewrite_asm(clean)
     body, shared = _rewrite_shared(body)
+    symbols = device_symbols(body)
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
-    tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels)}'
-    return Rewritten(tu, kernels, shared)
+    tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
+    return Rewritten(tu, kernels, shared, symbols)

@@ -9,7 +9,8 @@ from typing import Optional
 
 import numpy as np
 
-from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer
+from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
+from harness.backends.guards import guard_fault
 
 from . import checks, guarded
 from .native import FAULT_NAMES, NativeModule
@@ -71,6 +72,7 @@ class LaunchSpec:
     sanitize: bool
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
     staging_size: int = 0                            # size of the shared file holding Staged arguments
+    symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
 
 
 @dataclass
@@ -139,10 +141,11 @@ class DeviceBuffer:
             self.mod.lib.emu_free(self.ptr)
             self.ptr = 0
 
-    def damage(self) -> Optional[tuple[str, int]]:
+    def bands(self) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """The guard bands before and after the data (None under AddressSanitizer, which has none)."""
         if self.sanitize:
             return None
-        return checks.guard_damage(self.raw, GUARD_BYTES, self.nbytes, SENTINEL_BYTE)
+        return self.raw[:GUARD_BYTES], self.raw[GUARD_BYTES + self.nbytes:]     # to the end of the last page
 
 
 @dataclass
@@ -160,7 +163,18 @@ def _meta(a) -> tuple[tuple[int, ...], np.dtype]:
     return (a.shape, a.dtype)
 
 
-def _argv(spec: LaunchSpec, bufs: dict[int, _Buffer]):
+def _by_value(mod: NativeModule, a: "Struct | Symbol", resident: dict[int, Resident]) -> np.void:
+    """The raw bytes of a by-value aggregate: a module symbol's contents, or a struct with its pointer fields
+    set to the addresses of resident buffers."""
+    if isinstance(a, Symbol):
+        return np.void(mod.symbol_bytes(a.name))
+    raw = bytearray(a.value.tobytes())
+    for off, buf in a.pointers:
+        raw[off:off + 8] = int(resident[buf.id].storage.ptr).to_bytes(8, sys.byteorder)
+    return np.void(bytes(raw))
+
+
+def _argv(spec: LaunchSpec, bufs: dict[int, DeviceBuffer]):
     keep, addrs = [], []
     for i, a in enumerate(spec.args):
         if i in bufs:
@@ -173,17 +187,17 @@ def _argv(spec: LaunchSpec, bufs: dict[int, _Buffer]):
     return (ctypes.c_void_p * max(1, len(addrs)))(*addrs), keep
 
 
-def _guard_fault(spec: LaunchSpec, i: int, side: str, off: int, sched: Schedule) -> str:
+def _guard_fault(spec: LaunchSpec, i: int, buf: "DeviceBuffer", sched: Schedule) -> Optional[str]:
+    """The OutOfBounds detail when argument i's guard bands changed, else None."""
+    bands = buf.bands()
+    if bands is None:
+        return None
     shape, dtype = _meta(spec.args[i])
-    size, elem = int(np.prod(shape, dtype=np.int64)), dtype.itemsize
-    if side == "after":
-        first = size + off // elem
-        pos = f"{off + 1} byte(s) past its end (element {first} of {size})"
-    else:
-        pos = f"{off} byte(s) before its start (element {-((off + elem - 1) // elem)})"
-    what = f", resident {spec.args[i]}" if isinstance(spec.args[i], Buffer) else ""
-    return (f"write to '{spec.names[i]}' (arg {i}, {size} x {dtype}{what}) {pos}: its guard band changed "
-            f"(schedule {sched})")
+    size = int(np.prod(shape, dtype=np.int64))
+    resident = f", resident {spec.args[i]}" if isinstance(spec.args[i], Buffer) else ""
+    detail = guard_fault(f"'{spec.names[i]}' (arg {i}, {size} x {dtype}{resident})", *bands, buf.nbytes,
+                         dtype.itemsize)
+    return None if detail is None else f"{detail} (schedule {sched})"
 
 
 def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None,
@@ -195,6 +209,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    mod.reset_symbols(spec.symbols)
+    spec.args = [_by_value(mod, a, resident) if isinstance(a, (Struct, Symbol)) else a for a in spec.args]
     staged = staged or {}
     arrays = [i for i, a in enumerate(spec.args) if _is_array(a)]
     in_place = {i: resident[spec.args[i].id].storage for i in arrays
@@ -230,6 +246,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
                       flush=True)
             argv, keep = _argv(spec, bufs)
+            mod.reset_symbols(spec.symbols)
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
@@ -242,7 +259,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             if r == 0:
                 out.printf = mod.printf_output()
             results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
-            damaged = [(i, bufs[i].damage()) for i in arrays]
+            damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
             for i in copied:
                 bufs[i].release()
             if rc:
@@ -252,7 +269,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             for i, dmg in damaged:
                 if dmg:
                     out.arrays = _returned(spec, results)
-                    out.fault = ("OutOfBounds", _guard_fault(spec, i, *dmg, sched) + _on(sample, nblocks))
+                    out.fault = ("OutOfBounds", dmg + _on(sample, nblocks))
                     return out
             runs.append(results)
             del keep

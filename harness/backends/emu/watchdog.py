@@ -13,6 +13,7 @@ ENV = "QCONFORM_EMU_PROGRESS_FD"
 
 class ProgressCounter:
     """One 64-bit counter in an anonymous shared memory file (Linux memfd), inherited by the worker."""
+    env = ENV       # the variable that names the file to the worker
 
     def __init__(self, fd: Optional[int] = None):
         self.owner = fd is None
@@ -27,6 +28,9 @@ class ProgressCounter:
 
     def bump(self) -> None:
         self.cell.value += 1
+
+    def value(self) -> int:
+        return int(self.cell.value)
 
     def advanced(self) -> bool:
         """True when the counter moved since the last call."""

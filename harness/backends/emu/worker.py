@@ -11,7 +11,7 @@ import traceback
 def main() -> int:
     reply_fd = os.dup(1)
     os.dup2(2, 1)      # stray prints must not corrupt the reply channel
-    from . import protocol
+    from harness.backends import protocol
     protocol.die_with_parent()
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
@@ -21,11 +21,10 @@ def main() -> int:
     from harness.backends.base import GUARD_BYTES
     from . import sandbox
 
-    limits = os.environ.get(sandbox.ENV)
+    limits = sandbox.Limits.from_env(os.environ[sandbox.ENV]) if os.environ.get(sandbox.ENV) else None
     memory_limit = 0
-    if limits:      # after every import the worker needs, before any kernel library is loaded
+    if limits is not None:      # after every import the worker needs, before any kernel library is loaded
         try:
-            limits = sandbox.Limits.from_env(limits)
             sandbox.apply(limits)
             memory_limit = (limits.memory_mb or 0) << 20
         except Exception as exc:   # run nothing unsandboxed: the parent reports the reason
@@ -49,11 +48,14 @@ def main() -> int:
             if req["op"] == "load":
                 mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
                 reply = {"ok": {k: v.param_sizes for k, v in mod.kernels.items()}}
+            elif req["op"] == "symbols":
+                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
+                reply = {"ok": {k: (size, writable) for k, (_, size, writable) in mod.symbols.items()}}
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
-                raws = shared.views({i: a for i, a in enumerate(spec.args) if isinstance(a, staging.Staged)},
-                                    spec.staging_size)
+                staged = {i: a for i, a in enumerate(spec.args) if isinstance(a, staging.Staged)}
+                raws = shared.views(staged, spec.staging_size) if staged else {}
                 for i, raw in raws.items():   # the staged data, seen as the array it was
                     a = spec.args[i]
                     spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
@@ -78,8 +80,11 @@ def main() -> int:
                 reply = {"ok": None}
             else:
                 reply = {"error": f"unknown request {req['op']!r}"}
-        except MemoryError:  # the worker's memory limit, reached by the tool's own buffers
-            reply = {"memory": traceback.format_exc(limit=-3)}
+        except MemoryError as exc:  # the worker's memory limit, reached by the tool's own buffers: unchecked
+            limit = limits.describe() if limits is not None else "the machine's"
+            reply = {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached while it "
+                                                    f"prepared buffers ({exc}); the tool's limit, not the kernel's "
+                                                    "(raise memory_limit_mb)")}
         except Exception:  # reported to the caller, the worker stays up
             reply = {"error": traceback.format_exc()}
         protocol.send(reply_fd, reply)

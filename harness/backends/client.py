@@ -1,6 +1,7 @@
 """The parent side of a worker process (the emu backend's, the gpu backend's): start, request with a time
 limit, detect death, kill and restart. A worker announces each step it enters on stderr as a line
-`<prefix><step>`, so that a timeout or a crash can say where the work was."""
+`<prefix><step>`, so that a timeout or a crash can say where the work was. What a timeout or a death means
+for the caller (which KernelFault) is harness.backends.faults' job."""
 from __future__ import annotations
 
 import os
@@ -11,11 +12,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Mapping, Optional, Protocol
 
-from . import protocol, staging, watchdog
+from . import protocol
 
-_REPO_ROOT = str(Path(__file__).resolve().parents[3])
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 # A new worker imports numpy and the harness before it can count progress: on a loaded machine that takes
@@ -39,20 +40,35 @@ class WorkerTimedOut(Exception):
         super().__init__(last_step)
 
 
+class ProgressCounter(Protocol):
+    """A counter the worker advances as it works, shared with the parent through an inherited file
+    (harness.backends.emu.watchdog's): `env` names the variable that tells the worker its descriptor."""
+    env: str
+    fd: int
+
+    def advanced(self) -> bool: ...
+
+    def value(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class Worker:
     """One worker process, started on the first request and again after it was stopped or died.
 
     module: the worker's `python -m` module; step_prefix: how it marks its steps on stderr; first_step: the
     step named when it died or hung before announcing one. `generation` counts the starts, so that a caller
     can tell that state kept in an earlier process (loaded modules, resident buffers) is gone.
-    watch_progress: the worker counts finished blocks in a shared counter, and the time limit restarts at each
-    (the emu's per-block limit); stage_large_args: large arrays travel through shared memory (the emu
-    worker reads them there). A worker without them (the gpu's) gets a plain limit per request."""
+    progress: makes a fresh shared counter for each process the worker starts; the worker counts finished
+    work in it (the emu: every block), and the time limit restarts at each count (the emu's per-block limit).
+    Without it (the gpu's worker) the limit bounds the whole request. inherit: environment variable -> file
+    descriptor the worker inherits (the emu's shared staging file); the caller owns those files.
+    preload: a library the worker loads first (LD_PRELOAD: AddressSanitizer's runtime). extra_env: more
+    environment for the worker (the emu's sandbox limits)."""
 
-    def __init__(self, preload: Optional[str] = None, module: str = "harness.backends.emu.worker",
-                 step_prefix: str = "emu-worker: ", first_step: str = "before the first schedule",
-                 watch_progress: bool = True, stage_large_args: bool = True,
-                 extra_env: Optional[dict[str, str]] = None):
+    def __init__(self, module: str, step_prefix: str, first_step: str, *, preload: Optional[str] = None,
+                 progress: "Optional[Callable[[], ProgressCounter]]" = None,
+                 inherit: "Mapping[str, int] | None" = None, extra_env: "Mapping[str, str] | None" = None):
         self.preload = preload
         self.extra_env = dict(extra_env or {})
         self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
@@ -60,12 +76,9 @@ class Worker:
         self.err = None
         self.err_mark = 0
         self.generation = 0      # counts worker processes started: state held by an earlier one is gone
-        self.progress: Optional[watchdog.ProgressCounter] = None
-        # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
-        # exact heap allocations)
-        self.watch_progress = watch_progress
-        self.staging = (staging.StagingArea() if stage_large_args and staging.available() and not preload
-                        else None)
+        self.make_progress = progress
+        self.progress: Optional[ProgressCounter] = None
+        self.inherit = dict(inherit or {})
 
     def _start(self) -> None:
         self.generation += 1
@@ -79,13 +92,13 @@ class Worker:
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
         self.err = tempfile.TemporaryFile()
         fds: tuple[int, ...] = ()
-        if self.watch_progress and watchdog.available():
-            self.progress = watchdog.ProgressCounter()
-            env[watchdog.ENV] = str(self.progress.fd)
+        if self.make_progress is not None:
+            self.progress = self.make_progress()
+            env[self.progress.env] = str(self.progress.fd)
             fds = (self.progress.fd,)
-        if self.staging is not None:
-            env[staging.ENV] = str(self.staging.fd)
-            fds += (self.staging.fd,)
+        for name, fd in self.inherit.items():
+            env[name] = str(fd)
+            fds += (fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds,
                                      start_new_session=True)
@@ -122,7 +135,7 @@ class Worker:
                 counter, proc, started = self.progress, self.proc, self.started
 
                 def alive() -> bool:   # progress made, or a worker still starting (it counts once when ready)
-                    starting = counter.cell.value == 0 and time.monotonic() - started < STARTUP_LIMIT_S
+                    starting = counter.value() == 0 and time.monotonic() - started < STARTUP_LIMIT_S
                     return counter.advanced() or (starting and proc.poll() is None)
                 counter.advanced()     # start from the current count
             return protocol.receive(self.proc.stdout.fileno(), timeout_s, alive)
@@ -143,13 +156,6 @@ class Worker:
             tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(self.step_prefix))[-20000:]
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
-
-    def shutdown(self) -> None:
-        """Stop the worker and release the shared memory (the backend is done)."""
-        self.close()
-        if self.staging is not None:
-            self.staging.close()
-            self.staging = None
 
     def close(self) -> None:
         if self.proc is not None:

@@ -1,0 +1,63 @@
+"""Labelled corpus files: a CUDA source whose leading comment says whether it races, which class of race it
+stands for, and how to launch it:
+
+    // qconform-race: racy            (or: race-free)
+    // class: shared write-write by every thread on one slot whose value never reaches an output
+    // launch: KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]
+    // args: name:dtype[count]=fill ... (see harness.racescan.spec)
+    // differential: missed ...      (optional: a race no thread schedule can show, e.g. coinciding values)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .spec import ArgSpec, parse_args
+
+LABELS = ("racy", "race-free")
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    path: Path
+    source: str
+    racy: bool
+    what: str                          # the class of race (or of race-free twin) the kernel stands for
+    kernel: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shared_bytes: int
+    args: list[ArgSpec]
+    differential_sees: bool            # whether differing thread schedules can show the race (racy entries)
+
+
+def _dims(text: str, what: str, path: Path) -> tuple[int, ...]:
+    if not re.fullmatch(r"\d+(,\d+){0,2}", text):
+        raise ValueError(f"{path}: launch {what}={text!r} is not 1 to 3 comma-separated sizes")
+    return tuple(int(v) for v in text.split(","))
+
+
+def read_entry(path: "str | Path") -> CorpusEntry:
+    path = Path(path)
+    source = path.read_text()
+    header: dict[str, str] = {}
+    for line in source.splitlines():
+        m = re.match(r"^//\s*(qconform-race|class|launch|args|differential):\s*(.*?)\s*$", line)
+        if m:
+            header[m.group(1)] = m.group(2)
+        elif not line.startswith("//"):
+            break
+    missing = [k for k in ("qconform-race", "class", "launch", "args") if k not in header]
+    if missing:
+        raise ValueError(f"{path}: the header lacks {', '.join(missing)} (see harness.racescan.corpus)")
+    if header["qconform-race"] not in LABELS:
+        raise ValueError(f"{path}: label {header['qconform-race']!r} is not one of {', '.join(LABELS)}")
+    launch = header["launch"].split()
+    fields = dict(f.split("=", 1) for f in launch[1:] if "=" in f)
+    if not launch or "grid" not in fields or "block" not in fields or set(fields) - {"grid", "block", "shared"}:
+        raise ValueError(f"{path}: launch {header['launch']!r} is not `KERNEL grid=.. block=.. [shared=..]`")
+    return CorpusEntry(path, source, header["qconform-race"] == "racy", header["class"], launch[0],
+                       _dims(fields["grid"], "grid", path), _dims(fields["block"], "block", path),
+                       int(fields.get("shared", "0")), parse_args(header["args"]),
+                       not header.get("differential", "").startswith("missed"))

@@ -1,0 +1,86 @@
+"""Argument specs of a race scan, and the arrays they generate from a seed.
+
+One spec per kernel parameter, in order, written `name:dtype[count]=fill` for an array (pointer parameter)
+and `name:dtype=value` for a by-value scalar; `!out` after an array makes it a checked output (poisoned
+before the launch, must be written in full). Fills: `zeros` (the default), `iota`, a number (every element),
+`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+_SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>[a-z0-9]+)(?:\[(?P<count>\d+)\])?"
+                   r"(?:=(?P<fill>[^!]+))?(?P<out>!out)?$")
+_RANDOM = re.compile(r"^random\((?P<lo>-?[\d.]+),(?P<hi>-?[\d.]+)\)$")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    dtype: np.dtype
+    count: Optional[int]        # None: a by-value scalar
+    fill: str
+    output: bool
+
+    def __str__(self) -> str:
+        shape = "" if self.count is None else f"[{self.count}]"
+        return f"{self.name}:{self.dtype.name}{shape}={self.fill}{'!out' if self.output else ''}"
+
+
+def parse_args(text: str) -> list[ArgSpec]:
+    """Specs separated by whitespace; a ValueError names the spec and the rule it breaks."""
+    specs = []
+    for item in text.split():
+        m = _SPEC.match(item)
+        if not m:
+            raise ValueError(f"args: {item!r} is not `name:dtype[count]=fill[!out]` or `name:dtype=value`")
+        try:
+            dtype = np.dtype(m.group("dtype"))
+        except TypeError:
+            raise ValueError(f"args: {item!r}: unknown dtype {m.group('dtype')!r}") from None
+        count = None if m.group("count") is None else int(m.group("count"))
+        fill = m.group("fill") or ("zeros" if count is not None else "")
+        if count is None and (not fill or m.group("out")):
+            raise ValueError(f"args: {item!r}: a scalar needs `=value` and cannot be an output")
+        if count == 0:
+            raise ValueError(f"args: {item!r}: an array needs at least one element")
+        if fill not in ("zeros", "iota") and not _RANDOM.match(fill):
+            try:
+                float(fill)
+            except ValueError:
+                raise ValueError(f"args: {item!r}: fill {fill!r} is not zeros, iota, a number or random(lo,hi)") \
+                    from None
+        if count is not None and m.group("out") and fill != "zeros":
+            raise ValueError(f"args: {item!r}: an output is poisoned before the launch; it takes no fill")
+        specs.append(ArgSpec(m.group("name"), dtype, count, fill, bool(m.group("out"))))
+    return specs
+
+
+def _filled(spec: ArgSpec, rng: np.random.Generator) -> np.ndarray:
+    n = spec.count if spec.count is not None else 1
+    m = _RANDOM.match(spec.fill)
+    if spec.fill == "zeros":
+        return np.zeros(n, spec.dtype)
+    if spec.fill == "iota":
+        return np.arange(n).astype(spec.dtype)
+    if m:
+        lo, hi = float(m.group("lo")), float(m.group("hi"))
+        if spec.dtype.kind in "iub":
+            return rng.integers(int(lo), int(hi), n).astype(spec.dtype)
+        return rng.uniform(lo, hi, n).astype(spec.dtype)
+    return np.full(n, float(spec.fill) if spec.dtype.kind == "f" else int(float(spec.fill)), spec.dtype)
+
+
+def make_args(specs: list[ArgSpec], seed: int) -> tuple[list, tuple[int, ...]]:
+    """The launch arguments and output indices of `specs`, every random value drawn from `seed`."""
+    rng = np.random.default_rng(seed)
+    args, outputs = [], []
+    for i, s in enumerate(specs):
+        a = _filled(s, rng)
+        args.append(a if s.count is not None else a[0])
+        if s.output:
+            outputs.append(i)
+    return args, tuple(outputs)

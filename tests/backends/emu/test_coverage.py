@@ -1,0 +1,269 @@
+"""CUDA constructs that hand-written kernels use beyond qconform's own: atomics overloads and wrap-around
+atomics, integer intrinsics, __CUDA_ARCH__, cooperative groups. Each runs a small kernel on emu and checks the
+result against values computed here from the CUDA definitions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ATOMICS = r"""
+__global__ void atomics(unsigned int* u, int* s, unsigned long long* ull, float* f, unsigned* inc, unsigned* dec,
+                        unsigned* cas) {
+  int t = threadIdx.x;
+  atomicAdd(&u[0], 1);              // unsigned int*, int: nvcc converts the value
+  atomicAdd(u + 1, t);
+  atomicSub(&s[0], 2u);             // int*, unsigned
+  atomicMax(&s[1], t);
+  atomicMin(&s[2], -t);
+  atomicAdd(&ull[0], 1);            // unsigned long long*, int
+  atomicOr(&u[2], 1u << (t % 32));
+  atomicXor(&u[3], 1);
+  atomicAnd(&u[4], ~(1u << (t % 32)));
+  atomicAdd(&f[0], 0.5f);
+  atomicExch(&f[1], 3.0f);
+  atomicInc(&inc[0], 4u);           // wraps to 0 after reaching 4: 0 1 2 3 4 0 1 ...
+  atomicDec(&dec[0], 5u);           // wraps to 5 when 0: ... 1 0 5 4 ...
+  atomicDec(&dec[1], 5u);           // starts above 5: set to 5 first
+  if (atomicCAS(&cas[0], 0u, 7u) == 0u) atomicAdd(&cas[1], 1u);   // exactly one CAS succeeds
+  atomicAdd_block(&s[3], 1);
+  atomicAdd_system(&s[4], 1);
+}
+"""
+
+
+def test_atomic_overloads_and_wraparound(load):
+    mod = load(ATOMICS)
+    n = 70
+    u = np.array([0, 0, 0, 0, 0xFFFFFFFF], np.uint32)
+    s = np.array([100, -5, 0, 0, 0], np.int32)
+    ull = np.array([2**40], np.uint64)
+    f = np.zeros(2, np.float32)
+    inc = np.zeros(1, np.uint32)
+    dec = np.array([2, 9], np.uint32)
+    cas = np.zeros(2, np.uint32)
+    mod.launch("atomics", (1,), (n,), 0, [u, s, ull, f, inc, dec, cas])
+    assert u[0] == n and u[1] == sum(range(n))
+    assert u[2] == 0xFFFFFFFF and u[3] == n % 2 and u[4] == 0
+    assert s[0] == 100 - 2 * n and s[1] == n - 1 and s[2] == -(n - 1) and s[3] == n and s[4] == n
+    assert ull[0] == 2**40 + n
+    assert f[0] == 0.5 * n and f[1] == 3.0
+    v = 0
+    for _ in range(n):                       # atom.inc: ((old >= 4) ? 0 : old + 1)
+        v = 0 if v >= 4 else v + 1
+    assert inc[0] == v
+    for k, start in enumerate((2, 9)):       # atom.dec: ((old == 0 || old > 5) ? 5 : old - 1)
+        v = start
+        for _ in range(n):
+            v = 5 if v == 0 or v > 5 else v - 1
+        assert dec[k] == v
+    assert cas[0] == 7 and cas[1] == 1
+
+
+INTRINSICS = r"""
+__global__ void intr(const int* a, const int* b, int* out, unsigned* uout, long long* lout) {
+  int i = threadIdx.x;
+  int x = a[i], y = b[i];
+  unsigned ux = (unsigned)x, uy = (unsigned)y;
+  out[8 * i + 0] = __mul24(x, y);
+  uout[8 * i + 0] = __umul24(ux, uy);
+  uout[8 * i + 1] = __umulhi(ux, uy);
+  out[8 * i + 1] = __mulhi(x, y);
+  uout[8 * i + 2] = __sad(x, y, 7u);
+  uout[8 * i + 3] = __usad(ux, uy, 0u);
+  out[8 * i + 2] = __hadd(x, y);
+  out[8 * i + 3] = __rhadd(x, y);
+  uout[8 * i + 4] = __funnelshift_l(ux, uy, (unsigned)i);
+  uout[8 * i + 5] = __funnelshift_r(ux, uy, (unsigned)i);
+  uout[8 * i + 6] = __byte_perm(ux, uy, 0x5140u + (unsigned)i);
+  uout[8 * i + 7] = min(x, uy);                // nvcc's mixed overload: compared as unsigned
+  out[8 * i + 4] = __clzll((long long)x);
+  out[8 * i + 5] = max(-1, 2);
+  lout[i] = __mul64hi((long long)x << 20, (long long)y << 20);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  out[8 * i + 6] = __CUDA_ARCH__;
+#else
+  out[8 * i + 6] = -1;
+#endif
+  out[8 * i + 7] = 0;
+}
+"""
+
+
+def _s24(v):
+    v = int(v) & 0xFFFFFF
+    return v - (1 << 24) if v & 0x800000 else v
+
+
+def _wrap32(v, signed):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if signed and v & 0x80000000 else v
+
+
+def test_integer_intrinsics_match_their_ptx_definitions(load):
+    mod = load(INTRINSICS)
+    rng = np.random.default_rng(17)            # seed recorded here
+    n = 32
+    a = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    a[:4] = [0x00FFFFFF, -1, 0x7FFFFF, 5]
+    b[:4] = [0x00FFFFFF, 3, 0x800000, -7]
+    out = np.zeros(8 * n, np.int32)
+    uout = np.zeros(8 * n, np.uint32)
+    lout = np.zeros(n, np.int64)
+    mod.launch("intr", (1,), (n,), 0, [a, b, out, uout, lout], outputs=(2, 3, 4))
+    for i in range(n):
+        x, y = int(a[i]), int(b[i])
+        ux, uy = x & 0xFFFFFFFF, y & 0xFFFFFFFF
+        o, u = out[8 * i:8 * i + 8], uout[8 * i:8 * i + 8]
+        assert o[0] == _wrap32(_s24(x) * _s24(y), True), i
+        assert u[0] == ((ux & 0xFFFFFF) * (uy & 0xFFFFFF)) & 0xFFFFFFFF, i
+        assert u[1] == (ux * uy) >> 32 and o[1] == (x * y) >> 32, i
+        assert u[2] == (abs(x - y) + 7) & 0xFFFFFFFF and u[3] == abs(ux - uy), i
+        assert o[2] == (x + y) >> 1 and o[3] == (x + y + 1) >> 1, i
+        hl = (uy << 32) | ux
+        assert u[4] == ((hl << (i % 32)) >> 32) & 0xFFFFFFFF and u[5] == (hl >> (i % 32)) & 0xFFFFFFFF, i
+        sel = 0x5140 + i
+        expect = sum(((hl >> (8 * ((sel >> (4 * k)) & 7))) & 0xFF) << (8 * k) for k in range(4))
+        assert u[6] == expect, i
+        assert u[7] == min(ux, uy), i
+        assert o[4] == (64 if x == 0 else 64 - (x & 0xFFFFFFFFFFFFFFFF).bit_length()), i
+        assert o[5] == 2 and o[6] == 900, i
+        assert lout[i] == ((x << 20) * (y << 20)) >> 64, i
+
+
+COOP = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void coop(const int* in, int* out, int* tile_sums) {
+  cg::thread_block block = cg::this_thread_block();
+  __shared__ int buf[128];
+  unsigned r = block.thread_rank();
+  buf[r] = in[r];
+  block.sync();
+  out[r] = buf[(r + 1) % block.size()];       // a neighbour's value: correct only after the block sync
+  cg::sync(block);
+  cg::thread_block_tile<16> tile = cg::tiled_partition<16>(block);
+  int v = in[r];
+  for (int d = 8; d > 0; d /= 2) v += tile.shfl_down(v, d);
+  tile.sync();
+  if (tile.thread_rank() == 0) tile_sums[r / 16] = v;
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  if (warp.ballot(in[r] > 0) == 0xffffffffu && warp.thread_rank() == 0) out[r] += 1000;
+}
+"""
+
+
+def test_cooperative_groups_block_and_tiles(load):
+    mod = load(COOP)
+    rng = np.random.default_rng(5)
+    inp = rng.integers(1, 100, 128).astype(np.int32)
+    out = np.zeros(128, np.int32)
+    sums = np.zeros(8, np.int32)
+    mod.launch("coop", (1,), (128,), 0, [inp, out, sums], outputs=(1, 2))
+    expect = np.roll(inp, -1)
+    expect[::32] += 1000
+    assert np.array_equal(out, expect)
+    assert np.array_equal(sums, inp.reshape(8, 16).sum(axis=1))
+
+
+def test_grid_groups_are_reported_unsupported(load):
+    from harness.backends.base import UnsupportedConstruct
+    src = "#include <cooperative_groups.h>\n__global__ void k(int* o) { cooperative_groups::this_grid().sync(); o[0] = 1; }\n"
+    with pytest.raises(UnsupportedConstruct, match="grid sync"):
+        load(src)
+
+
+BYVALUE = r"""
+struct Params { int n; float scale; float taps[3]; };            // a fixed array inside a struct
+struct Graph { int nodes; int edges; const int* nindex; const int* nlist; };
+typedef int (*op_t)(int, int);
+__device__ int add(int a, int b) { return a + b; }
+__device__ int mul(int a, int b) { return a * b; }
+__device__ op_t d_add = add;
+__device__ op_t d_mul = mul;
+__constant__ float c_bias[4] = {1.0f, 2.0f, 3.0f, 4.0f};         // initialised at file scope
+__constant__ int c_offset;                                         // set from the host
+__device__ int d_launches;                                         // written by the kernel: reset before every run
+
+__global__ void structs(const Params p, const float* x, float* y) {
+  int i = threadIdx.x;
+  if (i < p.n) y[i] = p.scale * (p.taps[0] * x[i] + p.taps[1] + p.taps[2]) + c_bias[i % 4] + (float)c_offset;
+}
+__global__ void degrees(const Graph g, int* deg) {
+  int v = threadIdx.x;
+  if (v < g.nodes) { int s = 0; for (int e = g.nindex[v]; e < g.nindex[v + 1]; e++) s += g.nlist[e]; deg[v] = s; }
+}
+__global__ void apply(op_t op, int (*op2)(int, int), const int* a, int* out) {
+  int i = threadIdx.x;
+  if (i == 0) d_launches += 1;
+  __syncthreads();
+  out[i] = op2(op(a[i], i), d_launches);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def byvalue(load):
+    return load(BYVALUE)
+
+
+def test_struct_with_fixed_array_by_value_and_constants(byvalue):
+    params = np.dtype([("n", "<i4"), ("scale", "<f4"), ("taps", "<f4", (3,))])
+    p = np.zeros((), params)[()]
+    p["n"], p["scale"], p["taps"] = 5, 2.0, (3.0, 0.5, 0.25)
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    byvalue.set_symbol("c_offset", np.int32(10))
+    byvalue.launch("structs", (1,), (8,), 0, [p, x, y])
+    bias = np.array([1, 2, 3, 4, 1, 2, 3, 4], np.float32)
+    expect = np.where(np.arange(8) < 5, 2.0 * (3.0 * x + 0.75) + bias + 10.0, 0.0).astype(np.float32)
+    assert np.array_equal(y, expect)
+    with pytest.raises(ValueError, match="compiled struct is 20 bytes"):
+        byvalue.launch("structs", (1,), (8,), 0, [np.zeros((), [("n", "<i4")])[()], x, y])
+    with pytest.raises(ValueError, match="symbol 'c_offset' is 4 bytes"):
+        byvalue.set_symbol("c_offset", np.int64(1))
+    with pytest.raises(ValueError, match="no file-scope __device__ or __constant__ variable 'nope'"):
+        byvalue.set_symbol("nope", np.int32(1))
+
+
+def test_struct_with_device_pointers_to_resident_buffers(byvalue):
+    from harness.backends.base import Struct
+    nindex = byvalue.alloc("nindex", (4,), np.int32, np.array([0, 2, 3, 5], np.int32))
+    nlist = byvalue.alloc("nlist", (5,), np.int32, np.array([7, 1, 4, 2, 9], np.int32))
+    graph = np.dtype([("nodes", "<i4"), ("edges", "<i4"), ("nindex", "<u8"), ("nlist", "<u8")])
+    g = np.zeros((), graph)[()]
+    g["nodes"], g["edges"] = 3, 5
+    deg = np.zeros(3, np.int32)
+    byvalue.launch("degrees", (1,), (32,), 0, [Struct(g, ((8, nindex), (16, nlist))), deg], outputs=(1,))
+    assert list(deg) == [8, 4, 11]
+    with pytest.raises(ValueError, match="pointer offset 4 must be a multiple of 8"):
+        byvalue.launch("degrees", (1,), (32,), 0, [Struct(g, ((4, nindex),)), deg], outputs=(1,))
+
+
+def test_function_pointers_from_device_symbols(byvalue):
+    from harness.backends.base import Symbol
+    a = np.arange(32, dtype=np.int32)
+    out = np.zeros(32, np.int32)
+    # d_launches is reset before every schedule's run: each run sees 1, so the schedules agree.
+    byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_add"), Symbol("d_mul"), a, out], outputs=(3,))
+    assert np.array_equal(out, (a + np.arange(32)) * 1)
+    byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_mul"), Symbol("d_add"), a, out], outputs=(3,))
+    assert np.array_equal(out, a * np.arange(32) + 1)
+    with pytest.raises(ValueError, match="function-pointer parameter takes Symbol"):
+        byvalue.launch("apply", (1,), (32,), 0, [Symbol("d_add"), np.uint64(0), a, out], outputs=(3,))
+    with pytest.raises(ValueError, match="'op_t' .a struct, or a typedef'd function pointer. takes"):
+        byvalue.launch("apply", (1,), (32,), 0, [np.uint64(0), Symbol("d_add"), a, out], outputs=(3,))
+    with pytest.raises(ValueError, match="symbol 'c_bias' is 16 bytes, the parameter 8"):
+        byvalue.launch("apply", (1,), (32,), 0, [Symbol("c_bias"), Symbol("d_add"), a, out], outputs=(3,))
+
+
+def test_signatures_and_symbols_are_read_from_source():
+    from cudasrc.signatures import kernel_signatures
+    from harness.backends.emu.rewrite import device_symbols
+    sig, = kernel_signatures("static __global__ void k(const Graph g, int (*op)(int, int), float taps[4], "
+                             "const int* __restrict__ x) {}")
+    assert sig.params == (("const Graph", "g"), ("int (*)(int, int)", "op"), ("float*", "taps"), ("const int*", "x"))
+    src = ("__constant__ float c[4] = {1, 2, 3, 4};\nstatic __device__ int n, m[2];\n"
+           "__device__ int (*fp)(int) = f;\n__device__ int f(int a) { return a; }\n"
+           "__device__ float g(float);\n__global__ void k(int* o) { __shared__ int s; }\n")
+    assert device_symbols(src) == ["c", "n", "m", "fp"]

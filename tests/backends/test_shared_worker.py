@@ -1,0 +1,98 @@
+"""The parts of the worker machinery every backend shares (harness.backends: client, faults, guards,
+resident): one fault-name table, one guard-band message, one resident-buffer book."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import base, faults
+from harness.backends.base import GUARD_BYTES, SENTINEL_BYTE, Buffer, LaunchInfo
+from harness.backends.client import WorkerDied, WorkerTimedOut
+from harness.backends.guards import guard_fault
+from harness.backends.resident import ResidentBook
+
+LAUNCH = LaunchInfo("k", (1, 1, 1), (32, 1, 1), 0)
+
+
+def _band():
+    return np.full(GUARD_BYTES, SENTINEL_BYTE, np.uint8)
+
+
+def test_guard_damage_names_side_element_and_offset():
+    assert guard_fault("args[1] (y)", _band(), _band(), 40, 4) is None
+    after = _band()
+    after[4] = 0                                  # 4 bytes past the end of a 40-byte buffer
+    msg = guard_fault("args[1] (y)", _band(), after, 40, 4)
+    assert msg.startswith("write to args[1] (y) 5 byte(s) past its end (element 11 of 10) at byte offset 44, ")
+    assert "before" not in msg
+    before = _band()
+    before[-1] = 7                                # the byte just before the start
+    msg = guard_fault("b", before, _band(), 40, 4)
+    assert "1 byte(s) before its start (element -1) at byte offset -1," in msg and "past" not in msg
+    both = guard_fault("b", before, after, 40, 4)
+    assert "past its end" in both and "before its start" in both
+
+
+def test_one_fault_table_for_every_backend():
+    for cls in (base.OutOfBounds, base.RaceDetected, base.LaunchRefused, base.ContextFailure, base.BufferLost):
+        err = faults.fault_error(cls.__name__, LAUNCH, "seen")
+        assert type(err) is cls and err.launch == LAUNCH and err.detail == "seen"
+    assert isinstance(faults.fault_error(faults.BAD_LAUNCH, LAUNCH, "grid"), ValueError)
+    assert isinstance(faults.fault_error("BuildError", None, "rejected"), base.BuildError)
+    # negative controls: a name that is no KernelFault, and the harness's own error, are never a kernel verdict
+    for name in ("Buffer", "NoSuchFault", faults.HARNESS_ERROR):
+        err = faults.fault_error(name, LAUNCH, "x", "gpu worker")
+        assert type(err) is RuntimeError and "gpu worker failed on k<<<" in str(err)
+
+
+def test_reply_values_and_errors():
+    assert faults.reply_value({"ok": 3}, None, "w") == 3
+    with pytest.raises(base.UnwrittenOutput, match="half"):
+        faults.reply_value({"fault": ("UnwrittenOutput", "half"), "retire": False}, LAUNCH, "w")
+    with pytest.raises(RuntimeError, match="w failed:\nTraceback"):
+        faults.reply_value({"error": "Traceback ..."}, None, "w")
+
+
+def test_fault_fields_are_declared_not_attached():
+    plain = base.KernelCrash(LAUNCH, "x")
+    assert plain.tool_limit is False and plain.coverage is None
+    slow = faults.timed_out(LAUNCH, WorkerTimedOut("run 2"), "did not finish", 2.0, "stopped", tool_limit=True)
+    assert isinstance(slow, base.KernelTimeout) and slow.tool_limit is True
+    assert "did not finish within 2 s (last step: run 2); stopped" in str(slow)
+    dead = faults.died(LAUNCH, WorkerDied("signal SIGSEGV", "boom", "run 1"))
+    assert isinstance(dead, base.KernelCrash) and not dead.tool_limit
+    assert "died with signal SIGSEGV during run 1; its last output:\nboom" in str(dead)
+
+
+class _FakeWorker:
+    def __init__(self):
+        self.generation, self.up = 1, True
+
+    def alive(self):
+        return self.up
+
+
+def test_resident_book_tracks_the_worker_that_holds_each_buffer():
+    worker = _FakeWorker()
+    book = ResidentBook(worker, "emu")
+    buf, init = book.new("y", 4, np.float32, np.zeros(4, np.float32))
+    other, _ = book.new("z", 4, np.float32, None)
+    assert buf.id != other.id and init.dtype == np.float32
+    book.add(buf)
+    assert book.live(buf, "buf") is buf
+    with pytest.raises(ValueError, match="z' .*is not a live resident buffer of this module"):
+        book.live(other, "buf")                    # never added: not this module's
+    with pytest.raises(ValueError, match="expected a Buffer"):
+        book.live(np.zeros(4), "buf")
+    worker.generation = 2                          # the worker was restarted: its buffers are gone
+    with pytest.raises(base.BufferLost, match="buf: resident buffer 'y' .*was lost: the emu worker process"):
+        book.live(buf, "buf")
+    assert book.forget(buf, "buf") is False        # a lost buffer is freed without asking the worker
+    with pytest.raises(ValueError, match="was freed"):
+        book.live(buf, "buf")
+    fresh, _ = book.new("y", 4, np.float32, None)
+    book.add(fresh)
+    assert book.forget(fresh, "buf") is True       # a live one must be released by its worker
+    with pytest.raises(ValueError, match="shape"):
+        book.new("bad", (0,), np.float32, None)
+    assert isinstance(fresh, Buffer)

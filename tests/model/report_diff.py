@@ -1,0 +1,52 @@
+"""Compare two report.json documents of the same fixed-seed run: everything but timings must be identical.
+Returns the differences as readable lines (empty: identical); keys only the new document has are listed apart,
+as additions (a report may gain fields without changing what it said)."""
+from __future__ import annotations
+
+import re
+
+TIMING_KEYS = {"elapsed_s", "seconds_per_step", "duration_s", "started_utc", "kernel_ms", "seconds", "wall_s"}
+TIMING_TEXT = re.compile(r"\d+(\.\d+)? m?s\b")
+
+
+def _same_text(a: str, b: str) -> bool:
+    return a == b or TIMING_TEXT.sub("# s", a) == TIMING_TEXT.sub("# s", b)
+
+
+def diff(old, new, path: str = "", added: list | None = None) -> list[str]:
+    """Differences of `new` from `old`; keys new adds go to `added` when given, else count as differences."""
+    out: list[str] = []
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in old:
+            if k in TIMING_KEYS:
+                continue
+            if k not in new:
+                out.append(f"{path}.{k}: removed (was {old[k]!r})")
+            else:
+                out += diff(old[k], new[k], f"{path}.{k}", added)
+        for k in new:
+            if k not in old and k not in TIMING_KEYS:
+                (added if added is not None else out).append(f"{path}.{k}: added ({new[k]!r})"[:300])
+    elif isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            out.append(f"{path}: {len(old)} items, now {len(new)}")
+        for i, (a, b) in enumerate(zip(old, new)):
+            out += diff(a, b, f"{path}[{i}]", added)
+    elif isinstance(old, str) and isinstance(new, str):
+        if not _same_text(old, new):
+            out.append(f"{path}: {old!r} -> {new!r}")
+    elif old != new or type(old) is not type(new):
+        out.append(f"{path}: {old!r} -> {new!r}")
+    return out
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    added: list[str] = []
+    lines = diff(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), "", added)
+    print("\n".join(lines) or "identical apart from timings")
+    if added:
+        print(f"{len(added)} added fields:")
+        print("\n".join(sorted(set(re.sub(r"\[\d+\]", "[]", a.split(":")[0]) for a in added))))
+    sys.exit(1 if lines else 0)
