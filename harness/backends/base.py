@@ -63,6 +63,11 @@ class RaceDetected(KernelFault):
     """Different thread schedules gave different results for the same launch."""
 
 
+class DataRace(KernelFault):
+    """Two accesses to the same memory, at least one a write and not both atomic, that the CUDA memory model
+    leaves unordered within one launch (the emu's happens-before detector), whatever values they carry."""
+
+
 class BarrierDivergence(KernelFault):
     """Threads of a block reached different barriers, or some exited while others wait."""
 

@@ -20,6 +20,10 @@ when the case's variant names it. What each one stresses:
   split counts leaving one-key splits.
 - LM head: ``gap=1``, ``gap=0.5``, ``gap=0``: the top two exact logits apart by one, half and zero times the
   token judge's tie threshold.
+
+Every generator checks its own promise on what it built (``check_*`` below, one per variant) and raises
+PromiseError when it does not hold: the tool's fault, so the judge leaves the case unchecked with the reason,
+never judged on inputs that do not stress what the name says.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ MASSIVE_CHANNELS = 3
 EXP_OVERFLOW = 88.73                # expf(x) overflows float32 above ~88.72
 ROUTER_DOMINANCE = 100.0
 SPREAD_TARGET = 150.0               # top attention score in the `spread` variant
+SPREAD_SPAN = 100.0                 # ... and the least span of the scores of its widest head
 SINK_LEAD = 25.0                    # score lead of the sink key over every other key
 HALF_MAX_SCALE = 65504.0 * 127.0    # a Q8_0 block amax above this has a half scale of inf
 UNDEFINED = "undefined"
@@ -43,15 +48,36 @@ ATTENTION_VARIANTS = ("spread", "sink", "equal")
 LM_HEAD_GAPS = {"gap=1": 1.0, "gap=0.5": 0.5, "gap=0": 0.0}
 
 
+class PromiseError(RuntimeError):
+    """A variant's inputs do not do what its name promises (a bug of the tool, not of the kernel)."""
+
+
+def _promise(variant: str, holds, rule: str) -> None:
+    if not bool(holds):
+        raise PromiseError(f"variant {variant}: its inputs break its promise: {rule}")
+
+
 def massive_activation(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Gaussian values with MASSIVE_CHANNELS channels at 100x..10000x (log-uniform) the median |x|."""
+    """Gaussian values with MASSIVE_CHANNELS channels at 100x..10000x (log-uniform) the median |x| (the median
+    of the vector as returned: the channels are placed twice, the second time against the final median)."""
     x = rng.standard_normal(n)
-    med = float(np.median(np.abs(x)))
     k = min(MASSIVE_CHANNELS, n)
     where = rng.choice(n, size=k, replace=False)
     gain = np.exp(rng.uniform(np.log(MASSIVE_GAIN[0]), np.log(MASSIVE_GAIN[1]), size=k))
-    x[where] = np.sign(rng.standard_normal(k)) * med * gain
-    return x.astype(np.float32)
+    sign = np.sign(rng.standard_normal(k))
+    for _ in range(2):
+        x[where] = sign * float(np.median(np.abs(x))) * gain
+    out = x.astype(np.float32)
+    check_massive(out)
+    return out
+
+
+def check_massive(x: np.ndarray) -> None:
+    a = np.abs(x.astype(np.float64))
+    ratio = np.sort(a)[::-1][:min(MASSIVE_CHANNELS, a.size)] / np.median(a)
+    _promise("massive", (ratio >= MASSIVE_GAIN[0] * (1 - 1e-6)).all() and (ratio <= MASSIVE_GAIN[1] * (1 + 1e-6)).all(),
+             f"its {MASSIVE_CHANNELS} largest channels are {MASSIVE_GAIN[0]:g}x to {MASSIVE_GAIN[1]:g}x the median "
+             f"|x| (got {ratio.min():.3g}x to {ratio.max():.3g}x)")
 
 
 def one_nonzero_blocks(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -62,7 +88,15 @@ def one_nonzero_blocks(rng: np.random.Generator, n: int) -> np.ndarray:
     lone = np.arange(0, n // 32, 2)
     x[lone] = 0.0
     x[lone, rng.integers(0, 32, size=lone.size)] = rng.standard_normal(lone.size) * 3.0
-    return x.reshape(-1).astype(np.float32)
+    out = x.reshape(-1).astype(np.float32)
+    check_one_nonzero(out)
+    return out
+
+
+def check_one_nonzero(x: np.ndarray) -> None:
+    counts = np.count_nonzero(x.reshape(-1, 32)[::2], axis=1)
+    _promise("one-nonzero", (counts == 1).all(), f"every other 32-block holds exactly one nonzero value (counts "
+             f"{sorted(set(counts.tolist()))})")
 
 
 def all_ties(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -75,7 +109,22 @@ def all_ties(rng: np.random.Generator, n: int) -> np.ndarray:
     k = np.resize(np.roll(ties, int(rng.integers(0, ties.size))), nb * 31).reshape(nb, 31)
     step = np.exp2(rng.integers(-6, 3, size=(nb, 1))).astype(np.float64)
     first = np.where(rng.random((nb, 1)) < 0.5, -127.0, 127.0)
-    return (np.concatenate([first, k], axis=1) * step).reshape(-1).astype(np.float32)
+    out = (np.concatenate([first, k], axis=1) * step).reshape(-1).astype(np.float32)
+    check_all_ties(out)
+    return out
+
+
+def check_all_ties(x: np.ndarray) -> None:
+    """Each block's first element is its amax (so the int8 step is amax/127, exact), every other element an
+    exact tie k + 1/2 of that step, and the ties cycled over cover every k = -127..126 the vector can hold."""
+    b = x.astype(np.float64).reshape(-1, 32)
+    step = np.abs(b[:, :1]) / 127.0
+    k = b[:, 1:] / step
+    ties = set(np.floor(k).astype(int).ravel().tolist())
+    _promise("all-ties", (np.abs(b).max(axis=1) == np.abs(b[:, 0])).all() and (k - np.floor(k) == 0.5).all()
+             and len(ties) == min(254, k.size) and ties <= set(range(-127, 127)),
+             "every element but each block's amax is an exact rounding tie, every tie k + 1/2 (k = -127..126) "
+             "that fits is present")
 
 
 def weight_matrix(rng: np.random.Generator, rows: int, cols: int, variant: str, std: float) -> np.ndarray:
@@ -86,7 +135,23 @@ def weight_matrix(rng: np.random.Generator, rows: int, cols: int, variant: str, 
         w *= 1e-4 / std
     elif variant == "w-overflow":
         w[int(rng.integers(0, rows)), int(rng.integers(0, cols))] = 2.0 * HALF_MAX_SCALE
-    return w.astype(np.float32)
+    out = w.astype(np.float32)
+    check_weight(out, variant)
+    return out
+
+
+HALF_MIN_NORMAL = 2.0 ** -14
+
+
+def check_weight(w: np.ndarray, variant: str) -> None:
+    """w-subnormal: every block's scale amax/127 is a half subnormal (nonzero, below 2^-14); w-overflow: some
+    block's scale overflows half."""
+    scale = np.abs(w.astype(np.float64)).reshape(w.shape[0], -1, 32).max(axis=2) / 127.0
+    if variant == "w-subnormal":
+        _promise(variant, (scale > 0).all() and (scale < HALF_MIN_NORMAL).all(),
+                 f"every block's half scale is subnormal (0 < amax/127 < 2^-14; largest {scale.max():.3g})")
+    elif variant == "w-overflow":
+        _promise(variant, (scale > 65504.0).any(), "a block's scale amax/127 overflows half (> 65504)")
 
 
 def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.ndarray:
@@ -97,12 +162,26 @@ def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.n
         # wrong lane misses it), the second (reachable in a shuffle tree only through offset 1: a tree with
         # shifted offsets misses it)
         at = {"dominant": n_expert - 1, "dominant-first": 0, "dominant-second": 1}[variant]
-        z[at] = np.float32(z.max() + ROUTER_DOMINANCE)
+        # at least ROUTER_DOMINANCE above zero too, so its exp overflows whatever the others are
+        z[at] = np.float32(max(float(z.max()), 0.0) + ROUTER_DOMINANCE)
     elif variant == "all-equal":
         z[:] = np.float32(rng.standard_normal())
     else:
         raise ValueError(f"variant: no router logits for {variant!r}")
+    check_router(z, variant)
     return z
+
+
+def check_router(z: np.ndarray, variant: str) -> None:
+    if variant == "all-equal":
+        _promise(variant, (z == z[0]).all(), "every router logit is equal")
+        return
+    at = {"dominant": z.size - 1, "dominant-first": 0, "dominant-second": 1}[variant]
+    rest = np.delete(z.astype(np.float64), at)
+    lead = float(z[at]) - float(rest.max())
+    _promise(variant, lead >= ROUTER_DOMINANCE * (1 - 1e-6) and float(z[at]) > EXP_OVERFLOW,
+             f"expert {at}'s logit leads the rest by {ROUTER_DOMINANCE:g} and exceeds expf's overflow at "
+             f"{EXP_OVERFLOW} (lead {lead:.4g}, logit {float(z[at]):.4g})")
 
 
 def attention_qk(rng: np.random.Generator, variant: str, q: np.ndarray, k: np.ndarray, nh: int, nkv: int, hd: int,
@@ -114,25 +193,71 @@ def attention_qk(rng: np.random.Generator, variant: str, q: np.ndarray, k: np.nd
     if variant == "equal":
         k[:L] = k[0]
     elif variant == "spread":
-        # the keys are scaled (a fused kernel renormalizes the query): the top score lands on SPREAD_TARGET
-        s = np.einsum("hd,nhd->hn", q, k[:L, np.arange(nh) // group]) * scale
-        top = float(np.max(np.abs(s))) if s.size else 1.0
-        k[:L] *= SPREAD_TARGET / max(top, 1e-3)
+        # The keys are scaled (a fused kernel renormalizes the query) so that the largest SIGNED score lands on
+        # SPREAD_TARGET (the keys are negated when the scores' largest magnitude is negative: scaling that one
+        # to the target would leave every maximum far below expf's overflow), and at least one head's scores
+        # span SPREAD_SPAN (scaled further where needed).
+        s = _scores(q, k, L, nh, group, scale)
+        sign = 1.0 if s.max() >= -s.min() else -1.0
+        top = max(float((sign * s).max()), 1e-3)
+        span = float((s.max(axis=1) - s.min(axis=1)).max()) if L > 1 else 0.0
+        factor = SPREAD_TARGET / top
+        if L > 1 and span > 0:
+            factor = max(factor, SPREAD_SPAN / span)
+        k[:L] *= sign * factor
     elif variant == "sink":
         j = int(rng.integers(0, L))
         for g in range(nkv):
             heads = q[g * group:(g + 1) * group]
-            d = heads.sum(axis=0)
-            d /= np.linalg.norm(d) or 1.0
             k[j, g] = 0.0
             others = np.einsum("hd,nd->hn", heads, k[:L, g]) * scale
-            # the sink's score along every head of the group leads the rest by SINK_LEAD
-            proj = heads @ d * scale
-            need = float(np.max((others.max(axis=1) + SINK_LEAD) / np.where(proj > 0.1, proj, np.nan)))
-            k[j, g] = d * (need if np.isfinite(need) else SINK_LEAD / scale)
+            # a direction every head of the group projects on with 1 (the least-norm solution of heads @ d = 1:
+            # the normalized sum of the heads misses some head of a group of 8), scaled so that the sink's
+            # score leads the rest by SINK_LEAD in every head
+            d = np.linalg.lstsq(heads, np.ones(group), rcond=None)[0]
+            k[j, g] = d * (float((others.max(axis=1) + SINK_LEAD).max()) / scale)
     else:
         raise ValueError(f"variant: no attention inputs for {variant!r}")
-    return q.reshape(-1).astype(np.float32), k.reshape(k.shape[0], -1).astype(np.float32)
+    q32, k32 = q.reshape(-1).astype(np.float32), k.reshape(k.shape[0], -1).astype(np.float32)
+    check_attention(variant, q32, k32, nh, nkv, hd, L, scale)
+    return q32, k32
+
+
+def _scores(q: np.ndarray, k: np.ndarray, L: int, nh: int, group: int, scale: float) -> np.ndarray:
+    """(nh, L) float64 scores of q (nh, hd) against the first L keys (rows, nkv, hd)."""
+    return np.einsum("hd,nhd->hn", q.astype(np.float64), k[:L, np.arange(nh) // group].astype(np.float64)) * scale
+
+
+def check_attention(variant: str, q: np.ndarray, k: np.ndarray, nh: int, nkv: int, hd: int, L: int,
+                    scale: float) -> None:
+    """The promise, on the scores of the (q, k) as handed to the kernel (a kernel that normalizes q itself, the
+    fused ones, scores against its own normalized q)."""
+    s = _scores(q.reshape(nh, hd), k.reshape(k.shape[0], nkv, hd), L, nh, nh // nkv, scale)
+    if variant == "equal":
+        _promise(variant, (k.reshape(k.shape[0], -1)[:L] == k.reshape(k.shape[0], -1)[0]).all(),
+                 "every cached key is the same, so every score of a head is equal")
+    elif variant == "spread":
+        span = float((s.max(axis=1) - s.min(axis=1)).max())
+        _promise(variant, float(s.max()) > EXP_OVERFLOW and (L < 2 or span >= SPREAD_SPAN * (1 - 1e-4)),
+                 f"the largest score exceeds expf's overflow at {EXP_OVERFLOW} (got {float(s.max()):.4g}) and a "
+                 f"head's scores span {SPREAD_SPAN:g} (got {span:.4g})")
+    elif variant == "sink":
+        top2 = np.sort(s, axis=1)[:, -2:] if L > 1 else None
+        sink = np.argmax(s, axis=1)
+        _promise(variant, L < 2 or ((top2[:, 1] - top2[:, 0]) >= SINK_LEAD * (1 - 1e-4)).all()
+                 and (sink == sink[0]).all(),
+                 f"one key leads every head's scores by {SINK_LEAD:g}")
+
+
+def check_gap(variant: str, y_exact: np.ndarray, top: int, twin: int, reached: float) -> None:
+    """LM-head gaps: the exact logits' top two are the top row and its lower-index twin, `reached` apart (the
+    gap the codes could make; gap=0: an exact tie, the twin first)."""
+    y = np.asarray(y_exact, dtype=np.float64)
+    order = np.argsort(-y, kind="stable")[:2]
+    gap = float(y[top] - y[twin])
+    _promise(variant, set(order.tolist()) == {top, twin} and abs(gap - reached) <= 1e-9 * max(abs(y[top]), 1.0),
+             f"the top two exact logits are rows {top} and {twin}, {reached:.6g} apart (top two {order.tolist()}, "
+             f"gap {gap:.6g})")
 
 
 # The longest cache the CPU-backend shape sets run: a 4096-position attention takes ~100 s per case on the

@@ -25,6 +25,7 @@ from reference.modes import Mode
 from harness.backends.base import KernelFault, ResourceExhausted
 from harness.cases import inputs
 from harness.cases.names import Case, derived_dims
+from harness.cases.variants import PromiseError
 
 from . import budgets as B
 from .registry import (  # noqa: F401  (FAIL ... UNCHECKED, Comparison: the verdict vocabulary callers import here)
@@ -387,7 +388,7 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
     try:
         ctx = prepare(case, contract)
         dims = ctx.dims
-    except JudgeError as exc:
+    except (JudgeError, PromiseError) as exc:    # the tool cannot judge it (a variant broke its promise)
         return CaseResult(case, UNCHECKED, str(exc), [], dims, wall_s=time.perf_counter() - t0)
     except ValueError as exc:     # ContractViolation and bad dims
         return CaseResult(case, FAIL, f"cannot build the case: {exc}", [], dims, wall_s=time.perf_counter() - t0)

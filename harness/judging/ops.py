@@ -157,8 +157,9 @@ def _gap_rows(ctx: Ctx, w, x: np.ndarray, kind: str, K: int, fraction: float):
     """LM-head weights whose top two exact logits are `fraction` x the token judge's tie threshold apart
     (2 x the mode's logit error: max |y_mode - y_exact| + the f32 budget; harness.judging.tokens): a lower-index twin
     of the top row with one code moved by d steps at column c, (c, d) chosen so that s_w |d x_c| comes closest
-    to the gap (Q8_0 scales are half precision, so the gap is made of codes, not of a scale). The gap reached
-    and its ratio to the threshold are recorded in the token comparison's metrics."""
+    to the gap (Q8_0 scales are half precision, so the gap is made of codes, not of a scale); rows that would
+    come between are negated. The gap reached and its ratio to the threshold are recorded in the token
+    comparison's metrics; variants.check_gap checks the promise."""
     from reference.quant import Q8Tensor
     M = x.shape[0]
     act = _q8_act_for(ctx, x, kind, M, K)[0] if kind != "f32" else {"f32": x}
@@ -183,8 +184,15 @@ def _gap_rows(ctx: Ctx, w, x: np.ndarray, kind: str, K: int, fraction: float):
         step = int(d[c]) * int(np.sign(x[0][c]) or 1)
         q[twin, c] = np.int8(int(q[twin, c]) - step)
         reached = float(abs(step) * unit[c])
+    # every other row whose exact logit comes within a threshold of the twin's would be the runner-up or close
+    # to it: its codes are negated (its logit -y), so the top two are the pair and the gap is theirs
+    y0 = y_ex[0]
+    rivals = np.flatnonzero((y0 >= y0[top] - reached - threshold) & (y0 > 0))
+    rivals = rivals[(rivals != top) & (rivals != twin)]
+    q[rivals] = np.clip(-q[rivals].astype(np.int16), -127, 127).astype(np.int8)
     ctx.extra["gap"] = {"top": top, "twin": twin, "target_fraction": fraction, "threshold": threshold,
                         "gap_reached": reached, "fraction_reached": reached / threshold if threshold else None}
+    V.check_gap(ctx.case.variant, gemv_terms(q, s, {"f32": x}, K)[0][0], top, twin, reached)
     return Q8Tensor(q, s)
 
 

@@ -23,7 +23,7 @@ from harness.cases.names import Case, cases_for_contract
 from harness.cases.planted import Plant, planted_source
 
 from .core import FAIL, UNCHECKED, CaseResult, judge_case
-from .records import counts, result_row
+from .records import EXIT_NOTHING_CHECKED, counts, exit_status, grouped_reasons, result_row
 
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
 # median over the batches is reported, with the spread (harness.backends.gpu.TimingPlan).
@@ -191,21 +191,26 @@ def _describe(be) -> dict:
         return {"backend": getattr(be, "name", "?"), "describe_error": str(exc)}
 
 
-def summarize(run: RunResult, paths: Iterable[Path]) -> int:
+def summarize(run: RunResult, paths: Iterable[Path] = ()) -> int:
+    """The console summary: the counts, every failure with its replay command, and the unchecked cases grouped
+    by reason (one line per kind with the count and an example; every case is in the report files). Returns
+    the run's exit status (records.exit_status)."""
     c = counts(run.rows)
     print(f"qconform: {c['pass']} pass, {c['tie']} tie, {c['fail']} fail, {c['unchecked']} unchecked "
           f"cases; {len(run.unchecked)} kernels unchecked", file=sys.stderr)
     for r in run.rows:
         if r["verdict"] == FAIL:
             print(f"  FAIL {r['case']}: {r['reason'][:300]}\n       replay: {r['replay']}", file=sys.stderr)
-    for r in run.rows:
-        if r["verdict"] == UNCHECKED:
-            print(f"  UNCHECKED {r['case']}: {r['reason'][:200]}", file=sys.stderr)
+    for reason, n, example in grouped_reasons(run.rows, UNCHECKED):
+        print(f"  UNCHECKED {n} case{'s' if n > 1 else ''}: {reason[:200]} (e.g. {example})", file=sys.stderr)
     for u in run.unchecked:
         print(f"  UNCHECKED kernel {u['kernel']}: {u['reason']}", file=sys.stderr)
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
-    return 1 if c["fail"] else 0
+    status = exit_status(run.rows)
+    if status == EXIT_NOTHING_CHECKED:
+        print("qconform: nothing was checked (no case could be judged): exit status 3", file=sys.stderr)
+    return status
 
 
 def run_plant(backend, plant: Plant, seed: int = 1):

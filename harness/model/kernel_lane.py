@@ -110,7 +110,10 @@ def run_free(chain: Chain, prompt: Sequence[int], n_tokens: int,
     outs: list[StepOutput] = []
     fault = None
     try:
-        chain_generate(chain, prompt, n_tokens, on_step=lambda o: (outs.append(o), tick and tick()))
+        for o in chain_generate(chain, prompt, n_tokens):
+            outs.append(o)
+            if tick:
+                tick()
     except ChainFault as exc:
         fault = exc
     n_prompt = len(prompt)

@@ -33,8 +33,8 @@ def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed:
                     modes=[m.value for m in modes], families=parse_families(families),
                     started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
                     duration_s=round(time.time() - t0, 3))
-    paths = write_reports(Path(out_dir), run)
-    return summarize(run, paths)
+    write_reports(Path(out_dir), run)
+    return summarize(run)
 
 
 def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]], seed: int,
@@ -52,5 +52,5 @@ def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Se
     run.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
                     shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],
                     duration_s=round(time.time() - t0, 3))
-    paths = write_reports(Path(out_dir), run)
-    return summarize(run, paths)
+    write_reports(Path(out_dir), run)
+    return summarize(run)

@@ -4,6 +4,7 @@ mutation analysis)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from emitters.registry import emit, golden_matrix
 from harness.cases import variants as V
@@ -123,3 +124,163 @@ def test_spread_scores_catch_an_exp_without_max_subtraction(emu):
     verdicts = {case.variant: judge_case(module, case, c).verdict
                 for case in cases_for_contract(c, "tiny", 9, variants=["len=7", "spread"])}
     assert verdicts == {"len=7": PASS, "spread": FAIL}, verdicts
+
+
+# ------------------------------------------------------------------------------- each variant checks its promise
+NH, NKV, HD = 32, 4, 128        # a group of 8 heads per KV head: the geometry the old sink construction missed
+
+
+def _qk(seed: int, L: int):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(NH * HD).astype(np.float32)
+    k = (rng.standard_normal((L + 1, NKV * HD)) * rng.uniform(0.5, 2.5, size=(L + 1, 1))).astype(np.float32)
+    return q, k
+
+
+def _raises_promise(variant: str, call) -> None:
+    with pytest.raises(V.PromiseError, match=f"variant {variant}: its inputs break its promise"):
+        call()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_generator_keeps_its_promise(seed):
+    """Each generator checks its own promise (raising PromiseError otherwise): built over many seeds and the
+    shapes' sizes, none raises."""
+    rng = np.random.default_rng(seed)
+    for n in (64, 512, 672):
+        V.massive_activation(rng, n), V.one_nonzero_blocks(rng, n), V.all_ties(rng, n)
+        for v in ("w-subnormal", "w-overflow"):
+            V.weight_matrix(rng, 4, n, v, 1 / np.sqrt(n))
+    for n in (8, 32, 128):
+        for v in V.ROUTER_VARIANTS:
+            V.router_logits(rng, n, v)
+    for L in (1, 2, 7, 37):
+        q, k = _qk(seed, L)
+        for v in V.ATTENTION_VARIANTS:
+            V.attention_qk(np.random.default_rng(seed), v, q, k, NH, NKV, HD, L, 1 / np.sqrt(HD))
+
+
+def test_massive_promise_rejects_a_gaussian_vector():
+    _raises_promise("massive", lambda: V.check_massive(np.random.default_rng(0).standard_normal(512)))
+
+
+def test_one_nonzero_promise_rejects_a_block_with_two_values():
+    x = V.one_nonzero_blocks(np.random.default_rng(0), 128)
+    x[np.flatnonzero(x[:32] == 0)[0]] = 1.0
+    _raises_promise("one-nonzero", lambda: V.check_one_nonzero(x))
+
+
+def test_all_ties_promise_rejects_a_value_off_the_tie():
+    x = V.all_ties(np.random.default_rng(0), 32 * 16)
+    x[5] = np.nextafter(x[5], np.float32(np.inf))
+    _raises_promise("all-ties", lambda: V.check_all_ties(x))
+
+
+def test_weight_promises_reject_normal_scales():
+    w = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    _raises_promise("w-subnormal", lambda: V.check_weight(w, "w-subnormal"))
+    _raises_promise("w-overflow", lambda: V.check_weight(w, "w-overflow"))
+
+
+@pytest.mark.parametrize("variant, at", [("dominant", -1), ("dominant-first", 0), ("dominant-second", 1)])
+def test_dominant_promise_needs_the_lead_and_the_exp_overflow(variant, at):
+    z = V.router_logits(np.random.default_rng(0), 32, variant)
+    assert z[at] > V.EXP_OVERFLOW and z[at] - np.delete(z, at % 32).max() >= V.ROUTER_DOMINANCE - 1e-3
+    small = np.zeros(32, np.float32)
+    small[at] = 60.0                               # leads by 60 and exp(60) does not overflow
+    _raises_promise(variant, lambda: V.check_router(small, variant))
+    lead = np.full(32, -20.0, np.float32)
+    lead[at] = 79.0                                # leads by 99, exp(79) does not overflow
+    _raises_promise(variant, lambda: V.check_router(lead, variant))
+
+
+def test_dominant_logit_overflows_even_when_every_other_logit_is_negative():
+    class Negative:                                # a generator whose normal draws are all far below zero
+        def standard_normal(self, n):
+            return np.full(n, -30.0)
+    z = V.router_logits(Negative(), 16, "dominant")
+    assert z[-1] > V.EXP_OVERFLOW
+
+
+def test_all_equal_promise():
+    _raises_promise("all-equal", lambda: V.check_router(np.arange(4, dtype=np.float32), "all-equal"))
+
+
+def test_spread_reaches_the_overflow_when_the_largest_score_is_negative():
+    """The old spread scaled the largest |score| to 150: when that score was negative every maximum stayed
+    below expf's overflow, and the seed's gk_attn without its max subtracted survived. Now the keys are
+    negated first."""
+    L = 5
+    q, k = _qk(1, L)
+    q64, k64 = q.astype(np.float64).reshape(NH, HD), k.astype(np.float64).reshape(-1, NKV, HD)
+    s = V._scores(q64, k64, L, NH, NH // NKV, 1 / np.sqrt(HD))
+    if s.max() >= -s.min():                        # make the most negative score the largest in magnitude
+        k = -k
+    qs, ks = V.attention_qk(np.random.default_rng(1), "spread", q, k, NH, NKV, HD, L, 1 / np.sqrt(HD))
+    s = V._scores(qs.reshape(NH, HD), ks.reshape(-1, NKV, HD), L, NH, NH // NKV, 1 / np.sqrt(HD))
+    assert s.max() > V.EXP_OVERFLOW and (s.max(axis=1) - s.min(axis=1)).max() >= V.SPREAD_SPAN * 0.999
+    _raises_promise("spread", lambda: V.check_attention("spread", q, _qk(1, L)[1] * 0.01, NH, NKV, HD, L,
+                                                        1 / np.sqrt(HD)))
+
+
+def test_sink_leads_every_head_of_a_group_of_eight():
+    q, k = _qk(3, 7)
+    qs, ks = V.attention_qk(np.random.default_rng(3), "sink", q, k, NH, NKV, HD, 7, 1 / np.sqrt(HD))
+    s = V._scores(qs.reshape(NH, HD), ks.reshape(-1, NKV, HD), 7, NH, NH // NKV, 1 / np.sqrt(HD))
+    top2 = np.sort(s, axis=1)[:, -2:]
+    assert ((top2[:, 1] - top2[:, 0]) >= V.SINK_LEAD * 0.999).all() and len(set(np.argmax(s, axis=1))) == 1
+    _raises_promise("sink", lambda: V.check_attention("sink", q, k, NH, NKV, HD, 7, 1 / np.sqrt(HD)))
+
+
+def test_equal_promise():
+    q, k = _qk(4, 7)
+    _raises_promise("equal", lambda: V.check_attention("equal", q, k, NH, NKV, HD, 7, 1 / np.sqrt(HD)))
+
+
+def test_a_broken_promise_leaves_the_case_unchecked(monkeypatch):
+    """The tool's fault, not the kernel's: the judge reports the case unchecked with the reason."""
+    src = emit("moe", Mode.INT8_ACT, "tiny")
+    c = src.contract("moe_topk_idx")
+    case = cases_for_contract(c, "tiny", 9, variants=["dominant"])[0]
+    monkeypatch.setattr(V, "router_logits", lambda rng, n, v: V.check_router(np.zeros(n, np.float32), v))
+    res = judge_case(None, case, c)
+    assert res.verdict == UNCHECKED and "variant dominant: its inputs break its promise" in res.reason
+
+
+def test_the_seeds_attention_without_the_max_subtracted_fails_at_tiny_and_tails(emu, seed_cu_dir):
+    """The held-out planted bug: the seed's gk_attn with expf(sc[j]) instead of expf(sc[j]-mx). It passes every
+    Gaussian cache; the spread case must fail it at tiny and tails on every seed (it survived seeds whose
+    largest-magnitude score was negative before the spread variant negated the keys)."""
+    from harness.cases.planted import Plant
+    from harness.judging.matching import all_contracts, match_kernels
+    from reference.shapes import get_shape
+    out, _ = seed_cu_dir
+    code = Plant("seed-attn-no-max", "attention", None, "gk_attn", "tiny", "softmax without the max subtracted",
+                 r"expf\(sc\[j\]-mx\)", "expf(sc[j])").apply((out / "GEN_DEVICE_KERNELS.cu").read_text())
+    module = emu.load(code)
+    for shape in ("tiny", "tails"):
+        (m,) = [m for m in match_kernels(code, all_contracts(shape), None) if m.kernel == "gk_attn"]
+        contract = m.contracts[0]
+        verdicts = {seed: judge_case(module, case, contract).verdict for seed in range(8)
+                    for case in cases_for_contract(contract, get_shape(shape), seed, variants=["spread"])}
+        assert set(verdicts.values()) == {FAIL}, (shape, verdicts)
+        gauss = cases_for_contract(contract, get_shape(shape), 0, variants=[f"len={get_shape(shape).kv_len}"])
+        assert judge_case(module, gauss[0], contract).verdict == PASS, shape
+
+
+def test_gap_promise_rejects_a_row_between_the_pair():
+    y = np.array([0.0, 5.0, 4.9, 4.0])
+    _raises_promise("gap=1", lambda: V.check_gap("gap=1", y, 1, 3, 1.0))     # row 2 lies between
+    V.check_gap("gap=1", np.array([0.0, 5.0, 1.0, 4.0]), 1, 3, 1.0)
+
+
+def test_lm_head_gap_cases_keep_their_promise():
+    """Every gap case's top two exact logits are the constructed pair (before, another row came between in 19
+    of 450 tiny + tails cases over seeds 0-14, among them tiny's gk_gemv at seeds 2, 3 and 7: the runner-up
+    then was not the pair, at a smaller gap)."""
+    from harness.judging.core import prepare
+    for fam, mode, shape in golden_matrix(("tiny",)):
+        for c in emit(fam, mode, shape).contracts:
+            for seed in (2, 3, 7):
+                for case in [x for x in cases_for_contract(c, shape, seed) if x.variant in V.LM_HEAD_GAPS]:
+                    prepare(case, c)                     # raises PromiseError when the promise breaks

@@ -16,7 +16,7 @@ from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, K
                                    Module, OutOfBounds, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
                                    check_buffer_array)
 from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
-from harness.backends.emu import guarded, sandbox
+from harness.backends.emu import guarded, sandbox, sites
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
 from harness.backends.emu import watchdog
@@ -30,6 +30,7 @@ __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 MAX_THREADS = 1024
 DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
+RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
@@ -48,7 +49,15 @@ class EmuBackend(Backend):
       grid that keeps making progress is never cut short); where that cannot be watched (no memfd), for the
       whole launch. A timeout is the emulator's limit: judged `unchecked`, never `fail`.
     sanitize: AddressSanitizer build (out-of-bounds reads as well as writes).
+    race_check: the happens-before race detector on run 1 (default $QCONFORM_EMU_RACE_CHECK, else on; always
+      off with `sanitize`, whose instrumentation it cannot share): every pair of conflicting accesses to shared
+      memory or to a buffer the kernel may write that the CUDA memory model leaves unordered is a DataRace,
+      whatever the values (see docs/KERNELS.md, "The race detector"). The schedules stay a second opinion.
     fiber: "boost", "ucontext" or None/"auto" ($QCONFORM_EMU_FIBER).
+    schedule: run every launch once, under this one policy ("forward", "reverse", "warp-greedy", "random"), in
+      place of the checked schedules: what that interleaving alone does (`qconform generate --emu-schedule`).
+      Nothing is compared across runs and the race detector is off (default), so no race or unwritten output
+      is reported; bounds checks still run.
     memory_limit_mb, cpu_limit_s: the worker sandbox's limits (see harness.backends.emu.sandbox and
       SECURITY.md): address space of the worker (default 16384 MiB; none under `sanitize`, whose shadow
       memory is terabytes of address space) and CPU seconds over a worker's life (default 3600; a new worker
@@ -61,8 +70,8 @@ class EmuBackend(Backend):
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
-                 block_sampling: "str | BlockSampling | None" = None,
-                 memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
+                 block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
+                 schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
                  cpu_limit_s: int = sandbox.DEFAULT_CPU_S):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
@@ -76,11 +85,27 @@ class EmuBackend(Backend):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s!r}")
         self.schedules, self.seed, self.timeout_s, self.sanitize = int(schedules), int(seed), float(timeout_s), bool(sanitize)
+        if race_check is None:
+            env = os.environ.get(RACE_CHECK_ENV, "1")
+            if env not in ("0", "1"):
+                raise ValueError(f"${RACE_CHECK_ENV}: expected 0 or 1, got {env!r}")
+            race_check = env == "1" and not sanitize and schedule is None
+        if not isinstance(race_check, bool):
+            raise ValueError(f"race_check: expected True or False, got {race_check!r}")
+        if race_check and sanitize:
+            raise ValueError("race_check: the race detector cannot be combined with sanitize (both instrument "
+                             "every access); pass race_check=False")
+        self.race_check = race_check
         self.block_sampling = BlockSampling.parse(block_sampling)
+        if schedule is not None:
+            schedule_plan(1, 0, schedule)            # a clear error for an unknown policy
+            self.schedules = 1
+        self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
-                         "block_sampling": str(self.block_sampling)}
+                         "block_sampling": str(self.block_sampling), "race_check": self.race_check,
+                         "schedule": self.schedule}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -111,7 +136,7 @@ class EmuBackend(Backend):
         self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
-        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, name=name)
+        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, race=self.race_check, name=name)
         return EmuModule(self, built)
 
     def spawn_config(self) -> tuple[str, dict]:
@@ -121,7 +146,8 @@ class EmuBackend(Backend):
     def describe(self) -> dict:
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
-                "sanitize": self.sanitize,
+                "schedule": self.schedule or "all checked schedules",
+                "sanitize": self.sanitize, "race_check": self.race_check,
                 "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
@@ -328,8 +354,9 @@ class EmuModule(Module):
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
-                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values))
-        plan = schedule_plan(be.schedules, be.seed)
+                          be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
+                          be.race_check, only_schedule=be.schedule)
+        plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 
         def coverage_of(blocks: list[int]) -> dict:
@@ -347,16 +374,21 @@ class EmuModule(Module):
             if target.flags.writeable:
                 np.copyto(target, result)
         self.last_stats = {"kernel_ms": outcome.kernel_ms, "kernel_cpu_ms": outcome.kernel_cpu_ms,
-                           "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks}
+                           "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks,
+                           "race_accesses": outcome.race_accesses}
         coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
+            if cls == "DataRace":     # here, not in the sandboxed worker: addr2line is a program to run
+                detail = sites.resolve(detail, spec.so_path)
             err = faults.fault_error(cls, launch, detail, "emu worker")
             if isinstance(err, KernelFault):
                 err.coverage = coverage         # the runs up to the fault: how many blocks each covered
             raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
+        if outcome.race_accesses is not None:
+            notes.append(f"emu race detector: no data race in {outcome.race_accesses} checked accesses of run 1")
         if outcome.printf:
             notes.append("device printf:\n" + outcome.printf)
         return LaunchResult(launch, None, tuple(notes), coverage)

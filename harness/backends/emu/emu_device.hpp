@@ -95,14 +95,14 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 [[noreturn]] void bad_width(int kind, int width, int line);
 void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
                      int c0, int c1, int c2, int c3, int line);
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line);
-unsigned char* dyn_shared();
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem);
+unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
 unsigned activemask();
 long long clock_tick();
-// Called before every atomic access (see the atomics section below): the hook a race detector uses to mark
-// the access at `p` as atomic. Defined in emu_runtime.cpp.
+// Called before every atomic access (see the atomics section below): the race detector marks the access at
+// `p` as atomic (emu_race.hpp).
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
 
 template <class T>
@@ -133,7 +133,8 @@ inline void syncwarp(unsigned mask, int line) { warp_collective(W_SYNCWARP, mask
 
 template <class T>
 inline T& shared_var(int id, const char* name, int line) {
-  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line));
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line,
+                                           int(sizeof(std::remove_all_extents_t<T>))));
 }
 
 // ---- launch trampolines ---------------------------------------------------------------------------------
@@ -347,8 +348,8 @@ inline double max(double a, float b) { return fmax(a, b); }
 // ---- atomics ----------------------------------------------------------------------------------------------
 // ONE mechanism for every atomic operation: each atomicXxx, atomicInc/Dec and cuda::atomic member goes through
 // emu::atomic_rmw / atomic_load / atomic_store, which call emu::atomic_access(address, bytes, is_write, line)
-// first. That hook is the single place a race detector marks an access as atomic (atomic accesses never race
-// with each other); today it does nothing. Fibers never preempt each other, so the read-modify-write itself
+// first. That hook is the single place the race detector marks an access as atomic (atomic accesses never race
+// with each other; emu_race.hpp). Fibers never preempt each other, so the read-modify-write itself
 // is atomic by construction. `line` is the caller's source line (__builtin_LINE() as a default argument).
 // The value parameters are not deduced (nvcc's overloads convert them: atomicAdd(unsigned*, int) is legal).
 namespace emu {

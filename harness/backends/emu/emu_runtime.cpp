@@ -89,7 +89,7 @@ struct Warp {
   int32_t mma_out[32][4];
 };
 
-struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; };
+struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; int elem; };
 
 // ---- per-module state -----------------------------------------------------------------------------
 Fiber* g_fibers = nullptr;          // kMaxThreads fibers, stacks mapped once
@@ -170,6 +170,10 @@ std::string lane_list(unsigned m) {
   }
   return s.empty() ? "none" : s;
 }
+
+}  // namespace emu
+#include "emu_race.hpp"
+namespace emu {
 
 // ---- fibers -----------------------------------------------------------------------------------------
 void ensure_fibers() {
@@ -351,7 +355,7 @@ int pop_ready() {
 void release_barrier() {
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i)
-    if (g_fibers[i].state == WAIT_BAR) g_order.push_back(i);
+    if (g_fibers[i].state == WAIT_BAR) { g_order.push_back(i); race_barrier(i); }
   order_batch(g_order);
   for (int id : g_order) push_ready(id);
   g_bar_count = 0;
@@ -433,6 +437,7 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   f->wait_line = line;
   if (w.arrived == w.mask) {
     compute_warp(w);
+    race_warp_sync(f->warp, mask);
     w.arrived = 0;
     g_order.clear();
     for (int l = 0; l < 32; ++l)
@@ -555,14 +560,14 @@ void thread_exit() {
 }
 
 // ---- shared memory -------------------------------------------------------------------------------------
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line) {
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem) {
   SharedSlot& s = g_slots[id];
   if (s.ptr) return s.ptr;
   size_t off = (g_shared_top + align - 1) / align * align;
   if (off + bytes + kSharedGuard > kSharedArena)
     fiber_fault(SHARED_OOB, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
                 ") does not fit in " + std::to_string(kSharedArena) + " bytes of shared memory");
-  s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line;
+  s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line; s.elem = elem;
   g_used_slots[g_nused++] = id;
   std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start
   std::memset(s.ptr + bytes, kSentinel, kSharedGuard);
@@ -633,6 +638,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
+  race_block_start();
   for (int u = 0; u < g_nused; ++u) g_slots[g_used_slots[u]].ptr = nullptr;
   g_nused = 0;
   std::memset(g_dyn, kSentinel, kSharedGuard);
@@ -684,7 +690,10 @@ void bad_width(int kind, int width, int line) {
               " with width " + std::to_string(width) + " (must be a power of two <= 32)");
 }
 
-unsigned char* dyn_shared() { return g_dyn + kSharedGuard; }
+unsigned char* dyn_shared(const char* name, int elem) {
+  if (name && !g_dyn_name) { g_dyn_name = name; g_dyn_elem = elem; }
+  return g_dyn + kSharedGuard;
+}
 
 int device_printf(const char* fmt, ...) {
   char buf[1024];
@@ -706,10 +715,6 @@ unsigned activemask() {
 }
 
 long long clock_tick() { return (long long)(++g_clock); }
-
-// Every atomic access of device code passes here first (emu_device.hpp, section "atomics"): the race detector's
-// hook to record the access as atomic. Nothing to do without one.
-void atomic_access(const volatile void*, size_t, bool, int) {}
 
 }  // namespace emu
 
@@ -742,6 +747,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     g_dyn = static_cast<unsigned char*>(std::malloc(g_dyn_cap));
   }
   g_dyn_bytes = shared_bytes;
+  if (g_race_on) race_ensure_shared_shadow();
   g_thunk = k->call;
   g_args = args;
   uint64_t nblocks = uint64_t(grid[0]) * grid[1] * grid[2];
@@ -772,6 +778,32 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   return rc;
 }
 
+// The race detector for the next launches: begin (every later block is checked), track each device buffer
+// the kernel may write (name and element size for reports), end (shadow memory released).
+EMU_EXPORT void emu_race_begin() {
+  using namespace emu;
+  ensure_fibers();
+  race_untrack();
+  g_race_on = true;
+  g_launch_bseq0 = g_bseq + 1;
+  g_bseq_block.clear();
+  g_dyn_name = nullptr;
+  g_race_accesses = 0;
+}
+EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const char* name, int elem) {
+  using namespace emu;
+  if (!nbytes) return;
+  uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
+  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
+  g_tracked_lo = std::min(g_tracked_lo, lo);
+  g_tracked_hi = std::max(g_tracked_hi, hi);
+}
+EMU_EXPORT unsigned long long emu_race_end() {
+  using namespace emu;
+  race_untrack();
+  g_race_on = false;
+  return g_race_accesses;
+}
 EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
 EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }

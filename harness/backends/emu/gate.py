@@ -49,7 +49,7 @@ DEVICE_LIBC = re.compile(
     r"__cxa_atexit|__dso_handle|__cxa_pure_virtual|__cxa_throw|__cxa_begin_catch|__cxa_end_catch|"
     r"__cxa_rethrow|__cxa_allocate_exception|__cxa_free_exception|__gxx_personality_v0|_Unwind_Resume|"
     r"_ZSt9terminatev|_Zn[wa]m\w*|_Zd[la]Pv\w*|_ZTV\w+|_ZTI\w+|_ZTS\w+|__memcpy_chk|__memset_chk|"
-    r"__memmove_chk|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__asan_\w+|"
+    r"__memmove_chk|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__asan_\w+|__tsan_\w+|"
     r"__[a-z]+(?:hf|bf|sf|df|xf|tf|si|di|ti|hc|sc|dc|xc|tc)\d)$")      # libgcc's arithmetic helpers
 
 
@@ -123,8 +123,9 @@ def _readelf(obj: Path, *what: str) -> str:
     return r.stdout
 
 
-# AddressSanitizer registers each instrumented object with one constructor (and maybe one destructor) of
-# priority 99: allowed in a sanitize build when it is alone in its section.
+# AddressSanitizer and ThreadSanitizer (the race detector's instrumentation, whose entry points the runtime
+# implements) register each instrumented object with one constructor (and maybe one destructor) of priority
+# 99: allowed in an instrumented build when it is alone in its section.
 _SANITIZER_SECTIONS = (".init_array.00099", ".fini_array.00099")
 
 
@@ -133,7 +134,7 @@ def _entries(relocs: str, section: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def check_object(obj: Path, asm_text: str, name: str, sanitize: bool = False) -> None:
+def check_object(obj: Path, asm_text: str, name: str, instrumented: bool = False) -> None:
     """Refuse inline assembly, load-time code and host calls in the kernel's object file (checks 2 and 3)."""
     asm_lines = [ln.strip() for ln in _asm_blocks(asm_text)]
     if asm_lines:
@@ -142,7 +143,7 @@ def check_object(obj: Path, asm_text: str, name: str, sanitize: bool = False) ->
     text = _readelf(obj)
     sections = re.findall(r"^\s*\[\s*\d+\]\s+(\S+)", text, re.M)
     load_time = [s for s in sections if _LOAD_TIME_SECTIONS.match(s)]
-    if sanitize and load_time:
+    if instrumented and load_time:
         relocs = _readelf(obj, "-r")
         load_time = [s for s in load_time if s not in _SANITIZER_SECTIONS or _entries(relocs, s) > 1]
     if load_time:

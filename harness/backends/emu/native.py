@@ -8,7 +8,7 @@ from typing import Sequence
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
 # outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.emu.faults.fault_error).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "BadLaunch"}
+               5: "KernelCrash", 6: "BadLaunch", 7: "DataRace"}
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 
@@ -32,6 +32,8 @@ class NativeModule:
         lib.emu_malloc.restype = ctypes.c_void_p
         lib.emu_malloc.argtypes = [ctypes.c_ulonglong]
         lib.emu_free.argtypes = [ctypes.c_void_p]
+        lib.emu_race_track.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int]
+        lib.emu_race_end.restype = ctypes.c_ulonglong
         lib.emu_launch.restype = ctypes.c_int
         lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
                                    ctypes.POINTER(ctypes.c_uint), ctypes.c_ulonglong, ctypes.c_int,
@@ -71,6 +73,17 @@ class NativeModule:
         """Tell the parent's watchdog that the worker is busy between blocks (buffers, comparisons)."""
         if cls.progress_address:
             ctypes.c_uint64.from_address(cls.progress_address).value += 1
+
+    def race_begin(self, tracked: "Sequence[tuple[int, int, str, int]]") -> None:
+        """Check the next launches for data races on the shared areas and the buffers `tracked`:
+        (address, bytes, name, element size) each."""
+        self.lib.emu_race_begin()
+        for ptr, nbytes, name, elem in tracked:      # the runtime copies the name
+            self.lib.emu_race_track(ptr, nbytes, name.encode(), elem)
+
+    def race_end(self) -> int:
+        """Stop checking; returns the number of tracked accesses checked."""
+        return int(self.lib.emu_race_end())
 
     def switches(self) -> int:
         return int(self.lib.emu_switches())

@@ -212,7 +212,8 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                 if not re.fullmatch(r"\[\]", dims) or stars:
                     raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
                                                      "`extern __shared__ T name[];`")
-                stmts.append(f"{base_type}* const {name} = reinterpret_cast<{base_type}*>(::emu::dyn_shared());")
+                stmts.append(f"{base_type}* const {name} = reinterpret_cast<{base_type}*>("
+                             f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}))));")
             else:
                 if "[]" in dims:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")

@@ -45,10 +45,18 @@ def _unwritten_candidates(spec: "LaunchSpec", first: dict[int, np.ndarray]) -> b
     return any(checks.unwritten(first[i], first[i], (a, a)).size for i in spec.outputs)
 
 
-def schedules(n: int, seed: int) -> list[Schedule]:
+ONE_SCHEDULE_POLICIES = ("forward", "reverse", "warp-greedy", "random")
+
+
+def schedules(n: int, seed: int, only: Optional[str] = None) -> list[Schedule]:
     """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
-    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
+    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders.
+    `only`: a single run under that policy (what one interleaving does to the results; no comparison)."""
     a, b = POISON_BYTES
+    if only is not None:
+        if only not in ONE_SCHEDULE_POLICIES:
+            raise ValueError(f"schedule: expected one of {', '.join(ONE_SCHEDULE_POLICIES)}, got {only!r}")
+        return [Schedule(only, seed, a)]
     out = [Schedule("forward", 0, a), Schedule("forward", 0, b), Schedule("reverse", 0, a),
            Schedule("warp-greedy", 0, b)]
     for k in range(4, n):
@@ -73,6 +81,8 @@ class LaunchSpec:
     block_sample: Optional[tuple[int, ...]] = None   # linear blocks of the extra schedules (None: every block)
     staging_size: int = 0                            # size of the shared file holding Staged arguments
     symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
+    race: bool = False                               # run 0 under the happens-before race detector
+    only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
 
 
 @dataclass
@@ -85,6 +95,7 @@ class Outcome:
     switches: list[int] = field(default_factory=list)
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
     sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
+    race_accesses: Optional[int] = None                            # accesses the race detector checked (run 0)
 
 
 class DeviceBuffer:
@@ -223,7 +234,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
     runs: list[dict[int, np.ndarray]] = []
-    plan = schedules(spec.schedules, spec.seed)
+    plan = schedules(spec.schedules, spec.seed, spec.only_schedule)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
     nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
@@ -250,8 +261,18 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
-            rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                              sched.shared_poison, r == 0, sample)
+            detect = spec.race and r == 0
+            if detect:    # the memory the kernel may write; const inputs cannot take part in a race
+                mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
+                                for i in copied] +
+                               [(addr, size, f"__device__ variable '{name}'", 0)
+                                for name, (addr, size, writable) in mod.symbols.items() if writable])
+            try:
+                rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
+                                  sched.shared_poison, r == 0, sample)
+            finally:
+                if detect:
+                    out.race_accesses = mod.race_end()
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)

@@ -28,6 +28,9 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
 SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# The race detector's build of device code: every load and store calls a __tsan_* entry point of the emu
+# runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports.
+RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>
@@ -135,9 +138,9 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 def runtime_sha256() -> str:
     """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
     h = hashlib.sha256()
-    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py",
-                                                                                     RUNTIME_DIR / "toolchain.py"]:
-        h.update(p.name.encode())
+    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("cuda/*")) + sorted(RUNTIME_DIR.glob("*.cpp")) \
+            + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+        h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 

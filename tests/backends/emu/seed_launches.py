@@ -19,6 +19,11 @@ EPS = np.float32(S.rms_eps)
 ROPE = np.float32(S.rope_theta)
 SCALE = np.float32(1.0 / np.sqrt(HD))
 i32 = np.int32
+# The seed kernels the race detector reports at tiny (docs/KERNELS.md, section 3: `red[0]` read for the block max
+# while warp 0 overwrites it with its partial sum). moe_topk_idx has the same race but runs one warp at tiny
+# (E = 32 threads), whose shuffles order its lanes: it races from two warps on (tests/.../test_race_detector.py).
+RACES_AT_TINY = {("GEN_DEVICE_KERNELS", "gk_attn"), ("GEN_DEVICE_KERNELS", "gk_fused_attn")}
+RACE_REPORT = r"data race on __shared__ 'red' .* index 0 .*different warps"
 
 
 class Inputs:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.backends import (BarrierDivergence, Deadlock, KernelCrash, KernelTimeout, OutOfBounds, RaceDetected,
-                              UnwrittenOutput)
+from harness.backends import (BarrierDivergence, DataRace, Deadlock, KernelCrash, KernelTimeout, OutOfBounds,
+                              RaceDetected, UnwrittenOutput)
 from harness.backends import UninitializedRead
 
 SRC = r"""
@@ -45,6 +45,15 @@ def mod(load):
     return load(SRC)
 
 
+@pytest.fixture(scope="module")
+def schedules_only():
+    """The differential schedules alone (the race detector off): the second opinion on races."""
+    from harness.backends.emu.backend import EmuBackend
+    backend = EmuBackend(timeout_s=60, race_check=False)
+    yield backend.load(SRC)
+    backend.close()
+
+
 def f32(n, fill=0.0):
     return np.full(n, fill, np.float32)
 
@@ -78,17 +87,21 @@ def test_unwritten_needs_outputs_declared(mod):
     assert y[63] == 7.0 and np.all(y[:63] == 1.0)
 
 
-def test_race_between_barriers_is_detected(mod):
+def test_race_between_barriers_is_detected(mod, schedules_only):
     x = np.arange(64, dtype=np.float32)
-    with pytest.raises(RaceDetected, match=r"'y' differs .* under forward.* under reverse"):
+    with pytest.raises(DataRace, match=r"__shared__ 's' .* index 1 .*read by .*thread \(0,0,0\).* and write by "
+                                       r".*thread \(1,0,0\)"):
         mod.launch("pair_race", (1,), (64,), 0, [x, f32(64)], outputs=(1,))
+    with pytest.raises(RaceDetected, match=r"'y' differs .* under forward.* under reverse"):
+        schedules_only.launch("pair_race", (1,), (64,), 0, [x, f32(64)], outputs=(1,))
 
 
-def test_race_free_twin_passes(mod):
+def test_race_free_twin_passes(mod, schedules_only):
     x = np.arange(64, dtype=np.float32)
-    y = f32(64)
-    mod.launch("pair_ok", (1,), (64,), 0, [x, y], outputs=(1,))
-    assert np.array_equal(y, np.roll(x, -1))
+    for m in (mod, schedules_only):
+        y = f32(64)
+        m.launch("pair_ok", (1,), (64,), 0, [x, y], outputs=(1,))
+        assert np.array_equal(y, np.roll(x, -1))
 
 
 def test_shared_memory_read_before_write(mod):
@@ -134,9 +147,11 @@ def test_dynamic_shared_bounds(mod):
         mod.launch("dyn_oob", (1,), (64,), 256, [f32(64)])
 
 
-def test_block_order_dependence_is_a_race(mod):
-    with pytest.raises(RaceDetected, match=r"'y' differs at 1 element"):
+def test_block_order_dependence_is_a_race(mod, schedules_only):
+    with pytest.raises(DataRace, match=r"'y' index 0 .*block \(0,0,0\).* and write by block \(1,0,0\).*different blocks"):
         mod.launch("block_order", (4,), (1,), 0, [f32(1)], outputs=(0,))
+    with pytest.raises(RaceDetected, match=r"'y' differs at 1 element"):
+        schedules_only.launch("block_order", (4,), (1,), 0, [f32(1)], outputs=(0,))
 
 
 def test_crash_is_isolated(mod):
@@ -172,7 +187,7 @@ def test_schedule_count_option_and_env(monkeypatch):
 
 def test_single_schedule_skips_the_comparisons(emu):
     from harness.backends.emu.backend import EmuBackend
-    one = EmuBackend(schedules=1)
+    one = EmuBackend(schedules=1, race_check=False)
     try:
         mod = one.load(SRC)
         x = np.arange(64, dtype=np.float32)

@@ -267,3 +267,34 @@ def test_signatures_and_symbols_are_read_from_source():
            "__device__ int (*fp)(int) = f;\n__device__ int f(int a) { return a; }\n"
            "__device__ float g(float);\n__global__ void k(int* o) { __shared__ int s; }\n")
     assert device_symbols(src) == ["c", "n", "m", "fp"]
+
+
+LIBCUXX = r"""
+#include <cuda.h>
+#include <cuda/atomic>
+typedef cuda::atomic<int> data_type;
+typedef int flag_t;
+__global__ void lib(data_type* const dist, flag_t* const flags, const int n) {
+  int i = threadIdx.x;
+  dist[0].fetch_add(1);
+  dist[1].fetch_min(100 - i);
+  dist[2].fetch_max(i);
+  int expected = 0;
+  if (dist[3].compare_exchange_strong(expected, 9)) flags[0] += 1;   // once: the winner's plain write is unique
+  const data_type v = dist[4].load(cuda::memory_order_relaxed);
+  if (i == n - 1) dist[5].store(v + 1);
+  cuda::atomic_ref<int, cuda::thread_scope_device> ref(flags[1]);
+  ref.fetch_add(2);
+}
+"""
+
+
+def test_libcuxx_atomics_and_typedefd_pointer_params(load):
+    from cudasrc.signatures import kernel_signatures
+    sig, = kernel_signatures(LIBCUXX)
+    assert sig.params == (("cuda::atomic<int>*", "dist"), ("int*", "flags"), ("const int", "n"))
+    mod = load(LIBCUXX)
+    dist = np.array([0, 1000, -1, 0, 41, 0], np.int32)
+    flags = np.zeros(2, np.int32)
+    mod.launch("lib", (1,), (64,), 0, [dist, flags, np.int32(64)])
+    assert list(dist) == [64, 100 - 63, 63, 9, 41, 42] and list(flags) == [1, 128]

@@ -14,7 +14,7 @@ def test_shared_declarations_become_arena_slots_and_lines_are_kept():
     body = rw.source.split('#line 1 "<emu-trampolines>"')[0]
     assert 'shared_var<float[8]>(0, "a", 2)' in body and 'shared_var<float>(1, "b", 2)' in body
     assert 'shared_var<float[2][4]>(2, "c", 2)' in body and 'shared_var<double[3]>(3, "d", 4)' in body
-    assert "float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared());" in body
+    assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in body
     assert "__shared__" not in body
     lines = body.splitlines()[1:]                           # after the #line 1 directive
     assert lines[5].strip() == "y[0]=a[0];" and lines[6].strip() == "}"   # same line numbers as the source

@@ -73,7 +73,7 @@ def test_the_sample_keeps_first_and_last_coordinates_of_every_dimension():
 @pytest.fixture(scope="module")
 def sampled():
     from harness.backends.emu.backend import EmuBackend
-    be = EmuBackend(schedules=5, timeout_s=60)
+    be = EmuBackend(schedules=5, timeout_s=60, race_check=False)     # the schedules' own sampling
     yield be
     be.close()
 
@@ -98,12 +98,24 @@ def test_a_race_in_an_unsampled_middle_block_needs_schedules_all(sampled):
     res = mod.launch("middle_race", (1000,), (64,), 0, _args(), outputs=(1,))   # block 500 is not sampled
     assert res.coverage["summary"].startswith("1 schedule(s) on all 1000 blocks, 4 on 6 of 1000 blocks: (0,0,0)")
     assert 500 not in res.coverage["sample"]
-    full = EmuBackend(schedules=5, timeout_s=60, block_sampling="all")
+    full = EmuBackend(schedules=5, timeout_s=60, block_sampling="all", race_check=False)
     try:
         with pytest.raises(RaceDetected, match=r"first at index 32000"):
             full.load(SRC).launch("middle_race", (1000,), (64,), 0, _args(), outputs=(1,))
     finally:
         full.close()
+
+
+def test_the_race_detector_needs_no_sampling_for_the_middle_block():
+    # run 1, the one the detector watches, covers every block: block 500's race is found on one schedule
+    from harness.backends.base import DataRace
+    from harness.backends.emu.backend import EmuBackend
+    one = EmuBackend(schedules=1, timeout_s=60)
+    try:
+        with pytest.raises(DataRace, match=r"__shared__ 'slot' .*block \(500,0,0\) thread \(0,0,0\)"):
+            one.load(SRC).launch("middle_race", (1000,), (64,), 0, _args(), outputs=(1,))
+    finally:
+        one.close()
 
 
 def test_sampled_runs_of_an_in_out_buffer_raise_no_false_race(sampled):

@@ -7,6 +7,7 @@ probe before anything runs; behind it (the `ungated` fixture builds past the gat
 stops whatever runs and names what was attempted."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,14 +20,15 @@ from harness.backends.emu import gate, sandbox
 SIG = "__global__ void gk_argmax_adv(const float* logits, int vocab, int* d_tok, int* d_pos)"
 HEADERS = "#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n#include <fcntl.h>\n"
 CLEAN_BODY = """{
-  __shared__ float bv[32]; __shared__ int bi[32];
+  __shared__ float bv[1024]; __shared__ int bi[1024];
   const int t = threadIdx.x;
   float v = -1e30f; int at = 0;
   for (int i = t; i < vocab; i += blockDim.x) if (logits[i] > v) { v = logits[i]; at = i; }
   bv[t] = v; bi[t] = at;
   __syncthreads();
   if (t == 0) {
-    for (int k = 1; k < 32; ++k) if (bv[k] > bv[0]) { bv[0] = bv[k]; bi[0] = bi[k]; }
+    for (int k = 1; k < (int)blockDim.x; ++k)
+      if (bv[k] > bv[0] || (bv[k] == bv[0] && bi[k] < bi[0])) { bv[0] = bv[k]; bi[0] = bi[k]; }
     *d_tok = bi[0]; *d_pos = *d_pos + 1; %s
   }
 }"""
@@ -251,3 +253,37 @@ def test_with_the_sandbox_off_a_forked_process_still_dies_with_the_worker(tmp_pa
     while survivors() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not survivors()
+
+
+# ---- end to end: `qconform check` on a probe -----------------------------------------------------------------
+def _check(tmp_path: Path, source: str) -> tuple[int, list[dict]]:
+    from harness.cli import main
+    src, out = tmp_path / "probe.cu", tmp_path / "report"
+    src.write_text(source)
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--shapes", "tiny", "--seed", "3", "--out", str(out)])
+    return rc, json.loads((out / "report.json").read_text())["rows"]
+
+
+def test_check_passes_the_clean_kernel(tmp_path):
+    rc, rows = _check(tmp_path, clean_source())
+    assert rc == 0 and rows and all(r["verdict"] == "pass" for r in rows)
+
+
+@needs_nvcc
+def test_check_fails_a_probe_with_nvcc_s_message(tmp_path):
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    rc, rows = _check(tmp_path, probes(probe_dir)["system"])
+    assert rc == 1 and rows and all(r["verdict"] == "fail" and 'calling a __host__ function("system")' in r["reason"]
+                                    for r in rows)
+    assert_contained(probe_dir)
+
+
+@needs_sandbox
+def test_check_fails_a_probe_the_sandbox_stops(tmp_path, ungated):
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    rc, rows = _check(tmp_path, probes(probe_dir)["fork"])
+    assert rc == 1 and rows and all(r["verdict"] == "fail" and "SandboxViolation" in r["reason"] and "clone()" in r["reason"]
+                                    for r in rows)
+    assert_contained(probe_dir)

@@ -32,7 +32,7 @@ __global__ void reuse_slot(const float* x, float* y, int fence) {
 
 @pytest.fixture(scope="module")
 def module():
-    backend = EmuBackend(timeout_s=60)
+    backend = EmuBackend(timeout_s=60, race_check=False)    # the schedule alone (the detector finds it on run 1)
     yield backend.load(SOURCE)
     backend.close()
 
@@ -52,7 +52,7 @@ def test_the_fenced_twin_passes(module):
 
 def test_without_the_warp_greedy_run_the_race_goes_unseen():
     # Negative control for the schedule itself: forward x2 and reverse alone miss this race.
-    backend = EmuBackend(schedules=3, timeout_s=60)
+    backend = EmuBackend(schedules=3, timeout_s=60, race_check=False)
     try:
         x = np.ones(128, np.float32)
         y = np.zeros(128, np.float32)

@@ -1,0 +1,336 @@
+// qconform emu happens-before race detector (included once, by emu_runtime.cpp, after the scheduler state).
+//
+// Device code is compiled with g++ -fsanitize=thread, but linked WITHOUT libtsan: every load and store of the
+// kernel calls one of the __tsan_read/__tsan_write entry points defined below. They look at accesses to the
+// tracked ranges only (the launch's non-const device buffers, the module's writable __device__ variables,
+// the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
+// accesses conflict when they touch the same byte, at least one writes and not both are atomic; a conflict
+// is a race unless the CUDA memory model orders the two:
+//   * same thread: program order;
+//   * same block: a __syncthreads between them (each thread counts the barriers it has passed: its epoch);
+//     within one barrier interval, lanes of one warp are ordered only by a warp collective naming both
+//     (__syncwarp, shuffles, votes, the int8 mma): a vector clock over the 32 lanes of the warp, joined at
+//     every collective over its mask. No implicit lock step: lanes of a warp are threads like any other;
+//   * different blocks: never (global memory). Fences (__threadfence*) order nothing by themselves, and this
+//     detector does not model the fence + flag patterns built on them: only atomic-atomic pairs are exempt.
+// The first race stops the launch with a DATA_RACE fault naming both accesses (block, thread, warp/lane,
+// source line as a `{pc:0x..}` token the Python side resolves with the module's line tables, buffer or
+// __shared__ variable, element index).
+#pragma once
+#include <dlfcn.h>
+
+namespace emu {
+
+constexpr int DATA_RACE = 7;
+
+struct Access {            // one recorded access; bseq == 0: none
+  uint32_t bseq;           // global sequence number of the block run (unique across launches)
+  uint32_t epoch;          // barriers the thread had passed
+  uint32_t clock;          // the thread's own warp clock at the access
+  uint16_t thread;         // linear thread index in the block; kAtomicBit marks an atomic access
+  uint16_t site;           // index into g_sites: the access's return address (or atomic source line)
+};
+constexpr uint16_t kAtomicBit = 0x8000;
+constexpr uintptr_t kLineSite = uintptr_t(1) << 63;   // a site given as a source line, not a return address
+struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads not ordered before another
+
+// atomic_window: after emu::atomic_access, the thread's next accesses to atomic_ptr belong to the atomic
+// operation: one read (a load), or reads up to one write (a read-modify-write or a store).
+struct RaceThread { uint32_t epoch; uint32_t vc[32]; const volatile void* atomic_ptr; int atomic_window; };
+constexpr int kLoadWindow = 1, kUpdateWindow = 2;
+
+struct Tracked {
+  uintptr_t lo, hi;
+  Cell* shadow;
+  size_t shadow_bytes;
+  std::string name;
+  int elem;               // element size for the index in reports (0: unknown, the byte offset only)
+};
+
+bool g_race_on = false;
+uint32_t g_bseq = 0;                 // sequence number of the running block
+uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
+std::vector<uint64_t> g_bseq_block;  // linear block index by (bseq - g_launch_bseq0)
+RaceThread g_race_thr[kMaxThreads];
+std::vector<Tracked> g_tracked;      // device buffers of the launch
+uintptr_t g_tracked_lo = UINTPTR_MAX, g_tracked_hi = 0;
+Cell* g_shared_shadow = nullptr;     // shadow of the static __shared__ arena
+Cell* g_dyn_shadow = nullptr;        // shadow of the dynamic area (guards included), g_dyn_cap cells
+size_t g_dyn_shadow_cells = 0;
+const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
+int g_dyn_elem = 1;
+uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
+
+// Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
+constexpr int kSiteBits = 16;
+constexpr size_t kSites = size_t(1) << kSiteBits;
+uintptr_t g_site_key[kSites];
+uint16_t g_site_of[kSites];
+uintptr_t g_sites[kSites];
+uint32_t g_nsites = 1;               // site 0: unknown
+
+uint16_t site_of(uintptr_t key) {
+  size_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - kSiteBits);
+  for (size_t n = 0; n < kSites; ++n, h = (h + 1) & (kSites - 1)) {
+    if (g_site_key[h] == key) return g_site_of[h];
+    if (g_site_key[h] == 0) {
+      if (g_nsites >= kSites) return 0;
+      g_site_key[h] = key;
+      g_sites[g_nsites] = key;
+      g_site_of[h] = uint16_t(g_nsites);
+      return uint16_t(g_nsites++);
+    }
+  }
+  return 0;
+}
+
+Cell* map_shadow(size_t cells) {
+  void* p = mmap(nullptr, cells * sizeof(Cell), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) { std::perror("emu: mmap race shadow"); std::abort(); }
+  return static_cast<Cell*>(p);
+}
+
+// ---- scheduler events -----------------------------------------------------------------------------------
+void race_block_start() {
+  ++g_bseq;
+  if (!g_race_on) return;
+  g_bseq_block.push_back(uint64_t(g_block_idx.x) + uint64_t(g_grid_dim.x) * (g_block_idx.y +
+                                                                            uint64_t(g_grid_dim.y) * g_block_idx.z));
+  for (int i = 0; i < g_nthreads; ++i) {
+    RaceThread& t = g_race_thr[i];
+    t.epoch = 0;
+    std::memset(t.vc, 0, sizeof t.vc);
+    t.vc[i % 32] = 1;
+    t.atomic_ptr = nullptr;
+    t.atomic_window = 0;
+  }
+}
+
+void race_barrier(int id) {            // thread `id` passes a __syncthreads
+  if (g_race_on) ++g_race_thr[id].epoch;
+}
+
+void race_warp_sync(int warp, unsigned mask) {   // the lanes of `mask` meet at a warp collective
+  if (!g_race_on) return;
+  uint32_t joined[32] = {0};
+  for (int l = 0; l < 32; ++l)
+    if (mask >> l & 1u)
+      for (int k = 0; k < 32; ++k) joined[k] = std::max(joined[k], g_race_thr[warp * 32 + l].vc[k]);
+  for (int l = 0; l < 32; ++l)
+    if (mask >> l & 1u) {
+      uint32_t* vc = g_race_thr[warp * 32 + l].vc;
+      std::memcpy(vc, joined, sizeof joined);
+      ++vc[l];
+    }
+}
+
+// ---- the check -------------------------------------------------------------------------------------------
+inline bool stale(const Access& a, bool shared) {
+  return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_launch_bseq0);
+}
+
+// Whether access `a` (not stale) happens before the running thread's current access.
+inline bool ordered(const Access& a, const Fiber* f) {
+  if (a.bseq != g_bseq) return false;               // another block of this launch
+  int t = a.thread & 0x3ff;
+  if (t == f->linear) return true;
+  const RaceThread& me = g_race_thr[f->linear];
+  if (a.epoch < me.epoch) return true;
+  return t / 32 == f->warp && a.clock <= me.vc[t % 32];
+}
+
+inline bool conflict(const Access& a, const Fiber* f, bool shared, bool atomic) {
+  return !stale(a, shared) && !((a.thread & kAtomicBit) && atomic) && !ordered(a, f);
+}
+
+std::string describe_site(uint16_t site) {
+  if (site == 0) return "an unknown line";
+  uintptr_t key = g_sites[site];
+  char buf[64];
+  if (key & kLineSite) std::snprintf(buf, sizeof buf, "line %lu", (unsigned long)(key & ~kLineSite));
+  else {
+    Dl_info info;
+    uintptr_t off = key;
+    if (dladdr(reinterpret_cast<void*>(key), &info) && info.dli_fbase) off = key - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    std::snprintf(buf, sizeof buf, "{pc:0x%lx}", (unsigned long)(off - 1));   // the call instruction
+  }
+  return buf;
+}
+
+std::string describe_access(const Access& a, bool write) {
+  uint64_t lin = a.bseq >= g_launch_bseq0 && a.bseq - g_launch_bseq0 < g_bseq_block.size()
+                     ? g_bseq_block[a.bseq - g_launch_bseq0] : 0;
+  unsigned bx = unsigned(lin % g_grid_dim.x), by = unsigned(lin / g_grid_dim.x % g_grid_dim.y),
+           bz = unsigned(lin / (uint64_t(g_grid_dim.x) * g_grid_dim.y));
+  int t = a.thread & 0x3ff;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s%s by block (%u,%u,%u) thread (%u,%u,%u) (warp %d lane %d) at %s",
+                a.thread & kAtomicBit ? "atomic " : "", write ? "write" : "read", bx, by, bz,
+                unsigned(t % g_block_dim.x), unsigned(t / g_block_dim.x % g_block_dim.y),
+                unsigned(t / (g_block_dim.x * g_block_dim.y)), t / 32, t % 32, describe_site(a.site).c_str());
+  return buf;
+}
+
+std::string describe_location(uintptr_t addr) {
+  char buf[320];
+  if (addr >= uintptr_t(g_shared) && addr < uintptr_t(g_shared) + kSharedArena) {
+    for (int u = 0; u < g_nused; ++u) {
+      const SharedSlot& s = g_slots[g_used_slots[u]];
+      if (addr >= uintptr_t(s.ptr) && addr < uintptr_t(s.ptr) + s.bytes) {
+        size_t off = addr - uintptr_t(s.ptr);
+        std::snprintf(buf, sizeof buf, "__shared__ '%s' (line %d) index %zu (byte %zu)", s.name, s.line,
+                      off / size_t(s.elem), off);
+        return buf;
+      }
+    }
+    return "static __shared__ memory";
+  }
+  if (addr >= uintptr_t(g_dyn) && addr < uintptr_t(g_dyn) + g_dyn_cap) {
+    long off = long(addr - uintptr_t(dyn_shared()));
+    std::snprintf(buf, sizeof buf, "extern __shared__ '%s' index %ld (byte %ld)", g_dyn_name ? g_dyn_name : "?",
+                  off / g_dyn_elem, off);
+    return buf;
+  }
+  for (const Tracked& t : g_tracked)
+    if (addr >= t.lo && addr < t.hi) {
+      size_t off = addr - t.lo;
+      if (t.elem > 0) std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
+      else std::snprintf(buf, sizeof buf, "%s byte %zu", t.name.c_str(), off);
+      return buf;
+    }
+  return "device memory";
+}
+
+[[gnu::cold, gnu::noinline, noreturn]] void race_fault(const Access& prev, bool prev_write, const Access& now,
+                                                        bool now_write, uintptr_t addr) {
+  const RaceThread& me = g_race_thr[now.thread & 0x3ff];
+  std::string why;
+  int t = prev.thread & 0x3ff, u = now.thread & 0x3ff;
+  if (prev.bseq != now.bseq) why = "different blocks, and not both atomic";
+  else if (t / 32 != u / 32) why = "different warps in the same barrier interval (" + std::to_string(me.epoch) +
+                                   " __syncthreads passed)";
+  else why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
+  set_fault(DATA_RACE, "data race on " + describe_location(addr) + ": " + describe_access(prev, prev_write) +
+                       " and " + describe_access(now, now_write) + " are unordered (" + why + ")");
+  fiber_fault(DATA_RACE, "");
+}
+
+inline Tracked* tracked_range(uintptr_t a) {
+  for (Tracked& t : g_tracked)
+    if (a >= t.lo && a < t.hi) return &t;
+  return nullptr;
+}
+
+void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+  Cell* cells;
+  size_t n = size;
+  bool shared;
+  if (addr >= uintptr_t(g_shared) && addr < uintptr_t(g_shared) + kSharedArena) {
+    cells = g_shared_shadow + (addr - uintptr_t(g_shared));
+    n = std::min(n, uintptr_t(g_shared) + kSharedArena - addr);
+    shared = true;
+  } else if (g_dyn && addr >= uintptr_t(g_dyn) && addr < uintptr_t(g_dyn) + g_dyn_cap) {
+    cells = g_dyn_shadow + (addr - uintptr_t(g_dyn));
+    n = std::min(n, uintptr_t(g_dyn) + g_dyn_cap - addr);
+    shared = true;
+  } else if (addr < g_tracked_hi && addr + size > g_tracked_lo) {
+    Tracked* t = tracked_range(addr);
+    if (!t) return;
+    cells = t->shadow + (addr - t->lo);
+    n = std::min(n, t->hi - addr);
+    shared = false;
+  } else {
+    return;
+  }
+  Fiber* f = cur();
+  RaceThread& me = g_race_thr[f->linear];
+  if (!atomic && me.atomic_window) {     // the plain load/store an atomic operation is made of (already recorded)
+    bool same = me.atomic_ptr == reinterpret_cast<const volatile void*>(addr);
+    if (!same || write || me.atomic_window == kLoadWindow) me.atomic_window = 0;
+    if (same) return;
+  }
+  ++g_race_accesses;
+  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | (atomic ? kAtomicBit : 0)), site_of(pc)};
+  for (size_t i = 0; i < n; ++i) {
+    Cell& c = cells[i];
+    if (conflict(c.w, f, shared, atomic)) race_fault(c.w, true, now, write, addr + i);
+    if (write) {
+      for (const Access& r : c.r)
+        if (conflict(r, f, shared, atomic)) race_fault(r, false, now, true, addr + i);
+      c.w = now;
+      c.r[0].bseq = c.r[1].bseq = 0;
+    } else if (stale(c.r[0], shared) || ordered(c.r[0], f)) {
+      c.r[0] = now;
+    } else {
+      c.r[1] = now;     // the two latest reads unordered with each other (one of another thread than any writer)
+    }
+  }
+}
+
+// ---- tracked ranges (from the launch driver) -------------------------------------------------------------
+void race_untrack() {
+  for (Tracked& t : g_tracked) munmap(t.shadow, t.shadow_bytes);
+  g_tracked.clear();
+  g_tracked_lo = UINTPTR_MAX;
+  g_tracked_hi = 0;
+}
+
+void race_ensure_shared_shadow() {
+  if (!g_shared_shadow) g_shared_shadow = map_shadow(kSharedArena);
+  if (g_dyn_shadow_cells < g_dyn_cap) {
+    if (g_dyn_shadow) munmap(g_dyn_shadow, g_dyn_shadow_cells * sizeof(Cell));
+    g_dyn_shadow = map_shadow(g_dyn_cap);
+    g_dyn_shadow_cells = g_dyn_cap;
+  }
+}
+
+}  // namespace emu
+
+// ---- entry points of the compiler's instrumentation (-fsanitize=thread without libtsan) -------------------
+#define EMU_TSAN_ACCESS(NAME, SIZE, WRITE)                                                                     \
+  extern "C" void NAME(void* p) {                                                                             \
+    if (__builtin_expect(::emu::g_race_on, 0))                                                                \
+      ::emu::race_access(reinterpret_cast<uintptr_t>(p), SIZE, WRITE,                                         \
+                         reinterpret_cast<uintptr_t>(__builtin_return_address(0)));                           \
+  }
+#define EMU_TSAN_SIZES(KIND, WRITE)                                                                            \
+  EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE)                     \
+  EMU_TSAN_ACCESS(__tsan_##KIND##4, 4, WRITE) EMU_TSAN_ACCESS(__tsan_##KIND##8, 8, WRITE)                     \
+  EMU_TSAN_ACCESS(__tsan_##KIND##16, 16, WRITE)                                                               \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##2, 2, WRITE) EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##4, 4, WRITE) \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##8, 8, WRITE)                                                       \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##16, 16, WRITE)                                                     \
+  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##1, 1, WRITE) EMU_TSAN_ACCESS(__tsan_volatile_##KIND##2, 2, WRITE)   \
+  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##4, 4, WRITE) EMU_TSAN_ACCESS(__tsan_volatile_##KIND##8, 8, WRITE)   \
+  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##16, 16, WRITE)
+EMU_TSAN_SIZES(read, false)
+EMU_TSAN_SIZES(write, true)
+#undef EMU_TSAN_SIZES
+#undef EMU_TSAN_ACCESS
+extern "C" void __tsan_read_range(void* p, long n) {   // (the signatures are those g++ declares built in)
+  if (__builtin_expect(::emu::g_race_on, 0))
+    ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+extern "C" void __tsan_write_range(void* p, long n) {
+  if (__builtin_expect(::emu::g_race_on, 0))
+    ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+extern "C" void __tsan_init() {}
+extern "C" void __tsan_func_entry(void*) {}
+extern "C" void __tsan_func_exit(void*) {}
+extern "C" void __tsan_vptr_update(void*, void*) {}
+extern "C" void __tsan_vptr_read(void*) {}
+
+namespace emu {
+// Every atomic operation of device code announces itself here before its plain load/store (emu_device.hpp):
+// the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line) {
+  if (!g_race_on) return;
+  RaceThread& me = g_race_thr[cur()->linear];
+  me.atomic_window = 0;
+  race_access(reinterpret_cast<uintptr_t>(p), bytes, is_write, uintptr_t(unsigned(line)) | kLineSite, true);
+  me.atomic_ptr = p;
+  me.atomic_window = is_write ? kUpdateWindow : kLoadWindow;
+}
+}  // namespace emu

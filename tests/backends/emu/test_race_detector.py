@@ -1,0 +1,226 @@
+"""The happens-before race detector (emu_race.hpp): races by the CUDA memory model on ONE schedule, whatever
+the values, each with a race-free twin that must stay clean (the negative control of every positive test)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import DataRace
+from harness.backends.emu.backend import EmuBackend
+from harness.toolchain.rust_literals import CUDA_PRELUDE
+
+from .seed_launches import build_launch
+
+SEED_VALUE = 1      # the input seed of the seed-kernel launches; failures print it for replay
+
+# Every kernel writes y[i] = x[i] (the output never shows the race); `fix` turns each race into its twin.
+SOURCE = r"""
+__global__ void shared_ww(const float* x, float* y, int fix) {
+  __shared__ int flag;
+  if (!fix || threadIdx.x == 0) flag = 1;              // every thread writes the slot (the same value)
+  y[threadIdx.x] = x[threadIdx.x];
+}
+
+__global__ void warp_exchange(const float* x, float* y, int fix) {
+  __shared__ float s[32];
+  int lane = threadIdx.x & 31;
+  s[lane] = x[threadIdx.x];
+  if (fix) __syncwarp();                               // without it, lanes of one warp are unordered
+  float v = s[(lane + 1) & 31];
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * v;
+}
+
+__global__ void warp_shuffle_orders(const float* x, float* y, int fix) {
+  __shared__ float s[32];
+  int lane = threadIdx.x & 31;
+  s[lane] = x[threadIdx.x];
+  float t = 1.0f;
+  if (fix) t = __shfl_xor_sync(0xffffffffu, t, 1);
+  else if (lane < 16) t = __shfl_xor_sync(0x0000ffffu, t, 1);   // orders lanes 0-15 only
+  float v = s[(lane + 16) & 31];
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * v * t;
+}
+
+__global__ void blocks_flag(const float* x, float* y, int* done, int fix) {
+  if (threadIdx.x == 0) {
+    if (fix) atomicAdd(done, 1);                       // atomic against atomic: never a race
+    else done[0] = 1;                                  // every block stores the same value
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
+__global__ void blocks_mixed(const float* x, float* y, int* done, int fix) {
+  if (threadIdx.x == 0) {
+    if (fix || blockIdx.x == 0) atomicAdd(done, 1);
+    else done[0] = done[0] + 1;                        // a plain read-modify-write against another block's atomic
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
+__device__ int g_count;
+__global__ void device_var(const float* x, float* y, int fix) {
+  if (threadIdx.x == 0) {
+    if (fix) atomicAdd(&g_count, 1);
+    else g_count = g_count + 1;                        // a plain update of a module variable by every block
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
+__global__ void barrier_orders(const float* x, float* y, int fix) {
+  __shared__ float red[32];
+  int wp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) red[wp] = x[threadIdx.x];
+  __syncthreads();
+  float mx = red[0];                                   // every warp reads the slot ...
+  if (fix) __syncthreads();
+  if (lane == 0) red[wp] = 2.0f * mx;                  // ... that warp 0 overwrites
+  __syncthreads();
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * red[wp];
+}
+"""
+
+
+def _line(text: str, kernel: str = "") -> int:
+    """Line of SOURCE holding `text` (the first one in `kernel`): reports name source lines."""
+    rows = SOURCE.split("\n")
+    start = next(i for i, row in enumerate(rows) if f"void {kernel}" in row)
+    return next(i for i, row in enumerate(rows[start:], start + 1) if text in row)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    be = EmuBackend(schedules=1, timeout_s=60)      # one schedule: the detector alone, no differential runs
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def module(backend):
+    return backend.load(SOURCE)
+
+
+def _run(module, kernel, fix, grid=1, block=64, extra=()):
+    n = grid * block
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    module.launch(kernel, (grid,), (block,), 0, [x, y, *extra, np.int32(fix)], outputs=(1,))
+    assert np.array_equal(y, x), f"{kernel}: the output shows the race's values (it must not: the test is of the detector)"
+
+
+def test_shared_write_write_race_whose_values_never_reach_an_output(module):
+    with pytest.raises(DataRace, match=rf"__shared__ 'flag' \(line {_line('int flag')}\) index 0 .*: write by block \(0,0,0\) thread "
+                                       rf"\(0,0,0\) \(warp 0 lane 0\) at line {_line('flag = 1')} and write by block \(0,0,0\) "
+                                       rf"thread \(1,0,0\) \(warp 0 lane 1\) at line {_line('flag = 1')} are unordered"):
+        _run(module, "shared_ww", 0)
+    _run(module, "shared_ww", 1)
+
+
+def test_intra_warp_race_without_syncwarp(module):
+    # forward order: lane 0 runs to its end before lane 1 starts (a legal order without lock step)
+    with pytest.raises(DataRace, match=rf"__shared__ 's' .* index 1 .*: read by .*thread \(0,0,0\) \(warp 0 lane 0\) "
+                                       rf"at line {_line('(lane + 1) & 31')} and write by .*thread \(1,0,0\) "
+                                       rf"\(warp 0 lane 1\) at line {_line('s[lane] = x[threadIdx.x];', 'warp_exchange')} "
+                                       r".*lanes of one warp .*no __syncwarp"):
+        _run(module, "warp_exchange", 0, block=32)
+    _run(module, "warp_exchange", 1, block=32)
+
+
+def test_a_shuffle_orders_only_the_lanes_of_its_mask(module):
+    # lane l reads slot l+16: with the half-warp mask, lanes 0-15 never met lanes 16-31
+    with pytest.raises(DataRace, match=r"__shared__ 's' .*lanes of one warp"):
+        _run(module, "warp_shuffle_orders", 0, block=32)
+    _run(module, "warp_shuffle_orders", 1, block=32)
+
+
+def test_inter_block_race_on_global_memory(module):
+    done = np.zeros(1, np.int32)
+    line = _line("else done[0] = 1;")
+    with pytest.raises(DataRace, match=rf"'done' index 0 .*write by block \(0,0,0\) thread \(0,0,0\) .* at line {line} "
+                                       rf"and write by block \(1,0,0\) thread \(0,0,0\) .* at line {line} .*different "
+                                       r"blocks, and not both atomic"):
+        _run(module, "blocks_flag", 0, grid=4, extra=(done,))
+    done[:] = 0
+    _run(module, "blocks_flag", 1, grid=4, extra=(done,))
+    assert done[0] == 4
+
+
+def test_an_atomic_does_not_order_a_plain_access_of_another_block(module):
+    done = np.zeros(1, np.int32)
+    with pytest.raises(DataRace, match=rf"'done' index 0 .*atomic write by block \(0,0,0\) .* at line "
+                                       rf"{_line('blockIdx.x == 0) atomicAdd')} and read by block \(1,0,0\) .* at line "
+                                       rf"{_line('done[0] = done[0] + 1')}"):
+        _run(module, "blocks_mixed", 0, grid=3, extra=(done,))
+    _run(module, "blocks_mixed", 1, grid=3, extra=(done,))
+
+
+def test_inter_block_race_on_a_device_variable(module):
+    with pytest.raises(DataRace, match=rf"__device__ variable 'g_count' byte 0: .*block \(0,0,0\) .* at line "
+                                       rf"{_line('g_count = g_count + 1')} and read by block \(1,0,0\) .*different blocks"):
+        _run(module, "device_var", 0, grid=2)
+    _run(module, "device_var", 1, grid=2)
+
+
+def test_a_slot_reused_before_every_warp_read_it(module):
+    with pytest.raises(DataRace, match=r"__shared__ 'red' .* index 0 .*different warps in the same barrier interval") as err:
+        _run(module, "barrier_orders", 0, block=64)
+    report = str(err.value)     # the two accesses, in the order this schedule ran them
+    assert f"read by block (0,0,0) thread (32,0,0) (warp 1 lane 0) at line {_line('float mx = red[0]')}" in report
+    assert f"write by block (0,0,0) thread (0,0,0) (warp 0 lane 0) at line {_line('= 2.0f * mx')}" in report
+    _run(module, "barrier_orders", 1, block=64)
+
+
+def test_detector_off_misses_what_the_values_hide():
+    # The negative control for the detector itself: one schedule without it passes every racy kernel above.
+    be = EmuBackend(schedules=1, timeout_s=60, race_check=False)
+    try:
+        mod = be.load(SOURCE)
+        _run(mod, "shared_ww", 0)
+        _run(mod, "warp_exchange", 0, block=32)
+        _run(mod, "blocks_flag", 0, grid=4, extra=(np.zeros(1, np.int32),))
+    finally:
+        be.close()
+
+
+# ---- the seed's shared-slot races (docs/KERNELS.md, section 3) ------------------------------------------------
+# The twin of each adds the missing barrier after the block maximum is read.
+SEED_RACES = [("GEN_DEVICE_KERNELS", "gk_attn", "__syncthreads(); float mx=red[0];"),
+              ("GEN_DEVICE_KERNELS", "gk_fused_attn", "__syncthreads(); float mx=red[0];"),
+              ("MOE_ROUTER_TOPK_KERNELS", "moe_topk_idx", "__syncthreads();\n  float mx=red[0];")]
+
+
+def _kernel_source(code: str, kernel: str) -> str:
+    """The one kernel's definition out of a set (the fix is applied to it alone)."""
+    start = code.index(f"void {kernel}(")
+    end = code.index("\n}", start) + 2
+    return code[start:end]
+
+
+@pytest.mark.parametrize("set_name,kernel,read", SEED_RACES)
+def test_the_seeds_red0_race_on_a_single_schedule(seed_sets, backend, set_name, kernel, read):
+    from .seed_launches import S
+    code = CUDA_PRELUDE + seed_sets[set_name].code
+    body = _kernel_source(code, kernel)
+    assert body.count(read) == 1, f"{kernel}: the seed changed; the read of the block max was not found"
+    grid, block, shared, args, outputs = build_launch(set_name, kernel, SEED_VALUE)
+    if kernel == "moe_topk_idx":    # one warp orders its lanes by the shuffles: the race needs a second warp
+        assert block == S.n_expert and block <= 32
+        grid, block, shared, args, outputs = _topk_two_warps(args)
+    with pytest.raises(DataRace, match=r"__shared__ 'red' \(line \d+\) index 0 .*read by block \(0,0,0\) thread "
+                                       r"\(\d+,0,0\) \(warp [1-9]\d* lane \d+\) at line \d+ and write by block \(0,0,0\) "
+                                       r"thread \(0,0,0\) \(warp 0 lane 0\) at line \d+ .*different warps"):
+        backend.load(code).launch(kernel, grid, block, shared, args, outputs)
+    fixed = code.replace(body, body.replace(read, read + " __syncthreads();"))
+    grid, block, shared, args, outputs = build_launch(set_name, kernel, SEED_VALUE)
+    if kernel == "moe_topk_idx":
+        grid, block, shared, args, outputs = _topk_two_warps(args)
+    backend.load(fixed).launch(kernel, grid, block, shared, args, outputs)
+
+
+def _topk_two_warps(args):
+    """moe_topk_idx over 64 experts (the tails shape): two warps."""
+    e, k = 64, int(args[4])
+    logits = (np.random.default_rng(SEED_VALUE).permutation(e) * 0.37 - 5).astype(np.float32)
+    return 1, e, 0, [logits, np.zeros(k, np.int32), np.zeros(k, np.float32), np.int32(e), np.int32(k)], (1, 2)
