@@ -48,7 +48,7 @@ def run(args) -> int:
     with RunFolder(args.out, "--out", args.force, "check") as folder:
         use_inputs_from(args)
         rc = run_check(args.backend, src, shapes, modes, seed, folder.path, sanitize=args.sanitize,
-                       schedules=args.schedules, workers=args.jobs)
+                       schedules=args.schedules, workers=args.jobs, cluster=args.cluster)
         folder.finish(rc, args, seed)
     print(folder.wrote_line(), file=sys.stderr)
     return rc

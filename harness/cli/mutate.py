@@ -9,10 +9,13 @@ from __future__ import annotations
 import random
 import sys
 
-from harness.cli.options import (add_force_option, add_jobs_option, fraction, path_name, positive_float,
-                                 positive_int, seed as seed_value)
+from harness.cli.options import (add_cluster_option, add_force_option, add_jobs_option, fraction, path_name,
+                                 positive_float, positive_int, seed as seed_value)
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
+
+
+STORE_SUFFIX = ".judged"
 
 
 def register(sub) -> None:
@@ -27,6 +30,7 @@ def register(sub) -> None:
                    help="output folder for mutation.json / mutation.md, replaced as a whole when the run is complete")
     add_force_option(p)
     add_jobs_option(p, "judge mutants")
+    add_cluster_option(p, "mutants")
     p.add_argument("--sample", type=positive_int, default=None, help="judge a seeded random sample of N mutants")
     p.add_argument("--time-limit", type=positive_float, default=None,
                    help="seconds; mutants not started by then are reported as not run")
@@ -87,10 +91,13 @@ def run(args) -> int:
         if missing:
             raise ValueError(f"--ids: no mutant {', '.join(missing)} among the kernels' mutants")
         chosen = [every[i] for i in want]
+    # every judged mutant is also stored beside --out as it finishes (outside the run folder, which replaces
+    # --out only when complete): rerunning the same command after an interrupt resumes from it
+    store = folder.final.with_name(folder.final.name + STORE_SUFFIX)
     with folder:
         result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
                               sample=args.sample, time_limit_s=args.time_limit, ledger=ledger, operators=operators,
-                              mutants=chosen)
+                              mutants=chosen, cluster=args.cluster, store_dir=store)
         result.unchecked_kernels = unchecked
         summary.write(folder.path, result)
         rc = 0

@@ -141,9 +141,26 @@ def add_jobs_option(p, what: str) -> None:
                    help=f"{what} in this many processes (at most the number of cores)")
 
 
+def cluster_address(text: str) -> str:
+    """--cluster: local:N (N >= 1) or a scheduler address (scheme://...)."""
+    from harness.judging.executors import parse_cluster
+    try:
+        parse_cluster(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--cluster: ")) from None
+    return text.strip()
+
+
+def add_cluster_option(p, unit: str) -> None:
+    p.add_argument("--cluster", type=cluster_address, default=None, metavar="local:N|tcp://HOST:PORT",
+                   help=f"judge {unit} on a Dask cluster (the `cluster` extra) instead of -j: local:N starts N "
+                        "workers here and stops them at the end; an address joins a running scheduler")
+
+
 def add_speed_options(p) -> None:
     add_schedules_option(p)
     add_jobs_option(p, "judge cases (CPU backend); the report is the serial one,")
+    add_cluster_option(p, "cases")
 
 
 def add_verify_weights_option(p) -> None:

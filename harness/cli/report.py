@@ -48,6 +48,8 @@ def run(args) -> int:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
         if args.schedules:
             raise ValueError("--schedules: the reference backend runs no kernels; use --backend emu")
+        if args.cluster:
+            raise ValueError("--cluster: the reference backend runs no kernels; use --backend emu")
     from harness.cli.inputs_from import check as check_inputs_from
     check_inputs_from(args)
     from harness.cli.lifecycle import RunFolder
@@ -64,7 +66,7 @@ def run(args) -> int:
             from harness.reports.conformance import run_report
             backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
             rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
-                            families=args.families, workers=args.jobs)
+                            families=args.families, workers=args.jobs, cluster=args.cluster)
         if not args.no_generation:
             from harness.cli.generate import generation_section
             rc = combined_status(rc, generation_section(out / "generation"))

@@ -102,6 +102,11 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
 
 def _raise_build_error(stderr: str, name: str) -> None:
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", name)
+    missing = re.search(r"undefined reference to [`'](__tsan_\w+)", stderr)
+    if missing:     # an instrumentation entry point the race detector does not implement (g++ __atomic builtins)
+        raise UnsupportedConstruct(None, f"the race detector's build needs {missing.group(1)}, which the emu runtime "
+                                         "does not provide (g++ __atomic builtins in device code); run with "
+                                         "race_check=False (QCONFORM_EMU_RACE_CHECK=0)")
     for m in _UNDECLARED.finditer(stderr):
         if os.path.basename(m.group("file")) == safe:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "

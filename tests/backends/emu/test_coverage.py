@@ -298,3 +298,25 @@ def test_libcuxx_atomics_and_typedefd_pointer_params(load):
     flags = np.zeros(2, np.int32)
     mod.launch("lib", (1,), (64,), 0, [dist, flags, np.int32(64)])
     assert list(dist) == [64, 100 - 63, 63, 9, 41, 42] and list(flags) == [1, 128]
+
+
+SYNC_PRED = r"""
+__global__ void votes(const int* x, int* out) {
+  int t = threadIdx.x;
+  int c = __syncthreads_count(x[t] > 50);
+  int a = __syncthreads_and(x[t] >= 0);
+  int o = __syncthreads_or(x[t] > 1000);
+  int c2 = __syncthreads_count(t % 3 == 0);         // a second round: the first round's sum is not carried over
+  int g = 4 * (blockIdx.x * blockDim.x + t);
+  out[g] = c; out[g + 1] = a; out[g + 2] = o; out[g + 3] = c2;
+}
+"""
+
+
+def test_syncthreads_count_and_or(load):
+    mod = load(SYNC_PRED)
+    x = np.random.default_rng(3).integers(0, 100, 96).astype(np.int32)
+    out = np.zeros(2 * 4 * 96, np.int32)
+    mod.launch("votes", (2,), (96,), 0, [x, out], outputs=(1,))
+    expect = [int((x > 50).sum()), 1, 0, 32]
+    assert out.reshape(2 * 96, 4).tolist() == [expect] * (2 * 96)

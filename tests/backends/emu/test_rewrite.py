@@ -33,10 +33,10 @@ def test_mma_asm_becomes_a_warp_collective():
 
 @pytest.mark.parametrize("snippet,named", [
     ('asm volatile("bar.sync 0;");', r"inline PTX instruction 'bar.sync'"),
-    ("int n = __syncthreads_count(1);", r"__syncthreads_count"),
     ("float v = tex1Dfetch(t, 0);", r"texture fetches"),
     ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
     ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
+    ("cooperative_groups::this_grid().sync();", r"grid sync"),
 ])
 def test_unsupported_constructs_are_named(snippet, named):
     with pytest.raises(UnsupportedConstruct, match=named + r".*line 2"):
