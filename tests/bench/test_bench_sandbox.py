@@ -11,21 +11,10 @@ import numpy as np
 import pytest
 
 from harness.backends.emu import sandbox
+from tests.backends.emu.test_sandbox import clean_source
 
-SRC = r"""
-__global__ void argmax(const float* logits, int vocab, int* d_tok, int* d_pos) {
-  __shared__ float bv[32]; __shared__ int bi[32];
-  const int t = threadIdx.x;
-  float v = -1e30f; int at = 0;
-  for (int i = t; i < vocab; i += blockDim.x) if (logits[i] > v) { v = logits[i]; at = i; }
-  bv[t] = v; bi[t] = at;
-  __syncthreads();
-  if (t == 0) {
-    for (int k = 1; k < 32; ++k) if (bv[k] > bv[0]) { bv[0] = bv[k]; bi[0] = bi[k]; }
-    *d_tok = bi[0]; *d_pos = *d_pos + 1;
-  }
-}
-"""
+# the clean gk_argmax_adv of the sandbox probes (tests/backends/emu/test_sandbox.py)
+SRC = clean_source().replace("gk_argmax_adv", "argmax")
 
 
 @pytest.mark.parametrize("mode", ["sandboxed", "off"])
