@@ -164,7 +164,7 @@ def _shutdown(worker: Worker, staging: "shm.StagingArea | None") -> None:
         staging.close()
 
 
-def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
+def _coverage_summary(blocks: list[int], total: int, sample, grid) -> str:
     """'2 schedule(s) on all 18992 blocks, 3 on 6 of 18992 blocks: (0,0,0) ...'."""
     if not blocks:
         return "stopped before any schedule finished"
@@ -363,7 +363,7 @@ class EmuModule(Module):
             return {"grid_blocks": total, "block_sampling": str(be.block_sampling),
                     "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, blocks)],
                     "sample": None if sample is None else list(sample),
-                    "summary": _coverage_summary(plan, blocks, total, sample, g)}
+                    "summary": _coverage_summary(blocks, total, sample, g)}
         try:
             outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch, spec)
         except KernelFault as exc:
