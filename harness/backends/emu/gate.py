@@ -30,9 +30,8 @@ GATE_ARCH = "sm_90"
 # 20011/20014: a __host__ __device__ function calling a host function is only a warning by default; an error here
 # The emu backend force-includes its device header (half types, fixed-width integers, the C library's device
 # functions): the gate pre-includes what a CUDA source would include for the same names.
-# -Xcicc -O0: the checks are the front end's; not optimizing the PTX nobody reads saves a third of the time.
-NVCC_GATE_FLAGS = ("--ptx", f"-arch={GATE_ARCH}", "-Xcicc", "-O0", "-diag-error", "20011,20014",
-                   "--pre-include", "cuda_fp16.h", "--pre-include", "stdint.h")
+NVCC_GATE_FLAGS = ("--ptx", f"-arch={GATE_ARCH}", "-diag-error", "20011,20014", "--pre-include", "cuda_fp16.h",
+                   "--pre-include", "stdint.h")
 
 _LOAD_TIME_SECTIONS = re.compile(r"^\.(?:init_array|ctors|fini_array|dtors|preinit_array|init|fini)(?:\.|$)")
 
