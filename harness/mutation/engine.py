@@ -6,7 +6,9 @@ slow its build nor change their verdicts), with the same seed, cheapest case fir
 case whose verdict is worse than the unmutated run's (pass < tie < fail): the mutant is killed. A mutant
 whose source does not build is counted apart ("no-compile"), never as killed. A mutant that hangs is stopped
 by the backend's launch timeout (a multiple of the slowest unmutated launch) and counts as killed, with the
-timeout named. A survivor listed in the equivalence ledger (its id and the reason it cannot change any
+timeout named. A mutant that survives every schedule is judged once more on the AddressSanitizer build of
+the CPU backend (one schedule), which catches the out-of-bounds reads no output shows (a loop bound one past
+the end, an index -1 into shared memory). A survivor listed in the equivalence ledger (its id and the reason it cannot change any
 output) is "equivalent"; every other survivor is a gap in the cases.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 10.0
 # run repeats those two and only adds checks; a mutant that survives them is run again with every schedule
 # (reverse, warp-greedy and random orders catch races), so no survivor is declared on the shortened run.
 QUICK_SCHEDULES = 2
+SANITIZE_SLOWDOWN = 4.0
 
 
 @dataclass
@@ -78,6 +81,14 @@ def _rank(verdict: str) -> Optional[int]:
     return RANK.get(verdict)
 
 
+def kills(baseline: dict, res) -> bool:
+    """Whether a case result kills the mutant: a verdict worse than the unmutated run's, or a launch stopped by
+    the mutation timeout (a hang: TIMEOUT_FACTOR times the slowest unmutated launch), which the CPU backend
+    leaves unchecked as its own limit in an ordinary run, where no unmutated launch tells slow from hung."""
+    before = baseline.get(res.case.name, UNCHECKED)
+    return worse(before, res.verdict) or (res.fault == "KernelTimeout" and _rank(before) is not None)
+
+
 def worse(baseline: str, now: str) -> bool:
     """Whether a verdict is worse than the unmutated run's. `unchecked` is the tool's own limit, not a
     kernel's verdict, so it never kills a mutant (and a case unchecked in the unmutated run cannot)."""
@@ -99,7 +110,7 @@ def _judge_all(module, cases, baseline: Optional[dict], reload: Callable[[], obj
     for case, contract in cases:
         res = judge_case(module, case, contract)
         out.append(res)
-        if baseline is not None and worse(baseline.get(case.name, UNCHECKED), res.verdict):
+        if baseline is not None and kills(baseline, res):
             break
         if res.fault in STICKY_FAULTS:
             module = reload()
@@ -173,9 +184,9 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     if jobs < 1:
         raise ValueError(f"-j: expected at least one parallel job, got {jobs}")
     if backend_factory is None:
-        def backend_factory(timeout_s: float, schedules: Optional[int] = None):
+        def backend_factory(timeout_s: float, schedules: Optional[int] = None, sanitize: bool = False):
             from harness.backends.emu.backend import EmuBackend
-            return EmuBackend(timeout_s=timeout_s, schedules=schedules)
+            return EmuBackend(timeout_s=timeout_s, schedules=schedules, sanitize=sanitize)
     ledger = dict(ledger or {})
     t0 = time.monotonic()
     kernels = list(cases_by_kernel)
@@ -215,6 +226,8 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     deadline = None if time_limit_s is None else t0 + time_limit_s
     quick = _Backends(lambda: backend_factory(timeout_s, QUICK_SCHEDULES))
     full = _Backends(lambda: backend_factory(timeout_s, None))
+    # ASan makes a launch several times slower: its timeout scales with it
+    sanitized = _Backends(lambda: backend_factory(SANITIZE_SLOWDOWN * timeout_s, 1, sanitize=True))
 
     def one(m: Mutant) -> MutantResult:
         # a failure of the tool itself (the CPU backend's worker, not the kernel) is retried once on fresh
@@ -225,6 +238,7 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
             except (RuntimeError, OSError) as exc:
                 quick.drop()
                 full.drop()
+                sanitized.drop()
                 if attempt == 2:
                     return MutantResult(m, NOT_RUN, detail=f"the tool failed twice on this mutant: "
                                         f"{str(exc).strip().splitlines()[-1][:300]}")
@@ -247,14 +261,49 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
             results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode))
             ran += len(results)
             last = results[-1] if results else None
-            if last is not None and worse(baseline.get(last.case.name, UNCHECKED), last.verdict):
+            if last is not None and kills(baseline, last):
                 how = f" (timeout: a launch ran past {timeout_s:g} s)" if last.fault == "KernelTimeout" else ""
                 return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {last.verdict}{how}: "
                                     f"{last.reason[:400]}", ran, time.monotonic() - t)
         status, detail = SURVIVED, f"every one of {len(results)} case(s) kept its verdict under every schedule"
+        killed = sanitized_pass(m, kc, mcode)
+        if isinstance(killed, MutantResult):
+            killed.cases_run += ran
+            killed.wall_s = time.monotonic() - t
+            return killed
+        detail += killed
         if m.id in ledger:
             status, detail = EQUIVALENT, ledger[m.id]
         return MutantResult(m, status, "", detail, len(results), time.monotonic() - t)
+
+    sanitized_baseline: dict[str, dict[str, str]] = {}
+    baseline_lock = threading.Lock()
+
+    def sanitized_pass(m: Mutant, kc: KernelCases, mcode: str) -> "MutantResult | str":
+        """The survivor on the AddressSanitizer build: a MutantResult when a case's verdict is worse there than
+        the unmutated kernel's on the same build, else a note for the survivor's detail."""
+        be = sanitized.get()
+        with baseline_lock:
+            if kc.kernel not in sanitized_baseline:
+                try:
+                    base, _ = _judge_all(be.load(kc.isolated), kc.cases, None, lambda: be.load(kc.isolated))
+                except (BuildError, KernelFault, ValueError) as exc:
+                    sanitized_baseline[kc.kernel] = {"": f"not available ({type(exc).__name__})"}
+                else:
+                    sanitized_baseline[kc.kernel] = {r.case.name: r.verdict for r in base}
+        base = sanitized_baseline[kc.kernel]
+        if "" in base:
+            return f"; the AddressSanitizer build is {base['']}"
+        try:
+            module = be.load(mcode)
+        except (BuildError, KernelFault, ValueError) as exc:
+            return f"; its AddressSanitizer build failed ({type(exc).__name__})"
+        results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode))
+        last = results[-1] if results else None
+        if last is not None and kills(base, last):
+            return MutantResult(m, KILLED, last.case.name, f"{base[last.case.name]} -> {last.verdict} on the "
+                                f"AddressSanitizer build: {last.reason[:400]}")
+        return ", and on the AddressSanitizer build"
 
     # mutants run in a shuffled order so a time limit leaves an unbiased sample, reported in source order
     order = list(range(len(mutants)))
@@ -270,6 +319,7 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     finally:
         quick.close()
         full.close()
+        sanitized.close()
     for i in range(len(mutants)):
         r = results[i]
         if r.status in (SURVIVED, EQUIVALENT, KILLED):

@@ -72,8 +72,9 @@ def markdown(run: MutationRun) -> str:
              f"- a launch running past {run.timeout_s:g} s counts as a hang (killed); {len(run.baseline)} cases in "
              f"the unmutated run; wall time {run.wall_s:.0f} s", ""]
     if run.count(NOT_RUN):
-        lines += [f"**Partial:** the time limit ({run.time_limit_s:g} s) stopped the run; the score covers the "
-                  "mutants that ran (a random order, so an unbiased sample).", ""]
+        why = (f"the time limit ({run.time_limit_s:g} s) stopped the run or the tool failed on some mutants"
+               if run.time_limit_s is not None else "the tool failed on some mutants (each one's detail says how)")
+        lines += [f"**Partial:** {why}; the score covers the mutants that ran.", ""]
     by = defaultdict(Counter)
     for r in run.results:
         by[(r.mutant.kernel, r.mutant.operator)][r.status] += 1

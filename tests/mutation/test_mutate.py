@@ -87,3 +87,28 @@ def test_moe_int8act_mutation_score_floor(tmp_path):
     assert not doc["stale_ledger_ids"], f"ledger entries that match no mutant: {doc['stale_ledger_ids']}"
     md = (out / "mutation.md").read_text()
     assert "mutation score" in md and "| `moe_" in md
+
+
+def test_summary_of_a_run_with_unrun_mutants_and_no_time_limit():
+    """A mutant the tool failed on is `not-run`; without a time limit the summary says so instead of crashing
+    on the missing limit."""
+    from harness.mutation.engine import NOT_RUN, MutantResult, MutationRun
+    from harness.mutation.summary import markdown
+    m = Mutant("abc", "k", "constant", 1, "`1` -> `0`", 0, 1, "0")
+    run = MutationRun("x.cu", 1, ["tiny"], ["k"], {}, [MutantResult(m, NOT_RUN, detail="the tool failed twice")])
+    md = markdown(run)
+    assert "**Partial:** the tool failed on some mutants" in md
+
+
+def test_a_launch_stopped_by_the_mutation_timeout_kills_the_mutant():
+    """The CPU backend leaves a timed-out case unchecked (its own limit); in a mutation run the timeout is a
+    multiple of the unmutated launch, so a mutant that hangs there (`off >>= 0` in a shuffle loop) is killed."""
+    from types import SimpleNamespace
+    from harness.judging.registry import PASS, UNCHECKED
+    from harness.mutation.engine import kills
+    case = SimpleNamespace(name="c")
+    hang = SimpleNamespace(case=case, verdict=UNCHECKED, fault="KernelTimeout")
+    assert kills({"c": PASS}, hang)
+    assert not kills({"c": UNCHECKED}, hang)                      # unchecked before: nothing to compare
+    assert not kills({"c": PASS}, SimpleNamespace(case=case, verdict=UNCHECKED, fault=None))
+    assert kills({"c": PASS}, SimpleNamespace(case=case, verdict="fail", fault=None))
