@@ -21,7 +21,7 @@ VENV="${QCONFORM_VENV:-.venv-ci}"
 python3 -m venv "$VENV"
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
-python -m pip install -q -e '.[test,toolchain]'
+python -m pip install -q -e '.[test,toolchain,cluster]'
 # llama.cpp for the `generate --compare llama.cpp` tests: built from source by pip the first time on a machine
 # (several minutes), then taken from pip's wheel cache.
 # A failed build is reported and leaves those tests skipped with the reason; it does not stop the suite.

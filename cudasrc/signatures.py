@@ -96,13 +96,31 @@ def is_function_pointer(ctype: str) -> bool:
     return "(*)" in ctype
 
 
+_TYPEDEF = re.compile(r"\btypedef\s+([^;{}()]+?)\s+([A-Za-z_]\w*)\s*;")
+
+
+def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """Parameter types with the source's simple typedefs (`typedef int data_type;`) spelled out."""
+    out = []
+    for ctype, name in params:
+        for _ in range(8):        # typedefs of typedefs, never a cycle
+            new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: typedefs.get(m.group(0), m.group(0)), ctype)
+            if new == ctype:
+                break
+            ctype = new
+        out.append((normalize_ctype(ctype), name))
+    return tuple(out)
+
+
 def kernel_signatures(code: str) -> list[KernelSignature]:
-    """Every `__global__ void name(params)` in the source, in order."""
+    """Every `__global__ void name(params)` in the source, in order; simple typedefs of the source resolved."""
     clean = strip_comments(code)
+    typedefs = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
     sigs = []
     for m in _GLOBAL.finditer(clean):
         body = clean[m.end():_closing_paren(clean, m.end() - 1)].strip()
         params = tuple(_split_param(p) for p in _split_params(body)) if body and body != "void" else ()
+        params = _resolve_typedefs(params, typedefs) if typedefs else params
         sigs.append(KernelSignature(m.group(1), params, clean.count("\n", 0, m.start()) + 1))
     return sigs
 

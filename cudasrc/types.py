@@ -53,7 +53,8 @@ def normalize_ctype(text: str) -> str:
     text = re.sub(r"\s*\*\s*", "*", text)
     text = text.replace("__restrict__", "").replace("  ", " ").strip()
     text = re.sub(r"\s*\*", "*", text)
-    return text
+    # `T* const p`: the parameter's own const qualifier says nothing to the caller (the pointer is a copy).
+    return re.sub(r"\*\s*const$", "*", text)
 
 
 def element_ctype(ctype: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -24,6 +25,50 @@ def temp_sibling(path: "str | Path") -> Path:
     """A unique hidden temporary name beside `path` (the same folder, so os.replace onto `path` is atomic)."""
     path = Path(path)
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True          # another user's process
+    return True
+
+
+def stale_temporaries(path: "str | Path") -> list[Path]:
+    """The temporaries that `temp_sibling(path)` named for processes that no longer run: what a killed run
+    (SIGKILL, a power cut) left beside `path`. A temporary of a live process is not stale."""
+    path = Path(path)
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        m = _TEMP_NAME.match(entry.name)
+        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
+            found.append(entry)
+    return sorted(found)
+
+
+def remove_stale_temporaries(path: "str | Path") -> list[tuple[Path, int]]:
+    """Remove `stale_temporaries(path)`; returns each one removed with its size in bytes."""
+    removed = []
+    for entry in stale_temporaries(path):
+        if entry.is_dir() and not entry.is_symlink():
+            size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            size = entry.lstat().st_size
+            entry.unlink(missing_ok=True)
+        if not entry.exists():
+            removed.append((entry, size))
+    return removed
 
 
 def check_free_space(folder: "str | Path", need: int, what: str) -> None:

@@ -7,6 +7,7 @@ that goes to its own device buffer), `ResidentArg` (a resident device buffer, us
 the argument and the rule it breaks."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -89,6 +90,9 @@ class ScalarArg:
 
 def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
     base = element_ctype(param_ctype).replace("volatile ", "").strip()
+    wrapped = re.fullmatch(r"cuda::(?:std::)?atomic<\s*(.+?)\s*(?:,[^<>]*)?>", base)
+    if wrapped:          # libcu++ lays out cuda::atomic<T> as a T
+        base = wrapped.group(1)
     noun = str(array) if isinstance(array, Buffer) else "the array"
     if base in SCALAR_DTYPES:
         want = SCALAR_DTYPES[base]

@@ -4,35 +4,46 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.cli.options import (add_force_option, add_verify_weights_option, check_context, check_tokens,
+                                 path_name, positive_int, seed as seed_value, token_list)
 from reference.decoder import LANES
 
 BACKENDS = ("reference", "emu", "gpu", "auto")
 COMPARE = ("llama.cpp",)
+ONE_SCHEDULE_POLICIES = ("forward", "reverse", "warp-greedy", "random")      # harness.backends.emu.runs
 
 
 def register(sub) -> None:
     p = sub.add_parser("generate", help="greedy generation per lane against the exact lane (token exactness)")
-    p.add_argument("--model", default=None,
+    p.add_argument("--model", type=path_name, default=None,
                    help="GGUF checkpoint (default: the cached tiny synthetic model, made on first use)")
     p.add_argument("--backend", default="reference", choices=BACKENDS,
                    help="where the decode steps run: 'reference' runs the NumPy lanes")
     p.add_argument("--lanes", default=",".join(LANES), help=f"comma-separated lanes ({', '.join(LANES)})")
-    p.add_argument("--prompt-tokens", default="1,2,3", help="comma-separated prompt token ids")
-    p.add_argument("--tokens", type=int, default=16, help="tokens to generate")
-    p.add_argument("--out", default="reports/generate", help="output directory")
-    p.add_argument("--seed", type=int, default=0, help="seed of the default synthetic model")
+    p.add_argument("--prompt-tokens", type=token_list, default=[1, 2, 3], help="comma-separated prompt token ids")
+    p.add_argument("--tokens", type=positive_int, default=16,
+                   help="tokens to generate (the prompt and these must fit the model's context)")
+    p.add_argument("--out", type=path_name, default="reports/generate",
+                   help="output folder, replaced as a whole when the run is complete")
+    add_force_option(p)
+    add_verify_weights_option(p)
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of the default synthetic model")
     p.add_argument("--compare", default=None, choices=COMPARE,
                    help="also run the GGUF through llama.cpp (extra 'llama': llama-cpp-python)")
     p.add_argument("--no-router-effect", action="store_true", help="skip the F32-router comparison")
-    p.add_argument("--source", action="append", default=[],
+    p.add_argument("--source", type=path_name, action="append", default=[],
                    help="CUDA file to take the kernels from (repeatable; default: qconform's emitters), e.g. the "
                         "seed's extracted GEN_DEVICE_KERNELS.cu, MOE_ROUTER_TOPK_KERNELS.cu, MOE_SINGLE_PASS_KERNELS.cu")
-    p.add_argument("--lock", default=None,
+    p.add_argument("--lock", type=path_name, default=None,
                    help="token lock file: recorded when absent, else every kernel stream is checked against it")
     p.add_argument("--update-lock", action="store_true", help="re-bless --lock with the current streams")
     p.add_argument("--no-blame", action="store_true", help="do not rerun a failing step launch by launch")
-    p.add_argument("--emu-schedules", type=int, default=None,
+    p.add_argument("--emu-schedules", type=positive_int, default=None,
                    help="emu: thread schedules per launch (default: the backend's, $QCONFORM_EMU_SCHEDULES or 5)")
+    p.add_argument("--emu-schedule", default=None, choices=ONE_SCHEDULE_POLICIES, metavar="NAME",
+                   help="emu: run every launch once under this one schedule (forward, reverse, warp-greedy, "
+                        "random) in place of the checked ones, its results feeding the rest of the chain: what "
+                        "that interleaving does to the tokens (no race is reported: nothing is compared)")
     p.set_defaults(func=run)
 
 
@@ -46,24 +57,6 @@ def parse_lanes(text: str) -> list[str]:
     if len(set(lanes)) != len(lanes):
         raise ValueError(f"--lanes: a lane is listed twice in {text!r}")
     return lanes
-
-
-def parse_tokens(text: str, vocab: int) -> list[int]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            tok = int(part)
-        except ValueError:
-            raise ValueError(f"--prompt-tokens: {part!r} is not an integer token id") from None
-        if not 0 <= tok < vocab:
-            raise ValueError(f"--prompt-tokens: token {tok} outside the model's vocabulary [0, {vocab})")
-        out.append(tok)
-    if not out:
-        raise ValueError("--prompt-tokens: expected at least one token id")
-    return out
 
 
 def step_progress():
@@ -83,36 +76,54 @@ def generation_section(out_dir: Path, n_tokens: int = 16) -> int:
     ckpt = open_checkpoint(path)
     with step_progress() as bar:
         result = run_generation(ckpt.weights, prompt=[1, 2, 3], n_tokens=n_tokens, model_name=path.name,
-                                progress=bar.show)
-    paths = write_generation_report(out_dir, result, _piece_function(ckpt))
+                                progress=bar)
+    write_generation_report(out_dir, result, _pieces(ckpt))
     verdicts = ", ".join(f"{s.name} {s.verdict}" for s in result.lanes)
-    print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts}; wrote {paths[2]} "
-          f"({result.elapsed_s:.1f} s)")
+    print(f"generation (tiny synthetic model, {n_tokens} tokens): {verdicts} ({result.elapsed_s:.1f} s)")
     return 1 if result.failed else 0
+
+
+def _check_paths(args) -> None:
+    """Every input readable and every output writable, before the model is opened."""
+    from harness.cli.lifecycle import check_input, check_output
+    for src in args.source:
+        check_input(src, "--source")
+    if args.model and Path(args.model).exists():
+        check_input(args.model, "--model")
+    if args.lock and (args.update_lock or not Path(args.lock).exists()):
+        check_output(args.lock, "--lock", "file", force=True)        # recorded or re-blessed at the end
+    elif args.lock:
+        check_input(args.lock, "--lock")
 
 
 def run(args) -> int:
     if args.backend == "reference":
         for flag, given in (("--source", args.source), ("--lock", args.lock), ("--update-lock", args.update_lock),
-                            ("--emu-schedules", args.emu_schedules is not None)):
+                            ("--emu-schedules", args.emu_schedules is not None),
+                            ("--emu-schedule", args.emu_schedule is not None)):
             if given:
                 raise ValueError(f"{flag}: applies to the kernels; give --backend emu, gpu or auto")
+    elif args.compare is not None:
+        raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
+                         "their own streams)")
+    if args.emu_schedule is not None and args.emu_schedules is not None:
+        raise ValueError("--emu-schedule: runs one schedule; leave out --emu-schedules")
     if args.update_lock and not args.lock:
         raise ValueError("--update-lock: give the lock file with --lock")
-    if args.tokens <= 0:
-        raise ValueError(f"--tokens: expected a positive number of tokens, got {args.tokens}")
     lanes = parse_lanes(args.lanes)
+    _check_paths(args)
+    from harness.cli.lifecycle import RunFolder
     from harness.model.checkpoint import open_checkpoint
     from harness.model.synthetic import resolve_model
+    folder = RunFolder(args.out, "--out", args.force, "generate")
     path = resolve_model(args.model, seed=args.seed)
-    ckpt = open_checkpoint(path)
-    prompt = parse_tokens(args.prompt_tokens, ckpt.config.vocab)
-    piece = _piece_function(ckpt)
+    ckpt = open_checkpoint(path, verify=args.verify_weights)
+    prompt = check_tokens(args.prompt_tokens, ckpt.config.vocab, "--prompt-tokens")
+    check_context(ckpt.metadata, len(prompt) + args.tokens, "--tokens",
+                  f"the prompt ({len(prompt)} tokens) and {args.tokens} generated tokens")
+    pieces = _pieces(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
-        if args.backend != "reference":
-            raise ValueError("--compare: compare with llama.cpp on --backend reference (the kernel backends report "
-                             "their own streams)")
         from harness.model.llama_cpp import import_llama, llama_streams
         import_llama()              # before any decoding: say now that the extra is missing
         external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
@@ -120,15 +131,19 @@ def run(args) -> int:
     from harness.reports.generation import print_summary, write_generation_report
     print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "
           f"backend {args.backend}")
-    kernels = _kernel_job(args, ckpt, lanes, prompt) if args.backend != "reference" else None
-    with step_progress() as bar:
-        result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes, model_name=path.name,
-                                router_check=not args.no_router_effect, external=external,
-                                external_lanes=external_lanes, kernels=kernels, progress=bar.show)
-    paths = write_generation_report(Path(args.out), result, piece)
-    print_summary(result, piece)
-    print(f"wrote {', '.join(str(p) for p in paths)} ({result.elapsed_s:.1f} s)")
-    return 1 if result.failed else 0
+    with folder:
+        kernels = _kernel_job(args, ckpt, lanes, prompt) if args.backend != "reference" else None
+        with step_progress() as bar:
+            result = run_generation(ckpt.weights, prompt=prompt, n_tokens=args.tokens, lanes=lanes,
+                                    model_name=path.name, router_check=not args.no_router_effect, external=external,
+                                    external_lanes=external_lanes, kernels=kernels, progress=bar)
+        write_generation_report(folder.path, result, pieces)
+        print_summary(result, pieces)
+        print(f"({result.elapsed_s:.1f} s)")
+        rc = 1 if result.failed else 0
+        folder.finish(rc, args, args.seed)
+    print(folder.wrote_line())
+    return rc
 
 
 def _kernel_job(args, ckpt, lanes, prompt):
@@ -142,9 +157,9 @@ def _kernel_job(args, ckpt, lanes, prompt):
         raise ValueError(f"--lanes: none of {', '.join(lanes)} has kernels (the exact lane is reference only)")
     options = {}
     if args.emu_schedules is not None:
-        if args.emu_schedules < 1:
-            raise ValueError(f"--emu-schedules: expected a positive number, got {args.emu_schedules}")
         options["schedules"] = args.emu_schedules
+    if args.emu_schedule is not None:
+        options["schedule"] = args.emu_schedule
     backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
     setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, args.seed,
                         not args.no_blame)
@@ -154,18 +169,18 @@ def _kernel_job(args, ckpt, lanes, prompt):
 
 
 def _emu_with(name: str, options: dict):
+    flag = "--emu-schedule" if "schedule" in options else "--emu-schedules"
     if name == "gpu":
-        raise ValueError("--emu-schedules: applies to the emu backend, not --backend gpu")
+        raise ValueError(f"{flag}: applies to the emu backend, not --backend gpu")
     from harness.backends import gpu_unavailable_reason
     if name == "auto" and gpu_unavailable_reason() is None:
-        raise ValueError("--emu-schedules: --backend auto picked the GPU here; give --backend emu")
+        raise ValueError(f"{flag}: --backend auto picked the GPU here; give --backend emu")
     from harness.backends import get_backend
     return get_backend("emu", **options)
 
 
-def _piece_function(ckpt):
-    if not ckpt.tokens:
-        return None
-    from harness.model.pieces import token_pieces
-    pieces = token_pieces(ckpt.tokens)
-    return lambda t: pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+def _pieces(ckpt):
+    """Each token id's printable piece, or None for a checkpoint without a vocabulary. The checkpoint's
+    `tokens` are already pieces (escaped once by harness.model.pieces); escaping them again printed a byte
+    token as \\xa5."""
+    return ckpt.tokens or None

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from emitters.registry import GOLDEN_SHAPES
+from harness.cli.options import path_name
 
 
 def register(sub) -> None:
@@ -20,7 +21,7 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["check", "update"],
                    help="check: re-emit and compare byte for byte (exit 1 on a difference); update: re-bless")
-    p.add_argument("--golden-dir", default=None,
+    p.add_argument("--golden-dir", type=path_name, default=None,
                    help="lock folder (default: ./golden if present, else the checkout's golden/)")
     p.add_argument("--shapes", default=",".join(GOLDEN_SHAPES), help="comma-separated shape sets of the matrix")
     p.add_argument("--source", default=None, help="external kernel source file to check or lock (needs --lock)")
@@ -69,6 +70,9 @@ def run(args) -> int:
         raise ValueError("--shapes: empty shape list")
 
     if args.action == "check":
+        if not root.is_dir() and not args.source:
+            raise ValueError(f"--golden-dir: no golden lock folder at {root}; run in a checkout, install qconform "
+                             f"with its locks, or give --golden-dir")
         t0 = time.perf_counter()
         if args.source:
             report = golden.check_external(root, args.source, args.lock)
@@ -79,6 +83,8 @@ def run(args) -> int:
         return rc
 
     # update
+    from harness.cli.lifecycle import check_output
+    check_output(str(root), "--golden-dir", "update")
     errors: dict[str, str] = {}
     if args.source:
         changes = golden.update_external(root, args.source, args.lock)

@@ -8,31 +8,38 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
+from harness.cli.options import (add_cluster_option, add_force_option, add_jobs_option, fraction, path_name,
+                                 positive_float, positive_int, seed as seed_value)
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
+
+
+STORE_SUFFIX = ".judged"
 
 
 def register(sub) -> None:
     from harness.mutation.operators import OPERATORS
     p = sub.add_parser("mutate", help="mutation analysis: the share of injected kernel bugs the cases catch")
-    p.add_argument("--source", required=True, help="CUDA C file whose kernels are mutated")
+    p.add_argument("--source", type=path_name, required=True, help="CUDA C file whose kernels are mutated")
     p.add_argument("--kernels", default=None, help="comma-separated kernel names (default: every matched kernel)")
     p.add_argument("--mode", default=None, help="comma-separated modes whose contracts judge the kernels")
     p.add_argument("--shapes", default="tiny", help="comma-separated shape sets (default: tiny)")
-    p.add_argument("--seed", type=int, default=None, help="base seed of the cases and the sample (default: random)")
-    p.add_argument("--out", default="reports/mutate", help="output directory for mutation.json / mutation.md")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="mutants judged in parallel (default 1)")
-    p.add_argument("--sample", type=int, default=None, help="judge a seeded random sample of N mutants")
-    p.add_argument("--time-limit", type=float, default=None,
+    p.add_argument("--seed", type=seed_value, default=None, help="base seed of the cases and the sample (default: random)")
+    p.add_argument("--out", type=path_name, default="reports/mutate",
+                   help="output folder for mutation.json / mutation.md, replaced as a whole when the run is complete")
+    add_force_option(p)
+    add_jobs_option(p, "judge mutants")
+    add_cluster_option(p, "mutants")
+    p.add_argument("--sample", type=positive_int, default=None, help="judge a seeded random sample of N mutants")
+    p.add_argument("--time-limit", type=positive_float, default=None,
                    help="seconds; mutants not started by then are reported as not run")
     p.add_argument("--operators", default=None, help=f"comma-separated subset of: {', '.join(OPERATORS)}")
     p.add_argument("--ids", default=None,
                    help="comma-separated mutant ids to judge (e.g. the survivors of an earlier run, after a new case)")
-    p.add_argument("--equivalent", default=None,
+    p.add_argument("--equivalent", type=path_name, default=None,
                    help="JSON ledger of mutants known to be equivalent ({\"equivalent\": [{\"id\", \"reason\"}]})")
-    p.add_argument("--min-score", type=float, default=None, help="exit 1 when the score (0..1) is below this")
+    p.add_argument("--min-score", type=fraction, default=None, help="exit 1 when the score (0..1) is below this")
     p.set_defaults(func=run)
 
 
@@ -56,18 +63,18 @@ def cases_by_kernel(code: str, path: str, shapes, modes, seed: int, kernels=None
 def run(args) -> int:
     from harness.mutation import summary
     from harness.mutation.engine import run_mutation
-    src = Path(args.source)
+    from harness.cli.lifecycle import RunFolder, check_input
+    src = check_input(args.source, "--source")
     if not src.is_file():
-        raise ValueError(f"--source: no such file {args.source!r}")
+        raise ValueError(f"--source: {args.source} is not a file")
+    if args.equivalent:
+        check_input(args.equivalent, "--equivalent")
+    folder = RunFolder(args.out, "--out", args.force, "mutate")
     code = src.read_text()
     shapes = parse_shape_list(args.shapes)
     modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()] if args.kernels else None
     operators = [o.strip() for o in args.operators.split(",") if o.strip()] if args.operators else None
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise ValueError(f"--time-limit: expected a positive number of seconds, got {args.time_limit}")
-    if args.min_score is not None and not 0 <= args.min_score <= 1:
-        raise ValueError(f"--min-score: expected a fraction in [0, 1], got {args.min_score}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     ledger = summary.load_ledger(args.equivalent) if args.equivalent else None
     by, unchecked = cases_by_kernel(code, str(src), shapes, modes, seed, kernels)
@@ -84,12 +91,21 @@ def run(args) -> int:
         if missing:
             raise ValueError(f"--ids: no mutant {', '.join(missing)} among the kernels' mutants")
         chosen = [every[i] for i in want]
-    result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs, sample=args.sample,
-                          time_limit_s=args.time_limit, ledger=ledger, operators=operators, mutants=chosen)
-    result.unchecked_kernels = unchecked
-    paths = summary.write(Path(args.out), result)
-    print(summary.console(result, paths))
-    if args.min_score is not None and (result.score is None or result.score < args.min_score):
+    # every judged mutant is also stored beside --out as it finishes (outside the run folder, which replaces
+    # --out only when complete): rerunning the same command after an interrupt resumes from it
+    store = folder.final.with_name(folder.final.name + STORE_SUFFIX)
+    with folder:
+        result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
+                              sample=args.sample, time_limit_s=args.time_limit, ledger=ledger, operators=operators,
+                              mutants=chosen, cluster=args.cluster, store_dir=store)
+        result.unchecked_kernels = unchecked
+        summary.write(folder.path, result)
+        rc = 0
+        if args.min_score is not None and (result.score is None or result.score < args.min_score):
+            rc = 1
+        folder.finish(rc, args, seed)
+    print(summary.console(result, ()))
+    print(folder.wrote_line())
+    if rc:
         print(f"qconform mutate: score {result.score} is below --min-score {args.min_score}", file=sys.stderr)
-        return 1
-    return 0
+    return rc

@@ -13,13 +13,13 @@ from emitters.registry import available_families, emit, modes_of
 from reference.shapes import get_shape
 
 from harness.cases.names import case_from_name, parse_case_name
-from harness.cli.options import add_schedules_option
+from harness.cli.options import add_schedules_option, path_name
 
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="rerun one case by its name and print the full comparison")
     p.add_argument("name", help="case name, e.g. 'gk_gemv[int8act,tiny,lm_head,gauss,seed=1234]'")
-    p.add_argument("--source", default=None, help="the .cu file the case came from (cases of `qconform check`)")
+    p.add_argument("--source", type=path_name, default=None, help="the .cu file the case came from (cases of `qconform check`)")
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     p.add_argument("--json", action="store_true", help="print the report row as JSON")
     add_schedules_option(p)
@@ -72,7 +72,7 @@ def run(args) -> int:
           + (f"\n  reason: {res.reason}" if res.reason else ""))
     _print_comparisons(res)
     if args.json:
-        print(json.dumps(result_row(res, contract, be.name, source_sha256(code), None, args.source), indent=1,
+        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source), indent=1,
                          default=str))
     return 1 if res.verdict == FAIL else 0
 

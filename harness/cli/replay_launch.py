@@ -9,31 +9,38 @@ from __future__ import annotations
 
 import sys
 
+from harness.cli.options import (add_verify_weights_option, check_tokens, non_negative_int, path_name,
+                                 seed as seed_value, token_list)
 from harness.model.program import LANES
 
 
 def register(sub) -> None:
     p = sub.add_parser("replay-launch", help="rerun one launch of a decode step on the reference lane's inputs")
     p.add_argument("--lane", required=True, choices=LANES)
-    p.add_argument("--fed", required=True, help="comma-separated tokens fed up to and including the step")
-    p.add_argument("--launch", required=True, type=int, help="launch index in the step (as blame names it)")
-    p.add_argument("--model", default=None, help="GGUF checkpoint or synthetic preset (default: the tiny model)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the default synthetic model")
-    p.add_argument("--source", action="append", default=[], help="CUDA file(s) the kernels came from")
+    p.add_argument("--fed", required=True, type=token_list,
+                   help="comma-separated tokens fed up to and including the step")
+    p.add_argument("--launch", required=True, type=non_negative_int, help="launch index in the step (as blame names it)")
+    p.add_argument("--model", type=path_name, default=None,
+                   help="GGUF checkpoint or synthetic preset (default: the tiny model)")
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of the default synthetic model")
+    p.add_argument("--source", type=path_name, action="append", default=[], help="CUDA file(s) the kernels came from")
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
+    add_verify_weights_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from harness.cli.generate import parse_tokens
     from harness.model.blame import blame_step
     from harness.model.checkpoint import open_checkpoint
     from harness.model.kernel_generation import read_sources
     from harness.model.program import build_program
     from harness.model.synthetic import resolve_model
     from harness.judging.runner import resolve_backend
-    ckpt = open_checkpoint(resolve_model(args.model, seed=args.seed))
-    fed = parse_tokens(args.fed, ckpt.config.vocab)
+    from harness.cli.lifecycle import check_input
+    for src in args.source:
+        check_input(src, "--source")
+    ckpt = open_checkpoint(resolve_model(args.model, seed=args.seed), verify=args.verify_weights)
+    fed = check_tokens(args.fed, ckpt.config.vocab, "--fed")
     program = build_program(ckpt.config, args.lane, maxseq=len(fed), sources=read_sources(args.source) or None)
     if not 0 <= args.launch <= program.advance.index:
         raise ValueError(f"--launch: lane {args.lane} has launches 0..{program.advance.index}, not {args.launch}")

@@ -3,9 +3,9 @@ against each other, and writes report.json / report.md (/ report.html) under --o
 from __future__ import annotations
 
 import random
-from pathlib import Path
+import sys
 
-from harness.cli.options import add_speed_options
+from harness.cli.options import add_force_option, add_speed_options, path_name, seed as seed_value
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -17,8 +17,11 @@ def register(sub) -> None:
     p.add_argument("--shapes", default="tiny,tails", help="comma-separated shape sets (tiny, tails, qwen3-30b-a3b)")
     p.add_argument("--modes", default="dequant,int8act,twopass", help="comma-separated modes")
     p.add_argument("--families", default=None, help="comma-separated kernel families (default: all)")
-    p.add_argument("--seed", type=int, default=None, help="base seed (default: random, printed)")
-    p.add_argument("--out", default="reports", help="output directory")
+    p.add_argument("--seed", type=seed_value, default=None, help="base seed (default: random, printed)")
+    p.add_argument("--out", type=path_name, default="reports",
+                   help="output folder, replaced as a whole when the run is complete (other runs' folders inside "
+                        "it are kept)")
+    add_force_option(p)
     p.add_argument("--no-generation", action="store_true",
                    help="skip the whole-model section (qconform generate's lanes on the tiny synthetic model)")
     p.add_argument("--sanitize", action="store_true",
@@ -40,23 +43,33 @@ def run(args) -> int:
     shapes = parse_shape_list(args.shapes)
     modes = parse_modes(args.modes)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    out = Path(args.out)
     if args.backend == "reference":
         if args.sanitize:
             raise ValueError("--sanitize: the reference backend runs no kernels; use --backend emu")
         if args.schedules:
             raise ValueError("--schedules: the reference backend runs no kernels; use --backend emu")
-        from harness.reports import reference_modes as reference_report
-        rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
-    else:
-        from harness.cli.inputs_from import apply as use_inputs_from
-        use_inputs_from(args)
-        from harness.judging import runner
-        from harness.reports.conformance import run_report
-        backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
-        rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out, families=args.families,
-                        workers=args.jobs)
-    if args.no_generation:
-        return rc
-    from harness.cli.generate import generation_section
-    return max(rc, generation_section(out / "generation"))
+        if args.cluster:
+            raise ValueError("--cluster: the reference backend runs no kernels; use --backend emu")
+    from harness.cli.inputs_from import check as check_inputs_from
+    check_inputs_from(args)
+    from harness.cli.lifecycle import RunFolder
+    from harness.judging.records import combined_status
+    with RunFolder(args.out, "--out", args.force, "report") as folder:
+        out = folder.path
+        if args.backend == "reference":
+            from harness.reports import reference_modes as reference_report
+            rc = reference_report.run(shapes=shapes, modes=modes, seed=seed, out_dir=out)
+        else:
+            from harness.cli.inputs_from import apply as use_inputs_from
+            use_inputs_from(args)
+            from harness.judging import runner
+            from harness.reports.conformance import run_report
+            backend = runner.resolve_backend(args.backend, args.sanitize, args.schedules)
+            rc = run_report(backend=backend, shapes=shapes, modes=modes, seed=seed, out_dir=out,
+                            families=args.families, workers=args.jobs, cluster=args.cluster)
+        if not args.no_generation:
+            from harness.cli.generate import generation_section
+            rc = combined_status(rc, generation_section(out / "generation"))
+        folder.finish(rc, args, seed)
+    print(folder.wrote_line(), file=sys.stderr)
+    return rc

@@ -1,66 +1,140 @@
-"""Judge cases in several processes (`-j N`). Each process builds its own backend from the parent's
-configuration (for emu: its own fiber worker) and loads each source once; results come back in submission
-order, so the report is the one a serial run writes."""
+"""Units (cases, mutants) judged in several processes forked from this one (`-j N`, the `Processes` executor
+of harness.judging.executors). Each process builds its own state once (`work.setup()`: for emu its own fiber
+worker) and keeps it for every unit it judges; results come back in submission order.
+
+Each judge process has its own pair of pipes and the parent waits on the pipes and the processes' sentinels
+together, so nothing is shared between processes that a dying one could leave locked: multiprocessing.Pool's
+shared task queue can be left locked by a worker killed while reading it, and its terminate() then waits
+forever (an interrupted `report -j 2` once hung that way). An interrupt, or leaving the context with an error,
+kills the judge processes (SIGKILL; their emu workers die with them, PR_SET_PDEATHSIG) and reaps them, so
+it ends within a second. A judge process that dies on its own makes its unit `Lost` (the caller reports it as not
+judged, with the reason) and is replaced."""
 from __future__ import annotations
 
 import multiprocessing
-from typing import Callable, Iterator, Optional, Sequence
+import signal
+from collections import deque
+from multiprocessing.connection import wait
+from typing import Iterator, Optional, Sequence
 
-# Set in the parent before the processes fork; read by them (nothing large is pickled per case).
-_JOBS: Sequence = ()
-_CONFIG: Optional[tuple[str, dict]] = None
-_JUDGE: Optional[Callable] = None      # judge(backend, modules, jobs, j, k) -> CaseResult
-_STATE: dict = {}
+from .work import Lost, Session, Work
 
+# Set in the parent before the processes fork; read by them (the context is not pickled per unit).
+_WORK: Optional[Work] = None
 
-def spawn_config(backend) -> Optional[tuple[str, dict]]:
-    """(backend name, options) that rebuild `backend` in another process, or None where it cannot be."""
-    get = getattr(backend, "spawn_config", None)
-    return get() if callable(get) else None
+JOIN_S = 5.0          # a judge process told to stop gets this long to close its backend before it is killed
 
 
-def _init() -> None:
-    from multiprocessing.util import Finalize
+def _serve(conn) -> None:
+    """A judge process: judge the units the parent sends until it sends None."""
+    # The parent decides what an interrupt means (it kills this process); a terminal's Ctrl-C reaches the
+    # whole process group, and a KeyboardInterrupt here would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    state = _WORK.setup()
+    try:
+        while True:
+            task = conn.recv()
+            if task is None:
+                return
+            conn.send(_WORK.run(state, _WORK.context, task))
+    except (EOFError, OSError):
+        return           # the parent is gone
+    finally:
+        state.close()
 
-    from harness.backends import get_backend
-    name, options = _CONFIG
-    be = get_backend(name, **options)
-    _STATE["backend"] = be
-    _STATE["modules"] = {}
-    # stop this process's backend (the emu worker) when the pool ends, so it is reaped, not orphaned
-    Finalize(be, be.close, exitpriority=10)
+
+class _Judge:
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="qconform-judge")
+        self.proc.start()
+        child.close()
+        self.task: Optional[int] = None      # index of the unit being judged
 
 
-def _run(task: tuple[int, int]):
-    j, k = task
-    return _JUDGE(_STATE["backend"], _STATE["modules"], _JOBS, j, k)
+class ParallelJudge(Session):
+    """`with ParallelJudge(work, workers) as pj: for i, res in pj.results(units): ...` judges every unit with
+    `work.run(state, work.context, unit)` in `workers` processes and yields (index, result) in order. The
+    processes fork when the context is entered: do that before starting threads (a progress ticker), so no
+    lock is copied held."""
 
-
-class ParallelJudge:
-    """`with ParallelJudge(config, jobs, workers, judge) as pj: for res in pj.results(on_start): ...` judges
-    every (job, case) with `judge(backend, modules, jobs, j, k)` in `workers` processes and yields the results
-    in order. The processes fork when the context
-    is entered: do that before starting threads (a progress ticker), so no lock is copied held."""
-
-    def __init__(self, config: tuple[str, dict], jobs: Sequence, workers: int, judge: Callable):
-        self.config, self.jobs, self.workers, self.judge = config, jobs, workers, judge
-        self.tasks = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
-        self.pool = None
+    def __init__(self, work: Work, workers: int):
+        self.work, self.workers = work, workers
+        self.tasks: Sequence = ()
+        self.ctx = multiprocessing.get_context("fork")
+        self.judges: list[_Judge] = []
 
     def __enter__(self) -> "ParallelJudge":
-        global _JOBS, _CONFIG, _JUDGE
-        _JOBS, _CONFIG, _JUDGE = self.jobs, self.config, self.judge
-        self.pool = multiprocessing.get_context("fork").Pool(self.workers, initializer=_init)
+        global _WORK
+        _WORK = self.work
+        self.judges = [_Judge(self.ctx) for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc) -> None:
         if exc[0] is None:
-            self.pool.close()          # the workers finish and close their backends
-        else:
-            self.pool.terminate()
-        self.pool.join()
+            for jd in self.judges:          # finish: each closes its backend (its emu worker is reaped)
+                try:
+                    jd.conn.send(None)
+                except OSError:
+                    pass
+            for jd in self.judges:
+                jd.proc.join(JOIN_S)
+        self.kill()
 
-    def results(self, on_start: Callable[[int, int], None]) -> Iterator:
-        for (j, k), res in zip(self.tasks, self.pool.imap(_run, self.tasks, chunksize=1)):
-            on_start(j, k)
-            yield res
+    def kill(self) -> None:
+        """Kill and reap every judge process (idempotent)."""
+        for jd in self.judges:
+            if jd.proc.is_alive():
+                jd.proc.kill()
+        for jd in self.judges:
+            jd.proc.join()
+            jd.conn.close()
+        self.judges = []
+
+    def _died(self, jd: _Judge) -> Lost:
+        code = jd.proc.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        return Lost(f"the judge process died while judging it ({how}): a limit of the machine (memory?) or of "
+                    f"qconform, not a verdict on the kernel")
+
+    def results(self, units: Sequence) -> Iterator:
+        self.tasks = list(units)
+        todo = deque(range(len(self.tasks)))
+        done: dict[int, object] = {}
+        following = 0
+
+        def give(jd: _Judge) -> None:
+            jd.task = todo.popleft() if todo else None
+            if jd.task is not None:
+                jd.conn.send(self.tasks[jd.task])
+
+        for jd in self.judges:
+            give(jd)
+        while following < len(self.tasks):
+            while following in done:
+                yield following, done.pop(following)
+                following += 1
+            if following >= len(self.tasks):
+                break
+            busy = [jd for jd in self.judges if jd.task is not None]
+            if not busy:
+                raise RuntimeError(f"judge pool: case {following} was never judged")
+            ready = wait([jd.conn for jd in busy] + [jd.proc.sentinel for jd in busy])
+            for jd in busy:
+                if jd.conn in ready or jd.conn.poll():
+                    try:
+                        done[jd.task] = jd.conn.recv()
+                        give(jd)
+                        continue
+                    except (EOFError, OSError):
+                        pass
+                if jd.proc.sentinel in ready or not jd.proc.is_alive():
+                    jd.proc.join()
+                    done[jd.task] = self._died(jd)
+                    jd.conn.close()
+                    self.judges.remove(jd)
+                    if todo:
+                        fresh = _Judge(self.ctx)
+                        self.judges.append(fresh)
+                        give(fresh)

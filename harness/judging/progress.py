@@ -32,6 +32,7 @@ class Progress:
         self.tty = self.stream.isatty() if tty is None else tty
         self.heartbeat = heartbeat
         self.done = 0
+        self.retried = 0             # units resubmitted after a cluster worker died (set by the caller)
         self.group: Optional[str] = None
         self.label = ""
         self._bar = None
@@ -100,6 +101,7 @@ class Progress:
 
     def _report(self, note: str) -> None:
         if self._bar is not None:
+            note = f"{note} ({self.retried} retried)" if self.retried else note
             self._bar.update(self._task, completed=self.done, total=self.total or None, note=note)
         elif self.enabled and self._due():
             self._line(note)
@@ -113,7 +115,8 @@ class Progress:
             pct = 100.0 * self.done / self.total if self.total else 100.0
             rate = self.done / max(now - self.t0, 1e-9) / 1e6
             return f"{self.done / 1e6:.1f}/{self.total / 1e6:.1f} MB ({pct:.0f}%, {rate:.1f} MB/s)"
-        return f"{self.done}/{self.total} {self.unit} done, {self.total - self.done} left"
+        retried = f", {self.retried} retried after a worker died" if self.retried else ""
+        return f"{self.done}/{self.total} {self.unit} done, {self.total - self.done} left{retried}"
 
     def _line(self, what: str) -> None:
         with self._lock:

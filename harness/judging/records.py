@@ -4,6 +4,7 @@ non-finite floats spelled as strings, so the files stay valid JSON."""
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from typing import Optional
 
@@ -68,7 +69,7 @@ def headline(res: CaseResult) -> Optional[Comparison]:
     return next((c for c in best if "mismatches" not in c.metrics), best[0])
 
 
-def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Optional[float] = None,
+def result_row(res: CaseResult, backend: str, sha256: str, copy_bw: Optional[float] = None,
                source_path: Optional[str] = None) -> dict:
     case = res.case
     head = headline(res)
@@ -119,3 +120,37 @@ def counts(rows: list[dict]) -> dict:
     for r in rows:
         out[r["verdict"]] = out.get(r["verdict"], 0) + 1
     return out
+
+
+# Exit statuses of a run (the README's "Exit status"): every judged case passed or tied / a case failed /
+# nothing could be judged (every case unchecked, no case at all).
+EXIT_PASS, EXIT_FAIL, EXIT_NOTHING_CHECKED = 0, 1, 3
+
+
+def exit_status(rows: list[dict]) -> int:
+    c = counts(rows)
+    if c[FAIL]:
+        return EXIT_FAIL
+    return EXIT_PASS if c[PASS] + c[TIE] else EXIT_NOTHING_CHECKED
+
+
+def combined_status(*statuses: int) -> int:
+    """The status of a run made of parts: a failure anywhere fails it; it checked something when any part did."""
+    if EXIT_FAIL in statuses:
+        return EXIT_FAIL
+    return EXIT_PASS if EXIT_PASS in statuses else max(statuses, default=EXIT_NOTHING_CHECKED)
+
+
+def grouped_reasons(rows: list[dict], verdict: str) -> list[tuple[str, int, str]]:
+    """(reason, count, an example case) for the rows of `verdict`, one entry per kind of reason, most frequent
+    first. Cases of one kind differ only in their numbers (an index, a value), so the numbers are left out of
+    the grouping key; the example keeps its own full reason."""
+    groups: dict[str, list] = {}
+    for r in rows:
+        if r["verdict"] != verdict:
+            continue
+        reason = r.get("reason") or ""
+        key = re.sub(r"[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)", "#", reason)
+        groups.setdefault(key, []).append(r)
+    out = [(g[0]["reason"] or "", len(g), g[0]["case"]) for g in groups.values()]
+    return sorted(out, key=lambda t: -t[1])

@@ -7,7 +7,6 @@ against the reference, one report row per case (harness.reports writes the files
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +22,12 @@ from harness.cases.names import Case, cases_for_contract
 from harness.cases.planted import Plant, planted_source
 
 from .core import FAIL, UNCHECKED, CaseResult, judge_case
-from .records import counts, result_row
+from .records import EXIT_NOTHING_CHECKED, counts, exit_status, grouped_reasons, result_row
 
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
 # median over the batches is reported, with the spread (harness.backends.gpu.TimingPlan).
 GPU_TIMING = (5, 20)
-STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout", "SandboxViolation")
 
 
 @dataclass
@@ -135,19 +134,48 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
     return res
 
 
-def _judge_serial(be, jobs: Sequence[Job], start):
-    modules: dict = {}
-    for j, job in enumerate(jobs):
-        for k in range(len(job.cases)):
-            start(j, k)
-            yield judge_in_job(be, modules, jobs, j, k)
+class _CaseWorker:
+    """One worker's backend and the modules it loaded (job index -> module); closes the backend it owns."""
+
+    def __init__(self, be, owned: bool):
+        self.be, self.modules, self.owned = be, {}, owned
+
+    def close(self) -> None:
+        if self.owned:
+            self.be.close()
 
 
-def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int = 1) -> RunResult:
+@dataclass(frozen=True)
+class _RebuildBackend:
+    """Builds a worker's own backend from the parent's configuration (for emu: its own fiber worker)."""
+    config: tuple
+
+    def __call__(self) -> _CaseWorker:
+        from harness.backends import get_backend
+        name, options = self.config
+        return _CaseWorker(get_backend(name, **options), owned=True)
+
+
+def _judge_unit(worker: _CaseWorker, jobs: Sequence[Job], unit: tuple[int, int]) -> CaseResult:
+    return judge_in_job(worker.be, worker.modules, jobs, *unit)
+
+
+def spawn_config(backend) -> Optional[tuple[str, dict]]:
+    """(backend name, options) that rebuild `backend` in another process, or None where it cannot be."""
+    get = getattr(backend, "spawn_config", None)
+    return get() if callable(get) else None
+
+
+def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int = 1,
+              cluster: Optional[str] = None) -> RunResult:
     """Load each job's source once, judge its cases, and return the report rows. `workers` > 1 judges cases
-    in that many processes (backends that can be rebuilt there, i.e. emu); the rows keep the serial order."""
-    from .pool import ParallelJudge, spawn_config
+    in that many processes, `cluster` ('local:N', 'tcp://...') on a Dask cluster (backends that can be rebuilt
+    there, i.e. emu); the rows keep the serial order. A case whose cluster worker died twice is unchecked."""
+    from .executors import InProcess, Lost, Work, make_executor
     from .progress import Progress
+    units = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]
+    total = len(units)
+    executor = make_executor(workers, cluster)
     be = resolve_backend(backend)
     timing = GPU_TIMING if getattr(be, "name", "") == "gpu" else None
     copy_bw, copy_note = None, None
@@ -157,31 +185,40 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
         except Exception as exc:  # a missing figure must not stop the run; say why it is missing
             copy_note = f"device copy bandwidth not measured: {exc}"
             print(f"qconform: {copy_note}", file=sys.stderr)
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"-j/--jobs: expected a positive number of processes, got {workers!r}")
-    config = spawn_config(be) if workers > 1 else None
-    if workers > 1 and config is None:
+    config = spawn_config(be) if not isinstance(executor, InProcess) else None
+    if config is None and cluster is not None:
+        raise ValueError(f"--cluster: the {be.name} backend runs in this process only; use --backend emu")
+    if config is None and workers > 1:
         print(f"qconform: -j {workers}: the {be.name} backend runs in this process only; judging serially",
               file=sys.stderr)
-    results: list[CaseResult] = []
-    rows: list[dict] = []
-    total = sum(len(j.cases) for j in jobs)
-    parallel = (ParallelJudge(config, jobs, min(workers, total), judge_in_job) if config is not None and total > 1
-                else None)
-    with parallel or contextlib.nullcontext(), Progress(total, progress, heartbeat=True) as bar:
-        def start(j: int, k: int) -> None:
-            bar.case(jobs[j].label, jobs[j].cases[k][0].name)
-        stream = parallel.results(start) if parallel else _judge_serial(be, jobs, start)
-        for res in stream:
-            results.append(res)
-            bar.advance()
-        # rows after the run, in case order (a parallel run returns results in the same order)
-        flat = [(job, contract) for job in jobs for _, contract in job.cases]
-        for res, (job, contract) in zip(results, flat):
-            rows.append(result_row(res, contract, be.name, job.sha256, copy_bw, job.path))
+    if config is None or (total <= 1 and cluster is None):
+        executor, work = InProcess(), Work(lambda: _CaseWorker(be, owned=False), _judge_unit, jobs)
+    else:
+        if cluster is None:
+            executor = make_executor(min(workers, total))
+        work = Work(_RebuildBackend(config), _judge_unit, jobs)
+    results: list[Optional[CaseResult]] = [None] * total
+    shown = 0                  # the progress follows case order (units may finish out of order)
+    with executor.open(work) as session, Progress(total, progress, heartbeat=True) as bar:
+        for i, res in session.results(units):
+            j, k = units[i]
+            if isinstance(res, Lost):
+                res = CaseResult(jobs[j].cases[k][0], UNCHECKED, f"not judged: {res.reason}", [], {})
+            results[i] = res
+            while shown < total and results[shown] is not None:
+                j, k = units[shown]
+                bar.case(jobs[j].label, jobs[j].cases[k][0].name)
+                bar.retried = session.retried
+                bar.advance()
+                shown += 1
+        retried = session.retried
+    # rows in case order, whatever order the units finished in
+    rows = [result_row(res, be.name, job.sha256, copy_bw, job.path)
+            for res, job in zip(results, [job for job in jobs for _ in job.cases])]
     return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
                                           "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note,
-                                          "processes": workers if config else 1})
+                                          "processes": executor.workers or 1, "executor": executor.description,
+                                          "retried": retried})
 
 
 def _describe(be) -> dict:
@@ -191,21 +228,26 @@ def _describe(be) -> dict:
         return {"backend": getattr(be, "name", "?"), "describe_error": str(exc)}
 
 
-def summarize(run: RunResult, paths: Iterable[Path]) -> int:
+def summarize(run: RunResult, paths: Iterable[Path] = ()) -> int:
+    """The console summary: the counts, every failure with its replay command, and the unchecked cases grouped
+    by reason (one line per kind with the count and an example; every case is in the report files). Returns
+    the run's exit status (records.exit_status)."""
     c = counts(run.rows)
     print(f"qconform: {c['pass']} pass, {c['tie']} tie, {c['fail']} fail, {c['unchecked']} unchecked "
           f"cases; {len(run.unchecked)} kernels unchecked", file=sys.stderr)
     for r in run.rows:
         if r["verdict"] == FAIL:
             print(f"  FAIL {r['case']}: {r['reason'][:300]}\n       replay: {r['replay']}", file=sys.stderr)
-    for r in run.rows:
-        if r["verdict"] == UNCHECKED:
-            print(f"  UNCHECKED {r['case']}: {r['reason'][:200]}", file=sys.stderr)
+    for reason, n, example in grouped_reasons(run.rows, UNCHECKED):
+        print(f"  UNCHECKED {n} case{'s' if n > 1 else ''}: {reason[:200]} (e.g. {example})", file=sys.stderr)
     for u in run.unchecked:
         print(f"  UNCHECKED kernel {u['kernel']}: {u['reason']}", file=sys.stderr)
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
-    return 1 if c["fail"] else 0
+    status = exit_status(run.rows)
+    if status == EXIT_NOTHING_CHECKED:
+        print("qconform: nothing was checked (no case could be judged): exit status 3", file=sys.stderr)
+    return status
 
 
 def run_plant(backend, plant: Plant, seed: int = 1):

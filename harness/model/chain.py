@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class HostBuffers(BufferSet):
     def row_arg(self, ref: RowRef, position: int) -> np.ndarray:
         flat = self.arrays[ref.buffer].reshape(-1)
         lo = position * ref.length
-        if not 0 <= lo and lo + ref.length <= flat.size:
+        if not (0 <= lo and lo + ref.length <= flat.size):
             raise ValueError(f"{ref}: position {position} is outside buffer {ref.buffer}")
         return flat[lo:lo + ref.length]
 
@@ -272,12 +272,12 @@ def host_argmax(logits: np.ndarray) -> int:
     return int(np.argmax(np.asarray(logits, dtype=np.float32)))
 
 
-def generate(chain: Chain, prompt: Sequence[int], n_tokens: int,
-             on_step: Optional[Callable[[StepOutput], None]] = None) -> list[StepOutput]:
+def generate(chain: Chain, prompt: Sequence[int], n_tokens: int) -> Iterator[StepOutput]:
     """The seed's generation loop: the prompt's tokens with host-written positions (prefill), the first new
     token picked on the host from the last prefill logits, then n_tokens - 1 decode steps whose token and
-    position gk_argmax_adv advances on the device. Returns one StepOutput per step; the generated tokens
-    are [host pick] + each later step's input token ... (see `generated_tokens`)."""
+    position gk_argmax_adv advances on the device. Yields one StepOutput per step as it completes (a fault
+    raises after the steps before it were yielded); the generated tokens are [host pick] + each later step's
+    input token ... (see `generated_tokens`)."""
     if not prompt:
         raise ValueError("prompt: at least one token is needed")
     if n_tokens < 1:
@@ -285,22 +285,17 @@ def generate(chain: Chain, prompt: Sequence[int], n_tokens: int,
     if len(prompt) + n_tokens - 1 > chain.program.maxseq:
         raise ValueError(f"n_tokens: {len(prompt)} prompt + {n_tokens - 1} decode positions exceed the program's "
                          f"{chain.program.maxseq} KV-cache rows")
-    outs = []
+    o = None
     for i, t in enumerate(prompt):
         o = chain.step(int(t), i)
-        outs.append(o)
-        if on_step:
-            on_step(o)
-    tok = host_argmax(outs[-1].logits)
+        yield o
+    tok = host_argmax(o.logits)
     chain.set_state(tok, len(prompt))
     for k in range(1, n_tokens):
         pos = len(prompt) + k - 1
         o = chain.step_on_device(pos, tok, advance=True)
-        outs.append(o)
-        if on_step:
-            on_step(o)
+        yield o
         tok = o.token
-    return outs
 
 
 def generated_tokens(outs: Sequence[StepOutput], prompt_len: int) -> list[int]:

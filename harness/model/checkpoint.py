@@ -387,12 +387,13 @@ def read_header(path: "str | os.PathLike[str]") -> CheckpointHeader:
 
 
 def open_checkpoint(path: "str | os.PathLike[str]", *,
-                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES) -> Checkpoint:
+                    layer_cache_bytes: int = DEFAULT_LAYER_CACHE_BYTES, verify: str = "sampled") -> Checkpoint:
     """Open a qwen3moe GGUF: header and tensor inventory checked now, the embedding and LM head read, layers
     read when asked for. Every CheckpointError message starts with the file's path. A folder written by
-    export-weights is opened as memory-mapped views instead (harness.model.exported)."""
+    export-weights is opened as memory-mapped views instead (harness.model.exported), its files checked
+    against the manifest's sizes and hashes (`verify`: "sampled" or "full")."""
     if Path(path).is_dir():
-        return open_exported(path)
+        return open_exported(path, verify=verify)
     head = read_header(path)
     return _prefixed(head.path, lambda: _open(head, layer_cache_bytes))
 

@@ -34,7 +34,7 @@ from harness.cache import check_free_space, temp_sibling
 from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
-from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, OUTPUT, Q8_BLOCK, ROUTER_FLOAT_EXT
+from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, OUTPUT, Q8_BLOCK, ROUTER_FLOAT_EXT, sampled_sha256
 from harness.judging.progress import BYTES, Progress
 
 CHUNK_BYTES = 8 << 20        # GGUF bytes per streamed chunk (its float32 temporaries are ~16x that)
@@ -201,12 +201,13 @@ class ExportResult:
 
 
 def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]", *,
-                   progress: bool = True) -> ExportResult:
+                   progress: bool = True, replace: bool = False) -> ExportResult:
+    """Export to the folder `out`, which must not exist or be empty unless `replace` (then it is replaced as a
+    whole once the new folder is complete)."""
     ck = read_header(path)
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"--out: {out} already exists and is not an empty folder (export-weights never "
-                         f"overwrites)")
+    if not replace and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out: {out} already exists and is not an empty folder (give --force to replace it)")
     plan = export_plan(ck)
     total = sum(_out_bytes(i) for i in plan)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -230,12 +231,28 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
             "metadata": {k: v for k, v in ck.metadata.items() if not (isinstance(v, str) and v.startswith("<array"))},
             "files": {i.stem: {"tensor": i.tensor, "kind": i.kind, "shape": list(i.shape)} for i in plan},
             "sha256": dict(sorted(digests.items())),
+            "bytes": {name: (tmp / name).stat().st_size for name in sorted(digests)},
+            "sampled_sha256": {name: sampled_sha256(tmp / name) for name in sorted(digests)},
         }
         (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        if out.exists():
-            out.rmdir()            # empty (checked above)
-        os.replace(tmp, out)
+        _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, len(digests), total, time.monotonic() - t0)
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Put the finished folder `tmp` at `out`, replacing what is there as a whole."""
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    aside = temp_sibling(out)
+    os.rename(out, aside)
+    os.rename(tmp, out)
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink()

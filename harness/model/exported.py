@@ -4,8 +4,9 @@ In a GGUF, Q8_0 scales are interleaved with the quants, so the loader must copy 
 (rows, cols) quants (see checkpoint.py). The exported folder holds the kernels' layout instead -- int8 quants
 row-major, float32 scales beside them -- so here every matrix is a read-only np.memmap: building a layer
 reads only its scales (Q8Tensor checks them) and a decoder touching 8 of 128 experts reads 8 experts' rows.
-The folder is checked against its manifest (format, every file present with the size its shape needs);
-``verify=True`` also re-hashes every file against the manifest's SHA-256.
+The folder is checked against its manifest (format, every file present with the size its shape needs), and
+every file against its recorded size and sampled SHA-256 (layout.sampled_sha256: a file overwritten by other
+bytes of the same size is refused); ``verify="full"`` re-hashes every byte against the manifest's SHA-256.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import QK, Q8Tensor
 
 from .base import Checkpoint, CheckpointError
-from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, LAYER_TENSORS, ROUTER_FLOAT_EXT
+from .layout import EXPORT_FORMAT, EXPORT_MANIFEST, EXPORT_TOKENS, LAYER_TENSORS, ROUTER_FLOAT_EXT, sampled_sha256
+
+VERIFY = ("sampled", "full")
 from .pieces import token_pieces
 
 # LayerWeights field -> exported file stem prefix (per layer: f"{prefix}{l}")
@@ -83,8 +86,35 @@ class _Files:
         return v
 
 
-def open_exported(folder: "str | os.PathLike[str]", *, verify: bool = False) -> Checkpoint:
+def verify_files(folder: Path, m: dict, verify: str) -> None:
+    """Every file the manifest hashes: present, its recorded size, and its sampled (or, with "full", its
+    whole) SHA-256."""
+    if verify not in VERIFY:
+        raise ValueError(f"verify: expected one of {', '.join(VERIFY)}, got {verify!r}")
+    sizes, sampled = m.get("bytes", {}), m.get("sampled_sha256", {})
+    for name, digest in m.get("sha256", {}).items():
+        path = folder / name
+        if not path.is_file():
+            raise _fail(folder, f"{name} is missing")
+        if name in sizes and path.stat().st_size != sizes[name]:
+            raise _fail(folder, f"{name}: {path.stat().st_size} bytes, the manifest records {sizes[name]}")
+        if verify == "full":
+            h = hashlib.sha256()
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 24), b""):
+                    h.update(chunk)
+            if h.hexdigest() != digest:
+                raise _fail(folder, f"{name}: SHA-256 {h.hexdigest()} differs from the manifest's {digest}: the "
+                                    f"file changed since export-weights wrote it")
+        elif name in sampled and sampled_sha256(path) != sampled[name]:
+            raise _fail(folder, f"{name}: its sampled SHA-256 differs from the manifest's: the file changed since "
+                                f"export-weights wrote it")
+
+
+def open_exported(folder: "str | os.PathLike[str]", *, verify: "str | bool" = "sampled") -> Checkpoint:
+    """verify: "sampled" (sizes and sampled hashes: fast) or "full" (every byte; True is "full")."""
     folder = Path(folder)
+    verify = {True: "full", False: "sampled"}.get(verify, verify) if isinstance(verify, bool) else verify
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: no such export-weights folder")
     m = _manifest(folder)
@@ -92,14 +122,7 @@ def open_exported(folder: "str | os.PathLike[str]", *, verify: bool = False) -> 
         c = ModelConfig(**m["config"])
     except (KeyError, TypeError, ValueError) as exc:
         raise _fail(folder, f"{EXPORT_MANIFEST}: config: {exc}") from None
-    if verify:
-        for name, digest in m.get("sha256", {}).items():
-            h = hashlib.sha256()
-            with open(folder / name, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 24), b""):
-                    h.update(chunk)
-            if h.hexdigest() != digest:
-                raise _fail(folder, f"{name}: SHA-256 {h.hexdigest()} differs from the manifest's {digest}")
+    verify_files(folder, m, verify)
     files = _Files(folder, m)
     E, QD, KD, FF, NE = c.d_model, c.q_dim, c.kv_dim, c.d_expert, c.n_expert
     mats = {"wq": (QD, E), "wk": (KD, E), "wv": (KD, E), "wo": (E, QD), "router": (NE, E),

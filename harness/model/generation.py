@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from harness.judging.progress import Progress
 from harness.judging.registry import FAIL, PASS, TIE
 from reference.decoder import LANES, StepRecord, logit_bound_parts
 from reference.model import ModelConfig, ModelWeights
@@ -33,9 +34,6 @@ from .kernel_lane import KernelLaneResult
 from .locks import LockCheck, LockRequest, check_kernel_streams
 from .reference_lanes import ExternalStream, ReferenceDecode, RouterEffect, decode_reference, reference_steps
 from .teacher import TeacherStats, teacher_stats
-
-Progress = Callable[[str, int, int], None]     # progress(label, done, total) after every decode step
-
 
 @dataclass
 class Divergence:
@@ -227,8 +225,8 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
                    progress: Optional[Progress] = None) -> GenerationRun:
     """Phase 1, then phase 2 (module docstring). `external(prompt, fed)` returns external streams to judge (the
     exact lane's fed sequence); the reference lanes they are judged with (external_lanes) and the kernel lanes'
-    reference lanes are decoded even when not listed in `lanes`. One progress total covers both phases: at most
-    the steps each can run, completed at the end (progress never goes back)."""
+    reference lanes are decoded even when not listed in `lanes`. One progress total (harness.judging.progress)
+    covers both phases: at most the decode steps each can run, completed at the end (it never goes back)."""
     lanes = list(lanes)
     judged = [lane for lane in lanes if lane != "exact"]
     extra = list(external_lanes if external is not None else ())
@@ -237,27 +235,20 @@ def run_generation(weights: ModelWeights, *, prompt: list[int], n_tokens: int, l
     n_steps = len(prompt) + n_tokens - 1
     total = reference_steps(len(prompt), n_tokens, len(needed), router_check)
     total += kernel_steps(n_steps, len(kernels.runners)) if kernels is not None else 0
-    done = [0]
-
-    def tick(label: str) -> Callable[[], None]:
-        def f() -> None:
-            done[0] = min(done[0] + 1, total)
-            if progress is not None:
-                progress(label, done[0], total)
-        return f
-
+    bar = progress if progress is not None else Progress(enabled=False)
+    bar.show("reference lanes", 0, total)
     t0 = time.perf_counter()
+    bar.case("reference lanes")
     ref = decode_reference(weights, list(prompt), n_tokens, lanes=needed, router_check=router_check,
-                           tick=tick("reference lanes"))
+                           tick=bar.advance)
     streams = list(external(list(prompt), ref.fed)) if external is not None else []
     results: list[KernelLaneResult] = []
     if kernels is not None:
-        backend = kernels.setup.backend
-        results, kernel_streams = judge_kernel_lanes(weights, ref, kernels.runners, kernels.setup, backend.name,
-                                                     tick("kernels"))
+        bar.case("kernels")
+        results, kernel_streams = judge_kernel_lanes(weights, ref, kernels.runners, kernels.setup,
+                                                     kernels.setup.backend.name, bar.advance)
         streams += kernel_streams
-    if progress is not None:
-        progress("done", total, total)
+    bar.show("done", total, total)
     run = GenerationRun(model=model_name, config=weights.config, prompt=list(prompt), n_tokens=n_tokens,
                         exact_tokens=ref.exact_tokens, exact_margins=[r.margin for r in ref.exact[len(prompt) - 1:]],
                         lanes=judge_lanes(ref, judged), router=ref.router,

@@ -104,3 +104,26 @@ EXPORT_MANIFEST = "manifest.json"
 EXPORT_TOKENS = "tokens.json"
 EXPORT_FORMAT = "qconform-export-1"
 ROUTER_FLOAT_EXT = "rf"       # wr{l}.rf: the float router as the checkpoint stores it (float32)
+
+# Every file's size and a sampled SHA-256 are in the manifest beside the full SHA-256: opening the folder checks
+# the sizes and the sampled hashes (fast: SAMPLE_CHUNKS reads of SAMPLE_BYTES, spread evenly over the file, the
+# first and last included), and `verify="full"` re-hashes every byte.
+SAMPLE_CHUNKS = 32
+SAMPLE_BYTES = 4096
+
+
+def sampled_sha256(path) -> str:
+    """SHA-256 of the file's size and SAMPLE_CHUNKS chunks spread evenly over it (the whole file when small)."""
+    import hashlib
+    import os
+    size = os.stat(path).st_size
+    h = hashlib.sha256(str(size).encode() + b"\0")
+    with open(path, "rb") as fh:
+        if size <= SAMPLE_CHUNKS * SAMPLE_BYTES:
+            h.update(fh.read())
+        else:
+            last = size - SAMPLE_BYTES
+            for k in range(SAMPLE_CHUNKS):
+                fh.seek(last * k // (SAMPLE_CHUNKS - 1))
+                h.update(fh.read(SAMPLE_BYTES))
+    return h.hexdigest()

@@ -6,19 +6,21 @@ slow its build nor change their verdicts), with the same seed, cheapest case fir
 case whose verdict is worse than the unmutated run's (pass < tie < fail): the mutant is killed. A mutant
 whose source does not build is counted apart ("no-compile"), never as killed. A mutant that hangs is stopped
 by the backend's launch timeout (a multiple of the slowest unmutated launch) and counts as killed, with the
-timeout named. A mutant that survives every schedule is judged once more on the AddressSanitizer build of
-the CPU backend (one schedule), which catches the out-of-bounds reads no output shows (a loop bound one past
-the end, an index -1 into shared memory). A survivor listed in the equivalence ledger (its id and the reason it cannot change any
+timeout named. A mutant that survives every schedule is judged once more on the CPU backend's
+AddressSanitizer build (one schedule, against the unmutated kernel's verdicts on that build), which catches
+the out-of-bounds reads no output shows (a loop bound one past the end, an index -1 into shared memory).
+A survivor listed in the equivalence ledger (its id and the reason it cannot change any
 output) is "equivalent"; every other survivor is a gap in the cases.
 """
 from __future__ import annotations
 
+import json
 import random
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from emitters.contract import KernelContract
@@ -39,7 +41,10 @@ TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 10.0
 # run repeats those two and only adds checks; a mutant that survives them is run again with every schedule
 # (reverse, warp-greedy and random orders catch races), so no survivor is declared on the shortened run.
 QUICK_SCHEDULES = 2
-SANITIZE_SLOWDOWN = 4.0
+SANITIZE_SLOWDOWN = 4.0         # an AddressSanitizer build runs launches several times slower: its timeout scales
+# Part of a stored result's key: raise it when the rules that classify a mutant change, so that an earlier
+# run's results are not resumed under new rules.
+RULES_VERSION = 3
 
 
 @dataclass
@@ -66,6 +71,10 @@ class MutationRun:
     wall_s: float = 0.0
     timeout_s: float = 0.0
     time_limit_s: Optional[float] = None
+    resumed: int = 0                         # mutants taken from the store of an earlier, interrupted run
+    store: Optional[str] = None
+    retried: int = 0                         # mutants resubmitted after a cluster worker died
+    executor: str = ""
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -81,19 +90,19 @@ def _rank(verdict: str) -> Optional[int]:
     return RANK.get(verdict)
 
 
-def kills(baseline: dict, res) -> bool:
-    """Whether a case result kills the mutant: a verdict worse than the unmutated run's, or a launch stopped by
-    the mutation timeout (a hang: TIMEOUT_FACTOR times the slowest unmutated launch), which the CPU backend
-    leaves unchecked as its own limit in an ordinary run, where no unmutated launch tells slow from hung."""
-    before = baseline.get(res.case.name, UNCHECKED)
-    return worse(before, res.verdict) or (res.fault == "KernelTimeout" and _rank(before) is not None)
-
-
 def worse(baseline: str, now: str) -> bool:
     """Whether a verdict is worse than the unmutated run's. `unchecked` is the tool's own limit, not a
     kernel's verdict, so it never kills a mutant (and a case unchecked in the unmutated run cannot)."""
     a, b = _rank(baseline), _rank(now)
     return a is not None and b is not None and b > a
+
+
+def kills(baseline: str, res) -> bool:
+    """Whether a mutant's case result kills it: a verdict worse than the unmutated run's, or a hang (the launch
+    ran past the mutation run's timeout, a multiple of the slowest unmutated launch) of a case the unmutated
+    kernel finished. The backend reports that hang as its own limit (`unchecked`), but here the unmutated
+    kernel is the control: it ran the same case well within the limit."""
+    return worse(baseline, res.verdict) or (res.fault == "KernelTimeout" and _rank(baseline) is not None)
 
 
 @dataclass
@@ -110,7 +119,7 @@ def _judge_all(module, cases, baseline: Optional[dict], reload: Callable[[], obj
     for case, contract in cases:
         res = judge_case(module, case, contract)
         out.append(res)
-        if baseline is not None and kills(baseline, res):
+        if baseline is not None and kills(baseline.get(case.name, UNCHECKED), res):
             break
         if res.fault in STICKY_FAULTS:
             module = reload()
@@ -172,21 +181,152 @@ def select_mutants(code: str, kernels: Sequence[str], sample: Optional[int], see
     return allm
 
 
+@dataclass(frozen=True)
+class EmuFactory:
+    """The default backend of a mutation run: the CPU backend with a launch timeout (and a schedule count)."""
+
+    def __call__(self, timeout_s: float, schedules: Optional[int] = None, sanitize: bool = False):
+        from harness.backends.emu.backend import EmuBackend
+        return EmuBackend(timeout_s=timeout_s, schedules=schedules, sanitize=sanitize)
+
+
+@dataclass
+class _Plan:
+    """What every mutant's judging needs, shipped once to each worker."""
+    prepared: dict[str, KernelCases]
+    baseline: dict[str, str]
+    timeout_s: float
+    deadline: Optional[float]            # time.time() after which a mutant is not started (wall clock: a
+                                         # cluster worker's monotonic clock is not this process's)
+
+
+class _MutantWorker:
+    """One worker's backends: a quick one (the first schedules), a full one and an AddressSanitizer one (with the
+    unmutated kernels' verdicts on it, judged when a survivor of that kernel first needs them)."""
+
+    def __init__(self, factory: Callable[..., object], timeout_s: float):
+        self.quick = _Backends(lambda: factory(timeout_s, QUICK_SCHEDULES))
+        self.full = _Backends(lambda: factory(timeout_s, None))
+        self.sanitized = _Backends(lambda: factory(SANITIZE_SLOWDOWN * timeout_s, 1, sanitize=True))
+        self.sanitized_baseline: dict[str, dict[str, str]] = {}
+        self.lock = threading.Lock()
+
+    def drop(self) -> None:
+        self.quick.drop()
+        self.full.drop()
+        self.sanitized.drop()
+
+    def close(self) -> None:
+        self.quick.close()
+        self.full.close()
+        self.sanitized.close()
+
+
+@dataclass(frozen=True)
+class _MutantWorkerSetup:
+    factory: Callable[..., object]
+    timeout_s: float
+
+    def __call__(self) -> _MutantWorker:
+        return _MutantWorker(self.factory, self.timeout_s)
+
+
+def _judge_unit(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult:
+    """One mutant. A failure of the tool itself (the CPU backend's worker, not the kernel) is retried once on
+    fresh backends; a second one leaves the mutant not run, with the reason, never killed or survived."""
+    for attempt in (1, 2):
+        try:
+            return _judge_mutant(worker, plan, m)
+        except (RuntimeError, OSError) as exc:
+            worker.drop()
+            if attempt == 2:
+                return MutantResult(m, NOT_RUN, detail=f"the tool failed twice on this mutant: "
+                                    f"{str(exc).strip().splitlines()[-1][:300]}")
+    raise AssertionError("unreachable")
+
+
+def _judge_mutant(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult:
+    from harness.backends.base import BuildError, KernelFault
+    if plan.deadline is not None and time.time() > plan.deadline:
+        return MutantResult(m, NOT_RUN, detail="the time limit was reached before this mutant ran")
+    t = time.monotonic()
+    kc = plan.prepared[m.kernel]
+    baseline = plan.baseline
+    mcode = m.apply(kc.isolated)
+    ran = 0
+    results: list = []
+    for pool in (worker.quick, worker.full):
+        be = pool.get()
+        try:
+            module = be.load(mcode)
+        except (BuildError, KernelFault, ValueError) as exc:
+            return MutantResult(m, NO_COMPILE, detail=str(exc).strip().splitlines()[-1][:300] if str(exc).strip()
+                                else type(exc).__name__, wall_s=time.monotonic() - t)
+        results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode))
+        ran += len(results)
+        last = results[-1] if results else None
+        if last is not None and kills(baseline.get(last.case.name, UNCHECKED), last):
+            now = (f"hang (timeout: a launch ran past {plan.timeout_s:g} s)" if last.fault == "KernelTimeout"
+                   else last.verdict)
+            return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {now}: "
+                                f"{last.reason[:400]}", ran, time.monotonic() - t)
+    detail = f"every one of {len(results)} case(s) kept its verdict under every schedule"
+    on_asan = _sanitized_pass(worker, m, kc, mcode)
+    if isinstance(on_asan, MutantResult):
+        on_asan.cases_run += ran
+        on_asan.wall_s = time.monotonic() - t
+        return on_asan
+    return MutantResult(m, SURVIVED, "", detail + on_asan, len(results), time.monotonic() - t)
+
+
+def _sanitized_pass(worker: _MutantWorker, m: Mutant, kc: "KernelCases", mcode: str) -> "MutantResult | str":
+    """A survivor on the AddressSanitizer build: a killed MutantResult when a case's verdict there is worse than
+    the unmutated kernel's on the same build, else a note for the survivor's detail."""
+    from harness.backends.base import BuildError, KernelFault
+    be = worker.sanitized.get()
+    with worker.lock:
+        if kc.kernel not in worker.sanitized_baseline:
+            try:
+                base, _ = _judge_all(be.load(kc.isolated), kc.cases, None, lambda: be.load(kc.isolated))
+            except (BuildError, KernelFault, ValueError) as exc:
+                worker.sanitized_baseline[kc.kernel] = {"": f"not available ({type(exc).__name__})"}
+            else:
+                worker.sanitized_baseline[kc.kernel] = {r.case.name: r.verdict for r in base}
+    base = worker.sanitized_baseline[kc.kernel]
+    if "" in base:
+        return f"; the AddressSanitizer build is {base['']}"
+    try:
+        module = be.load(mcode)
+    except (BuildError, KernelFault, ValueError) as exc:
+        return f"; its AddressSanitizer build failed ({type(exc).__name__})"
+    results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode))
+    last = results[-1] if results else None
+    if last is not None and kills(base.get(last.case.name, UNCHECKED), last):
+        return MutantResult(m, KILLED, last.case.name, f"{base[last.case.name]} -> {last.verdict} on the "
+                            f"AddressSanitizer build: {last.reason[:400]}")
+    return ", and on the AddressSanitizer build"
+
+
 def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tuple[Case, KernelContract]]],
                  seed: int, shapes: Sequence[str], *, jobs: int = 1, sample: Optional[int] = None,
                  time_limit_s: Optional[float] = None, ledger: Optional[dict[str, str]] = None,
                  operators: "Sequence[str] | None" = None, backend_factory: Optional[Callable[..., object]] = None,
-                 progress: bool = True, mutants: "Sequence[Mutant] | None" = None) -> MutationRun:
+                 progress: bool = True, mutants: "Sequence[Mutant] | None" = None, cluster: Optional[str] = None,
+                 store_dir: "str | Path | None" = None) -> MutationRun:
     """The whole analysis: unmutated run, mutants, classification. `cases_by_kernel` maps each kernel to
     judge to its cases (from check's contract matching); `mutants` replaces the operators' mutants with a
-    given list (edits of the same file, e.g. hand-written ones)."""
+    given list (edits of the same file, e.g. hand-written ones). `jobs` > 1 judges mutants in that many
+    processes, `cluster` ('local:N', 'tcp://...') on a Dask cluster. With `store_dir`, every judged mutant is
+    stored there as it finishes (keyed by the source's and the unmutated run's hash, and the mutant id), and
+    a rerun judges only the mutants not stored yet."""
     from harness.backends.base import BuildError, KernelFault
+    from harness.judging.executors import InProcess, Lost, Work, make_executor
+    from harness.judging.progress import Progress
     if jobs < 1:
         raise ValueError(f"-j: expected at least one parallel job, got {jobs}")
+    executor = make_executor(jobs, cluster)
     if backend_factory is None:
-        def backend_factory(timeout_s: float, schedules: Optional[int] = None, sanitize: bool = False):
-            from harness.backends.emu.backend import EmuBackend
-            return EmuBackend(timeout_s=timeout_s, schedules=schedules, sanitize=sanitize)
+        backend_factory = EmuFactory()
     ledger = dict(ledger or {})
     t0 = time.monotonic()
     kernels = list(cases_by_kernel)
@@ -223,105 +363,47 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     ids = {m.id for m in mutants}
     all_ids = ids if sample is None else {m.id for k in kernels for m in mutants_of(code, k, operators)}
     run.stale_ledger = sorted(i for i in ledger if i not in all_ids)
-    deadline = None if time_limit_s is None else t0 + time_limit_s
-    quick = _Backends(lambda: backend_factory(timeout_s, QUICK_SCHEDULES))
-    full = _Backends(lambda: backend_factory(timeout_s, None))
-    # ASan makes a launch several times slower: its timeout scales with it
-    sanitized = _Backends(lambda: backend_factory(SANITIZE_SLOWDOWN * timeout_s, 1, sanitize=True))
-
-    def one(m: Mutant) -> MutantResult:
-        # a failure of the tool itself (the CPU backend's worker, not the kernel) is retried once on fresh
-        # backends; a second one leaves the mutant not run, with the reason, never killed or survived
-        for attempt in (1, 2):
-            try:
-                return judge_mutant(m)
-            except (RuntimeError, OSError) as exc:
-                quick.drop()
-                full.drop()
-                sanitized.drop()
-                if attempt == 2:
-                    return MutantResult(m, NOT_RUN, detail=f"the tool failed twice on this mutant: "
-                                        f"{str(exc).strip().splitlines()[-1][:300]}")
-        raise AssertionError("unreachable")
-
-    def judge_mutant(m: Mutant) -> MutantResult:
-        if deadline is not None and time.monotonic() > deadline:
-            return MutantResult(m, NOT_RUN, detail="the time limit was reached before this mutant ran")
-        t = time.monotonic()
-        kc = prepared[m.kernel]
-        mcode = m.apply(kc.isolated)
-        ran = 0
-        for pool in (quick, full):
-            be = pool.get()
-            try:
-                module = be.load(mcode)
-            except (BuildError, KernelFault, ValueError) as exc:
-                return MutantResult(m, NO_COMPILE, detail=str(exc).strip().splitlines()[-1][:300] if str(exc).strip()
-                                    else type(exc).__name__, wall_s=time.monotonic() - t)
-            results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode))
-            ran += len(results)
-            last = results[-1] if results else None
-            if last is not None and kills(baseline, last):
-                how = f" (timeout: a launch ran past {timeout_s:g} s)" if last.fault == "KernelTimeout" else ""
-                return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {last.verdict}{how}: "
-                                    f"{last.reason[:400]}", ran, time.monotonic() - t)
-        status, detail = SURVIVED, f"every one of {len(results)} case(s) kept its verdict under every schedule"
-        killed = sanitized_pass(m, kc, mcode)
-        if isinstance(killed, MutantResult):
-            killed.cases_run += ran
-            killed.wall_s = time.monotonic() - t
-            return killed
-        detail += killed
-        if m.id in ledger:
-            status, detail = EQUIVALENT, ledger[m.id]
-        return MutantResult(m, status, "", detail, len(results), time.monotonic() - t)
-
-    sanitized_baseline: dict[str, dict[str, str]] = {}
-    baseline_lock = threading.Lock()
-
-    def sanitized_pass(m: Mutant, kc: KernelCases, mcode: str) -> "MutantResult | str":
-        """The survivor on the AddressSanitizer build: a MutantResult when a case's verdict is worse there than
-        the unmutated kernel's on the same build, else a note for the survivor's detail."""
-        be = sanitized.get()
-        with baseline_lock:
-            if kc.kernel not in sanitized_baseline:
-                try:
-                    base, _ = _judge_all(be.load(kc.isolated), kc.cases, None, lambda: be.load(kc.isolated))
-                except (BuildError, KernelFault, ValueError) as exc:
-                    sanitized_baseline[kc.kernel] = {"": f"not available ({type(exc).__name__})"}
-                else:
-                    sanitized_baseline[kc.kernel] = {r.case.name: r.verdict for r in base}
-        base = sanitized_baseline[kc.kernel]
-        if "" in base:
-            return f"; the AddressSanitizer build is {base['']}"
-        try:
-            module = be.load(mcode)
-        except (BuildError, KernelFault, ValueError) as exc:
-            return f"; its AddressSanitizer build failed ({type(exc).__name__})"
-        results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode))
-        last = results[-1] if results else None
-        if last is not None and kills(base, last):
-            return MutantResult(m, KILLED, last.case.name, f"{base[last.case.name]} -> {last.verdict} on the "
-                                f"AddressSanitizer build: {last.reason[:400]}")
-        return ", and on the AddressSanitizer build"
-
-    # mutants run in a shuffled order so a time limit leaves an unbiased sample, reported in source order
-    order = list(range(len(mutants)))
-    random.Random(seed).shuffle(order)
+    store = MutantStore(Path(store_dir), code, baseline) if store_dir is not None else None
     results: dict[int, MutantResult] = {}
-    try:
-        with _Progress(len(mutants), progress) as bar, ThreadPoolExecutor(max_workers=jobs) as pool:
-            futs = {pool.submit(one, mutants[i]): i for i in order}
-            for f in as_completed(futs):
-                r = f.result()
-                results[futs[f]] = r
-                bar.advance(r)
-    finally:
-        quick.close()
-        full.close()
-        sanitized.close()
+    if store is not None:
+        done = store.load(mutants)
+        results = {i: done[m.id] for i, m in enumerate(mutants) if m.id in done}
+        run.resumed, run.store = len(results), str(store.dir)
+        if results and progress:
+            print(f"qconform mutate: resuming: {len(results)} of {len(mutants)} mutants already judged "
+                  f"({store.dir})", file=sys.stderr)
+    # mutants run in a shuffled order so a time limit leaves an unbiased sample, reported in source order
+    order = [i for i in range(len(mutants)) if i not in results]
+    random.Random(seed).shuffle(order)
+    plan = _Plan(prepared, baseline, timeout_s, None if time_limit_s is None else time.time() + time_limit_s)
+    if len(order) <= 1 and cluster is None:
+        executor = InProcess()
+    work = Work(_MutantWorkerSetup(backend_factory, timeout_s), _judge_unit, plan)
+    tally = {st: 0 for st in STATUSES}
+
+    def advance(bar, r: MutantResult) -> None:
+        tally[r.status] += 1
+        bar.advance(1, ", ".join(f"{v} {k}" for k, v in tally.items() if v))
+
+    with executor.open(work) as session, Progress(len(mutants), progress, title="qconform mutate", unit="mutants",
+                                                  heartbeat=True) as bar:
+        for r in results.values():
+            advance(bar, r)
+        for n, r in session.results([mutants[i] for i in order]):
+            i = order[n]
+            if isinstance(r, Lost):
+                r = MutantResult(mutants[i], NOT_RUN, detail=f"unchecked: {r.reason}")
+            elif store is not None:
+                store.put(r)
+            results[i] = r
+            bar.retried = session.retried
+            advance(bar, r)
+        run.retried = session.retried
+    run.executor = executor.description
     for i in range(len(mutants)):
         r = results[i]
+        if r.status == SURVIVED and r.mutant.id in ledger:
+            r.status, r.detail = EQUIVALENT, ledger[r.mutant.id]
         if r.status in (SURVIVED, EQUIVALENT, KILLED):
             r.diff = mutant_diff(prepared[r.mutant.kernel].isolated, r.mutant)
         if r.status == KILLED and r.mutant.id in ledger:
@@ -331,35 +413,43 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     return run
 
 
-class _Progress:
-    """A rich progress bar on a terminal; plain lines every 10% otherwise."""
+class MutantStore:
+    """The judged mutants of one campaign, one JSON file each, written as each finishes (write, then rename):
+    DIR/<source sha256[:16]>-<unmutated run's sha256[:12]>/<mutant id>.json. The unmutated run's hash covers
+    every case name (kernel, mode, shape, seed) and its verdict, so a stored result is reused only where the
+    same mutant of the same file meets the same cases. Mutants not run (time limit, tool failure) are not
+    stored: a rerun judges them."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.done, self.enabled, self.counts = total, 0, enabled, {s: 0 for s in STATUSES}
-        self.tty = enabled and sys.stderr.isatty()
-        self.bar = None
-        self.next_line = 0.1
+    STORED = (KILLED, SURVIVED, NO_COMPILE)
 
-    def __enter__(self):
-        if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.bar = Progress(TextColumn("[bold]mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                TextColumn("{task.fields[tally]}"), transient=False)
-            self.bar.__enter__()
-            self.task = self.bar.add_task("mutants", total=self.total, tally="")
-        return self
+    def __init__(self, root: Path, code: str, baseline: dict[str, str]):
+        import hashlib
+        from cudasrc.signatures import source_sha256
+        cases = hashlib.sha256(json.dumps([RULES_VERSION, sorted(baseline.items())]).encode()).hexdigest()
+        self.dir = Path(root) / f"{source_sha256(code)[:16]}-{cases[:12]}"
 
-    def advance(self, r: MutantResult) -> None:
-        self.done += 1
-        self.counts[r.status] += 1
-        tally = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, tally=tally)
-        elif self.enabled and self.total and self.done / self.total >= self.next_line:
-            print(f"qconform mutate: {self.done}/{self.total} mutants ({tally})", file=sys.stderr, flush=True)
-            self.next_line += 0.1
+    def load(self, mutants: Sequence[Mutant]) -> dict[str, MutantResult]:
+        by_id = {m.id: m for m in mutants}
+        out: dict[str, MutantResult] = {}
+        if not self.dir.is_dir():
+            return out
+        for p in sorted(self.dir.glob("*.json")):
+            try:
+                d = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue                      # never half-written (renamed into place); unreadable: rejudge
+            m = by_id.get(d.get("id"))
+            if m is None or d.get("edit") != [m.start, m.end, m.replacement] or d.get("status") not in self.STORED:
+                continue
+            out[m.id] = MutantResult(m, d["status"], d.get("case", ""), d.get("detail", ""),
+                                     int(d.get("cases_run", 0)), float(d.get("wall_s", 0.0)))
+        return out
 
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False
+    def put(self, r: MutantResult) -> None:
+        if r.status not in self.STORED:
+            return
+        from harness.cache import atomic_write
+        m = r.mutant
+        atomic_write(self.dir / f"{m.id}.json", json.dumps(
+            {"id": m.id, "kernel": m.kernel, "edit": [m.start, m.end, m.replacement], "status": r.status,
+             "case": r.case, "detail": r.detail, "cases_run": r.cases_run, "wall_s": r.wall_s}) + "\n")

@@ -41,6 +41,7 @@ def as_dict(run: MutationRun) -> dict:
         "version": MUTATION_VERSION, "source": run.source, "seed": run.seed, "shapes": run.shapes,
         "kernels": run.kernels, "score": run.score, "counts": {s: run.count(s) for s in STATUSES},
         "timeout_s": run.timeout_s, "time_limit_s": run.time_limit_s, "wall_s": round(run.wall_s, 2),
+        "executor": run.executor, "resumed": run.resumed, "retried": run.retried,
         "unchecked_kernels": run.unchecked_kernels, "stale_ledger_ids": run.stale_ledger,
         "baseline": run.baseline,
         "mutants": [{"id": r.mutant.id, "kernel": r.mutant.kernel, "operator": r.mutant.operator,
@@ -70,7 +71,9 @@ def markdown(run: MutationRun) -> str:
              "the unmutated run (pass < tie < fail); `equivalent` survivors are listed in the ledger with the "
              "reason no input can tell them apart; a mutant that does not compile is counted apart.",
              f"- a launch running past {run.timeout_s:g} s counts as a hang (killed); {len(run.baseline)} cases in "
-             f"the unmutated run; wall time {run.wall_s:.0f} s", ""]
+             f"the unmutated run; wall time {run.wall_s:.0f} s on {run.executor or 'this process'}"
+             + (f"; {run.resumed} mutants taken from the interrupted run's store" if run.resumed else "")
+             + (f"; {run.retried} retried after a cluster worker died" if run.retried else ""), ""]
     if run.count(NOT_RUN):
         why = (f"the time limit ({run.time_limit_s:g} s) stopped the run or the tool failed on some mutants"
                if run.time_limit_s is not None else "the tool failed on some mutants (each one's detail says how)")

@@ -20,7 +20,8 @@ from .writer import write_reports
 
 
 def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed: int, out_dir,
-               families: "str | Sequence[str] | None" = None, progress: bool = True, workers: int = 1) -> int:
+               families: "str | Sequence[str] | None" = None, progress: bool = True, workers: int = 1,
+               cluster: Optional[str] = None) -> int:
     """`qconform report` on a kernel backend: exit 0 when every case passes (ties included), 1 otherwise."""
     shapes = [get_shape(s) for s in shapes]
     modes = [Mode.parse(m) for m in modes]
@@ -28,17 +29,18 @@ def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed:
     print(f"qconform report: seed {seed} (rerun with --seed {seed}); backend {backend if isinstance(backend, str) else backend.name}",
           file=sys.stderr)
     jobs = emitted_jobs(shapes, modes, seed, families)
-    run = run_cases(backend, jobs, progress, workers)
+    run = run_cases(backend, jobs, progress, workers, cluster)
     run.meta.update(command="report", seed=seed, shapes=[s.name for s in shapes],
                     modes=[m.value for m in modes], families=parse_families(families),
                     started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
                     duration_s=round(time.time() - t0, 3))
-    paths = write_reports(Path(out_dir), run)
-    return summarize(run, paths)
+    write_reports(Path(out_dir), run)
+    return summarize(run)
 
 
 def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]], seed: int,
-              out_dir: Path, sanitize: bool = False, schedules: Optional[str] = None, workers: int = 1) -> int:
+              out_dir: Path, sanitize: bool = False, schedules: Optional[str] = None, workers: int = 1,
+              cluster: Optional[str] = None) -> int:
     """`qconform check`: judge the kernels of the file `src` that match a contract; the others are listed as
     unchecked with the reason. Exit 0 when every judged case passes (ties included), 1 otherwise."""
     code = src.read_text()
@@ -47,10 +49,10 @@ def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Se
     jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed)
     if not kernel_signatures(code):
         raise ValueError(f"--source: no __global__ kernel found in {str(src)!r}")
-    run = run_cases(resolve_backend(backend, sanitize, schedules), jobs, workers=workers)
+    run = run_cases(resolve_backend(backend, sanitize, schedules), jobs, workers=workers, cluster=cluster)
     run.unchecked = unchecked
     run.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
                     shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],
                     duration_s=round(time.time() - t0, 3))
-    paths = write_reports(Path(out_dir), run)
-    return summarize(run, paths)
+    write_reports(Path(out_dir), run)
+    return summarize(run)

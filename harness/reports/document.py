@@ -40,9 +40,14 @@ def percent(x: Optional[float]) -> str:
 DIFF = "diff"     # the mark of a token that differs from the exact lane's
 
 
-def token_text(t: int, piece=None) -> str:
+def piece_of(pieces, t: int) -> str:
+    """Token t's printable piece (`pieces`: one per token id); <t> for an id outside the vocabulary."""
+    return pieces[t] if 0 <= t < len(pieces) else f"<{t}>"
+
+
+def token_text(t: int, pieces=None) -> str:
     """A token id with its piece, as every report shows it."""
-    return f"{t} `{piece(t)}`" if piece else str(t)
+    return f"{t} `{piece_of(pieces, t)}`" if pieces is not None else str(t)
 
 
 def worst_verdict(verdicts) -> str:
@@ -198,5 +203,5 @@ def console(tables: Sequence[Table], width: int = 160, file=None) -> None:
 
 
 __all__ = ["Block", "COLOURS", "CSS", "Cell", "DIFF", "Chart", "Heading", "Items", "Pre", "Raw", "SEVERITY", "Table", "Text", "console",
-           "fmt", "html_body", "html_page", "html_table", "markdown", "percent", "token_text",
+           "fmt", "html_body", "html_page", "html_table", "markdown", "percent", "piece_of", "token_text",
            "worst_verdict"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional, Sequence
 
 from harness.cache import atomic_write
 from harness.judging.records import finite_json
@@ -16,35 +16,35 @@ from reference.decoder import LOGIT_BOUND_FAILURE
 
 from .charts import COLORS, svg_lines
 from .document import (DIFF, Block, Cell, Chart, Heading, Table, Text, console, fmt, html_page,
-                       markdown as render_markdown, percent, token_text)
+                       markdown as render_markdown, percent, piece_of, token_text)
 from .kernel_generation import kernel_blocks, kernel_dicts, kernel_table, lock_table
 
-Piece = Optional[Callable[[int], str]]
+Pieces = Optional[Sequence[str]]     # each token id's printable piece
 
 
 # -- report.json -----------------------------------------------------------------------------------------------------
-def stream_dict(s: StreamResult, piece: Piece = None) -> dict:
+def stream_dict(s: StreamResult, pieces: Pieces = None) -> dict:
     d = {"name": s.name, "verdict": s.verdict, "tokens": s.tokens,
          "divergence": asdict(s.divergence) if s.divergence else None, "teacher_forced": s.teacher.as_dict(),
          "per_step": [asdict(m) for m in s.per_step], "hidden_error_per_layer": s.hidden_error}
     if s.bound_lane:
         d["judged_with_bound_of"] = s.bound_lane
         d["leading_tokens_equal_to_that_lane"] = s.agrees_with_lane
-    if piece is not None:
-        d["pieces"] = [piece(t) for t in s.tokens]
+    if pieces is not None:
+        d["pieces"] = [piece_of(pieces, t) for t in s.tokens]
     return d
 
 
-def run_dict(run: GenerationRun, piece: Piece = None) -> dict:
+def run_dict(run: GenerationRun, pieces: Pieces = None) -> dict:
     doc = {"kind": "generation", "model": run.model,
            "config": asdict(run.config), "prompt": run.prompt,
            "n_tokens": run.n_tokens, "exact_tokens": run.exact_tokens, "exact_margins": run.exact_margins,
-           "lanes": [stream_dict(s, piece) for s in run.lanes],
-           "external": [stream_dict(s, piece) for s in run.external],
+           "lanes": [stream_dict(s, pieces) for s in run.lanes],
+           "external": [stream_dict(s, pieces) for s in run.external],
            "router_effect": vars(run.router), "elapsed_s": round(run.elapsed_s, 3), "failed": run.failed}
-    if piece is not None:
-        doc["prompt_pieces"] = [piece(t) for t in run.prompt]
-        doc["exact_pieces"] = [piece(t) for t in run.exact_tokens]
+    if pieces is not None:
+        doc["prompt_pieces"] = [piece_of(pieces, t) for t in run.prompt]
+        doc["exact_pieces"] = [piece_of(pieces, t) for t in run.exact_tokens]
     if run.backend is not None:
         doc.update(kernel_dicts(run))
         doc["backend"], doc["sources"] = run.backend, run.sources
@@ -52,26 +52,26 @@ def run_dict(run: GenerationRun, piece: Piece = None) -> dict:
 
 
 # -- row builders ----------------------------------------------------------------------------------------------------
-def verdict_table(run: GenerationRun, piece: Piece = None) -> Table:
+def verdict_table(run: GenerationRun, pieces: Pieces = None) -> Table:
     t = Table(["stream", "verdict", "first divergence", "exact token", "its token", "exact margin", "exact gap",
                "bound", "head", "drift"], title=f"generate {run.model}: streams against the exact lane")
     for s in run.streams:
         d = s.divergence
         cells = ["none", "", "", "", "", "", "", ""] if d is None else [
-            d.index, token_text(d.exact_token, piece), token_text(d.lane_token, piece), d.exact_margin, d.exact_gap,
+            d.index, token_text(d.exact_token, pieces), token_text(d.lane_token, pieces), d.exact_margin, d.exact_gap,
             d.bound, d.bound_head, d.bound_drift]
         t.add([s.name, Cell(s.verdict, s.verdict), *cells], s.verdict)
     return t
 
 
-def stream_table(run: GenerationRun, piece: Piece = None) -> Table:
+def stream_table(run: GenerationRun, pieces: Pieces = None) -> Table:
     t = Table(["step", "exact", *(s.name for s in run.streams)], title="token streams ('=': exact's token)")
     for i, tok in enumerate(run.exact_tokens):
         cells = []
         for s in run.streams:
             u = s.tokens[i] if i < len(s.tokens) else None
-            cells.append(Cell("") if u is None else Cell("=") if u == tok else Cell(token_text(u, piece), DIFF))
-        t.add([i, token_text(tok, piece), *cells])
+            cells.append(Cell("") if u is None else Cell("=") if u == tok else Cell(token_text(u, pieces), DIFF))
+        t.add([i, token_text(tok, pieces), *cells])
     return t
 
 
@@ -124,14 +124,14 @@ def margin_charts(run: GenerationRun) -> list[Block]:
 
 
 # -- the document ----------------------------------------------------------------------------------------------------
-def blocks(run: GenerationRun, piece: Piece = None) -> list[Block]:
+def blocks(run: GenerationRun, pieces: Pieces = None) -> list[Block]:
     layers = [(s.name, s.hidden_error or [], COLORS[(i + 1) % len(COLORS)]) for i, s in enumerate(run.lanes)]
     out: list[Block] = [
         Heading(f"qconform generate: {run.model}", 1),
         Text(f"prompt {run.prompt}, {run.n_tokens} tokens, {run.elapsed_s:.1f} s"
              + (f"; kernels on `{run.backend}`" if run.backend else "")),
-        Heading("Verdicts (free-running, against the exact lane)"), verdict_table(run, piece),
-        Heading("Token streams"), stream_table(run, piece),
+        Heading("Verdicts (free-running, against the exact lane)"), verdict_table(run, pieces),
+        Heading("Token streams"), stream_table(run, pieces),
         Heading("Teacher-forced (every stream fed the exact lane's tokens)"), teacher_table(run),
         *external_notes(run),
         Heading("F32-router effect (exact lane, float router instead of the Q8_0 one)"), Text(router_text(run)),
@@ -148,27 +148,27 @@ def blocks(run: GenerationRun, piece: Piece = None) -> list[Block]:
              f"independent errors (Hoeffding), holding at each step except with probability {LOGIT_BOUND_FAILURE:g}."),
     ]
     if run.backend is not None:
-        out += kernel_blocks(run, piece)
+        out += kernel_blocks(run, pieces)
     return out
 
 
-def print_summary(run: GenerationRun, piece: Piece = None) -> None:
+def print_summary(run: GenerationRun, pieces: Pieces = None) -> None:
     """The console summary: the same tables as the reports."""
-    tables = [verdict_table(run, piece), teacher_table(run)]
+    tables = [verdict_table(run, pieces), teacher_table(run)]
     if run.backend is not None:
         tables.append(kernel_table(run))
         if run.locks:
             tables.append(lock_table(run))
     console(tables)
-    shown = " ".join(f"{t}{'' if piece is None else '[' + piece(t) + ']'}" for t in run.exact_tokens)
+    shown = " ".join(f"{t}{'' if pieces is None else '[' + piece_of(pieces, t) + ']'}" for t in run.exact_tokens)
     print(f"exact tokens: {shown}")
 
 
-def write_generation_report(out_dir: "str | Path", run: GenerationRun, piece: Piece = None) -> list[Path]:
+def write_generation_report(out_dir: "str | Path", run: GenerationRun, pieces: Pieces = None) -> list[Path]:
     out = Path(out_dir)
     paths = [out / "report.json", out / "report.md", out / "report.html"]
-    doc = blocks(run, piece)
-    atomic_write(paths[0], json.dumps(finite_json(run_dict(run, piece)), indent=1, allow_nan=False) + "\n")
+    doc = blocks(run, pieces)
+    atomic_write(paths[0], json.dumps(finite_json(run_dict(run, pieces)), indent=1, allow_nan=False) + "\n")
     atomic_write(paths[1], render_markdown(doc))
     atomic_write(paths[2], html_page("qconform generate", doc))
     return paths

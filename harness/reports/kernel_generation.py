@@ -4,7 +4,7 @@ token-lock checks. Row builders and blocks only; harness.reports.generation puts
 console summary."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional, Sequence
 
 from harness.judging.registry import PASS
 from harness.model.blame import BlameReport
@@ -14,7 +14,7 @@ from harness.model.kernel_lane import KernelLaneResult
 from .charts import COLORS, svg_lines
 from .document import Block, Cell, Chart, Heading, Items, Pre, Table, Text, fmt, percent, token_text
 
-Piece = Optional[Callable[[int], str]]
+Pieces = Optional[Sequence[str]]     # each token id's printable piece
 
 BLAME_HELP = ("Blame reruns the first step where the kernels left the lane's budget, launch by launch, each launch "
               "fed the reference lane's values of its inputs (weights, the earlier positions' KV rows, the buffers "
@@ -109,10 +109,10 @@ def error_chart(r: KernelLaneResult) -> Chart:
     return Chart(svg_lines(series, f"{r.lane} kernels: logit error and budget per step", "decode step", marks=marks))
 
 
-def lane_blocks(r: KernelLaneResult, piece: Piece) -> list[Block]:
+def lane_blocks(r: KernelLaneResult, pieces: Pieces) -> list[Block]:
     out: list[Block] = [Heading(f"{r.lane} ({r.backend}): {r.verdict}", 3),
-                        Text("kernels: " + " ".join(token_text(t, piece) for t in r.tokens)),
-                        Text("lane: " + " ".join(token_text(t, piece) for t in r.ref_tokens)),
+                        Text("kernels: " + " ".join(token_text(t, pieces) for t in r.tokens)),
+                        Text("lane: " + " ".join(token_text(t, pieces) for t in r.ref_tokens)),
                         error_chart(r)]
     bad = bad_step_table(r)
     if bad.rows:
@@ -127,13 +127,13 @@ def lane_blocks(r: KernelLaneResult, piece: Piece) -> list[Block]:
     return out
 
 
-def kernel_blocks(run: GenerationRun, piece: Piece = None) -> list[Block]:
+def kernel_blocks(run: GenerationRun, pieces: Pieces = None) -> list[Block]:
     out: list[Block] = [Heading("Kernels against their reference lane"), Text(KERNELS_HELP), kernel_table(run),
                         Text("Per-step error of the kernels: max |kernel logit - lane logit| (solid) and the budget "
                              "at that token (dashed), per decode step (prefill included); red line: first bad "
                              "step.")]
     for r in run.kernels:
-        out += lane_blocks(r, piece)
+        out += lane_blocks(r, pieces)
     if run.locks:
         out += [Heading("Token locks"), lock_table(run)]
     out.append(Text(BLAME_HELP))

@@ -304,7 +304,7 @@ def run(shapes: list[ShapeSet], modes: list[Mode], seed: int, out_dir: Path) -> 
     atomic_write(out_dir / "report.json", json.dumps(finite_json(doc), indent=1, default=float, allow_nan=False) + "\n")
     atomic_write(out_dir / "report.md", markdown(report_blocks(rows, seed, elapsed, header)))
     console([table(rows, seed)], width=200)
-    print(f"wrote {out_dir / 'report.json'} and {out_dir / 'report.md'} ({elapsed:.1f} s)")
+    print(f"report.json and report.md written ({elapsed:.1f} s)")
     failed = [r for r in rows if r.bound_ok is False]
     for r in failed:
         print(f"BOUND VIOLATED: {r.shape} {r.op} {r.mode}: max abs {r.max_abs:.3g} > bound (max {r.bound_max:.3g})")

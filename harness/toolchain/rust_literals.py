@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from cudasrc.signatures import kernel_signatures
+from harness.cache import atomic_write
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,6 @@ def extract_to_dir(rs_path: "str | Path", out_dir: "str | Path", values: Optiona
         fname = re.sub(r"[^A-Za-z0-9_.-]", "_", ks.name.replace("#", "-")) + ".cu"
         path = out / fname
         header = f"// extracted from {Path(rs_path).name}, literal '{ks.name}' at line {ks.line}\n"
-        path.write_text(header + (CUDA_PRELUDE if prelude else "") + ks.code)
+        atomic_write(path, header + (CUDA_PRELUDE if prelude else "") + ks.code)
         written.append(path)
     return written, skipped

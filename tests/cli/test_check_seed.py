@@ -10,10 +10,10 @@ from harness.cli import main
 from cudasrc.signatures import kernel_signatures
 
 
-def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
+def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path, capsys):
     out_root, files = seed_cu_dir
     assert len(files) >= 8
-    failures, races = [], set()
+    failures, races, replay = [], set(), None
     for f in files:
         out = tmp_path / f.stem
         rc = main(["check", "--source", str(f), "--backend", "emu", "--shapes", "tiny", "--seed", "7",
@@ -31,6 +31,7 @@ def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
             if r["verdict"] == "fail":
                 if (f.stem, r["kernel"]) in SEED_RACES and "DataRace" in r["reason"] and "__shared__ 'red'" in r["reason"]:
                     races.add((f.stem, r["kernel"]))
+                    replay = replay or (f, r["case"])
                 else:
                     failures.append(f"{f.name}: {r['case']}: {r['reason'][:300]}")
         assert rc == (1 if any(r["verdict"] == "fail" for r in doc["rows"]) else 0)
@@ -40,6 +41,10 @@ def test_check_on_every_seed_kernel_set(seed_cu_dir, tmp_path):
     # experts (one warp) hide and its E=128 case (four warps) shows
     assert races == SEED_RACES, races
     assert not failures, "\n".join(failures)
+    capsys.readouterr()    # the replay command of a race row shows the race again, with both accesses
+    rc = main(["replay", replay[1], "--source", str(replay[0]), "--backend", "emu"])
+    text = capsys.readouterr().out
+    assert rc == 1 and "DataRace" in text and "__shared__ 'red'" in text and "write by block" in text, text[-2000:]
 
 
 def test_unknown_and_mismatched_kernels_are_unchecked(tmp_path):
@@ -56,7 +61,7 @@ def test_unknown_and_mismatched_kernels_are_unchecked(tmp_path):
     assert "no contract" in reasons["my_kernel"]
     assert "parameter list" in reasons["gk_add"] and "long" in reasons["gk_add"]
     assert "ambiguous" in reasons["k7_elem"]
-    assert doc["rows"] == [] and doc["summary"]["pass"] == 0 and rc == 0
+    assert doc["rows"] == [] and doc["summary"]["pass"] == 0 and rc == 3       # nothing was checked
 
 
 def test_check_fails_a_broken_kernel_and_replay_reproduces_it(tmp_path, capsys):

@@ -85,8 +85,7 @@ def test_cli_rejects_a_bad_schedules_value_and_jobs(capsys, tmp_path):
     assert "--schedules: expected 'all', 'sampled' or 'sampled:N'" in capsys.readouterr().err
     assert main(["report", "--backend", "reference", "--schedules", "all", "--out", str(tmp_path)]) == 2
     assert "--schedules: the reference backend runs no kernels" in capsys.readouterr().err
-    with __import__("pytest").raises(SystemExit):
-        main(["report", "--backend", "emu", "-j", "0", "--out", str(tmp_path)])
+    assert main(["report", "--backend", "emu", "-j", "0", "--out", str(tmp_path)]) == 2
     assert "expected a positive integer, got 0" in capsys.readouterr().err
 
 

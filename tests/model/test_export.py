@@ -117,7 +117,7 @@ def test_cli(tiny1_gguf, tmp_path, capsys):
     assert main(["export-weights", str(tiny1_gguf), "--out", str(tmp_path / "w"), "--no-progress"]) == 0
     assert "verified against gguf-py" in capsys.readouterr().out
     assert main(["export-weights", str(tmp_path / "missing.gguf"), "--out", str(tmp_path / "v")]) == 2
-    assert "no such checkpoint file" in capsys.readouterr().err
+    assert "model: no such file" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ open_exported
@@ -144,20 +144,44 @@ def test_exported_folder_damage_is_refused(exported, tmp_path):
     import shutil
 
     from harness.model.exported import open_exported
+    from harness.model.layout import SAMPLE_BYTES, SAMPLE_CHUNKS
     res, _ = exported
     bad = tmp_path / "bad"
     shutil.copytree(res.folder, bad)
-    with open(bad / "wu1.q", "r+b") as fh:                       # same size, one byte changed
-        fh.seek(77)
-        b = fh.read(1)
-        fh.seek(77)
-        fh.write(bytes([b[0] ^ 4]))
-    open_exported(bad)                                            # sizes alone cannot see it
+    open_exported(bad)                                            # negative control: untouched, it opens
+
+    def flip(name: str, offset: int) -> None:
+        with open(bad / name, "r+b") as fh:                       # same size, one byte changed
+            fh.seek(offset)
+            b = fh.read(1)
+            fh.seek(offset)
+            fh.write(bytes([b[0] ^ 4]))
+
+    flip("wu1.q", 77)                                             # inside the first sampled chunk
+    with pytest.raises(CheckpointError, match="wu1.q: its sampled SHA-256 differs"):
+        open_exported(bad)
+    with pytest.raises(CheckpointError, match="wu1.q: SHA-256"):
+        open_exported(bad, verify="full")
+    flip("wu1.q", 77)                                             # restored
+    open_exported(bad)
+    # a byte between two sampled chunks: the fast path cannot see it, the full check does
+    size = (bad / "wu1.q").stat().st_size
+    assert size > SAMPLE_CHUNKS * SAMPLE_BYTES, "the file must be sampled, not hashed whole, for this check"
+    gap = SAMPLE_BYTES + ((size - SAMPLE_BYTES) // (SAMPLE_CHUNKS - 1) - SAMPLE_BYTES) // 2
+    flip("wu1.q", gap)
+    open_exported(bad)
     with pytest.raises(CheckpointError, match="wu1.q: SHA-256"):
         open_exported(bad, verify=True)
+    flip("wu1.q", gap)
+    # the probe: the LM head overwritten by other bytes of the same size
+    n = (bad / "wout.q").stat().st_size
+    (bad / "wout.q").write_bytes(np.random.default_rng(3).integers(-127, 128, n, dtype=np.int8).tobytes())
+    with pytest.raises(CheckpointError, match="wout.q: its sampled SHA-256 differs"):
+        open_exported(bad)
+    shutil.copy(res.folder / "wout.q", bad / "wout.q")
     (bad / "wd0.s").write_bytes(b"\0" * 8)
-    with pytest.raises(CheckpointError, match=r"wd0.s: 8 bytes, expected"):
-        open_exported(bad).weights.layer(0)
+    with pytest.raises(CheckpointError, match=r"wd0.s: 8 bytes, the manifest records"):
+        open_exported(bad)
     (bad / "manifest.json").write_text("{}")
     with pytest.raises(CheckpointError, match="format None"):
         open_exported(bad)

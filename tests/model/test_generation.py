@@ -36,7 +36,7 @@ def test_every_lane_passes_or_ties_and_the_report_is_written(run, tmp_path):
         assert s.teacher.steps == len(PROMPT) + N - 1
         assert s.teacher.within_budget
         assert len(s.hidden_error) == 2 and len(s.per_step) == N
-    paths = write_generation_report(tmp_path, run, piece=lambda t: f"p{t}")
+    paths = write_generation_report(tmp_path, run, pieces=[f"p{t}" for t in range(run.config.vocab)])
     doc = json.loads(paths[0].read_text())
     assert doc["exact_tokens"] == run.exact_tokens and doc["exact_pieces"][0] == f"p{run.exact_tokens[0]}"
     assert doc["router_effect"]["available"] is True
@@ -135,9 +135,9 @@ def test_generate_command_on_the_tiny_checkpoint(tiny_gguf, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--lanes", "exact,slow"], "--lanes: unknown lane 'slow'"),
     (["--lanes", "fast,fast"], "--lanes: a lane is listed twice"),
-    (["--prompt-tokens", "1,x"], "--prompt-tokens: 'x' is not an integer token id"),
+    (["--prompt-tokens", "1,x"], "argument --prompt-tokens: entry 2 of '1,x': 'x' is not an integer token id"),
     (["--prompt-tokens", "1,99999"], "--prompt-tokens: token 99999 outside the model's vocabulary [0, 1024)"),
-    (["--tokens", "0"], "--tokens: expected a positive number of tokens"),
+    (["--tokens", "0"], "argument --tokens: expected a positive integer, got 0"),
     (["--update-lock"], "--update-lock: applies to the kernels; give --backend emu, gpu or auto"),
     (["--backend", "emu", "--update-lock"], "--update-lock: give the lock file with --lock"),
     (["--lock", "x.lock"], "--lock: applies to the kernels; give --backend emu, gpu or auto"),

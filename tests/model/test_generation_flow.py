@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.judging.progress import Progress
 from harness.judging.records import finite_json
 from harness.model.generation import KernelJob, run_generation
 from harness.model.kernel_generation import KernelSetup, prepare_lanes
@@ -23,6 +24,14 @@ from .report_diff import diff
 from .weights import small_weights
 
 BEFORE = Path(__file__).parent / "data" / "generation-before.json"
+# BEFORE was written by the implementation before the two-phase flow (same inputs as the first test). A deliberate
+# change of the numbers (a new bound) re-blesses it: python -m tests.model.test_generation_flow
+
+
+def _before_run():
+    w = small_weights(1)
+    run = run_generation(w, prompt=[5], n_tokens=6, external=_flash_again(w, 6))
+    return run, json.loads(json.dumps(finite_json(run_dict(run, [f"p{t}" for t in range(w.config.vocab)]))))
 
 
 def _flash_again(w, n):
@@ -35,15 +44,13 @@ def _flash_again(w, n):
 
 def test_report_json_is_what_the_previous_implementation_wrote():
     """Same weights, prompt and external stream as when BEFORE was written (fast and flash tie at generated step
-    4, so the fork path and the external judging run): every field identical apart from timings; the only new
-    field is the teacher statistics' `fault` (None: nothing stopped the stream)."""
-    w = small_weights(1)
-    run = run_generation(w, prompt=[5], n_tokens=6, external=_flash_again(w, 6))
+    4, so the fork path and the external judging run): every field identical apart from timings; the only field
+    the rewrite added is the teacher statistics' `fault` (None: nothing stopped the stream)."""
+    run, new = _before_run()
     assert [s.verdict for s in run.streams] == ["pass", "tie", "tie", "pass", "tie"]
     added: list[str] = []
-    new = json.loads(json.dumps(finite_json(run_dict(run, lambda t: f"p{t}"))))
     assert diff(json.loads(BEFORE.read_text()), new, "", added) == []
-    assert added and all(a.split(":")[0].endswith("teacher_forced.fault") for a in added), added
+    assert all(a.split(":")[0].endswith("teacher_forced.fault") for a in added), added
 
 
 def test_the_comparison_sees_a_changed_value_and_ignores_timings():
@@ -102,15 +109,24 @@ def test_kernels_are_judged_against_phase_1_with_one_progress_total(emu, decoder
     setup = KernelSetup(emu)
     job = KernelJob(setup, prepare_lanes(w, ["precise"], len(prompt) + n - 1, setup))
     seen = []
+    bar = Progress(enabled=False)
+    count = bar.advance
+
+    def advance(*a, **kw):
+        count(*a, **kw)
+        seen.append((bar.done, bar.total))
+
+    bar.advance = advance
     run = run_generation(w, prompt=prompt, n_tokens=n, lanes=("exact",), router_check=False, kernels=job,
-                         progress=lambda label, done, total: seen.append((done, total)))
+                         progress=bar)
     (k,) = run.kernels
     assert k.verdict == "pass" and k.tokens == k.ref_tokens and not run.failed
     assert [s.name for s in run.external] == ["precise kernels (emu)"] and run.backend == emu.describe()
     assert dict(decoders) == {("exact", "q8"): 1, ("precise", "q8"): 1}
     totals = {t for _, t in seen}
     dones = [d for d, _ in seen]
-    assert len(totals) == 1 and dones == sorted(dones) and dones[-1] == totals.pop()
+    assert len(seen) > 2 * len(prompt) and len(totals) == 1 and dones == sorted(dones) and dones[-1] <= bar.total
+    assert bar.done == bar.total == totals.pop()
 
 
 def test_a_non_finite_logit_leaves_the_budget():
@@ -126,3 +142,44 @@ def test_a_non_finite_logit_leaves_the_budget():
     bad, per_step = teacher_stats(recs, logits, bounds)
     assert not bad.within_budget and bad.budget_usage == np.inf and bad.worst.step == 1
     assert bad.kl_max == np.inf and bad.kl_p99 == np.inf and per_step[1].worst_token == 7
+
+
+def test_the_walk_from_the_cli_to_the_report_passes_each_module_once(tiny1_gguf, tmp_path, capsys):
+    """`generate --backend emu` traced from the CLI to the written report: no module of the stages calls back into
+    one that called it (no callback keeps results, no closure ticks a caller's counter, no piece function), and
+    the flow enters the stages in one order: decode (phase 1), judge the kernels (phase 2), render."""
+    import sys
+
+    from harness.cli import main
+    edges: dict = {}
+    order: list[str] = []
+    stages = ("harness.cli", "harness.model", "harness.reports", "harness.judging")
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee, caller = frame.f_globals.get("__name__", ""), frame.f_back.f_globals.get("__name__", "")
+        if callee != caller and callee.startswith(stages) and caller.startswith(stages):
+            edges.setdefault((caller, callee), f"{frame.f_back.f_code.co_name} -> {frame.f_code.co_name}")
+            if callee not in order:
+                order.append(callee)
+
+    sys.setprofile(profile)
+    try:
+        rc = main(["generate", "--backend", "emu", "--model", str(tiny1_gguf), "--lanes", "fast", "--tokens", "2",
+                   "--out", str(tmp_path / "rep"), "--emu-schedules", "2", "--no-router-effect"])
+    finally:
+        sys.setprofile(None)
+    assert rc == 0, capsys.readouterr().out
+    back = {f"{a} <-> {b}: {edges[(a, b)]}" for (a, b) in edges if (b, a) in edges}
+    assert not back, back
+    flow = [m for m in order if m in ("harness.model.generation", "harness.model.reference_lanes",
+                                      "harness.model.kernel_generation", "harness.model.kernel_lane",
+                                      "harness.reports.generation")]
+    assert flow == ["harness.model.kernel_generation", "harness.model.generation", "harness.model.reference_lanes",
+                    "harness.model.kernel_lane", "harness.reports.generation"], flow
+
+
+if __name__ == "__main__":
+    BEFORE.write_text(json.dumps(_before_run()[1], indent=1, allow_nan=False))
+    print(f"wrote {BEFORE}")

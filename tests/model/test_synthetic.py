@@ -190,7 +190,7 @@ def test_make_model_cli(tmp_path, capsys):
     ck = open_checkpoint(out)
     assert ck.config.n_layer == 1
     assert main(["make-model", "--preset", "tiny", "--layers", "0", "--out", str(tmp_path / "z.gguf")]) == 2
-    assert "layers: expected a positive integer" in capsys.readouterr().err
+    assert "argument --layers: expected a positive integer, got 0" in capsys.readouterr().err
     assert not (tmp_path / "z.gguf").exists()
 
 

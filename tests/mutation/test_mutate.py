@@ -106,9 +106,21 @@ def test_a_launch_stopped_by_the_mutation_timeout_kills_the_mutant():
     from types import SimpleNamespace
     from harness.judging.registry import PASS, UNCHECKED
     from harness.mutation.engine import kills
-    case = SimpleNamespace(name="c")
-    hang = SimpleNamespace(case=case, verdict=UNCHECKED, fault="KernelTimeout")
-    assert kills({"c": PASS}, hang)
-    assert not kills({"c": UNCHECKED}, hang)                      # unchecked before: nothing to compare
-    assert not kills({"c": PASS}, SimpleNamespace(case=case, verdict=UNCHECKED, fault=None))
-    assert kills({"c": PASS}, SimpleNamespace(case=case, verdict="fail", fault=None))
+    hang = SimpleNamespace(verdict=UNCHECKED, fault="KernelTimeout")
+    assert kills(PASS, hang)
+    assert not kills(UNCHECKED, hang)                             # unchecked before: nothing to compare
+    assert not kills(PASS, SimpleNamespace(verdict=UNCHECKED, fault=None))
+    assert kills(PASS, SimpleNamespace(verdict="fail", fault=None))
+
+
+def test_a_survivor_reading_out_of_bounds_is_killed_on_the_sanitizer_build(tmp_path):
+    """moe_topk_idx's max loop running to `e <= E` reads logits[E]: no output changes (fmaxf with whatever lies
+    past the end), every schedule keeps every verdict, and the AddressSanitizer pass kills it."""
+    from harness.cli.mutate import cases_by_kernel
+    from reference.shapes import parse_shape_list
+    code = emit("moe", Mode.INT8_ACT, "tiny").code
+    by, _ = cases_by_kernel(code, str(tmp_path / "m.cu"), parse_shape_list("tiny"), None, 19, ["moe_topk_idx"])
+    m = next(m for m in mutants_of(code, "moe_topk_idx") if m.id == "fa96ce9d11")
+    run = run_mutation(code, "m.cu", by, 19, ["tiny"], jobs=1, progress=False, mutants=[m])
+    (r,) = run.results
+    assert r.status == KILLED and "on the AddressSanitizer build" in r.detail and "OutOfBounds" in r.detail, r.detail

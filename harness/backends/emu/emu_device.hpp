@@ -91,6 +91,7 @@ extern FiberHead* g_cur;
 extern uint3 g_block_idx;
 extern dim3 g_block_dim, g_grid_dim;
 void syncthreads(int line);
+int syncthreads_count(int pred, int line);   // a block barrier that also counts the threads' predicates
 uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, int c);
 [[noreturn]] void bad_width(int kind, int width, int line);
 void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
@@ -104,6 +105,7 @@ long long clock_tick();
 // Called before every atomic access (see the atomics section below): the race detector marks the access at
 // `p` as atomic (emu_race.hpp).
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
+void fence();      // __threadfence / __threadfence_system
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -150,11 +152,11 @@ template <auto F>
 void thunk(void** a) { invoke(F, a); }
 template <class... A>
 constexpr int arity(void (*)(A...)) { return int(sizeof...(A)); }
+// Constant-initialized (no code runs when a module loads: the device-code gate refuses load-time code).
 template <class... A>
-const int* param_sizes(void (*)(A...)) {
-  static const int s[] = {int(sizeof(typename std::decay<A>::type))..., 0};
-  return s;
-}
+struct ParamSizes { static constexpr int value[] = {int(sizeof(typename std::decay<A>::type))..., 0}; };
+template <class... A>
+constexpr const int* param_sizes(void (*)(A...)) { return ParamSizes<A...>::value; }
 
 struct KernelEntry {
   const char* name;
@@ -187,6 +189,9 @@ struct KernelEntry {
 #define blockDim (::emu::g_block_dim)
 #define gridDim (::emu::g_grid_dim)
 #define __syncthreads() ::emu::syncthreads(__LINE__)
+#define __syncthreads_count(p) ::emu::syncthreads_count((p), __LINE__)
+#define __syncthreads_and(p) (::emu::syncthreads_count((p), __LINE__) == int(blockDim.x * blockDim.y * blockDim.z))
+#define __syncthreads_or(p) (::emu::syncthreads_count((p), __LINE__) != 0)
 #define __syncwarp(...) ::emu::syncwarp(EMU_MASK_OR_ALL(__VA_ARGS__), __LINE__)
 #define EMU_MASK_OR_ALL(...) (0xffffffffu __VA_OPT__(& 0u) __VA_OPT__(| (__VA_ARGS__)))
 #define __shfl_sync(m, v, l, ...) ::emu::shfl(::emu::W_SHFL_IDX, (m), (v), (l), EMU_WIDTH(__VA_ARGS__), __LINE__)
@@ -211,9 +216,11 @@ struct KernelEntry {
 #define __exp10f(x) ::exp10f(x)
 
 inline unsigned __activemask() { return ::emu::activemask(); }
-inline void __threadfence() {}
+// A device- or system-scope fence releases to the race detector through the thread's next atomic (emu_race.hpp);
+// a block-scope fence orders nothing another block could see.
+inline void __threadfence() { ::emu::fence(); }
 inline void __threadfence_block() {}
-inline void __threadfence_system() {}
+inline void __threadfence_system() { ::emu::fence(); }
 inline void __nanosleep(unsigned) {}
 inline long long clock64() { return ::emu::clock_tick(); }
 inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }

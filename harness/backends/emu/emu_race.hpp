@@ -2,8 +2,8 @@
 //
 // Device code is compiled with g++ -fsanitize=thread, but linked WITHOUT libtsan: every load and store of the
 // kernel calls one of the __tsan_read/__tsan_write entry points defined below. They look at accesses to the
-// tracked ranges only (the launch's non-const device buffers, the static and dynamic shared areas; never
-// stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
+// tracked ranges only (the launch's non-const device buffers, the module's writable __device__ variables,
+// the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
 // accesses conflict when they touch the same byte, at least one writes and not both are atomic; a conflict
 // is a race unless the CUDA memory model orders the two:
 //   * same thread: program order;
@@ -11,13 +11,16 @@
 //     within one barrier interval, lanes of one warp are ordered only by a warp collective naming both
 //     (__syncwarp, shuffles, votes, the int8 mma): a vector clock over the 32 lanes of the warp, joined at
 //     every collective over its mask. No implicit lock step: lanes of a warp are threads like any other;
-//   * different blocks: never (global memory). Fences (__threadfence*) order nothing by themselves, and this
-//     detector does not model the fence + flag patterns built on them: only atomic-atomic pairs are exempt.
+//   * different blocks: atomic-atomic pairs never race; otherwise only a release and an acquire order them: a
+//     thread's __threadfence() followed by an atomic on address A releases its accesses before the fence (and
+//     its block's before the current barrier interval); a later atomic on A by another block acquires them,
+//     for its thread and, after the next __syncthreads, for its whole block. A fence alone orders nothing.
 // The first race stops the launch with a DATA_RACE fault naming both accesses (block, thread, warp/lane,
 // source line as a `{pc:0x..}` token the Python side resolves with the module's line tables, buffer or
 // __shared__ variable, element index).
 #pragma once
 #include <dlfcn.h>
+#include <unordered_map>
 
 namespace emu {
 
@@ -36,15 +39,27 @@ struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads 
 
 // atomic_window: after emu::atomic_access, the thread's next accesses to atomic_ptr belong to the atomic
 // operation: one read (a load), or reads up to one write (a read-modify-write or a store).
-struct RaceThread { uint32_t epoch; uint32_t vc[32]; const volatile void* atomic_ptr; int atomic_window; };
+// fenced: the thread has executed a __threadfence (at fence_epoch / fence_clock); its later atomics release.
+struct RaceThread {
+  uint32_t epoch;
+  uint32_t vc[32];
+  const volatile void* atomic_ptr;
+  int atomic_window;
+  bool fenced;
+  uint32_t fence_epoch, fence_clock;
+};
 constexpr int kLoadWindow = 1, kUpdateWindow = 2;
+
+// A release through a fence and an atomic: the accesses of block run `bseq` in barrier intervals before `epoch`,
+// and those of `thread` up to its warp clock `clock`, happen before whatever acquires it.
+struct Release { uint32_t bseq, epoch, clock; uint16_t thread; };
 
 struct Tracked {
   uintptr_t lo, hi;
   Cell* shadow;
   size_t shadow_bytes;
   std::string name;
-  int elem;               // element size for the index in reports
+  int elem;               // element size for the index in reports (0: unknown, the byte offset only)
 };
 
 bool g_race_on = false;
@@ -60,6 +75,9 @@ size_t g_dyn_shadow_cells = 0;
 const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
+std::unordered_map<uintptr_t, std::vector<Release>> g_releases;   // per atomic address, in this launch
+std::vector<Release> g_block_acquired;                // acquired by the running block before its barrier interval
+std::vector<Release> g_thread_acquired[kMaxThreads];  // acquired by a thread within its barrier interval
 
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
@@ -104,11 +122,18 @@ void race_block_start() {
     t.vc[i % 32] = 1;
     t.atomic_ptr = nullptr;
     t.atomic_window = 0;
+    t.fenced = false;
+    g_thread_acquired[i].clear();
   }
+  g_block_acquired.clear();
 }
 
-void race_barrier(int id) {            // thread `id` passes a __syncthreads
-  if (g_race_on) ++g_race_thr[id].epoch;
+void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
+  if (!g_race_on) return;
+  ++g_race_thr[id].epoch;
+  std::vector<Release>& mine = g_thread_acquired[id];
+  g_block_acquired.insert(g_block_acquired.end(), mine.begin(), mine.end());
+  mine.clear();
 }
 
 void race_warp_sync(int warp, unsigned mask) {   // the lanes of `mask` meet at a warp collective
@@ -130,9 +155,18 @@ inline bool stale(const Access& a, bool shared) {
   return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_launch_bseq0);
 }
 
+inline bool covers(const std::vector<Release>& rels, const Access& a) {
+  for (const Release& r : rels)
+    if (r.bseq == a.bseq && (a.epoch < r.epoch || ((a.thread & 0x3ff) == r.thread && a.epoch == r.epoch &&
+                                                   a.clock <= r.clock)))
+      return true;
+  return false;
+}
+
 // Whether access `a` (not stale) happens before the running thread's current access.
 inline bool ordered(const Access& a, const Fiber* f) {
-  if (a.bseq != g_bseq) return false;               // another block of this launch
+  if (a.bseq != g_bseq)                              // another block: only through a fence + atomic release
+    return covers(g_block_acquired, a) || covers(g_thread_acquired[f->linear], a);
   int t = a.thread & 0x3ff;
   if (t == f->linear) return true;
   const RaceThread& me = g_race_thr[f->linear];
@@ -195,7 +229,8 @@ std::string describe_location(uintptr_t addr) {
   for (const Tracked& t : g_tracked)
     if (addr >= t.lo && addr < t.hi) {
       size_t off = addr - t.lo;
-      std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
+      if (t.elem > 0) std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
+      else std::snprintf(buf, sizeof buf, "%s byte %zu", t.name.c_str(), off);
       return buf;
     }
   return "device memory";
@@ -251,8 +286,12 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
   }
   ++g_race_accesses;
   Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | (atomic ? kAtomicBit : 0)), site_of(pc)};
+  // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
+  // was takes the first byte's new cell (the same checks on the same state give the same outcome).
+  const Cell first = cells[0];
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
+    if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
     if (conflict(c.w, f, shared, atomic)) race_fault(c.w, true, now, write, addr + i);
     if (write) {
       for (const Access& r : c.r)
@@ -326,10 +365,28 @@ namespace emu {
 // the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line) {
   if (!g_race_on) return;
-  RaceThread& me = g_race_thr[cur()->linear];
+  Fiber* f = cur();
+  RaceThread& me = g_race_thr[f->linear];
+  // Acquire what earlier atomics on this address released, then release through a fence this thread executed.
+  std::vector<Release>& rels = g_releases[reinterpret_cast<uintptr_t>(p)];
+  std::vector<Release>& mine = g_thread_acquired[f->linear];
+  for (const Release& r : rels)
+    if (r.bseq != g_bseq) mine.push_back(r);
+  if (me.fenced) rels.push_back(Release{g_bseq, me.fence_epoch, me.fence_clock, uint16_t(f->linear)});
   me.atomic_window = 0;
   race_access(reinterpret_cast<uintptr_t>(p), bytes, is_write, uintptr_t(unsigned(line)) | kLineSite, true);
   me.atomic_ptr = p;
   me.atomic_window = is_write ? kUpdateWindow : kLoadWindow;
+}
+
+// __threadfence / __threadfence_system: the thread's accesses so far are released by its next atomics. Its own
+// clock moves on, so accesses after the fence are not covered by the release.
+void fence() {
+  if (!g_race_on) return;
+  Fiber* f = cur();
+  RaceThread& me = g_race_thr[f->linear];
+  me.fenced = true;
+  me.fence_epoch = me.epoch;
+  me.fence_clock = me.vc[f->lane]++;
 }
 }  // namespace emu

@@ -9,6 +9,8 @@
 #include <vector>
 #include <sys/mman.h>
 
+#include "emu_signals.hpp"
+
 #if defined(EMU_FIBER_BOOST)
 #include <boost/context/detail/fcontext.hpp>
 #elif defined(EMU_FIBER_ASM)
@@ -118,6 +120,9 @@ size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
 bool g_capture_printf = false;
 uint64_t g_clock = 0;
+// __syncthreads_count/_and/_or: the predicates of the threads arriving at the barrier are summed; the release
+// publishes the sum (every released thread reads it before it can reach the next barrier) and starts anew.
+int g_pred_sum = 0, g_pred_result = 0;
 
 Context g_sched_ctx;                 // the scheduler (run_block) while a fiber runs
 const void* g_main_bottom = nullptr;   // the scheduler's stack, for the sanitizer's switch annotations
@@ -351,6 +356,8 @@ int pop_ready() {
 
 // ---- block barrier ----------------------------------------------------------------------------------
 void release_barrier() {
+  g_pred_result = g_pred_sum;
+  g_pred_sum = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i)
     if (g_fibers[i].state == WAIT_BAR) { g_order.push_back(i); race_barrier(i); }
@@ -634,6 +641,7 @@ std::string describe_stuck() {
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
+  g_pred_sum = 0; g_pred_result = 0;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
   race_block_start();
@@ -714,6 +722,12 @@ unsigned activemask() {
 
 long long clock_tick() { return (long long)(++g_clock); }
 
+int syncthreads_count(int pred, int line) {
+  g_pred_sum += pred != 0;
+  syncthreads(line);
+  return g_pred_result;
+}
+
 }  // namespace emu
 
 // ---- launch entry points (called from Python through ctypes) -------------------------------------------
@@ -783,6 +797,7 @@ EMU_EXPORT void emu_race_begin() {
   ensure_fibers();
   race_untrack();
   g_race_on = true;
+  g_releases.clear();
   g_launch_bseq0 = g_bseq + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
@@ -792,13 +807,14 @@ EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const c
   using namespace emu;
   if (!nbytes) return;
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
-  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 1});
+  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
   g_tracked_lo = std::min(g_tracked_lo, lo);
   g_tracked_hi = std::max(g_tracked_hi, hi);
 }
 EMU_EXPORT unsigned long long emu_race_end() {
   using namespace emu;
   race_untrack();
+  g_releases.clear();
   g_race_on = false;
   return g_race_accesses;
 }

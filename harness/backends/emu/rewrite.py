@@ -28,7 +28,6 @@ _UNSUPPORTED = [
     (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
     (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
-    (r"\b__syncthreads_(?:count|and|or)\s*\(", "__syncthreads_count/_and/_or"),
     (r"\bcuda[A-Z]\w*\s*\(", "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
     (r"\b__pipeline_\w+|\bcuda::memcpy_async\b", "asynchronous copies"),
@@ -289,7 +288,7 @@ def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     return f"""
 #line 1 "<emu-trampolines>"
 namespace emu {{ namespace {{
-const KernelEntry g_kernel_table[] = {{
+constexpr KernelEntry g_kernel_table[] = {{
 {rows}
 }};
 }} }}

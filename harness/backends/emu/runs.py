@@ -12,7 +12,7 @@ import numpy as np
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
 from harness.backends.guards import guard_fault
 
-from . import checks, sites
+from . import checks, guarded
 from .native import FAULT_NAMES, NativeModule
 
 DEVICE_ALIGN = 256     # cudaMalloc alignment
@@ -45,10 +45,18 @@ def _unwritten_candidates(spec: "LaunchSpec", first: dict[int, np.ndarray]) -> b
     return any(checks.unwritten(first[i], first[i], (a, a)).size for i in spec.outputs)
 
 
-def schedules(n: int, seed: int) -> list[Schedule]:
+ONE_SCHEDULE_POLICIES = ("forward", "reverse", "warp-greedy", "random")
+
+
+def schedules(n: int, seed: int, only: Optional[str] = None) -> list[Schedule]:
     """Run 0 and 1 differ only in the poison (unwritten / uninitialized reads); later runs change the order:
-    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders."""
+    reverse, warp-greedy (each warp runs ahead to the next block barrier), then seeded random orders.
+    `only`: a single run under that policy (what one interleaving does to the results; no comparison)."""
     a, b = POISON_BYTES
+    if only is not None:
+        if only not in ONE_SCHEDULE_POLICIES:
+            raise ValueError(f"schedule: expected one of {', '.join(ONE_SCHEDULE_POLICIES)}, got {only!r}")
+        return [Schedule(only, seed, a)]
     out = [Schedule("forward", 0, a), Schedule("forward", 0, b), Schedule("reverse", 0, a),
            Schedule("warp-greedy", 0, b)]
     for k in range(4, n):
@@ -74,6 +82,7 @@ class LaunchSpec:
     staging_size: int = 0                            # size of the shared file holding Staged arguments
     symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
     race: bool = False                               # run 0 under the happens-before race detector
+    only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
 
 
 @dataclass
@@ -94,10 +103,11 @@ class DeviceBuffer:
     Filled with `init` (raw bytes of the right size) or, when init is None, with the `poison` byte."""
 
     @classmethod
-    def adopt(cls, mod: NativeModule, raw: np.ndarray) -> "DeviceBuffer":
-        """A buffer over memory already laid out as guard + data + guard (a staged argument), not copied."""
+    def adopt(cls, mod: NativeModule, raw: np.ndarray, nbytes: int) -> "DeviceBuffer":
+        """A buffer over memory already laid out as sentinel band + data + sentinel (a staged argument, between
+        guard pages in the shared file), not copied."""
         self = cls.__new__(cls)
-        self.nbytes, self.sanitize, self.mod, self.raw = raw.size - 2 * GUARD_BYTES, False, mod, raw
+        self.nbytes, self.sanitize, self.mod, self.raw = nbytes, False, mod, raw
         self.ptr = raw.ctypes.data + GUARD_BYTES
         return self
 
@@ -110,9 +120,9 @@ class DeviceBuffer:
             self.raw = None
             self.fill(init, poison)
         else:
-            store = np.empty(2 * GUARD_BYTES + self.nbytes + DEVICE_ALIGN, np.uint8)
-            shift = (-(store.ctypes.data + GUARD_BYTES)) % DEVICE_ALIGN
-            self.raw = store[shift:shift + 2 * GUARD_BYTES + self.nbytes]
+            # page-aligned, so the data (at GUARD_BYTES) is DEVICE_ALIGN-aligned; guard pages on both sides, the
+            # sentinel band from the data's end to the end of its last page
+            self.raw = guarded.guarded_bytes(2 * GUARD_BYTES + self.nbytes)
             self.raw[:GUARD_BYTES] = SENTINEL_BYTE
             self.raw[GUARD_BYTES + self.nbytes:] = SENTINEL_BYTE
             self.fill(init, poison)
@@ -146,7 +156,7 @@ class DeviceBuffer:
         """The guard bands before and after the data (None under AddressSanitizer, which has none)."""
         if self.sanitize:
             return None
-        return self.raw[:GUARD_BYTES], self.raw[GUARD_BYTES + self.nbytes:2 * GUARD_BYTES + self.nbytes]
+        return self.raw[:GUARD_BYTES], self.raw[GUARD_BYTES + self.nbytes:]     # to the end of the last page
 
 
 @dataclass
@@ -218,13 +228,13 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 if isinstance(spec.args[i], Buffer) and spec.const[i] and i not in spec.outputs}
     for i in arrays:
         if isinstance(spec.args[i], np.ndarray) and spec.const[i] and i not in spec.outputs:
-            in_place[i] = (DeviceBuffer.adopt(mod, staged[i]) if i in staged and not spec.sanitize else
+            in_place[i] = (DeviceBuffer.adopt(mod, staged[i], spec.args[i].nbytes) if i in staged and not spec.sanitize else
                            DeviceBuffer(mod, spec.args[i].nbytes, spec.args[i], 0, spec.sanitize))
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
     runs: list[dict[int, np.ndarray]] = []
-    plan = schedules(spec.schedules, spec.seed)
+    plan = schedules(spec.schedules, spec.seed, spec.only_schedule)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
     nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
@@ -243,23 +253,26 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                     bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
+            for i, b in bufs.items():     # where the buffers lie: a fault in their guard pages names the argument
+                print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
+                      flush=True)
             argv, keep = _argv(spec, bufs)
             mod.reset_symbols(spec.symbols)
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
             # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
             # then reads as "depends on the poison", not as "output never written".
             detect = spec.race and r == 0
-            if detect:    # the buffers the kernel may write; const inputs cannot take part in a race
+            if detect:    # the memory the kernel may write; const inputs cannot take part in a race
                 mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
-                                for i in copied])
+                                for i in copied] +
+                               [(addr, size, f"__device__ variable '{name}'", 0)
+                                for name, (addr, size, writable) in mod.symbols.items() if writable])
             try:
                 rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
                                   sched.shared_poison, r == 0, sample)
             finally:
                 if detect:
                     out.race_accesses = mod.race_end()
-            if FAULT_NAMES.get(rc) == "DataRace":
-                msg = sites.resolve(msg, spec.so_path)
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)

@@ -138,9 +138,9 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 def runtime_sha256() -> str:
     """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
     h = hashlib.sha256()
-    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py",
-                                                                                     RUNTIME_DIR / "toolchain.py"]:
-        h.update(p.name.encode())
+    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("cuda/*")) + sorted(RUNTIME_DIR.glob("*.cpp")) \
+            + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+        h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 

@@ -267,3 +267,56 @@ def test_signatures_and_symbols_are_read_from_source():
            "__device__ int (*fp)(int) = f;\n__device__ int f(int a) { return a; }\n"
            "__device__ float g(float);\n__global__ void k(int* o) { __shared__ int s; }\n")
     assert device_symbols(src) == ["c", "n", "m", "fp"]
+
+
+LIBCUXX = r"""
+#include <cuda.h>
+#include <cuda/atomic>
+typedef cuda::atomic<int> data_type;
+typedef int flag_t;
+__global__ void lib(data_type* const dist, flag_t* const flags, const int n) {
+  int i = threadIdx.x;
+  dist[0].fetch_add(1);
+  dist[1].fetch_min(100 - i);
+  dist[2].fetch_max(i);
+  int expected = 0;
+  if (dist[3].compare_exchange_strong(expected, 9)) flags[0] += 1;   // once: the winner's plain write is unique
+  const data_type v = dist[4].load(cuda::memory_order_relaxed);
+  if (i == n - 1) dist[5].store(v + 1);
+  cuda::atomic_ref<int, cuda::thread_scope_device> ref(flags[1]);
+  ref.fetch_add(2);
+}
+"""
+
+
+def test_libcuxx_atomics_and_typedefd_pointer_params(load):
+    from cudasrc.signatures import kernel_signatures
+    sig, = kernel_signatures(LIBCUXX)
+    assert sig.params == (("cuda::atomic<int>*", "dist"), ("int*", "flags"), ("const int", "n"))
+    mod = load(LIBCUXX)
+    dist = np.array([0, 1000, -1, 0, 41, 0], np.int32)
+    flags = np.zeros(2, np.int32)
+    mod.launch("lib", (1,), (64,), 0, [dist, flags, np.int32(64)])
+    assert list(dist) == [64, 100 - 63, 63, 9, 41, 42] and list(flags) == [1, 128]
+
+
+SYNC_PRED = r"""
+__global__ void votes(const int* x, int* out) {
+  int t = threadIdx.x;
+  int c = __syncthreads_count(x[t] > 50);
+  int a = __syncthreads_and(x[t] >= 0);
+  int o = __syncthreads_or(x[t] > 1000);
+  int c2 = __syncthreads_count(t % 3 == 0);         // a second round: the first round's sum is not carried over
+  int g = 4 * (blockIdx.x * blockDim.x + t);
+  out[g] = c; out[g + 1] = a; out[g + 2] = o; out[g + 3] = c2;
+}
+"""
+
+
+def test_syncthreads_count_and_or(load):
+    mod = load(SYNC_PRED)
+    x = np.random.default_rng(3).integers(0, 100, 96).astype(np.int32)
+    out = np.zeros(2 * 4 * 96, np.int32)
+    mod.launch("votes", (2,), (96,), 0, [x, out], outputs=(1,))
+    expect = [int((x > 50).sum()), 1, 0, 32]
+    assert out.reshape(2 * 96, 4).tolist() == [expect] * (2 * 96)

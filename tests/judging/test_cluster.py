@@ -1,0 +1,146 @@
+"""`--cluster`: cases and mutants judged on a Dask cluster give the `-j` run's report row for row; a unit whose
+worker dies is retried once on another worker, then reported as not judged with the reason; without the
+`cluster` extra the option is a clear error and `-j` still works."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from harness.cli import main
+from harness.judging import executors
+from harness.judging.executors import Lost, Work, make_executor
+
+from .test_parallel import _comparable, _jobs
+
+needs_dask = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("distributed") is None,
+    reason="Dask distributed (the `cluster` extra: pip install '.[cluster]') is not installed")
+
+
+class _Nothing:
+    def close(self):
+        pass
+
+
+def _setup():
+    return _Nothing()
+
+
+def _die_on_some(state, marker_dir, unit):
+    """Unit 'once' kills its worker the first time it runs (a marker file says it ran), 'always' every time:
+    the worker process dies mid-unit, as one killed by the OOM killer would."""
+    if unit in ("once", "always"):
+        marker = os.path.join(marker_dir, unit)
+        if unit == "always" or not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return f"done {unit}"
+
+
+@needs_dask
+def test_a_unit_whose_worker_dies_is_retried_once_then_reported_lost(tmp_path):
+    units = ["a", "once", "b", "always", "c"]
+    with make_executor(cluster="local:2").open(Work(_setup, _die_on_some, str(tmp_path))) as session:
+        got = dict(session.results(units))
+        retried = session.retried
+    assert got[0] == "done a" and got[2] == "done b" and got[4] == "done c"
+    assert got[1] == "done once"                      # died once, finished on the retry
+    assert isinstance(got[3], Lost) and "died 2 times" in got[3].reason and "retried 1 time" in got[3].reason
+    assert retried == 2                               # 'once' and 'always', each resubmitted once
+
+
+@needs_dask
+def test_report_on_a_local_cluster_equals_the_parallel_one(tmp_path, capsys):
+    common = ["report", "--backend", "emu", "--families", "argmax,rope", "--modes", "int8act", "--shapes", "tiny",
+              "--seed", "3", "--no-generation"]
+    assert main(common + ["-j", "2", "--out", str(tmp_path / "j2")]) == 0
+    assert main(common + ["--cluster", "local:2", "--out", str(tmp_path / "cl")]) == 0
+    j2 = json.loads((tmp_path / "j2" / "report.json").read_text())
+    cl = json.loads((tmp_path / "cl" / "report.json").read_text())
+    assert cl["meta"]["executor"] == "a local Dask cluster of 2 worker processes" and cl["meta"]["retried"] == 0
+    assert len(cl["rows"]) == len(j2["rows"]) >= 5
+    assert _comparable(cl["rows"]) == _comparable(j2["rows"])
+
+
+@needs_dask
+def test_mutate_on_a_local_cluster_equals_the_parallel_one(tmp_path):
+    from emitters.registry import emit
+    src = tmp_path / "elem.cu"
+    src.write_text(emit("elementwise", None, "tiny").code)
+    common = ["mutate", "--source", str(src), "--kernels", "k0_elem", "--seed", "3", "--sample", "6"]
+    assert main(common + ["-j", "2", "--out", str(tmp_path / "j2")]) == 0
+    assert main(common + ["--cluster", "local:2", "--out", str(tmp_path / "cl")]) == 0
+    j2 = json.loads((tmp_path / "j2" / "mutation.json").read_text())
+    cl = json.loads((tmp_path / "cl" / "mutation.json").read_text())
+    keep = ("id", "kernel", "operator", "line", "mutation", "status", "killed_by", "cases_run", "diff")
+    assert [{k: m[k] for k in keep} for m in cl["mutants"]] == [{k: m[k] for k in keep} for m in j2["mutants"]]
+    assert len(cl["mutants"]) == 6 and cl["counts"] == j2["counts"] and cl["baseline"] == j2["baseline"]
+    assert cl["executor"].startswith("a local Dask cluster") and j2["executor"].startswith("2 local processes")
+
+
+def _dask_worker_pids() -> list[int]:
+    import psutil
+    return [p.pid for p in psutil.Process().children()
+            if any("spawn_main" in a for a in p.cmdline())]
+
+
+@needs_dask
+def test_killing_a_worker_mid_run_retries_its_case_and_keeps_the_report(emu, capsys):
+    """A cluster worker is killed while the cases run: its case is judged again elsewhere, the report equals
+    the serial one, and the progress line counts the retry."""
+    from harness.judging import progress
+    from harness.judging.runner import run_cases
+    jobs = _jobs()
+    serial = run_cases(emu, jobs, progress=False)
+    killed = []
+    advance = progress.Progress.advance
+
+    def kill_after_two(self, n=1, note=""):
+        advance(self, n, note)
+        if self.done == 2 and not killed:
+            pids = _dask_worker_pids()
+            assert len(pids) == 2, pids
+            os.kill(pids[0], signal.SIGKILL)       # busy with its next case: the queue is far from empty
+            killed.append(pids[0])
+
+    progress.Progress.advance = kill_after_two
+    try:
+        run = run_cases(emu, jobs, progress=True, cluster="local:2")
+    finally:
+        progress.Progress.advance = advance
+    assert killed
+    assert run.meta["retried"] >= 1
+    assert _comparable(run.rows) == _comparable(serial.rows)
+    err = capsys.readouterr().err
+    assert f"{run.meta['retried']} retried after a worker died" in err and "finished" in err
+
+
+def test_without_the_extra_cluster_is_a_clear_error_and_j_still_works(monkeypatch, tmp_path, capsys):
+    for name in ("dask", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)             # import dask -> ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "harness.judging.cluster", raising=False)
+    with pytest.raises(ValueError, match=r"--cluster needs Dask distributed, the optional `cluster` extra: "
+                                         r"pip install 'qconform\[cluster\]'"):
+        make_executor(cluster="local:2")
+    assert main(["report", "--backend", "emu", "--families", "argmax", "--modes", "int8act", "--shapes", "tiny",
+                 "--seed", "3", "--no-generation", "--cluster", "local:2", "--out", str(tmp_path / "a")]) == 2
+    assert "the optional `cluster` extra" in capsys.readouterr().err
+    assert main(["report", "--backend", "emu", "--families", "argmax", "--modes", "int8act", "--shapes", "tiny",
+                 "--seed", "3", "--no-generation", "-j", "2", "--out", str(tmp_path / "b")]) == 0
+
+
+@pytest.mark.parametrize("bad, why", [("local:0", "local:N needs a positive number"),
+                                      ("local:x", "local:N needs a positive number"),
+                                      ("somehost", "expected local:N or a scheduler address")])
+def test_bad_cluster_addresses_are_refused(bad, why):
+    with pytest.raises(ValueError, match=why):
+        executors.parse_cluster(bad)
+
+
+def test_cluster_and_jobs_together_are_refused():
+    with pytest.raises(ValueError, match="--cluster and -j: choose one"):
+        make_executor(2, "local:2")
