@@ -27,7 +27,7 @@ from .records import EXIT_NOTHING_CHECKED, counts, exit_status, grouped_reasons,
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
 # median over the batches is reported, with the spread (harness.backends.gpu.TimingPlan).
 GPU_TIMING = (5, 20)
-STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout", "SandboxViolation")
 
 
 @dataclass
