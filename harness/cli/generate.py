@@ -180,8 +180,7 @@ def _emu_with(name: str, options: dict):
 
 
 def _pieces(ckpt):
-    """Each token id's printable piece, or None for a checkpoint without a vocabulary."""
-    if not ckpt.tokens:
-        return None
-    from harness.model.pieces import token_pieces
-    return token_pieces(ckpt.tokens)
+    """Each token id's printable piece, or None for a checkpoint without a vocabulary. The checkpoint's
+    `tokens` are already pieces (escaped once by harness.model.pieces); escaping them again printed a byte
+    token as \\xa5."""
+    return ckpt.tokens or None

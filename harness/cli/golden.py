@@ -70,6 +70,9 @@ def run(args) -> int:
         raise ValueError("--shapes: empty shape list")
 
     if args.action == "check":
+        if not root.is_dir() and not args.source:
+            raise ValueError(f"--golden-dir: no golden lock folder at {root}; run in a checkout, install qconform "
+                             f"with its locks, or give --golden-dir")
         t0 = time.perf_counter()
         if args.source:
             report = golden.check_external(root, args.source, args.lock)

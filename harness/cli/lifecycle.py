@@ -95,19 +95,15 @@ def _probe_writable(folder: Path, option: str) -> None:
         raise ValueError(f"{option}: cannot write in {folder} ({_why(exc)})") from None
 
 
-def _make_parent(path: Path, option: str) -> Path:
-    parent = path.parent
-    for up in [parent, *parent.parents]:
-        if up.exists() and not up.is_dir():
-            raise ValueError(f"{option}: {up} is a file, so {path} cannot be created")
+def _check_parent(path: Path, option: str) -> None:
+    """`path` can be created: its nearest existing ancestor is a writable folder (the folders between are made
+    when the run writes, so a refused run leaves none behind)."""
+    for up in path.absolute().parents:
         if up.exists():
-            break
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"{option}: cannot create the folder {parent} ({_why(exc)})") from None
-    _probe_writable(parent, option)
-    return parent
+            if not up.is_dir():
+                raise ValueError(f"{option}: {up} is a file, so {path} cannot be created")
+            _probe_writable(up, option)
+            return
 
 
 def _report_stale(path: Path) -> None:
@@ -159,7 +155,7 @@ def check_output(text: str, option: str, kind: str, force: bool = False) -> Path
     if kind == "update":
         if path.exists() and not path.is_dir():
             raise ValueError(f"{option}: {text} is a file, not a folder")
-        _probe_writable(path, option) if path.exists() else _make_parent(path, option)
+        _probe_writable(path, option) if path.exists() else _check_parent(path, option)
         return path
     if kind == "folder":
         here = Path.cwd().resolve()
@@ -191,7 +187,7 @@ def check_output(text: str, option: str, kind: str, force: bool = False) -> Path
                                  f"give a new or empty folder, or --force to write into it (files of the same "
                                  f"name are replaced, the others kept)")
             _probe_writable(path, option)
-    _make_parent(path, option)
+    _check_parent(path, option)
     _report_stale(path)
     return path
 
@@ -243,6 +239,7 @@ class RunFolder:
         self.finished = False
 
     def __enter__(self) -> "RunFolder":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.mkdir()
         return self
 

@@ -65,10 +65,14 @@ def nmse(actual, reference) -> float:
 def cosine(actual, reference) -> float:
     """Cosine similarity of the flattened arrays; 1.0 when both are zero, 0.0 when exactly one is."""
     a, r = _pair(actual, reference)
-    na, nr = float(np.linalg.norm(a)), float(np.linalg.norm(r))
-    if na == 0.0 or nr == 0.0:
-        return 1.0 if na == nr else 0.0
-    return float(np.dot(a.ravel(), r.ravel()) / (na * nr))
+    # a broken kernel's output (inf, NaN) gives a NaN cosine, not a numpy RuntimeWarning on the console
+    with np.errstate(all="ignore"):
+        na, nr = float(np.linalg.norm(a)), float(np.linalg.norm(r))
+        if na == 0.0 or nr == 0.0:
+            return 1.0 if na == nr else 0.0
+        if not (np.isfinite(na) and np.isfinite(nr)):
+            return float("nan")
+        return float(np.dot(a.ravel() / na, r.ravel() / nr))
 
 
 def _ordered_f32(v: np.ndarray) -> np.ndarray:
@@ -137,7 +141,8 @@ def usage_histogram(err, budget, edges=USAGE_EDGES) -> dict:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(b > 0, e / b, np.where(e > 0, np.inf, 0.0))
     ok = ~nan & ~exact
-    lr = np.log10(ratio[ok])
+    with np.errstate(divide="ignore"):         # a ratio that underflows to 0 is below every edge (-inf)
+        lr = np.log10(ratio[ok])
     edges = list(edges)
     counts, _ = np.histogram(lr, bins=edges)
     return {"edges": edges, "counts": [int(c) for c in counts], "below": int((lr < edges[0]).sum()),

@@ -72,3 +72,33 @@ def test_compare_and_validation():
         metrics.max_abs(np.array(["a"]), np.array(["b"]))
     with pytest.raises(ValueError, match="empty"):
         metrics.max_abs(np.ones(0), np.ones(0))
+
+
+# A mutant or a broken kernel writes anything: no metric may print a numpy RuntimeWarning for it (they leaked
+# into `qconform mutate`'s console), and the values still say what happened.
+_WILD = [0.0, -0.0, 1.0, -2.5, 1e-45, 3.4e38, -3.4e38, np.inf, -np.inf, np.nan]
+
+
+def test_no_metric_warns_on_a_broken_kernels_output():
+    import itertools
+    import warnings
+    rng = np.random.default_rng(18)
+    cases = [(np.array(p, dtype=np.float32), np.array(q, dtype=np.float32))
+             for p, q in itertools.product(itertools.combinations_with_replacement(_WILD, 2), repeat=2)]
+    cases += [(rng.choice(_WILD, 16).astype(np.float32), rng.normal(size=16).astype(np.float32)) for _ in range(50)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for a, r in cases:
+            metrics.compare(a, r)
+            metrics.error_histogram(a, r)
+            metrics.usage_histogram(metrics.abs_error(a, r), np.abs(r.astype(np.float64)))
+    # the values still say what happened
+    assert np.isnan(metrics.cosine(np.array([np.inf, 1.0]), np.array([1.0, 1.0])))
+    assert metrics.cosine(np.array([3.4e38, 3.4e38], np.float32), np.array([1.0, 1.0])) == pytest.approx(1.0)
+
+
+def test_negative_control_the_warning_filter_catches_numpy_warnings():
+    import warnings
+    with warnings.catch_warnings(), pytest.raises(RuntimeWarning):
+        warnings.simplefilter("error")
+        np.float64(np.inf) / np.float64(np.inf)

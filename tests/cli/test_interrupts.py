@@ -1,0 +1,67 @@
+"""Ctrl-C during `report -j 2` ends the run within seconds, quietly, with no process left and no temporary
+folder, wherever it lands (seeded random points: while forking, compiling, judging, writing). A terminal's
+Ctrl-C reaches the whole process group, so the signal goes to the group. QCONFORM_INTERRUPT_TRIES=N runs more
+tries (the issue's hang showed once in 22)."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from .conftest import descendants_alive, qconform, wait_for
+
+TRIES = int(os.environ.get("QCONFORM_INTERRUPT_TRIES", "4"))
+END_WITHIN_S = 10.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_parallel_report_ends_at_once_and_leaves_nothing(signum, tmp_path):
+    rng = random.Random(18 + signum)
+    for attempt in range(TRIES):
+        marker = f"QCONFORM_TEST_RUN={uuid.uuid4().hex}"
+        out = tmp_path / f"r{attempt}"
+        proc = qconform("report", "--backend", "emu", "--shapes", "tiny", "--families", "norm,elementwise",
+                        "-j", "2", "--no-generation", "--seed", "5", "--out", str(out),
+                        env={marker.split("=")[0]: marker.split("=")[1]})
+        wait_for(lambda: any(p.name.startswith(f".r{attempt}.") for p in tmp_path.iterdir()) or
+                 proc.poll() is not None, 60, "the run's temporary folder")
+        delay = rng.uniform(0.0, 4.0)
+        time.sleep(delay)
+        t0 = time.monotonic()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signum)
+        try:
+            _, err = proc.communicate(timeout=END_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"try {attempt} (signal after {delay:.2f} s): still running "
+                                 f"{END_WITHIN_S} s after the signal")
+        ended = time.monotonic() - t0
+        where = f"try {attempt}, signal after {delay:.2f} s, ended in {ended:.2f} s: {err[-2000:]}"
+        assert "Traceback" not in err, where
+        if proc.returncode == 0:                     # it finished first: then the folder is complete
+            assert (out / "run.json").is_file(), where
+        else:
+            assert proc.returncode == 128 + signum, where
+            assert "interrupted (SIG" in err and not out.exists(), where
+        wait_for(lambda: not descendants_alive(marker.split("=")[1]), 5, f"no process left ({where})")
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], where
+
+
+def test_negative_control_the_marker_finds_a_live_run(tmp_path):
+    """The process scan must see a run that is still going, or the check above proves nothing."""
+    token = uuid.uuid4().hex
+    proc = qconform("report", "--backend", "emu", "--shapes", "tiny", "--families", "norm", "-j", "2",
+                    "--no-generation", "--out", str(tmp_path / "r"), env={"QCONFORM_TEST_RUN": token})
+    try:
+        wait_for(lambda: len(descendants_alive(token)) >= 3 or proc.poll() is not None, 60,
+                 "the run and its judge processes")
+        assert len(descendants_alive(token)) >= 3        # the run and its two judge processes (and emu workers)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
