@@ -19,6 +19,17 @@ def main() -> int:
 
     from . import staging
     from harness.backends.base import GUARD_BYTES
+    from . import sandbox
+
+    limits = sandbox.Limits.from_env(os.environ[sandbox.ENV]) if os.environ.get(sandbox.ENV) else None
+    memory_limit = 0
+    if limits is not None:      # after every import the worker needs, before any kernel library is loaded
+        try:
+            sandbox.apply(limits)
+            memory_limit = (limits.memory_mb or 0) << 20
+        except Exception as exc:   # run nothing unsandboxed: the parent reports the reason
+            print(f"emu-worker: the sandbox could not be applied: {exc!r}", file=sys.stderr, flush=True)
+            return sandbox.SETUP_FAILED_EXIT
 
     progress = from_environment()
     if progress is not None:
@@ -43,13 +54,15 @@ def main() -> int:
             elif req["op"] == "launch":
                 spec = req["spec"]
                 mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
-                raws = {i: shared.raw(a, spec.staging_size) for i, a in enumerate(spec.args)
-                        if isinstance(a, staging.Staged)}
+                staged = {i: a for i, a in enumerate(spec.args) if isinstance(a, staging.Staged)}
+                raws = shared.views(staged, spec.staging_size) if staged else {}
                 for i, raw in raws.items():   # the staged data, seen as the array it was
                     a = spec.args[i]
                     spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
                 reply = {"ok": execute(mod, spec, resident, raws)}
                 del raws
+                if memory_limit and sandbox.address_space() > 0.75 * memory_limit:
+                    reply["restart"] = True    # what the kernel left allocated must not starve the next case
             elif req["op"] == "alloc":
                 buf = req["buffer"]
                 mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
@@ -67,6 +80,11 @@ def main() -> int:
                 reply = {"ok": None}
             else:
                 reply = {"error": f"unknown request {req['op']!r}"}
+        except MemoryError as exc:  # the worker's memory limit, reached by the tool's own buffers: unchecked
+            limit = limits.describe() if limits is not None else "the machine's"
+            reply = {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached while it "
+                                                    f"prepared buffers ({exc}); the tool's limit, not the kernel's "
+                                                    "(raise memory_limit_mb)")}
         except Exception:  # reported to the caller, the worker stays up
             reply = {"error": traceback.format_exc()}
         protocol.send(reply_fd, reply)
