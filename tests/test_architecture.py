@@ -37,6 +37,15 @@ def project_modules() -> dict[str, Path]:
     return mods
 
 
+def imported_module(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` names, relative imports resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project modules `name` imports. `from pkg import x` counts as an import of pkg.x when that is a
     module, else of pkg. Importing a module also runs its parent packages, but that is Python's doing, not an
@@ -47,12 +56,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_module(node, package)
             targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
         else:
             continue
@@ -166,3 +170,125 @@ def test_every_package_says_what_comes_in_and_what_goes_out():
         if "In:" not in doc or "Out:" not in doc:
             vague.append(str(path.relative_to(REPO)))
     assert not vague, f"package docstrings without 'In:' and 'Out:': {vague}"
+
+
+# -- private names stay private -----------------------------------------------------------------------------------
+def private_imports(name: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """`from M import _x` in module `name` where _x is a private name of another module M. A private submodule
+    (`from pkg import _mod`) may be imported inside its own package: that is what the underscore says."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        mod = imported_module(node, package)
+        for alias in node.names:
+            if not alias.name.startswith("_") or alias.name.startswith("__") or mod == name:
+                continue
+            sub = f"{mod}.{alias.name}"
+            if sub in modules and (name == mod or name.startswith(mod + ".")):
+                continue
+            found.append(f"{name}:{node.lineno} imports {alias.name} from {mod}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    mods = project_modules()
+    wrong = [w for name, path in mods.items() for w in private_imports(name, path, mods)]
+    assert not wrong, "private names imported across modules (make them public where shared):\n" + "\n".join(wrong)
+
+
+def test_the_private_import_check_catches_a_planted_one(tmp_path):
+    # Negative control: a private helper imported from a sibling is found, in either spelling; a module's own
+    # private submodule imported inside its package, and dunder names, are not.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    files = {"core.py": "def _helper(): ...\n", "_impl.py": "",
+             "ops.py": "from .core import _helper, public\nfrom pkg.core import _helper as h\nfrom pkg import _impl\n"
+                       "from .core import __doc__\n"}
+    mods = {}
+    for fname, text in files.items():
+        (pkg / fname).write_text(text)
+        mods[f"pkg.{fname[:-3]}"] = pkg / fname
+    assert private_imports("pkg.ops", pkg / "ops.py", mods) == [
+        "pkg.ops:1 imports _helper from pkg.core", "pkg.ops:2 imports _helper from pkg.core"]
+    assert private_imports("other.mod", pkg / "ops.py", mods)[-1] == "other.mod:3 imports _impl from pkg"
+
+
+# -- every parameter is read ----------------------------------------------------------------------------------------
+def _is_stub(fn: ast.FunctionDef) -> bool:
+    """An interface's default or placeholder: only a docstring, pass, ..., a raise, or a return of a constant."""
+    body = [b for b in fn.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+    return all(isinstance(b, (ast.Pass, ast.Raise)) or (isinstance(b, ast.Return) and (
+        b.value is None or isinstance(b.value, (ast.Constant, ast.Dict, ast.Tuple, ast.List))
+        and not any(isinstance(n, ast.Name) for n in ast.walk(b.value)))) for b in body)
+
+
+def _methods(tree: ast.AST) -> list[str]:
+    return [f.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _base_names(cls: ast.ClassDef) -> list[str]:
+    return [b.id if isinstance(b, ast.Name) else b.attr for b in cls.bases if isinstance(b, (ast.Name, ast.Attribute))]
+
+
+def unread_parameters(source: str, where: str = "", shared_methods: "set[str] | frozenset" = frozenset(),
+                      own_classes: "set[str] | None" = None) -> list[str]:
+    """Parameters a function takes and never reads (an argument its callers pass for nothing). A name starting
+    with `_` is declared unused on purpose; abstract methods and stubs have nothing to read. A method keeps the
+    signature it shares: with the other classes of the project that define it (`shared_methods`: a hook and its
+    overrides), or with a library's base class (a base not among `own_classes`, the project's)."""
+    found = []
+    tree = ast.parse(source)
+    exempt = set()
+    for c in ast.walk(tree):
+        if isinstance(c, ast.ClassDef):
+            library = own_classes is not None and any(b not in own_classes for b in _base_names(c))
+            exempt |= {id(f) for f in c.body if getattr(f, "name", None) in shared_methods or library}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_stub(node) or id(node) in exempt:
+            continue
+        if any(isinstance(d, (ast.Name, ast.Attribute)) and getattr(d, "id", getattr(d, "attr", "")) == "abstractmethod"
+               for d in node.decorator_list):
+            continue
+        read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        a = node.args
+        for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
+            if arg.arg not in ("self", "cls") and not arg.arg.startswith("_") and arg.arg not in read:
+                found.append(f"{where}:{node.lineno} {node.name}({arg.arg})")
+    return found
+
+
+# Bases from the standard library that impose no signature on the methods of a subclass.
+NEUTRAL_BASES = {"object", "ABC", "Protocol", "Exception", "RuntimeError", "ValueError", "KeyError", "TypeError",
+                 "OSError", "NamedTuple", "Enum", "IntEnum", "str", "int", "dict", "list", "tuple"}
+
+
+def test_no_function_takes_a_parameter_it_never_reads():
+    sources = {name: path.read_text() for name, path in project_modules().items()}
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    counts: dict[str, int] = {}
+    own = set(NEUTRAL_BASES)
+    for tree in trees.values():
+        for m in _methods(tree):
+            counts[m] = counts.get(m, 0) + 1
+        own |= {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
+    shared = {m for m, n in counts.items() if n > 1}
+    wrong = [w for name, text in sources.items() for w in unread_parameters(text, name, shared, own)]
+    assert not wrong, "parameters never read (drop them, or use them):\n" + "\n".join(wrong)
+
+
+def test_the_unread_parameter_check_catches_a_planted_one():
+    # Negative control: the shape of kernel_budget(weights, record, lane) that ignored its weights.
+    src = ("def budget(weights, record, lane):\n    return bound(record, lane)\n"
+           "def used(a, *, b):\n    return a + b\n"
+           "def hook(ctx):\n    return {}\n"
+           "def on_purpose(_unused, x):\n    return x\n")
+    assert unread_parameters(src, "m") == ["m:1 budget(weights)"]
+    hook = "class Base:\n    def step(self, x, layer):\n        return x\n"
+    assert unread_parameters(hook, "m") == ["m:2 step(layer)"]          # alone, a hook's unread parameter counts
+    assert unread_parameters(hook, "m", {"step"}) == []                  # an override reads it: the shared signature
+    plugin = "class P(WorkerPlugin):\n    def setup(self, worker):\n        self.up = True\n"
+    assert unread_parameters(plugin, "m", own_classes={"P"}) == []                 # the library's signature
+    assert unread_parameters(plugin, "m", own_classes={"P", "WorkerPlugin"}) == ["m:2 setup(worker)"]

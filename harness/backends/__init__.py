@@ -9,7 +9,7 @@ from __future__ import annotations
 from .base import (  # noqa: F401  (re-exported API)
     Backend, BarrierDivergence, Buffer, BufferLost, BuildError, ContextFailure, DataRace, Deadlock, KernelCrash,
     KernelFault, KernelTimeout, LaunchInfo, LaunchRefused, LaunchResult, Module, OutOfBounds, RaceDetected,
-    ResourceExhausted, UninitializedRead, UnsupportedConstruct, UnwrittenOutput,
+    ResourceExhausted, SandboxViolation, UninitializedRead, UnsupportedConstruct, UnwrittenOutput,
 )
 
 BACKEND_NAMES = ("emu", "gpu", "auto")

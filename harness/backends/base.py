@@ -80,6 +80,11 @@ class KernelCrash(KernelFault):
     """The kernel crashed (signal, illegal address, sticky CUDA error)."""
 
 
+class SandboxViolation(KernelFault):
+    """The kernel tried something only host code can do (start a process, write a file, use the network...);
+    the CPU backend's sandbox refused it and stopped the worker process."""
+
+
 class KernelTimeout(KernelFault):
     """The launch did not finish in its time limit."""
 

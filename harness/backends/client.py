@@ -24,6 +24,9 @@ _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 STARTUP_LIMIT_S = 120.0
 
 
+FORGED = "a reply the parent refused to read"     # WorkerDied.how of a worker whose reply was forged
+
+
 class WorkerDied(Exception):
     def __init__(self, how: str, stderr_tail: str, last_step: str):
         self.how, self.stderr_tail, self.last_step = how, stderr_tail, last_step
@@ -60,12 +63,14 @@ class Worker:
     work in it (the emu: every block), and the time limit restarts at each count (the emu's per-block limit).
     Without it (the gpu's worker) the limit bounds the whole request. inherit: environment variable -> file
     descriptor the worker inherits (the emu's shared staging file); the caller owns those files.
-    preload: a library the worker loads first (LD_PRELOAD: AddressSanitizer's runtime)."""
+    preload: a library the worker loads first (LD_PRELOAD: AddressSanitizer's runtime). extra_env: more
+    environment for the worker (the emu's sandbox limits)."""
 
     def __init__(self, module: str, step_prefix: str, first_step: str, *, preload: Optional[str] = None,
                  progress: "Optional[Callable[[], ProgressCounter]]" = None,
-                 inherit: "Mapping[str, int] | None" = None):
+                 inherit: "Mapping[str, int] | None" = None, extra_env: "Mapping[str, str] | None" = None):
         self.preload = preload
+        self.extra_env = dict(extra_env or {})
         self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
         self.proc: Optional[subprocess.Popen] = None
         self.err = None
@@ -80,6 +85,8 @@ class Worker:
         self.started = time.monotonic()
         env = dict(os.environ)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"     # a sandboxed worker may not write .pyc files
+        env.update(self.extra_env)
         if self.preload:   # AddressSanitizer must be the first library in the process
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
@@ -93,7 +100,10 @@ class Worker:
             env[name] = str(fd)
             fds += (fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds)
+                                     stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds,
+                                     start_new_session=True)
+        # Its own process group: close() ends the worker and anything it started; a terminal's Ctrl-C goes to
+        # the parent only, which then closes its workers.
         protocol.widen_pipe(self.proc.stdin.fileno())
         protocol.widen_pipe(self.proc.stdout.fileno())
         self.err_mark = 0
@@ -134,6 +144,10 @@ class Worker:
             watched = self.progress is not None
             self.close()
             raise WorkerTimedOut(self._last_step(text), watched) from None
+        except protocol.Forged as exc:
+            text = self._stderr_since_mark()
+            self.close()
+            raise WorkerDied(f"{FORGED}: it named {exc}", "", self._last_step(text)) from None
         except (protocol.Closed, BrokenPipeError):
             rc = self.proc.wait()
             text = self._stderr_since_mark()
@@ -147,6 +161,10 @@ class Worker:
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()       # our own child, by its handle
+            try:        # whatever the worker started (nothing, under the sandbox) is in its process group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.wait()
             for f in (self.proc.stdin, self.proc.stdout):
                 if f:

@@ -9,9 +9,10 @@ kernel that hangs (KernelTimeout) or leaves a sticky error (KernelCrash) costs t
 killed and replaced for the next launch, never the caller.
 
 This module is the caller's side. Its first half is pure numpy (source preparation, argument marshalling,
-guard, poison and timing bookkeeping), shared with the worker and tested without a GPU; PyCUDA is imported
-lazily, so that this module imports everywhere.
-"""
+poison and timing bookkeeping), shared with the worker and tested without a GPU; PyCUDA is imported lazily, so
+that this module imports everywhere. The worker client, its protocol, the fault table, the guard-band check and
+the resident-buffer book are the ones the emu backend uses too (harness.backends.client, protocol, faults,
+guards, resident)."""
 from __future__ import annotations
 
 import importlib

@@ -1,7 +1,7 @@
 """The `qconform` command line. In: the command line. Out: the exit status, and whatever the stage writes. Each
-subcommand is its own module here (`report`, `check`, `replay`, `extract`, `golden`, `doctor`, `make_model`,
-`export_weights`): it parses its arguments and calls into a stage (cases, judging, reports, model, toolchain);
-`main` dispatches to them."""
+subcommand is its own module here (`report`, `check`, `replay`, `mutate`, `extract`, `golden`, `doctor`,
+`make_model`, `export_weights`, `generate`, `replay_launch`; the table COMMANDS): it parses its arguments and
+calls into a stage (cases, judging, reports, model, mutation, toolchain); `main` dispatches to them."""
 from __future__ import annotations
 
 import argparse

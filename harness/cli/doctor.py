@@ -71,9 +71,15 @@ def emu_status() -> dict:
         fiber = tc.resolve_fiber(None, cxx)
     except ValueError as exc:
         return {"usable": False, "reason": str(exc), "boost_context": boost}
+    from harness.backends.emu import gate, sandbox
+    why_not = sandbox.unavailable_reason()
     return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost, "asm_switch": tc.asm_switch_usable(cxx),
             "fiber_env": f"{tc.FIBER_ENV}={forced}" if forced else None,
-            "asan_runtime": tc.asan_runtime(cxx)}
+            "asan_runtime": tc.asan_runtime(cxx),
+            "sandbox": ("off: $QCONFORM_EMU_SANDBOX=off (trusted sources only)" if sandbox.disabled_by_user() else
+                        f"unavailable: {why_not}; the emu backend refuses to run kernels" if why_not else
+                        f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"),
+            "device_gate": gate.describe()}
 
 
 def gpu_status() -> dict:
@@ -114,6 +120,8 @@ def render(info: dict) -> str:
         lines.append(f"emu backend: fibers = {label} ({why}); Boost.Context "
                      f"{'installed' if emu['boost_context'] else 'not installed'}")
         lines.append(f"  AddressSanitizer runtime (--sanitize): {emu['asan_runtime'] or 'not found'}")
+        lines.append(f"  worker sandbox: {emu['sandbox']}")
+        lines.append(f"  device-code gate: {emu['device_gate']}")
     else:
         lines.append(f"emu backend: not usable: {emu.get('reason')}")
     lines.append("CUDA toolkits:")

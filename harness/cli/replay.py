@@ -72,7 +72,7 @@ def run(args) -> int:
           + (f"\n  reason: {res.reason}" if res.reason else ""))
     _print_comparisons(res)
     if args.json:
-        print(json.dumps(result_row(res, contract, be.name, source_sha256(code), None, args.source), indent=1,
+        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source), indent=1,
                          default=str))
     return 1 if res.verdict == FAIL else 0
 

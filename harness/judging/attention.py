@@ -16,8 +16,8 @@ import numpy as np
 from . import budgets as B
 from harness.cases import inputs
 from harness.cases import variants as V
-from .core import _act_quant_ref, _ref_act_scales, compare_exact, compare_float
-from .registry import Ctx, op
+from .core import act_quant_ref, ref_act_scales, compare_exact, compare_float
+from .registry import Ctx, Judge, op
 
 U = B.U32
 SENTINEL_MAX = np.float32(-1e30)   # the family's "no key yet" running max (an empty split stores it)
@@ -115,7 +115,7 @@ def _fused_query(ctx: Ctx):
     from reference.norm import rms_norm
     from reference.rope import qk_norm_rope
 
-    from .rows import _rope_budget
+    from .rows import rope_budget
     nh, nkv, hd, L = _geom(ctx)
     pos = L - 1
     theta, eps = float(ctx.dim("theta")), float(ctx.dim("eps"))
@@ -124,11 +124,11 @@ def _fused_query(ctx: Ctx):
     qr = qk_norm_rope(q.reshape(1, -1), w, np.int64(pos), theta, hd, eps)[0]
     normed = rms_norm(q.reshape(nh, hd), weight=w, eps=eps).reshape(-1)
     norm_rel = B.rms_norm_rel(hd)
-    return qr, _rope_budget(normed, pos, theta, hd, norm_rel)
+    return qr, rope_budget(normed, pos, theta, hd, norm_rel)
 
 
 @op("attention")
-class Attention:
+class Attention(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         _build_qkv(ctx)
@@ -148,7 +148,7 @@ class Attention:
                                B.Budget(bud, "scores gamma_(hd+2) sum|q k| -> softmax weights (2D + u|s-m| + exp "
                                         "ulps) -> gamma_(L+1) sum p|v| (module docstring)", "mode"))]
         if ctx.attrs.get("quant"):
-            q_ref, s_ref = _act_quant_ref(ctx.out(oname).astype(np.float32), ctx.attrs["quant"], False)
+            q_ref, s_ref = act_quant_ref(ctx.out(oname).astype(np.float32), ctx.attrs["quant"], False)
             comps.append(compare_exact("yq", ctx.out("yq"), q_ref))
             comps.append(compare_exact("ys", ctx.out("ys"), s_ref))
         return comps
@@ -166,7 +166,7 @@ def _partials(ctx: Ctx, P: int):
 
 
 @op("attention_partials")
-class AttentionPartials:
+class AttentionPartials(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         _build_qkv(ctx)
@@ -202,7 +202,7 @@ class AttentionPartials:
 
 
 @op("attention_combine")
-class AttentionCombine:
+class AttentionCombine(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         nh, hd, P = int(ctx.dim("n_head")), int(ctx.dim("hd")), int(ctx.dim("P"))
@@ -253,7 +253,7 @@ class AttentionCombine:
         comps = [compare_float("aq * as_ (dequantized)", rec, ref.reshape(-1),
                                B.Budget(budget.values + B.act_quant_error(step), budget.formula + " + s (0.5 + 128u)",
                                         "mode"))]
-        s_ref = _ref_act_scales(ref, ctx.attrs["quant"])
+        s_ref = ref_act_scales(ref, ctx.attrs["quant"])
         s_bud = np.abs(budget.values.reshape(-1, 32)).max(axis=1) / 127.0 + U * s_ref
         comps.append(compare_float("as_", s, s_ref, B.Budget(s_bud, "max budget of the block / 127 + u s", "mode")))
         return comps

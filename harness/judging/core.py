@@ -135,27 +135,27 @@ def compare_exact(name: str, out: np.ndarray, ref: np.ndarray, against: str = "m
 
 
 # -- shared reference helpers ----------------------------------------------------------------------------------
-def _act_quant_ref(x: np.ndarray, zero_rule: str, two_pass: bool):
+def act_quant_ref(x: np.ndarray, zero_rule: str, two_pass: bool):
     from reference import quant as Q
     if two_pass:
         return Q.quantize_act_two_pass(x)
     return Q.quantize_act_int8(x, zero_rule=zero_rule)
 
 
-def _ref_act_scales(values: np.ndarray, zero_rule: str) -> np.ndarray:
+def ref_act_scales(values: np.ndarray, zero_rule: str) -> np.ndarray:
     """The reference quantizer's per-32-block scales of values (flattened, rounded to float32 as the kernel
     reads them) under the contract's zero rule ("floor" | "unit"), as float64."""
-    return _act_quant_ref(np.asarray(values).reshape(-1).astype(np.float32), zero_rule, False)[1] \
+    return act_quant_ref(np.asarray(values).reshape(-1).astype(np.float32), zero_rule, False)[1] \
         .astype(np.float64).reshape(-1)
 
 
-def _weight_scales(ctx: Ctx, name: str, scales: np.ndarray) -> np.ndarray:
+def weight_scales(ctx: Ctx, name: str, scales: np.ndarray) -> np.ndarray:
     """The scales as the kernel holds them: float16 where its parameter is `const __half*`."""
     dt = ctx.contract.param(name).dtype
     return np.asarray(scales, dtype=np.float32).astype(dt)
 
 
-def _place_q8(ctx: Ctx, qname: str, sname: str, w, rows_total: int, row0: int = 0, filler: bool = False):
+def place_q8(ctx: Ctx, qname: str, sname: str, w, rows_total: int, row0: int = 0, filler: bool = False):
     """Write Q8 weight rows [row0, row0+rows) into the contract's buffers; other rows get a constant
     pattern (int8 7, scale 1.0) that makes a read of the wrong rows grossly visible."""
     K = w.quants.shape[1]
@@ -168,7 +168,7 @@ def _place_q8(ctx: Ctx, qname: str, sname: str, w, rows_total: int, row0: int = 
     q[row0:row0 + w.quants.shape[0]] = w.quants
     s[row0:row0 + w.quants.shape[0]] = w.scales
     ctx.put(qname, q)
-    ctx.put(sname, _weight_scales(ctx, sname, s))
+    ctx.put(sname, weight_scales(ctx, sname, s))
 
 
 ACT_MODE = {"f32": Mode.DEQUANT, "int8": Mode.INT8_ACT, "int8x2": Mode.TWO_PASS_INT8}
@@ -210,7 +210,7 @@ def gemv_depth(contract, K: int) -> int:
     return warp_row_depth(K)
 
 
-def gemv_mode_budget(kind: str, accumulate: str, K: int, y: np.ndarray, abs_sum: np.ndarray,
+def gemv_mode_budget(accumulate: str, K: int, y: np.ndarray, abs_sum: np.ndarray,
                      depth: "int | None" = None) -> B.Budget:
     if accumulate == "f64":
         return B.f64_sum_to_f32(y, abs_sum, K)
@@ -219,7 +219,7 @@ def gemv_mode_budget(kind: str, accumulate: str, K: int, y: np.ndarray, abs_sum:
                     f"gamma_{n} * sum|w_j s_w x_j| (f32 accumulation, depth {n}; reference.bounds)", "mode")
 
 
-def gemv_dequant_budget(wq, ws, x: np.ndarray, act_kind: str, act_step, K: int, fp: B.Budget) -> B.Budget:
+def gemv_dequant_budget(wq, ws, x: np.ndarray, act_kind: str, K: int, fp: B.Budget) -> B.Budget:
     """Budget against the exact DEQUANT product: the activation quantization bound of reference.bounds
     (s (0.5 + 128u) per element, two-pass sl (0.5 + 16400u) which covers a fused or unfused residual),
     weighted by |w s_w| (q8_matmul_mode_bound), plus the kernel's own f32 budget."""
@@ -233,16 +233,16 @@ def gemv_dequant_budget(wq, ws, x: np.ndarray, act_kind: str, act_step, K: int, 
     return B.quantized_dot_vs_dequant(term, fp.values, "reference.bounds.q8_matmul_mode_bound, unfused residual")
 
 
-def _q8_act_for(ctx: Ctx, x: np.ndarray, kind: str, M: int, K: int):
-    """Quantize the activation as the mode's quantizer does (floor rule); returns (act dict, step per block)."""
+def q8_act_for(ctx: Ctx, x: np.ndarray, kind: str, M: int, K: int) -> dict:
+    """Quantize the activation as the mode's quantizer does (the contract's zero rule, default floor): the act
+    dict {"int8": (q, s)} | {"int8x2": (qh, ql, s)}."""
     zero_rule = ctx.attrs.get("zero_rule", "floor")
     if kind == "int8":
-        q, s = _act_quant_ref(x.reshape(M, K), zero_rule, False)
-        return {"int8": (np.asarray(q).reshape(M, K), np.asarray(s, np.float32).reshape(M, K // 32))}, \
-            np.asarray(s, np.float64).reshape(M, K // 32)
-    qh, ql, s = _act_quant_ref(x.reshape(M, K), zero_rule, True)
+        q, s = act_quant_ref(x.reshape(M, K), zero_rule, False)
+        return {"int8": (np.asarray(q).reshape(M, K), np.asarray(s, np.float32).reshape(M, K // 32))}
+    qh, ql, s = act_quant_ref(x.reshape(M, K), zero_rule, True)
     s = np.asarray(s, np.float32).reshape(M, K // 32)
-    return {"int8x2": (np.asarray(qh).reshape(M, K), np.asarray(ql).reshape(M, K), s)}, s.astype(np.float64) / 128.0
+    return {"int8x2": (np.asarray(qh).reshape(M, K), np.asarray(ql).reshape(M, K), s)}
 
 
 # -- generic argument filling and the launch -------------------------------------------------------------------
@@ -360,7 +360,9 @@ def launch(module, ctx: Ctx, timing=None):
     return module.launch(c.name, grid, block, shared, args, outputs=outputs, **kw)
 
 
-def _combine(comparisons: list[Comparison]) -> tuple[str, str]:
+def combine(comparisons: list[Comparison]) -> tuple[str, str]:
+    """The verdict and reason of a launch from its comparisons: any fail fails, else any tie is a tie; a judge
+    that compared nothing fails (a judge must check something)."""
     fails = [c for c in comparisons if c.verdict == FAIL]
     if fails:
         return FAIL, "; ".join(c.reason for c in fails)
@@ -370,6 +372,43 @@ def _combine(comparisons: list[Comparison]) -> tuple[str, str]:
     if not comparisons:
         return FAIL, "the judge compared nothing (no output was checked)"
     return PASS, ""
+
+
+@dataclass
+class Judged:
+    """The outcome of judging one launch's outputs (judge_outputs)."""
+    verdict: str
+    reason: str
+    comparisons: list[Comparison]
+
+
+def judge_outputs(ctx: Ctx, against: "tuple[str, ...] | None" = None) -> Judged:
+    """Judge the outputs of a launch that ran on ctx.args: the one hook the case runner (judge_case) and the
+    launch-by-launch blame (harness.model.blame) share. The op's `extras` complete ctx.extra with what its
+    check needs beyond the arguments (where the builder did not note it), then its check compares; `against`
+    keeps only the comparisons against those references.
+
+    A judge that cannot judge is the tool's limit, never the kernel's verdict: an op without a judge, a
+    JudgeError (a contract the judge does not understand), or any other exception of the judge (a bug in the
+    judge: the reason names it and carries the traceback) leaves the launch `unchecked` with the reason. A
+    kernel's bad output is never such an exception: the checks read kernel-written values defensively (an
+    index out of range, a non-finite value) and fail them as comparisons."""
+    judge = OPS.get(ctx.contract.op)
+    if judge is None:
+        return Judged(UNCHECKED, f"no judge for op {ctx.contract.op!r} (kernel {ctx.contract.name})", [])
+    try:
+        for key, value in judge.extras(ctx).items():
+            ctx.extra.setdefault(key, value)
+        comps = judge.check(ctx)
+    except JudgeError as exc:
+        return Judged(UNCHECKED, str(exc), [])
+    except Exception as exc:  # noqa: BLE001 - a judge's bug: reported as such, unchecked, with where it happened
+        return Judged(UNCHECKED, f"judge error, the tool's fault, not the kernel's ({type(exc).__name__}: {exc}); "
+                                 f"{traceback.format_exc(limit=3)}", [])
+    if against is not None:
+        comps = [c for c in comps if c.against in against]
+    verdict, reason = combine(comps)
+    return Judged(verdict, reason, comps)
 
 
 def verdict_for_fault(exc: KernelFault) -> str:
@@ -410,15 +449,10 @@ def judge_case(module, case: Case, contract: KernelContract, timing=None) -> Cas
             notes.append(f"timing launch failed: {exc}")
         finally:
             ctx.args = real
-    try:
-        comps = OPS[contract.op].check(ctx)
-    except JudgeError as exc:
-        return CaseResult(case, UNCHECKED, str(exc), [], dims, wall_s=time.perf_counter() - t0)
-    except Exception as exc:  # a judge bug must show as such, not as a kernel verdict
-        tb = traceback.format_exc(limit=3)
-        return CaseResult(case, FAIL, f"judge error ({type(exc).__name__}: {exc}); {tb}", [], dims,
-                          wall_s=time.perf_counter() - t0)
-    verdict, reason = _combine(comps)
-    return CaseResult(case, verdict, reason, comps, dims, launch=str(res.launch) if res else "",
+    judged = judge_outputs(ctx)
+    if judged.verdict == UNCHECKED:
+        return CaseResult(case, UNCHECKED, judged.reason, [], dims, wall_s=time.perf_counter() - t0)
+    return CaseResult(case, judged.verdict, judged.reason, judged.comparisons, dims,
+                      launch=str(res.launch) if res else "",
                       elapsed_ms=elapsed, bytes_moved=bytes_moved(ctx), notes=tuple(notes),
-                      wall_s=time.perf_counter() - t0, coverage=getattr(res, "coverage", None))
+                      wall_s=time.perf_counter() - t0, coverage=res.coverage if res else None)

@@ -11,9 +11,9 @@ import numpy as np
 from . import budgets as B
 from harness.cases import inputs
 from harness.cases import variants as V
-from .core import (_act_quant_ref, _place_q8, _q8_act_for, _weight_scales, compare_exact, compare_float,
-                   gemv_dequant_budget, gemv_depth, gemv_mode_budget, gemv_terms)
-from .registry import FAIL, PASS, TIE, Comparison, Ctx, JudgeError, op
+from .core import (act_quant_ref, compare_exact, compare_float, effective_act, gemv_dequant_budget, gemv_depth,
+                   gemv_mode_budget, gemv_terms, place_q8, q8_act_for, weight_scales)
+from .registry import FAIL, PASS, TIE, Comparison, Ctx, Judge, JudgeError, op
 
 ACT_F32 = ("a", "x", "hbuf")
 ACT_Q = ("aq", "xq", "hq", "Xq")
@@ -25,7 +25,7 @@ W_Q, W_S, Y_OUT = ("wq", "Wq"), ("ws", "Ws"), ("y", "Y")
 
 # -- activation quantizers -----------------------------------------------------------------------------------
 @op("act_quant")
-class ActQuant:
+class ActQuant(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         a = ctx.pname(*ACT_F32)
@@ -52,7 +52,7 @@ class ActQuant:
         sname = ctx.pname(*ACT_S)
         comps = []
         if two:
-            qh, ql, s = _act_quant_ref(x, rule, True)
+            qh, ql, s = act_quant_ref(x, rule, True)
             comps.append(compare_exact(ctx.pname(*ACT_QH), ctx.out(ctx.pname(*ACT_QH)), qh))
             lo_out = ctx.out(ctx.pname(*ACT_QL))
             c = compare_exact(ctx.pname(*ACT_QL), lo_out, ql)
@@ -73,7 +73,7 @@ class ActQuant:
                            "sl (0.5 + 16400u), sl = scale/128 (reference.bounds, fused or unfused residual)",
                            "dequant")
         else:
-            q, s = _act_quant_ref(x, rule, False)
+            q, s = act_quant_ref(x, rule, False)
             qn = ctx.pname(*ACT_Q)
             comps.append(compare_exact(qn, ctx.out(qn), q))
             comps.append(compare_exact(sname, ctx.out(sname), s))
@@ -85,9 +85,15 @@ class ActQuant:
 
 
 # -- Q8 GEMVs -------------------------------------------------------------------------------------------------
+def _act_kind(ctx: Ctx) -> str:
+    """The activation form the kernel reads (contract attr `act`): f32, int8 or int8x2; the int8 tensor-core
+    GEMM reads int8 unless its contract says otherwise."""
+    return str(ctx.attrs.get("act", "int8" if ctx.contract.op == "q8_gemm_mma" else "f32"))
+
+
 def _gemv_act(ctx: Ctx, M: int, K: int, model_buffer: "str | None" = None):
-    """Build the activation in the form the kernel reads; return (act dict, step, x f32 (M, K), kind)."""
-    kind = str(ctx.attrs.get("act", "f32"))
+    """Build the activation in the form the kernel reads; return (act dict, x f32 (M, K), kind)."""
+    kind = _act_kind(ctx)
     if ctx.case.variant == "model":
         from harness.cases import model_inputs as case_inputs
         x = case_inputs.activation(ctx, M * K, name=model_buffer).reshape(M, K)
@@ -97,8 +103,8 @@ def _gemv_act(ctx: Ctx, M: int, K: int, model_buffer: "str | None" = None):
         x = inputs.activation(ctx.rng, M * K).reshape(M, K)
     if kind == "f32":
         ctx.put(ctx.pname(*ACT_F32), x)
-        return {"f32": x}, None, x, kind
-    act, step = _q8_act_for(ctx, x, kind, M, K)
+        return {"f32": x}, x, kind
+    act = q8_act_for(ctx, x, kind, M, K)
     if kind == "int8":
         q, s = act["int8"]
         ctx.put(ctx.pname(*ACT_Q), q)
@@ -107,7 +113,7 @@ def _gemv_act(ctx: Ctx, M: int, K: int, model_buffer: "str | None" = None):
         ctx.put(ctx.pname(*ACT_QH), qh)
         ctx.put(ctx.pname(*ACT_QL), ql)
     ctx.put(ctx.pname(*ACT_S), s)
-    return act, step, x, kind
+    return act, x, kind
 
 
 def _near_tie_rows(ctx: Ctx, w, x: np.ndarray, K: int):
@@ -162,10 +168,10 @@ def _gap_rows(ctx: Ctx, w, x: np.ndarray, kind: str, K: int, fraction: float):
     comparison's metrics; variants.check_gap checks the promise."""
     from reference.quant import Q8Tensor
     M = x.shape[0]
-    act = _q8_act_for(ctx, x, kind, M, K)[0] if kind != "f32" else {"f32": x}
+    act = q8_act_for(ctx, x, kind, M, K) if kind != "f32" else {"f32": x}
     y_mode, a_mode = gemv_terms(w.quants, w.scales, act, K)
     y_ex, _ = gemv_terms(w.quants, w.scales, {"f32": x}, K)
-    fp = gemv_mode_budget(kind, str(ctx.attrs.get("accumulate", "f32")), K, y_mode, a_mode,
+    fp = gemv_mode_budget(str(ctx.attrs.get("accumulate", "f32")), K, y_mode, a_mode,
                           gemv_depth(ctx.contract, K)).values
     threshold = 2.0 * (float(np.max(np.abs(y_mode - y_ex))) + float(np.max(fp)))
     top = int(np.argmax(y_ex[0]))
@@ -206,6 +212,18 @@ def _kernel_act(ctx: Ctx, kind: str, M: int, K: int):
     return {"int8x2": (ctx.out(ctx.pname(*ACT_QH)).reshape(M, K), ctx.out(ctx.pname(*ACT_QL)).reshape(M, K), s)}
 
 
+def _act_extras(ctx: Ctx, M: int, K: int) -> dict:
+    """From the activation the kernel received: kind and x (dequantized: the DEQUANT reference's input where the
+    unquantized activation the builder drew is not known)."""
+    kind = _act_kind(ctx)
+    return {"x": effective_act(_kernel_act(ctx, kind, M, K)).astype(np.float32), "kind": kind}
+
+
+def _cache_pos(ctx: Ctx) -> dict:
+    """The KV-cache row a writer writes: its d_pos argument."""
+    return {"pos": int(ctx.out(ctx.pname("d_pos"))[0])} if ctx.has("d_pos") else {}
+
+
 def _kv_dest(ctx: Ctx, cname: str, row_len: int):
     """A KV-cache destination: random prior content, a write position; returns nothing (kept in ctx)."""
     n = ctx.counts[cname]
@@ -233,24 +251,28 @@ def _kv_written(ctx: Ctx, cname: str, row_len: int, col0: int, ncols: int):
 
 @op("q8_gemv")
 @op("q8_gemm_mma")
-class Q8Gemv:
+class Q8Gemv(Judge):
     """Q8 GEMVs and the batched int8 tensor-core GEMM (B activation rows): y[m, n] = sum_b s_w s_a dot."""
     @staticmethod
     def build(ctx: Ctx) -> None:
         N, K = int(ctx.dim("N")), int(ctx.dim("K"))
         M = int(ctx.dims.get("M", ctx.dims.get("B", 1)))
-        if ctx.contract.op == "q8_gemm_mma":
-            ctx.attrs.setdefault("act", "int8")
-        act, step, x, kind = _gemv_act(ctx, M, K)
+        act, x, kind = _gemv_act(ctx, M, K)
         w = _variant_weight(ctx, N, K)
         if ctx.case.variant == "near-tie":
             w = _near_tie_rows(ctx, w, x[0], K)
         elif ctx.case.variant in V.LM_HEAD_GAPS:
             w = _gap_rows(ctx, w, x, kind, K, V.LM_HEAD_GAPS[ctx.case.variant])
-        _place_q8(ctx, ctx.pname(*W_Q), ctx.pname(*W_S), w, N)
-        ctx.extra.update(x=x, step=step, kind=kind, M=M, N=N, K=K)
+        place_q8(ctx, ctx.pname(*W_Q), ctx.pname(*W_S), w, N)
+        ctx.extra.update(x=x, kind=kind, M=M, N=N, K=K)
         if ctx.attrs.get("dest", "y") == "kv_cache":
             _kv_dest(ctx, ctx.pname("cache"), int(ctx.dim("KD")))
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        N, K = int(ctx.dim("N")), int(ctx.dim("K"))
+        M = int(ctx.dims.get("M", ctx.dims.get("B", 1)))
+        return {**_act_extras(ctx, M, K), "M": M, "N": N, "K": K, **_cache_pos(ctx)}
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -267,20 +289,19 @@ class Q8Gemv:
         else:
             yname = ctx.pname(*Y_OUT)
             y_out = ctx.out(yname).reshape(M, N)
-        comps += gemv_comparisons(ctx, yname, y_out, wq, ws_k, _kernel_act(ctx, kind, M, K), e["x"], kind,
-                                  e["step"], K)
+        comps += gemv_comparisons(ctx, yname, y_out, wq, ws_k, _kernel_act(ctx, kind, M, K), e["x"], kind, K)
         return comps
 
 
-def gemv_comparisons(ctx: Ctx, yname: str, y_out, wq, ws, act_k, x, kind, step, K) -> list:
+def gemv_comparisons(ctx: Ctx, yname: str, y_out, wq, ws, act_k, x, kind, K) -> list:
     acc = str(ctx.attrs.get("accumulate", "f32"))
     y_mode, a_mode = gemv_terms(wq, ws, act_k, K)
     depth = gemv_depth(ctx.contract, K)
-    fp = gemv_mode_budget(kind, acc, K, y_mode, a_mode, depth)
+    fp = gemv_mode_budget(acc, K, y_mode, a_mode, depth)
     comps = [compare_float(yname, y_out, y_mode, fp)]
     y_deq, a_deq = gemv_terms(wq, ws, {"f32": x}, K)
-    fp_deq = gemv_mode_budget(kind, acc, K, y_deq, np.maximum(a_deq, a_mode), depth)
-    comps.append(compare_float(yname, y_out, y_deq, gemv_dequant_budget(wq, ws, x, kind, step, K, fp_deq)))
+    fp_deq = gemv_mode_budget(acc, K, y_deq, np.maximum(a_deq, a_mode), depth)
+    comps.append(compare_float(yname, y_out, y_deq, gemv_dequant_budget(wq, ws, x, kind, K, fp_deq)))
     if ctx.case.instance == "lm_head":
         from .tokens import token_comparison
         tok = token_comparison(y_out.reshape(-1), y_deq.reshape(-1), y_mode.reshape(-1), fp.values)
@@ -291,20 +312,25 @@ def gemv_comparisons(ctx: Ctx, yname: str, y_out, wq, ws, act_k, x, kind, step, 
 
 
 @op("q8_gemv_qkv")
-class Q8GemvQKV:
+class Q8GemvQKV(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         K = int(ctx.dim("K"))
         QD, KD = int(ctx.dim("QD")), int(ctx.dim("KD"))
-        act, step, x, kind = _gemv_act(ctx, 1, K)
+        act, x, kind = _gemv_act(ctx, 1, K)
         for (qn, sn), n in ((("wqq", "wqs"), QD), (("wkq", "wks"), KD), (("wvq", "wvs"), KD)):
-            _place_q8(ctx, ctx.pname(qn), ctx.pname(sn), _variant_weight(ctx, n, K), n)
+            place_q8(ctx, ctx.pname(qn), ctx.pname(sn), _variant_weight(ctx, n, K), n)
         for cname in ("kc", "vc"):
             ctx.put(ctx.pname(cname), ctx.rng.standard_normal(ctx.counts[cname]).astype(np.float32))
         rows = ctx.counts["kc"] // KD
         pos = int(ctx.dims["pos"]) if "pos" in ctx.dims else int(ctx.rng.integers(0, rows))
         ctx.put(ctx.pname("d_pos"), np.array([pos], dtype=np.int32))
-        ctx.extra.update(x=x, step=step, kind=kind, K=K, QD=QD, KD=KD, pos=pos)
+        ctx.extra.update(x=x, kind=kind, K=K, QD=QD, KD=KD, pos=pos)
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        K = int(ctx.dim("K"))
+        return {**_act_extras(ctx, 1, K), "K": K, "QD": int(ctx.dim("QD")), "KD": int(ctx.dim("KD")), **_cache_pos(ctx)}
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -324,7 +350,7 @@ class Q8GemvQKV:
                 comps.append(keep)
                 y = y.reshape(1, n)
                 name = f"{dst}[d_pos]"
-            comps += gemv_comparisons(ctx, name, y, wq, ws, act, e["x"], kind, e["step"], K)
+            comps += gemv_comparisons(ctx, name, y, wq, ws, act, e["x"], kind, K)
         return comps
 
 
@@ -366,6 +392,8 @@ def _topk_comparison(logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Compa
 def _topk_logits(ctx: Ctx, E: int, k: int) -> np.ndarray:
     if ctx.case.variant in V.ROUTER_VARIANTS:
         return V.router_logits(ctx.rng, E, ctx.case.variant)
+    if ctx.case.variant == f"E={V.MANY_EXPERTS}":       # several warps; the block max lives in the last one
+        return V.router_logits(ctx.rng, E, "dominant")
     if ctx.case.variant == "model":
         from harness.cases import model_inputs as case_inputs
         return case_inputs.buffer(ctx, "moe_logits", E).astype(np.float32)
@@ -374,12 +402,16 @@ def _topk_logits(ctx: Ctx, E: int, k: int) -> np.ndarray:
 
 
 @op("moe_topk_idx")
-class MoeTopkIdx:
+class MoeTopkIdx(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         E, k = int(ctx.dim("E")), int(ctx.dim("K", "k", "top_k"))
         ctx.put(ctx.pname("logits"), _topk_logits(ctx, E, k))
         ctx.extra.update(k=k)
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        return {"k": int(ctx.dim("K", "k", "top_k"))}
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -401,8 +433,9 @@ class MoeTopkIdx:
 
 
 @op("moe_topk_mask")
-class MoeTopkMask:
+class MoeTopkMask(Judge):
     build = MoeTopkIdx.build
+    extras = MoeTopkIdx.extras
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -430,7 +463,7 @@ def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chose
         which = {"wg_q": "gate", "wu_q": "up", "wd_q": "down"}[qn]
         q, s = case_inputs.experts(ctx, which, E, rows, K)
         ctx.put(qn, q)
-        ctx.put(sn, _weight_scales(ctx, sn, s))
+        ctx.put(sn, weight_scales(ctx, sn, s))
         return
     q = np.full((E, rows, K), 7, dtype=np.int8)
     s = np.ones((E, rows, K // 32), dtype=np.float32)
@@ -439,7 +472,7 @@ def _expert_weights(ctx: Ctx, qn: str, sn: str, E: int, rows: int, K: int, chose
         q[e] = w.quants
         s[e] = w.scales
     ctx.put(qn, q)
-    ctx.put(sn, _weight_scales(ctx, sn, s))
+    ctx.put(sn, weight_scales(ctx, sn, s))
 
 
 def _routed(ctx: Ctx, k: int, E: int) -> np.ndarray:
@@ -452,8 +485,14 @@ def _routed(ctx: Ctx, k: int, E: int) -> np.ndarray:
 
 def _moe_dims(ctx: Ctx):
     k, N, Kd = int(ctx.dim("K")), int(ctx.dim("N")), int(ctx.dim("Kd"))
-    E = int(ctx.dims.get("E", ctx.case.shape_set.n_expert))
+    E = int(ctx.dims["E"]) if "E" in ctx.dims else ctx.case.shape_set.n_expert
     return k, N, Kd, E
+
+
+def _moe_extras(ctx: Ctx, rows: "int | None" = None) -> dict:
+    """A MoE GEMV's dims and activation; `rows` activation rows (default: one per routed expert)."""
+    k, N, Kd, E = _moe_dims(ctx)
+    return {**_act_extras(ctx, k if rows is None else rows, Kd), "k": k, "N": N, "Kd": Kd, "E": E}
 
 
 def _routed_rows(ctx: Ctx, weight: str, E: int, N: int, Kd: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -465,16 +504,20 @@ def _routed_rows(ctx: Ctx, weight: str, E: int, N: int, Kd: int, idx: np.ndarray
 
 
 @op("moe_gate_up_silu")
-class MoeGateUp:
+class MoeGateUp(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
         idx = _routed(ctx, k, E)
         ctx.put(ctx.pname("idx"), idx)
-        act, step, x, kind = _gemv_act(ctx, 1, Kd, "x2n")
+        act, x, kind = _gemv_act(ctx, 1, Kd, "x2n")
         _expert_weights(ctx, ctx.pname("wg_q"), ctx.pname("wg_s"), E, N, Kd, idx)
         _expert_weights(ctx, ctx.pname("wu_q"), ctx.pname("wu_s"), E, N, Kd, idx)
-        ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
+        ctx.extra.update(x=x, kind=kind, k=k, N=N, Kd=Kd, E=E)
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        return _moe_extras(ctx, rows=1)       # one activation row, shared by the routed experts
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -491,11 +534,11 @@ class MoeGateUp:
             g, ga = gemv_terms(gq, gs, a, Kd)
             u, ua = gemv_terms(uq, us, a, Kd)
             g, u, ga, ua = g[0], u[0], ga[0], ua[0]
-            eg = gemv_mode_budget(kind, "f32", Kd, g, ga).values
-            eu = gemv_mode_budget(kind, "f32", Kd, u, ua).values
+            eg = gemv_mode_budget("f32", Kd, g, ga).values
+            eu = gemv_mode_budget("f32", Kd, u, ua).values
             if against == "dequant" and kind != "f32":
-                eg = eg + gemv_dequant_budget(gq, gs, e["x"], kind, e["step"], Kd, B.Budget(0 * g, "", "")).values[0]
-                eu = eu + gemv_dequant_budget(uq, us, e["x"], kind, e["step"], Kd, B.Budget(0 * u, "", "")).values[0]
+                eg = eg + gemv_dequant_budget(gq, gs, e["x"], kind, Kd, B.Budget(0 * g, "", "")).values[0]
+                eu = eu + gemv_dequant_budget(uq, us, e["x"], kind, Kd, B.Budget(0 * u, "", "")).values[0]
             ref = silu(g) * u
             bud = B.silu_product(g, u, eg, eu)
             bud = B.Budget(bud.values, bud.formula + (" with e_g, e_u the GEMV budgets" if against == "mode" else
@@ -505,7 +548,7 @@ class MoeGateUp:
 
 
 @op("moe_down_combine")
-class MoeDown:
+class MoeDown(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         k, N, Kd, E = _moe_dims(ctx)
@@ -516,9 +559,13 @@ class MoeDown:
             ctx.put(ctx.pname("wc"), case_inputs.buffer(ctx, "moe_w", k).astype(np.float32))
         else:
             ctx.put(ctx.pname("wc"), inputs.routing_weights(ctx.rng, k))
-        act, step, x, kind = _gemv_act(ctx, k, Kd, "moe_he")      # h: one Kd-vector per chosen expert
+        act, x, kind = _gemv_act(ctx, k, Kd, "moe_he")      # h: one Kd-vector per chosen expert
         _expert_weights(ctx, ctx.pname("wd_q"), ctx.pname("wd_s"), E, N, Kd, idx)
-        ctx.extra.update(x=x, step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
+        ctx.extra.update(x=x, kind=kind, k=k, N=N, Kd=Kd, E=E)
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        return _moe_extras(ctx)
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -542,8 +589,7 @@ class MoeDown:
                 ref += wc[r] * y[0]
                 absum += abs(wc[r]) * a[0]
                 if against == "dequant" and kind != "f32":
-                    st = e["step"][r:r + 1]
-                    qerr += abs(wc[r]) * gemv_dequant_budget(wq[idx[r]], ws[idx[r]], e["x"][r:r + 1], kind, st, Kd,
+                    qerr += abs(wc[r]) * gemv_dequant_budget(wq[idx[r]], ws[idx[r]], e["x"][r:r + 1], kind, Kd,
                                                              B.Budget(np.zeros((1, N)), "", "")).values[0]
             from reference.bounds import warp_row_depth
             n = warp_row_depth(Kd) + k + 1     # each expert's warp sum, the weight product, k serial adds
@@ -558,7 +604,7 @@ class MoeDown:
 
 
 @op("moe_silu_had")
-class MoeSiluHad:
+class MoeSiluHad(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         n = int(ctx.dim("n"))
@@ -576,7 +622,7 @@ class MoeSiluHad:
 
 
 @op("moe_zero")
-class MoeZero:
+class MoeZero(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         pass
@@ -588,7 +634,7 @@ class MoeZero:
 
 
 @op("moe_combine")
-class MoeCombine:
+class MoeCombine(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         d = ctx.counts[ctx.pname("H")]
@@ -611,16 +657,26 @@ class MoeCombine:
 
 # -- embedding, argmax --------------------------------------------------------------------------------------------
 @op("embed_q8")
-class EmbedQ8:
+class EmbedQ8(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         E = int(ctx.dim("E"))
         rows = ctx.counts[ctx.pname("wq")] // E
         tok = int(ctx.rng.integers(0, rows))
         w = inputs.q8_weight(ctx.rng, 1, E)
-        _place_q8(ctx, ctx.pname("wq"), ctx.pname("ws"), w, rows, row0=tok, filler=True)
+        place_q8(ctx, ctx.pname("wq"), ctx.pname("ws"), w, rows, row0=tok, filler=True)
         ctx.put(ctx.pname("d_tok"), np.array([tok], dtype=np.int32))
         ctx.extra.update(tok=tok, w=w)
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        """The token the kernel reads (d_tok) and its embedding row of the weights it was given."""
+        from reference.quant import Q8Tensor
+        E = int(ctx.dim("E"))
+        tok = int(ctx.out(ctx.pname("d_tok"))[0])
+        wq = ctx.out(ctx.pname("wq")).reshape(-1, E)[tok:tok + 1]
+        ws = ctx.out(ctx.pname("ws")).reshape(-1, E // 32)[tok:tok + 1]
+        return {"tok": tok, "w": Q8Tensor(np.ascontiguousarray(wq), np.ascontiguousarray(ws))}
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -633,7 +689,7 @@ class EmbedQ8:
 
 
 @op("argmax_advance")
-class ArgmaxAdvance:
+class ArgmaxAdvance(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         V = ctx.counts[ctx.pname("logits")]

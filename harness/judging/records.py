@@ -69,7 +69,7 @@ def headline(res: CaseResult) -> Optional[Comparison]:
     return next((c for c in best if "mismatches" not in c.metrics), best[0])
 
 
-def result_row(res: CaseResult, contract, backend: str, sha256: str, copy_bw: Optional[float] = None,
+def result_row(res: CaseResult, backend: str, sha256: str, copy_bw: Optional[float] = None,
                source_path: Optional[str] = None) -> dict:
     case = res.case
     head = headline(res)

@@ -90,17 +90,40 @@ class Ctx:
 
 
 # -- op registry ----------------------------------------------------------------------------------------------
+class Judge:
+    """An op's judge, registered with `op`. build: the case's seeded arguments (and notes in ctx.extra that only
+    the builder knows, such as the activation before quantization); extras: what check needs beyond the
+    launch's arguments, derived from those arguments, for a launch no builder made (a launch of a decode chain,
+    harness.model.blame); check: the outputs against the references. Callers run extras and check through
+    harness.judging.core.judge_outputs."""
+
+    @staticmethod
+    def build(ctx: Ctx) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        return {}
+
+    @staticmethod
+    def check(ctx: Ctx) -> list:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class OpJudge:
     build: Callable[[Ctx], None]
     check: Callable[[Ctx], list]
+    extras: Callable[[Ctx], dict]
 
 
 OPS: dict[str, OpJudge] = {}
 
 
 def op(name: str):
-    def deco(cls):
-        OPS[name] = OpJudge(cls.build, cls.check)
+    def deco(cls: type[Judge]):
+        if not issubclass(cls, Judge):
+            raise TypeError(f"op {name}: {cls.__name__} must subclass harness.judging.registry.Judge")
+        OPS[name] = OpJudge(cls.build, cls.check, cls.extras)
         return cls
     return deco

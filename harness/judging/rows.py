@@ -7,8 +7,8 @@ import numpy as np
 
 from . import budgets as B
 from harness.cases import inputs
-from .core import _act_quant_ref, _ref_act_scales, compare_exact, compare_float
-from .registry import Ctx, JudgeError, op
+from .core import act_quant_ref, ref_act_scales, compare_exact, compare_float
+from .registry import Ctx, Judge, JudgeError, op
 
 U = B.U32
 
@@ -35,8 +35,13 @@ def _output_name(ctx: Ctx, names) -> "str | None":
     return None
 
 
+def _residual(ctx: Ctx) -> str:
+    """The residual operand's parameter: the first of _RMS_RES in the contract that is not the output."""
+    return next(n for n in _RMS_RES if ctx.has(n) and n != _output_name(ctx, (n,)))
+
+
 @op("rms_norm")
-class RmsNorm:
+class RmsNorm(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
@@ -51,9 +56,13 @@ class RmsNorm:
         if ctx.has("w"):
             ctx.put("w", inputs.norm_weight(ctx.rng, cols))
         if ctx.attrs.get("residual", "none") != "none":
-            res = next(n for n in _RMS_RES if ctx.has(n) and n != _output_name(ctx, (n,)))
+            res = _residual(ctx)
             ctx.put(res, inputs.activation(ctx.rng, rows * cols, outliers=False))
             ctx.extra["res"] = res
+
+    @staticmethod
+    def extras(ctx: Ctx) -> dict:
+        return {"res": _residual(ctx)} if ctx.attrs.get("residual", "none") != "none" else {}
 
     @staticmethod
     def check(ctx: Ctx) -> list:
@@ -84,7 +93,7 @@ class RmsNorm:
             q_out, s_out = ctx.out(qn), ctx.out(sn)
             if yname:
                 # the epilogue quantizes the kernel's own float output: bit for bit against the reference quantizer
-                q_ref, s_ref = _act_quant_ref(ctx.out(yname).astype(np.float32).reshape(rows, cols), quant, False)
+                q_ref, s_ref = act_quant_ref(ctx.out(yname).astype(np.float32).reshape(rows, cols), quant, False)
                 comps.append(compare_exact(qn, q_out, q_ref))
                 comps.append(compare_exact(sn, s_out, s_ref))
             else:
@@ -93,7 +102,7 @@ class RmsNorm:
                 rec = q_out.astype(np.float64) * step
                 bud = B.rms_norm(ref, cols, acc, quant_step=step)
                 comps.append(compare_float(f"{qn} * {sn} (dequantized)", rec, ref, bud))
-                s_ref = _ref_act_scales(ref, quant)
+                s_ref = ref_act_scales(ref, quant)
                 bud_s = B.rms_norm(s_ref, cols, acc)
                 comps.append(compare_float(sn, s_out, s_ref, B.Budget(bud_s.values + U * s_ref, bud_s.formula +
                                                                         " + u (amax/127)", "mode")))
@@ -101,7 +110,7 @@ class RmsNorm:
 
 
 @op("layer_norm")
-class LayerNorm:
+class LayerNorm(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
@@ -127,7 +136,7 @@ class LayerNorm:
 
 
 @op("softmax_rows")
-class SoftmaxRows:
+class SoftmaxRows(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         rows, cols = _rows_cols(ctx)
@@ -163,7 +172,7 @@ def _step(opname: str, t, et, v=None, ev=None):
 
 
 @op("elementwise")
-class Elementwise:
+class Elementwise(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         from emitters.contract import Role
@@ -219,7 +228,7 @@ class Elementwise:
 
 
 @op("silu")
-class Silu:
+class Silu(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         ctx.put("x", inputs.activation(ctx.rng, ctx.counts["x"], outliers=False, std=4.0))
@@ -234,7 +243,7 @@ class Silu:
 
 
 @op("transpose")
-class Transpose:
+class Transpose(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         ctx.put("x", inputs.activation(ctx.rng, ctx.counts["x"], outliers=False))
@@ -247,7 +256,7 @@ class Transpose:
 
 
 @op("matmul_f32")
-class MatmulF32:
+class MatmulF32(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         ctx.put("a", inputs.activation(ctx.rng, ctx.counts["a"]))
@@ -266,7 +275,7 @@ class MatmulF32:
 
 # -- RoPE ---------------------------------------------------------------------------------------------------------
 @op("rope_table")
-class RopeTable:
+class RopeTable(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         H, HALF = int(ctx.dim("H")), int(ctx.dim("HALF"))
@@ -290,7 +299,7 @@ class RopeTable:
                                                                "mode"))]
 
 
-def _rope_budget(normed: np.ndarray, pos: int, theta: float, hd: int, norm_rel: float) -> np.ndarray:
+def rope_budget(normed: np.ndarray, pos: int, theta: float, hd: int, norm_rel: float) -> np.ndarray:
     """Per-element bound of norm + RoPE in f32. The exponent -2i/hd rounds twice (2u relative), which
     powf turns into 2u |x ln theta| relative in the frequency, plus powf's 4 ulp; pos * f adds 1 rounding;
     so the angle errs by (|x ln theta| 2 + 4 + 1) u |a|; cos/sin add 2 ulp; the rotation 3 roundings."""
@@ -306,7 +315,7 @@ def _rope_budget(normed: np.ndarray, pos: int, theta: float, hd: int, norm_rel: 
 
 
 @op("qk_norm_rope")
-class QkNormRope:
+class QkNormRope(Judge):
     @staticmethod
     def build(ctx: Ctx) -> None:
         hd = int(ctx.dim("hd"))
@@ -339,7 +348,7 @@ class QkNormRope:
             ref = qk_norm_rope(x.reshape(1, -1), ctx.out(wn).astype(np.float64), np.int64(pos), theta, hd, eps)[0]
             from reference.norm import rms_norm
             normed = rms_norm(x.reshape(nheads, hd), weight=ctx.out(wn).astype(np.float64), eps=eps).reshape(-1)
-            bud = B.Budget(_rope_budget(normed, pos, theta, hd, norm_rel) + B.F32_TINY,
+            bud = B.Budget(rope_budget(normed, pos, theta, hd, norm_rel) + B.F32_TINY,
                            "RMSNorm (gamma_(hd+1)/2 + 6u) + angle error (exponent, powf 4 ulp, pos*f) + sin/cos "
                            "2 ulp + gamma_3 rotation, times |x0|+|x1|", "mode")
             comps.append(compare_float(f"{buf}[heads at d_pos]", after[lo:hi], ref, bud))

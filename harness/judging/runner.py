@@ -27,7 +27,7 @@ from .records import EXIT_NOTHING_CHECKED, counts, exit_status, grouped_reasons,
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
 # median over the batches is reported, with the spread (harness.backends.gpu.TimingPlan).
 GPU_TIMING = (5, 20)
-STICKY_FAULTS = ("KernelCrash", "KernelTimeout")
+STICKY_FAULTS = ("KernelCrash", "KernelTimeout", "SandboxViolation")
 
 
 @dataclass
@@ -213,8 +213,8 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
                 shown += 1
         retried = session.retried
     # rows in case order, whatever order the units finished in
-    rows = [result_row(res, contract, be.name, job.sha256, copy_bw, job.path)
-            for res, (job, contract) in zip(results, [(job, c) for job in jobs for _, c in job.cases])]
+    rows = [result_row(res, be.name, job.sha256, copy_bw, job.path)
+            for res, job in zip(results, [job for job in jobs for _ in job.cases])]
     return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
                                           "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note,
                                           "processes": executor.workers or 1, "executor": executor.description,

@@ -6,8 +6,9 @@ step with the buffer state the reference decoder's same lane has at each launch:
 rows of the earlier positions (the reference's), this step's token and position, and every buffer the earlier
 launches of the step wrote, as the reference computed it (reference.decoder capture, keyed by the seed's
 buffer names). Each launch runs once on those inputs and its outputs are judged by the conformance judge of its
-op (harness.judging OPS: the mode-faithful reference of that launch's own inputs, under that kernel's per-case
-budget). The first launch whose own output is out of budget (or that faults) is named: kernel, layer, step,
+op through harness.judging.core.judge_outputs, the hook the conformance runner uses too (the op's `extras`
+read from the launch's own arguments, then the mode-faithful reference of those inputs, under that kernel's
+per-case budget). The first launch whose own output is out of budget (or that faults) is named: kernel, layer, step,
 output, worst element, and the `qconform replay-launch` command that reruns that one launch on those inputs.
 
 When every launch is within its budget and the chain still leaves it, the report says so: the per-kernel
@@ -16,7 +17,6 @@ budgets compose worse than they claim, a finding about the bounds, not a kernel.
 from __future__ import annotations
 
 import shlex
-import traceback
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -25,10 +25,9 @@ import numpy as np
 from emitters.contract import Role
 from harness.backends.base import KernelFault
 from harness.cases.names import Case
-from harness.judging.core import FAIL, OPS, PASS, Ctx, _combine, effective_act
+from harness.judging.core import FAIL, PASS, UNCHECKED, Ctx, judge_outputs, verdict_for_fault
 from reference.decoder import Decoder
 from reference.model import ModelWeights
-from reference.quant import Q8Tensor
 
 from .chain import initial, weight_arrays
 from .program import Launch, Program, RowRef
@@ -72,8 +71,8 @@ class BlameReport:
 
 
 # -- the reference's buffer contents --------------------------------------------------------------------------------
-def _capture_key(launch: Launch, program: Program, param: str, buffer: str) -> "tuple[int, str] | None":
-    """The decoder's capture key of what `launch` leaves in `buffer` (written through `param`)."""
+def _capture_key(launch: Launch, program: Program, buffer: str) -> "tuple[int, str] | None":
+    """The decoder's capture key of what `launch` leaves in `buffer`."""
     l, k = launch.layer, launch.kernel
     base = buffer.split("[")[0]
     if base in ("d_tok", "d_pos"):
@@ -131,7 +130,7 @@ def _apply_reference(state: dict, launch: Launch, program: Program, capture: dic
             continue
         binding = dict(launch.bindings)[p.name]
         buffer = binding.buffer if isinstance(binding, RowRef) else binding
-        key = _capture_key(launch, program, p.name, buffer)
+        key = _capture_key(launch, program, buffer)
         if key is None:
             continue
         if key not in capture:
@@ -151,50 +150,6 @@ def _apply_reference(state: dict, launch: Launch, program: Program, capture: dic
 
 
 # -- judging one launch -------------------------------------------------------------------------------------------------
-def _act_of(ctx: Ctx, kind: str, M: int, K: int) -> tuple[dict, np.ndarray]:
-    """The activation as the kernel received it ({"f32"|"int8"|"int8x2": ...}) and its per-block step."""
-    from harness.judging.ops import _kernel_act
-    act = _kernel_act(ctx, kind, M, K)
-    if kind == "f32":
-        return act, np.zeros((M, K // 32))
-    s = np.asarray(act["int8" if kind == "int8" else "int8x2"][-1], dtype=np.float64).reshape(M, K // 32)
-    return act, s if kind == "int8" else s / 128.0
-
-
-def _extras(ctx: Ctx, launch: Launch, pos: int) -> None:
-    """What an op's checker expects its builder to have noted, from the launch's actual arguments."""
-    op, d, a = ctx.contract.op, ctx.dims, ctx.attrs
-    if op in ("q8_gemv", "q8_gemm_mma"):
-        N, K = int(d["N"]), int(d["K"])
-        M = int(d.get("M", d.get("B", 1)))
-        kind = str(a.get("act", "f32"))
-        act, step = _act_of(ctx, kind, M, K)
-        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, M=M, N=N, K=K, pos=pos)
-    elif op == "q8_gemv_qkv":
-        K = int(d["K"])
-        kind = str(a.get("act", "int8"))
-        act, step = _act_of(ctx, kind, 1, K)
-        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, K=K, QD=int(d["QD"]),
-                         KD=int(d["KD"]), pos=pos)
-    elif op in ("moe_gate_up_silu", "moe_down_combine"):
-        k, N, Kd, E = int(d["K"]), int(d["N"]), int(d["Kd"]), int(d["E"])
-        kind = str(a.get("act", "f32"))
-        rows = 1 if op == "moe_gate_up_silu" else k
-        act, step = _act_of(ctx, kind, rows, Kd)
-        ctx.extra.update(x=effective_act(act).astype(np.float32), step=step, kind=kind, k=k, N=N, Kd=Kd, E=E)
-    elif op == "moe_topk_idx":
-        ctx.extra["k"] = int(d["K"])
-    elif op == "embed_q8":
-        E = int(d["E"])
-        tok = int(ctx.args["d_tok"][0])
-        wq = ctx.args["wq"].reshape(-1, E)[tok:tok + 1]
-        ws = ctx.args["ws"].reshape(-1, E // 32)[tok:tok + 1]
-        ctx.extra.update(tok=tok, w=Q8Tensor(np.ascontiguousarray(wq), np.ascontiguousarray(ws)))
-    elif op == "rms_norm" and a.get("residual", "none") != "none":
-        from harness.judging.rows import _RMS_RES, _output_name
-        ctx.extra["res"] = next(n for n in _RMS_RES if ctx.has(n) and n != _output_name(ctx, (n,)))
-
-
 def _case(launch: Launch, lane: str, pos: int) -> Case:
     c = launch.contract
     return Case(c.family, launch.kernel, c.op, c.mode, "model", launch.instance, f"chain-{lane}-pos{pos}", 0)
@@ -222,21 +177,11 @@ def judge_launch(module, launch: Launch, state: dict, lane: str, pos: int) -> La
         module.launch(launch.kernel, launch.grid, launch.block, launch.shared_bytes, args,
                       outputs=launch.output_indices)
     except KernelFault as exc:
-        lv.verdict, lv.fault, lv.reason = FAIL, type(exc).__name__, str(exc)
+        lv.verdict, lv.fault, lv.reason = verdict_for_fault(exc), type(exc).__name__, str(exc)
         return lv
-    if c.op not in OPS:
-        lv.verdict, lv.reason = "unchecked", f"no judge for op {c.op}"
-        return lv
-    try:
-        _extras(ctx, launch, pos)
-        comps = [x for x in OPS[c.op].check(ctx) if x.against in JUDGED_AGAINST]
-    except Exception as exc:     # a judging problem is the tool's limit, never the kernel's verdict
-        lv.verdict = "unchecked"
-        lv.reason = f"the judge could not compare this launch ({type(exc).__name__}: {exc}); " \
-                    f"{traceback.format_exc(limit=2)}"
-        return lv
-    verdict, reason = _combine(comps)
-    lv.verdict, lv.reason = verdict, reason
+    judged = judge_outputs(ctx, JUDGED_AGAINST)     # the op's extras from this launch's own arguments
+    lv.verdict, lv.reason = judged.verdict, judged.reason
+    comps = judged.comparisons
     scored = [x for x in comps if x.usage is not None]
     if scored:
         worst = max(scored, key=lambda x: x.usage)
@@ -252,9 +197,10 @@ def judge_launch(module, launch: Launch, state: dict, lane: str, pos: int) -> La
 
 
 def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[int], *,
-               replay_args: Optional[dict] = None, only: Optional[int] = None) -> BlameReport:
+               replay: Optional[ReplayTarget] = None, only: Optional[int] = None) -> BlameReport:
     """Rerun the step len(fed) - 1 launch by launch on the reference's inputs (module docstring). `only`: run
-    and judge only that launch index (the replay of one launch)."""
+    and judge only that launch index (the replay of one launch). `replay`: what the blamed launch's
+    `qconform replay-launch` command names (no command without it)."""
     fed = [int(t) for t in fed]
     pos = len(fed) - 1
     records = reference_step(weights, program.lane, fed)
@@ -274,8 +220,7 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
         _apply_reference(state, launch, program, capture, pos, notes)
     if only is not None and not verdicts:
         raise ValueError(f"launch: no launch {only} in lane {program.lane} (0..{program.advance.index})")
-    replay = replay_command(replay_args, program.lane, fed, blamed.index) if blamed and replay_args is not None \
-        else None
+    command = replay.command(program.lane, fed, blamed.index) if blamed and replay is not None else None
     if blamed is not None:
         if blamed.fault is not None:
             detail = f"{blamed.fault}"
@@ -285,27 +230,38 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
         else:
             detail = (blamed.reason or "").split("; ")[0]
         finding = f"step {pos}: {blamed.where} is out of its own budget on the reference's inputs ({detail})"
-    elif any(v.verdict == "unchecked" for v in verdicts):
+    elif any(v.verdict == UNCHECKED for v in verdicts):
         finding = (f"step {pos}: no launch is out of budget, but some could not be judged: "
-                   + "; ".join(f"{v.where}: {v.reason.splitlines()[0]}" for v in verdicts if v.verdict == "unchecked"))
+                   + "; ".join(f"{v.where}: {v.reason.splitlines()[0]}" for v in verdicts if v.verdict == UNCHECKED))
     else:
         finding = (f"step {pos}: every launch is within its own budget on the reference's inputs, yet the chain "
                    "left the lane's budget: the per-kernel budgets compose worse than they claim (a finding about "
                    "the bounds, not a kernel)")
-    return BlameReport(program.lane, pos, fed, verdicts, blamed, replay, finding, notes)
+    return BlameReport(program.lane, pos, fed, verdicts, blamed, command, finding, notes)
 
 
-def replay_command(args: dict, lane: str, fed: Sequence[int], index: int) -> str:
-    parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch", str(index)]
-    if args.get("model"):
-        parts += ["--model", str(args["model"])]
-    if args.get("seed"):
-        parts += ["--seed", str(args["seed"])]
-    for s in args.get("sources") or ():
-        parts += ["--source", str(s)]
-    if args.get("backend"):
-        parts += ["--backend", str(args["backend"])]
-    return " ".join(shlex.quote(p) for p in parts)
+@dataclass(frozen=True)
+class ReplayTarget:
+    """Where a blamed launch came from: the model (--model as given, or the synthetic model's seed), the kernel
+    source files and the backend, as `qconform replay-launch` takes them."""
+
+    model: Optional[str] = None
+    seed: int = 0
+    sources: tuple[str, ...] = ()
+    backend: Optional[str] = None
+
+    def command(self, lane: str, fed: Sequence[int], index: int) -> str:
+        parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch",
+                 str(index)]
+        if self.model:
+            parts += ["--model", str(self.model)]
+        if self.seed:
+            parts += ["--seed", str(self.seed)]
+        for s in self.sources:
+            parts += ["--source", str(s)]
+        if self.backend:
+            parts += ["--backend", str(self.backend)]
+        return " ".join(shlex.quote(p) for p in parts)
 
 
-__all__ = ["BlameReport", "LaunchVerdict", "blame_step", "judge_launch", "replay_command"]
+__all__ = ["BlameReport", "LaunchVerdict", "ReplayTarget", "blame_step", "judge_launch"]

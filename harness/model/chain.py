@@ -99,7 +99,7 @@ class HostBuffers(BufferSet):
     def row_arg(self, ref: RowRef, position: int) -> np.ndarray:
         flat = self.arrays[ref.buffer].reshape(-1)
         lo = position * ref.length
-        if not 0 <= lo and lo + ref.length <= flat.size:
+        if not (0 <= lo and lo + ref.length <= flat.size):
             raise ValueError(f"{ref}: position {position} is outside buffer {ref.buffer}")
         return flat[lo:lo + ref.length]
 

@@ -27,7 +27,7 @@ from reference.decoder import StepRecord, logit_bound_vector, teacher_forced
 from reference.model import ModelWeights
 
 from .blame import BlameReport
-from .chain import Chain, ChainFault, StepOutput, generate as chain_generate, host_argmax
+from .chain import Chain, ChainFault, StepOutput, generate as chain_generate, generated_tokens, host_argmax
 from .reference_lanes import ReferenceDecode
 from .teacher import TeacherStats, teacher_stats
 
@@ -117,10 +117,7 @@ def run_free(chain: Chain, prompt: Sequence[int], n_tokens: int,
     except ChainFault as exc:
         fault = exc
     n_prompt = len(prompt)
-    gen: list[int] = []
-    if len(outs) >= n_prompt:
-        gen.append(host_argmax(outs[n_prompt - 1].logits))
-        gen += [o.token for o in outs[n_prompt:]]
+    gen = generated_tokens(outs, n_prompt) if len(outs) >= n_prompt else []
     fed = list(prompt) + gen
     # on a fault the faulting step's input token is known too (blame reruns that step)
     fed = fed[:len(outs) + 1] if fault else fed[:n_prompt + n_tokens - 1]
@@ -166,16 +163,16 @@ def run_fed(chain: Chain, fed: Sequence[int], n_prompt: int, tick: Optional[Call
 
 
 # -- judging -----------------------------------------------------------------------------------------------------------
-def kernel_budget(weights: ModelWeights, record: StepRecord, lane: str) -> np.ndarray:
+def kernel_budget(record: StepRecord, lane: str) -> np.ndarray:
     """Per-token bound on |kernel logit - reference-lane logit| (module docstring)."""
     return logit_bound_vector(record, lane, failure=None)
 
 
-def compare_step(weights: ModelWeights, lane: str, record: StepRecord, logits: np.ndarray,
+def compare_step(lane: str, record: StepRecord, logits: np.ndarray,
                  kernel_token: Optional[int], step: int) -> KernelStep:
     z = np.asarray(logits, dtype=np.float64)
     r = record.logits
-    bud = kernel_budget(weights, record, lane)
+    bud = kernel_budget(record, lane)
     err = np.abs(z - r)
     finite = np.all(np.isfinite(z))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -206,7 +203,7 @@ def compare_step(weights: ModelWeights, lane: str, record: StepRecord, logits: n
     return s
 
 
-def compare_run(weights: ModelWeights, lane: str, run: KernelRun, n_prompt: int,
+def compare_run(weights: ModelWeights, lane: str, run: KernelRun,
                 records: Optional[list[StepRecord]] = None) -> tuple[list[KernelStep], list]:
     """Compare the kernels' run with the reference lane fed the same tokens (`records`: the lane's records of
     run.fed where already decoded); returns (steps, reference records)."""
@@ -215,14 +212,14 @@ def compare_run(weights: ModelWeights, lane: str, run: KernelRun, n_prompt: int,
     recs = records if records is not None else teacher_forced(weights, lane, run.fed)
     steps = []
     for i, z in enumerate(run.logits):
-        steps.append(compare_step(weights, lane, recs[i], z, run.tokens[i] if i < len(run.tokens) else None, i))
+        steps.append(compare_step(lane, recs[i], z, run.tokens[i] if i < len(run.tokens) else None, i))
     return steps, recs
 
 
-def kernel_teacher_stats(weights: ModelWeights, lane: str, run: KernelRun, records: list) -> TeacherStats:
+def kernel_teacher_stats(lane: str, run: KernelRun, records: list) -> TeacherStats:
     """Kernels fed the reference lane's stream: budget usage, top-1 agreement and KL(reference || kernels)."""
     n = len(run.logits)
-    bounds = [kernel_budget(weights, r, lane) for r in records[:n]]
+    bounds = [kernel_budget(r, lane) for r in records[:n]]
     stats, _ = teacher_stats(records[:n], run.logits, bounds, str(run.fault) if run.fault else None)
     return stats
 
@@ -248,7 +245,7 @@ def judge_lane(weights: ModelWeights, chain: Chain, ref: ReferenceDecode, backen
     prompt, n_prompt, lane = ref.prompt, ref.n_prompt, chain.program.lane
     lane_ref = ref.lane(lane)
     free, gen = run_free(chain, prompt, ref.n_tokens, tick)
-    steps, recs = compare_run(weights, lane, free, n_prompt, lane_ref.records_for(free.fed, ref.fed))
+    steps, recs = compare_run(weights, lane, free, lane_ref.records_for(free.fed, ref.fed))
     if free.fault is None and lane_ref.free_fed == free.fed:
         teacher_run = free
     else:
@@ -256,7 +253,7 @@ def judge_lane(weights: ModelWeights, chain: Chain, ref: ReferenceDecode, backen
     verdict, first_bad = lane_verdict(steps, free.fault)
     res = KernelLaneResult(lane, backend, chain.program.source_label, list(prompt), gen, list(lane_ref.free_tokens),
                            steps, verdict, first_bad, str(free.fault) if free.fault else None,
-                           kernel_teacher_stats(weights, lane, teacher_run, lane_ref.free_records),
+                           kernel_teacher_stats(lane, teacher_run, lane_ref.free_records),
                            seconds_per_step=free.seconds / max(len(free.logits), 1))
     return res, free, recs
 

@@ -93,7 +93,7 @@ def _chunks(slot: TensorSlot) -> list[tuple[int, int]]:
     return [(r, min(CHUNK_ROWS, rows - r)) for r in range(0, rows, CHUNK_ROWS)]
 
 
-def _row_gain(c: ModelConfig, slot: TensorSlot, seed: int) -> "np.ndarray | None":
+def _row_gain(slot: TensorSlot, seed: int) -> "np.ndarray | None":
     if slot.name != "output.weight":
         return None
     spread = LM_HEAD_SPREAD * _rng(seed, slot.name, -1).standard_normal(slot.shape[0])
@@ -118,7 +118,7 @@ def quantized_chunks(c: ModelConfig, slot: TensorSlot, seed: int, workers: int =
     """The Q8_0 chunks of a matrix in order, generated on `workers` threads (default: one per core; NumPy's
     generators and arithmetic release the GIL) with at most workers+1 chunks in memory."""
     from reference._parallel import cpu_count
-    gain = _row_gain(c, slot, seed)
+    gain = _row_gain(slot, seed)
     n_chunks = len(_chunks(slot))
     workers = workers or min(cpu_count(), n_chunks)
     if workers <= 1:

@@ -34,7 +34,7 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, (UnsupportedConstruct, BuildError)):
         return Verdict("unsupported", name, detail)
     if isinstance(exc, KernelFault):
-        if getattr(exc, "tool_limit", False):
+        if exc.tool_limit:
             return Verdict("unchecked", name, detail)
         return Verdict("race" if _is_race(exc) else "fault", name, detail)
     raise exc

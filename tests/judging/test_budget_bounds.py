@@ -45,7 +45,7 @@ def test_int8_gemv_budget_holds_for_the_warp_reduction(seed, nb, spread, cancel)
         xs[nb // 2: 2 * (nb // 2)] = xs[: nb // 2]
     y32 = warp_gemv_f32(wq, ws, xq, xs, K).astype(np.float64)
     y, a = gemv_terms(wq, ws, {"int8": (xq, xs)}, K)
-    bud = gemv_mode_budget("int8", "f32", K, y[0], a[0])
+    bud = gemv_mode_budget("f32", K, y[0], a[0])
     usage, _ = bud.usage(y32 - y[0])
     assert usage <= 1.0, f"observed error exceeds the derived budget ({usage:.3g}x)"
 
@@ -58,6 +58,6 @@ def test_a_wrong_scale_exceeds_the_budget():
     xq = rng.integers(-128, 128, size=K).astype(np.int8)
     xs = (rng.random(K // 32) * 0.1).astype(np.float32)
     y, a = gemv_terms(wq, ws, {"int8": (xq, xs)}, K)
-    bud = gemv_mode_budget("int8", "f32", K, y[0], a[0])
+    bud = gemv_mode_budget("f32", K, y[0], a[0])
     wrong = warp_gemv_f32(wq, np.roll(ws, 1, axis=1), xq, xs, K).astype(np.float64)
     assert bud.usage(wrong - y[0])[0] > 1.0

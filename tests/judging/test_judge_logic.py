@@ -122,7 +122,7 @@ def test_a_faulting_case_replays_with_the_block_sampling_it_ran():
     c, case = _gemv_case()
     res = judge_case(FakeModule({"gk_gemv": race}), case, c)
     assert res.verdict == FAIL and res.coverage["block_sampling"] == "sampled:2"
-    row = result_row(res, c, "emu", "0" * 64)
+    row = result_row(res, "emu", "0" * 64)
     assert row["replay"].endswith("--backend emu --schedules sampled:2") and row["coverage"]["sample"] == [0, 999]
 
 
@@ -263,11 +263,11 @@ def test_an_all_zero_block_of_a_quant_epilogue_is_judged_by_the_contracts_zero_r
     """The norm/attention quant epilogues' reference scales follow ctx.attrs["quant"]: an all-zero output block
     gets the floor rule's 1e-30/127 (or the unit rule's 1), and a kernel that follows its rule passes while one
     that follows the other rule fails."""
-    from harness.judging.core import _ref_act_scales, compare_float
+    from harness.judging.core import ref_act_scales, compare_float
     from reference.quant import quantize_act_int8
     values = np.zeros((2, 64), np.float64)
     values[0, 32:] = np.linspace(-3.0, 2.5, 32)           # block 1 is non-zero; blocks 0, 2, 3 are all zero
-    s_ref = _ref_act_scales(values, rule)
+    s_ref = ref_act_scales(values, rule)
     zero_scale = np.float32(1e-30) / np.float32(127) if rule == "floor" else 1.0
     assert s_ref.shape == (4,)
     assert s_ref[[0, 2, 3]].tolist() == [float(np.float32(zero_scale))] * 3

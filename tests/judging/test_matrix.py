@@ -25,6 +25,7 @@ def test_emitted_kernels_conform_on_emu(emu, family, mode, shape):
     jobs = [j for j in emitted_jobs([get_shape(shape)], [mode] if mode else [], SEED, [family])
             if j.label == f"{family}/{mode_label(mode)}/{shape}"]
     assert len(jobs) == 1 and jobs[0].cases, f"no cases for {family}/{mode_label(mode)}/{shape}"
+    assert getattr(emu, "race_check", True), "the matrix runs under the race detector (golden kernels are race-free)"
     run = run_cases(emu, jobs, progress=False)
     # a case whose result the reference itself leaves undefined (a weight scale overflowing half) is unchecked
     # with that reason, by design (harness.cases.variants); every other case must be judged and conform

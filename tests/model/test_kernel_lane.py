@@ -16,20 +16,20 @@ from .weights import small_weights
 def case():
     w = small_weights(3, n_expert=32, n_layer=1)
     rec = teacher_forced(w, "fast", [1, 2])[-1]
-    return w, rec, kernel_budget(w, rec, "fast")
+    return w, rec, kernel_budget(rec, "fast")
 
 
 def test_logits_within_budget_pass_and_beyond_fail(case):
     w, rec, bud = case
     z = rec.logits + 0.5 * bud
-    assert compare_step(w, "fast", rec, z, rec.token, 1).verdict == "pass"
+    assert compare_step("fast", rec, z, rec.token, 1).verdict == "pass"
     z = rec.logits.copy()
     i = int(np.argmin(bud))
     z[i] += 3 * bud[i]
-    s = compare_step(w, "fast", rec, z, rec.token, 1)
+    s = compare_step("fast", rec, z, rec.token, 1)
     assert s.verdict == "fail" and s.worst_token == i and "beyond its budget" in s.reason
     z[i] = np.nan
-    assert "non-finite" in compare_step(w, "fast", rec, z, rec.token, 1).reason
+    assert "non-finite" in compare_step("fast", rec, z, rec.token, 1).reason
 
 
 def test_other_token_is_a_tie_only_within_the_two_budgets(case):
@@ -43,18 +43,18 @@ def test_other_token_is_a_tie_only_within_the_two_budgets(case):
     z = logits.copy()
     z[a] -= 0.9 * bud[a]
     z[b] += 0.9 * bud[b]
-    s = compare_step(w, "fast", near, z, b, 1)
+    s = compare_step("fast", near, z, b, 1)
     assert s.verdict == "tie" and "within the two tokens' budgets" in s.reason
     # the same token swap where the reference gap is beyond the budgets is a failure
     far = dataclasses.replace(rec, logits=rec.logits.copy())
     far.logits[b] = far.logits[a] - 3 * (bud[a] + bud[b])
-    s = compare_step(w, "fast", far, far.logits, b, 1)
+    s = compare_step("fast", far, far.logits, b, 1)
     assert s.verdict == "fail" and "exceeds the two tokens' budgets" in s.reason
 
 
 def test_lane_verdict_takes_the_worst_step(case):
     w, rec, bud = case
-    ok = compare_step(w, "fast", rec, rec.logits, rec.token, 0)
+    ok = compare_step("fast", rec, rec.logits, rec.token, 0)
     bad = dataclasses.replace(ok, step=1, verdict="fail")
     tie = dataclasses.replace(ok, step=1, verdict="tie")
     assert lane_verdict([ok, ok], None) == ("pass", None)

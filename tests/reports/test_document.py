@@ -74,3 +74,30 @@ def test_no_report_module_patches_a_page_or_imports_a_private_name():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace":
                 args = [a.value for a in node.args if isinstance(a, ast.Constant)]
                 assert not any("</body>" in str(a) for a in args), f"{path.name}:{node.lineno} patches the page"
+
+
+def test_the_kernel_tables_first_bad_step_is_one_cell_in_every_format():
+    """The generation report's kernels table is built once: its 'first bad step' cell (here a fault) reads the
+    same in report.md, report.html and the console summary, and the page has the kernels section inside it."""
+    import dataclasses
+
+    from harness.model.generation import run_generation
+    from harness.model.kernel_lane import KernelLaneResult
+    from harness.reports.generation import blocks, print_summary
+    from tests.model.weights import small_weights
+
+    run = run_generation(small_weights(0), prompt=[1], n_tokens=2, lanes=("exact", "fast"), router_check=False)
+    faulted = KernelLaneResult("fast", "emu", "test.cu", [1], [], [3, 4], [], "fail",
+                               fault="race on x[3] at step 0, layer 1\nsecond line")
+    run = dataclasses.replace(run, backend="emu (test)", kernels=[faulted])
+    assert run.failed
+    cell = "fault: race on x[3] at step 0, layer 1"
+    doc = blocks(run)
+    assert f"| {cell} |" in markdown(doc)
+    page = html_page("generate", doc)
+    assert f"<td>{cell}</td>" in page and page.index("Kernels against their reference lane") < page.index("</body>")
+    out = io.StringIO()
+    import contextlib
+    with contextlib.redirect_stdout(out):
+        print_summary(run)
+    assert cell in " ".join(out.getvalue().split())

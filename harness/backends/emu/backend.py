@@ -12,9 +12,11 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
 from harness.backends import faults
-from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, LaunchInfo, LaunchResult, Module,
-                                   OutOfBounds, Struct, Symbol, UninitializedRead, as_dim3, check_buffer_array)
-from harness.backends.client import Worker, WorkerDied, WorkerTimedOut
+from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
+                                   Module, OutOfBounds, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
+                                   check_buffer_array)
+from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
+from harness.backends.emu import guarded, sandbox, sites
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
 from harness.backends.emu import watchdog
@@ -56,13 +58,21 @@ class EmuBackend(Backend):
       place of the checked schedules: what that interleaving alone does (`qconform generate --emu-schedule`).
       Nothing is compared across runs and the race detector is off (default), so no race or unwritten output
       is reported; bounds checks still run.
+    memory_limit_mb, cpu_limit_s: the worker sandbox's limits (see harness.backends.emu.sandbox and
+      SECURITY.md): address space of the worker (default 16384 MiB; none under `sanitize`, whose shadow
+      memory is terabytes of address space) and CPU seconds over a worker's life (default 3600; a new worker
+      starts with a fresh budget). Reaching either is the tool's limit, judged `unchecked`, except that a
+      kernel whose own allocation fails is judged on what it does next (usually a crash: `fail`).
+      The sandbox needs libseccomp (pyseccomp); without it the backend refuses to run unless
+      $QCONFORM_EMU_SANDBOX=off says that the sources are trusted.
     """
     name = "emu"
 
     def __init__(self, schedules: Optional[int] = None, seed: int = 0, timeout_s: float = 120.0,
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
-                 schedule: Optional[str] = None):
+                 schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
+                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S):
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -102,13 +112,27 @@ class EmuBackend(Backend):
             if preload is None:
                 raise ValueError("sanitize: the AddressSanitizer runtime (libasan) was not found for "
                                  f"{self.toolchain.cxx}")
+        self.limits = sandbox.Limits(None if self.sanitize else memory_limit_mb, cpu_limit_s)
+        self._options["memory_limit_mb"], self._options["cpu_limit_s"] = memory_limit_mb, cpu_limit_s
+        extra_env = {}
+        if sandbox.disabled_by_user():
+            self.sandboxed = False
+        else:
+            why = sandbox.unavailable_reason()
+            if why is not None:
+                raise RuntimeError(f"emu: the worker sandbox is not available: {why}. Kernel sources are "
+                                   f"untrusted code; to run them unsandboxed anyway (sources you trust), set "
+                                   f"${sandbox.OFF_ENV}=off")
+            self.sandboxed = True
+            extra_env[sandbox.ENV] = self.limits.to_env()
         # large array arguments go through shared memory (not under AddressSanitizer: its buffers must be
         # exact heap allocations)
         self._staging = shm.StagingArea() if shm.available() and not preload else None
         self._worker = Worker("harness.backends.emu.worker", "emu-worker: ", "before the first schedule",
                               preload=preload,
                               progress=watchdog.ProgressCounter if watchdog.available() else None,
-                              inherit={shm.ENV: self._staging.fd} if self._staging is not None else None)
+                              inherit={shm.ENV: self._staging.fd} if self._staging is not None else None,
+                              extra_env=extra_env)
         self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
@@ -124,7 +148,8 @@ class EmuBackend(Backend):
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check,
-                "timeout_s": self.timeout_s}
+                "timeout_s": self.timeout_s,
+                "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
     def close(self) -> None:
         self._finalizer()
@@ -139,7 +164,7 @@ def _shutdown(worker: Worker, staging: "shm.StagingArea | None") -> None:
         staging.close()
 
 
-def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
+def _coverage_summary(blocks: list[int], total: int, sample, grid) -> str:
     """'2 schedule(s) on all 18992 blocks, 3 on 6 of 18992 blocks: (0,0,0) ...'."""
     if not blocks:
         return "stopped before any schedule finished"
@@ -148,6 +173,51 @@ def _coverage_summary(plan, blocks: list[int], total: int, sample, grid) -> str:
     if len(blocks) > full:
         parts.append(f"{len(blocks) - full} on {describe_sample(grid, sample)}")
     return ", ".join(parts)
+
+
+def _death_fault(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec | None",
+                 limits: sandbox.Limits) -> KernelFault:
+    """What a worker that died during a request means: the sandbox stopped the kernel (SandboxViolation), a
+    limit of the tool was reached (unchecked), the kernel hit a buffer's guard pages (OutOfBounds) or
+    AddressSanitizer's checks, or it crashed (KernelCrash, with the faulting address when known)."""
+    violation = sandbox.describe_violation(exc.stderr_tail, exc.how)
+    if exc.how.startswith(FORGED):
+        violation = (f"the worker's reply channel carried a forged message ({exc.how[len(FORGED) + 2:]}): the "
+                     "kernel wrote into it; refused by the parent")
+    if violation:
+        return SandboxViolation(launch, f"{violation} during {exc.last_step}; the worker process was stopped and "
+                                        "is replaced")
+    if exc.how == f"exit status {sandbox.SETUP_FAILED_EXIT}":
+        raise RuntimeError(f"emu: the worker could not sandbox itself, so it ran nothing:\n{exc.stderr_tail[-2000:]}")
+    if exc.how == "signal SIGXCPU":
+        return KernelTimeout(launch, f"the worker process used up its CPU time limit ({limits.cpu_s} s per worker, "
+                                     f"option cpu_limit_s) during {exc.last_step}; this is the tool's limit, not a "
+                                     "verdict on the kernel", tool_limit=True)
+    where = f"the worker process died with {exc.how} during {exc.last_step}"
+    hit = guarded.locate(exc.stderr_tail) if spec is not None else None
+    if hit is not None:
+        return OutOfBounds(launch, f"{_guard_page_fault(spec, hit)} ({where})")
+    if "AddressSanitizer" in exc.stderr_tail:
+        report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
+        return OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({where}); AddressSanitizer report:\n{report}")
+    address = guarded.fault_address(exc.stderr_tail)
+    return faults.died(launch, WorkerDied(f"{exc.how} ({address})" if address else exc.how,
+                                          guarded.without_reports(exc.stderr_tail), exc.last_step))
+
+
+def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
+    """'write to 'x' (arg 0, 100 x float32) 8000 byte(s) before its start (element -2000): ...'."""
+    a = spec.args[hit.arg]
+    size, elem = int(np.prod(a.shape, dtype=np.int64)), np.dtype(a.dtype).itemsize
+    if hit.side == "after":
+        pos = (f"{hit.distance + 1} byte(s) past its end (element {size + hit.distance // elem} of {size}) at byte "
+               f"offset {size * elem + hit.distance}")
+    else:
+        pos = (f"{hit.distance} byte(s) before its start (element {-((hit.distance + elem - 1) // elem)}) at byte "
+               f"offset {-hit.distance}")
+    access = {"write": "write to", "read": "read of"}.get(hit.access, "access to")
+    return (f"{access} '{spec.names[hit.arg]}' (arg {hit.arg}, {size} x {np.dtype(a.dtype)}) {pos}: it hit the "
+            "inaccessible guard pages around the buffer")
 
 
 def _asan_summary(report: str) -> str:
@@ -186,7 +256,7 @@ class EmuModule(Module):
             self._sizes = self._request({"op": "load", "path": str(self.built.path)}, launch)
         return self._sizes
 
-    def _request(self, msg: dict, launch: "LaunchInfo | None"):
+    def _request(self, msg: dict, launch: "LaunchInfo | None", spec: Optional[LaunchSpec] = None):
         limit = self.backend.timeout_s
         try:
             reply = self.backend._worker.request(msg, limit)
@@ -197,11 +267,9 @@ class EmuModule(Module):
                                    "schedule never runs), hangs, or is too slow to emulate (run it on a GPU)",
                                    tool_limit=True) from None
         except WorkerDied as exc:
-            if "AddressSanitizer" in exc.stderr_tail:
-                report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
-                raise OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} (the worker process died with {exc.how} "
-                                          f"during {exc.last_step}); AddressSanitizer report:\n{report}") from None
-            raise faults.died(launch, exc) from None
+            raise _death_fault(launch, exc, spec, self.backend.limits) from None
+        if reply.get("restart"):     # near its memory limit after the launch: the next request gets a new worker
+            self.backend._worker.close()
         return faults.reply_value(reply, launch, "emu worker")
 
     # -- module symbols (file-scope __device__ / __constant__ variables) -------------------------------------
@@ -295,9 +363,9 @@ class EmuModule(Module):
             return {"grid_blocks": total, "block_sampling": str(be.block_sampling),
                     "runs": [{"schedule": str(s), "blocks": n} for s, n in zip(plan, blocks)],
                     "sample": None if sample is None else list(sample),
-                    "summary": _coverage_summary(plan, blocks, total, sample, g)}
+                    "summary": _coverage_summary(blocks, total, sample, g)}
         try:
-            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch)
+            outcome: Outcome = self._request({"op": "launch", "spec": spec}, launch, spec)
         except KernelFault as exc:
             exc.coverage = coverage_of([])      # the replay command still names the block sampling
             raise
@@ -311,6 +379,8 @@ class EmuModule(Module):
         coverage = coverage_of(outcome.blocks)
         if outcome.fault:
             cls, detail = outcome.fault
+            if cls == "DataRace":     # here, not in the sandboxed worker: addr2line is a program to run
+                detail = sites.resolve(detail, spec.so_path)
             err = faults.fault_error(cls, launch, detail, "emu worker")
             if isinstance(err, KernelFault):
                 err.coverage = coverage         # the runs up to the fault: how many blocks each covered

@@ -13,6 +13,7 @@ from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature
 
+from . import gate
 from . import toolchain as tc
 from .rewrite import rewrite
 
@@ -63,27 +64,37 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
                  (tc.RACE_FLAGS if race else ()) + flags)
-    key = content_key(rw.source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
-                      tc.runtime_sha256())[:40]
+    # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
+    key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
+                      tc.runtime_sha256(), gate.cache_part())[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
         with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
-            cpp = Path(tmp) / "module.cpp"
+            work = Path(tmp)
+            device_check = gate.start_device_compile(source, name, work)    # beside the host compile
+            cpp = work / "module.cpp"
             cpp.write_text(rw.source)
-            obj = Path(tmp) / "module.o"
+            obj = work / "module.o"
             env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
+            # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
             compile_cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
-                           str(cpp), "-o", str(obj)]
+                           "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *flags, "-shared",
                         *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
                         *toolchain.link_flags()]
-            for cmd in (compile_cmd, link_cmd):
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-                if r.returncode != 0:
-                    _raise_build_error(r.stderr, name)
+            try:
+                r = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=600, env=env, cwd=work)
+            finally:
+                gate.finish_device_compile(device_check, name)    # nvcc's message first: a GPU build's verdict
+            if r.returncode != 0:
+                _raise_build_error(r.stderr, name)
+            gate.check_object(obj, (work / "module.s").read_text(errors="replace"), name, sanitize or race)
+            r = subprocess.run(link_cmd, capture_output=True, text=True, timeout=600, env=env)
+            if r.returncode != 0:
+                _raise_build_error(r.stderr, name)
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels))

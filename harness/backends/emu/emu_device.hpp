@@ -152,11 +152,11 @@ template <auto F>
 void thunk(void** a) { invoke(F, a); }
 template <class... A>
 constexpr int arity(void (*)(A...)) { return int(sizeof...(A)); }
+// Constant-initialized (no code runs when a module loads: the device-code gate refuses load-time code).
 template <class... A>
-const int* param_sizes(void (*)(A...)) {
-  static const int s[] = {int(sizeof(typename std::decay<A>::type))..., 0};
-  return s;
-}
+struct ParamSizes { static constexpr int value[] = {int(sizeof(typename std::decay<A>::type))..., 0}; };
+template <class... A>
+constexpr const int* param_sizes(void (*)(A...)) { return ParamSizes<A...>::value; }
 
 struct KernelEntry {
   const char* name;

@@ -286,8 +286,12 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
   }
   ++g_race_accesses;
   Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | (atomic ? kAtomicBit : 0)), site_of(pc)};
+  // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
+  // was takes the first byte's new cell (the same checks on the same state give the same outcome).
+  const Cell first = cells[0];
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
+    if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
     if (conflict(c.w, f, shared, atomic)) race_fault(c.w, true, now, write, addr + i);
     if (write) {
       for (const Access& r : c.r)

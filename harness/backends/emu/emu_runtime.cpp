@@ -9,6 +9,8 @@
 #include <vector>
 #include <sys/mman.h>
 
+#include "emu_signals.hpp"
+
 #if defined(EMU_FIBER_BOOST)
 #include <boost/context/detail/fcontext.hpp>
 #elif defined(EMU_FIBER_ASM)

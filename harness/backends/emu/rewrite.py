@@ -288,7 +288,7 @@ def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     return f"""
 #line 1 "<emu-trampolines>"
 namespace emu {{ namespace {{
-const KernelEntry g_kernel_table[] = {{
+constexpr KernelEntry g_kernel_table[] = {{
 {rows}
 }};
 }} }}

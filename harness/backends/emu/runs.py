@@ -12,7 +12,7 @@ import numpy as np
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buffer, Struct, Symbol
 from harness.backends.guards import guard_fault
 
-from . import checks, sites
+from . import checks, guarded
 from .native import FAULT_NAMES, NativeModule
 
 DEVICE_ALIGN = 256     # cudaMalloc alignment
@@ -103,10 +103,11 @@ class DeviceBuffer:
     Filled with `init` (raw bytes of the right size) or, when init is None, with the `poison` byte."""
 
     @classmethod
-    def adopt(cls, mod: NativeModule, raw: np.ndarray) -> "DeviceBuffer":
-        """A buffer over memory already laid out as guard + data + guard (a staged argument), not copied."""
+    def adopt(cls, mod: NativeModule, raw: np.ndarray, nbytes: int) -> "DeviceBuffer":
+        """A buffer over memory already laid out as sentinel band + data + sentinel (a staged argument, between
+        guard pages in the shared file), not copied."""
         self = cls.__new__(cls)
-        self.nbytes, self.sanitize, self.mod, self.raw = raw.size - 2 * GUARD_BYTES, False, mod, raw
+        self.nbytes, self.sanitize, self.mod, self.raw = nbytes, False, mod, raw
         self.ptr = raw.ctypes.data + GUARD_BYTES
         return self
 
@@ -119,9 +120,9 @@ class DeviceBuffer:
             self.raw = None
             self.fill(init, poison)
         else:
-            store = np.empty(2 * GUARD_BYTES + self.nbytes + DEVICE_ALIGN, np.uint8)
-            shift = (-(store.ctypes.data + GUARD_BYTES)) % DEVICE_ALIGN
-            self.raw = store[shift:shift + 2 * GUARD_BYTES + self.nbytes]
+            # page-aligned, so the data (at GUARD_BYTES) is DEVICE_ALIGN-aligned; guard pages on both sides, the
+            # sentinel band from the data's end to the end of its last page
+            self.raw = guarded.guarded_bytes(2 * GUARD_BYTES + self.nbytes)
             self.raw[:GUARD_BYTES] = SENTINEL_BYTE
             self.raw[GUARD_BYTES + self.nbytes:] = SENTINEL_BYTE
             self.fill(init, poison)
@@ -155,7 +156,7 @@ class DeviceBuffer:
         """The guard bands before and after the data (None under AddressSanitizer, which has none)."""
         if self.sanitize:
             return None
-        return self.raw[:GUARD_BYTES], self.raw[GUARD_BYTES + self.nbytes:2 * GUARD_BYTES + self.nbytes]
+        return self.raw[:GUARD_BYTES], self.raw[GUARD_BYTES + self.nbytes:]     # to the end of the last page
 
 
 @dataclass
@@ -227,7 +228,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 if isinstance(spec.args[i], Buffer) and spec.const[i] and i not in spec.outputs}
     for i in arrays:
         if isinstance(spec.args[i], np.ndarray) and spec.const[i] and i not in spec.outputs:
-            in_place[i] = (DeviceBuffer.adopt(mod, staged[i]) if i in staged and not spec.sanitize else
+            in_place[i] = (DeviceBuffer.adopt(mod, staged[i], spec.args[i].nbytes) if i in staged and not spec.sanitize else
                            DeviceBuffer(mod, spec.args[i].nbytes, spec.args[i], 0, spec.sanitize))
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
@@ -252,6 +253,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                     bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
                 else:
                     bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
+            for i, b in bufs.items():     # where the buffers lie: a fault in their guard pages names the argument
+                print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
+                      flush=True)
             argv, keep = _argv(spec, bufs)
             mod.reset_symbols(spec.symbols)
             s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
@@ -269,8 +273,6 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             finally:
                 if detect:
                     out.race_accesses = mod.race_end()
-            if FAULT_NAMES.get(rc) == "DataRace":
-                msg = sites.resolve(msg, spec.so_path)
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)

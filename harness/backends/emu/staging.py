@@ -4,6 +4,7 @@ writes each one once into an anonymous shared file (Linux memfd), already laid o
 weight is then copied once per launch instead of pickled, piped, unpickled and copied per schedule."""
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 from dataclasses import dataclass
@@ -13,16 +14,20 @@ import numpy as np
 
 from harness.backends.base import GUARD_BYTES, SENTINEL_BYTE
 
+from .guarded import GUARD_REGION, protect, round_up
+
 MIN_STAGED_BYTES = 64 * 1024     # smaller arrays are cheaper to pickle
 ALIGN = 256                      # cudaMalloc alignment of the data
 
 
 @dataclass(frozen=True)
 class Staged:
-    """An array argument placed in the shared file: data at `offset`, guard bands either side."""
+    """An array argument placed in the shared file: its own pages from `offset - GUARD_BYTES` (`region` bytes:
+    sentinel band, data at `offset`, sentinel band to the end of the last page), guard pages either side."""
     offset: int
     shape: tuple[int, ...]
     dtype: np.dtype
+    region: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -54,27 +59,30 @@ class StagingArea:
 
     def place(self, args: list) -> tuple[list, int]:
         """`args` with every large numpy array replaced by a Staged handle; and the file size to map."""
-        layout, top = [], 0
+        # each argument in its own pages, GUARD_REGION apart (the worker makes the gaps inaccessible; a memfd
+        # is sparse, so the gaps cost no memory)
+        layout, top = [], GUARD_REGION
         for a in args:
             if isinstance(a, np.ndarray) and a.nbytes >= MIN_STAGED_BYTES:
-                off = (top + GUARD_BYTES + ALIGN - 1) // ALIGN * ALIGN
-                layout.append(off)
-                top = off + a.nbytes + GUARD_BYTES
+                region = round_up(2 * GUARD_BYTES + a.nbytes)
+                layout.append((top + GUARD_BYTES, region))
+                top += region + GUARD_REGION
             else:
                 layout.append(None)
-        if top == 0:
+        if top == GUARD_REGION:
             return list(args), 0
         self._reserve(top)
         buf = np.frombuffer(self.map, np.uint8)
         out = []
-        for a, off in zip(args, layout):
-            if off is None:
+        for a, place in zip(args, layout):
+            if place is None:
                 out.append(a)
                 continue
+            off, region = place
             buf[off - GUARD_BYTES:off] = SENTINEL_BYTE
             buf[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            buf[off + a.nbytes:off + a.nbytes + GUARD_BYTES] = SENTINEL_BYTE
-            out.append(Staged(off, tuple(a.shape), a.dtype))
+            buf[off + a.nbytes:off - GUARD_BYTES + region] = SENTINEL_BYTE
+            out.append(Staged(off, tuple(a.shape), a.dtype, region))
         del buf
         return out, self.size
 
@@ -97,10 +105,13 @@ class StagingView:
     """The worker's side: the shared file mapped at the size the last request named."""
 
     def __init__(self, fd: int):
-        self.fd, self.size, self.map = fd, 0, None
+        self.fd, self.size, self.map, self.address = fd, 0, None, 0
 
-    def raw(self, s: Staged, size: int) -> np.ndarray:
-        """Guard band + data + guard band of `s` (a view into the shared file, no copy)."""
+    def views(self, staged: dict[int, Staged], size: int) -> dict[int, np.ndarray]:
+        """Per argument index, the pages of a staged argument (sentinel band + data + sentinel band), a view
+        into the shared file (no copy). Everything else in the file is made inaccessible: guard pages."""
+        if not staged:
+            return {}
         if size != self.size:
             if self.map is not None:
                 try:
@@ -109,4 +120,11 @@ class StagingView:
                     pass
             self.map = mmap.mmap(self.fd, size)
             self.size = size
-        return np.frombuffer(self.map, np.uint8, count=s.nbytes + 2 * GUARD_BYTES, offset=s.offset - GUARD_BYTES)
+            probe = ctypes.c_char.from_buffer(self.map)
+            self.address = ctypes.addressof(probe)
+            del probe
+        protect(self.address, self.size, False)
+        for s in staged.values():
+            protect(self.address + s.offset - GUARD_BYTES, s.region, True)
+        return {i: np.frombuffer(self.map, np.uint8, count=s.region, offset=s.offset - GUARD_BYTES)
+                for i, s in staged.items()}

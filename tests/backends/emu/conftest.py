@@ -30,3 +30,14 @@ def load(emu):
 def seed_sets():
     from harness.toolchain.rust_literals import kernel_sets
     return {ks.name: ks for ks in kernel_sets(seed_source(), {"i": 0, "nt": 2}) if ks.complete}   # skips without it
+
+
+@pytest.fixture
+def ungated(monkeypatch):
+    """Builds skip the device-code gate (nvcc's device-side compile and the object checks): for tests of the
+    runtime's own behaviour with host calls, and of the sandbox behind the gate. Their cache key says so, so
+    no gated build ever reuses such a library."""
+    from harness.backends.emu import gate
+    monkeypatch.setattr(gate, "start_device_compile", lambda *a, **k: None)
+    monkeypatch.setattr(gate, "check_object", lambda *a, **k: None)
+    monkeypatch.setattr(gate, "cache_part", lambda: "gate:off-for-tests")

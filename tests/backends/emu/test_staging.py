@@ -1,6 +1,8 @@
 """Large arguments through shared memory: placed once, laid out as device buffers, checked like any other."""
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 
@@ -24,9 +26,10 @@ def test_place_lays_out_large_arrays_with_guard_bands():
         out, size = area.place([big, small, np.int32(3)])
         assert isinstance(out[0], staging.Staged) and out[1] is small and size >= big.nbytes + 2 * GUARD_BYTES
         assert out[0].offset % staging.ALIGN == 0
-        view = staging.StagingView(area.fd).raw(out[0], size)
-        assert np.all(view[:GUARD_BYTES] == SENTINEL_BYTE) and np.all(view[-GUARD_BYTES:] == SENTINEL_BYTE)
-        assert np.array_equal(view[GUARD_BYTES:-GUARD_BYTES].view(np.float32), big)
+        view = staging.StagingView(area.fd).views({0: out[0]}, size)[0]
+        assert np.all(view[:GUARD_BYTES] == SENTINEL_BYTE) and np.all(view[GUARD_BYTES + big.nbytes:] == SENTINEL_BYTE)
+        assert view.size % mmap.PAGESIZE == 0 and view.size >= big.nbytes + 2 * GUARD_BYTES
+        assert np.array_equal(view[GUARD_BYTES:GUARD_BYTES + big.nbytes].view(np.float32), big)
     finally:
         area.close()
 

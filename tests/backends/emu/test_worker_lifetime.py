@@ -3,10 +3,13 @@ worker with it (a stuck worker would otherwise keep a core busy after a cancelle
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -32,7 +35,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_worker_stuck_in_a_kernel_dies_with_its_parent():
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])     # killed, or a Ctrl-C
+def test_a_worker_stuck_in_a_kernel_dies_with_its_parent(how):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, cwd=REPO, env=env, text=True)
     try:
@@ -40,7 +44,7 @@ def test_a_worker_stuck_in_a_kernel_dies_with_its_parent():
         assert _alive(worker)
         time.sleep(1.0)
         assert _alive(worker), "the worker should still be spinning in the hung kernel"
-        parent.kill()
+        parent.send_signal(how)
         parent.wait(timeout=30)
         deadline = time.monotonic() + 20
         while _alive(worker) and time.monotonic() < deadline:

@@ -1,0 +1,80 @@
+// qconform emu: signal reporters of the sandboxed worker (included once, by emu_runtime.cpp).
+//
+// The worker's seccomp filter answers a refused system call with SIGSYS (SECCOMP_RET_TRAP). The handler
+// installed here names the call on stderr (`emu-sandbox: refused system call N`) and ends the process;
+// the parent turns that line into a SandboxViolation and starts a new worker. A SIGSEGV/SIGBUS leaves its
+// address (`emu-fault: SIGSEGV write at 0x...`) so that the parent can name the device buffer whose guard pages
+// were hit, then the default action ends the process as before. Both are installed by a constructor of
+// priority 101, which runs when a module is loaded and before any initializer of the kernel source.
+#pragma once
+#include <signal.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace emu {
+
+constexpr int kSandboxExit = 99;     // exit status of a worker stopped by the sandbox (see sandbox.py)
+
+inline void sig_put(char*& p, const char* s) { while (*s) *p++ = *s++; }
+
+inline void sig_put_uint(char*& p, unsigned long long v, unsigned base) {
+  char tmp[24];
+  int n = 0;
+  do { tmp[n++] = "0123456789abcdef"[v % base]; v /= base; } while (v);
+  while (n) *p++ = tmp[--n];
+}
+
+// Async-signal-safe: formatting by hand, then write(2) and _exit (both allowed by the filter).
+void sandbox_trap(int, siginfo_t* si, void*) {
+  char buf[128];
+  char* p = buf;
+  sig_put(p, "\nemu-sandbox: refused system call ");
+  sig_put_uint(p, (unsigned)si->si_syscall, 10);
+  sig_put(p, " arch 0x");
+  sig_put_uint(p, si->si_arch, 16);
+  sig_put(p, "\n");
+  ssize_t ignored = write(2, buf, size_t(p - buf));
+  (void)ignored;
+  _exit(kSandboxExit);
+}
+
+void memory_fault(int sig, siginfo_t* si, void* ctx) {
+  char buf[128];
+  char* p = buf;
+  sig_put(p, sig == SIGBUS ? "\nemu-fault: SIGBUS " : "\nemu-fault: SIGSEGV ");
+#if defined(__x86_64__)
+  // bit 1 of the page-fault error code: the access was a write
+  sig_put(p, (static_cast<ucontext_t*>(ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read");
+#else
+  (void)ctx;
+  sig_put(p, "access");
+#endif
+  sig_put(p, " at 0x");
+  sig_put_uint(p, reinterpret_cast<unsigned long long>(si->si_addr), 16);
+  sig_put(p, "\n");
+  ssize_t ignored = write(2, buf, size_t(p - buf));
+  (void)ignored;
+  // SA_RESETHAND restored the default action: the faulting access runs again and ends the process.
+}
+
+alignas(16) char g_signal_stack[64 * 1024];    // a fiber whose stack overflowed cannot run a handler
+
+__attribute__((constructor(101))) void install_signal_reporters() {
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sa.sa_sigaction = sandbox_trap;
+  sigaction(SIGSYS, &sa, nullptr);
+#if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself
+  stack_t ss {};
+  ss.ss_sp = g_signal_stack;
+  ss.ss_size = sizeof g_signal_stack;
+  sigaltstack(&ss, nullptr);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sa.sa_sigaction = memory_fault;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+#endif
+}
+
+}  // namespace emu
