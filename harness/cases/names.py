@@ -112,9 +112,18 @@ def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Option
         # and apart by one, half and zero times the token judge's tie threshold
         return [("gauss", {}), ("near-tie", {})] + [(g, {}) for g in V.LM_HEAD_GAPS]
     if op in _TOPK_OPS:
-        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS]
+        # tiny's 32 experts fill one warp, so nothing crosses warps there: once, at tiny, the full-size model's
+        # expert count (several warps: their barriers and shared partials) with the dominant expert in the last
+        many = [(f"E={V.MANY_EXPERTS}", {"E": V.MANY_EXPERTS})] if shape.name == "tiny" else []
+        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS] + many
     if op == "act_quant":
-        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
+        # tiny's widths give block counts that fill the grid's 8-warp blocks exactly; once per kernel, at tiny, a K
+        # whose 37 blocks leave idle warps in the last thread block (they must return before reading past the end)
+        first = contract.instances[0][0] if contract.instances else None
+        odd = ([(f"K={V.WIDE_EXPERT_K}", {"K": V.WIDE_EXPERT_K})] if shape.name == "tiny" and instance in (None, first)
+               else [])
+        return ([("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
+                + odd)
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
     if op in ("q8_gemv", "q8_gemv_qkv", "q8_gemm_mma"):
