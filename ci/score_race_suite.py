@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Score the CPU backend's race verdicts on the Indigo3 suite (labelled CUDA graph codes written by others).
+"""Score the CPU backend's race verdicts on the Indigo suites (labelled CUDA graph codes written by others).
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
 SUITE is a checkout of github.com/burtscher/Indigo3Suite in which `python3 generate_all_codes.py cuda` ran with
-`bug: {all}` in codeGen/configure.txt (generatedCodes/CUDA/*/*.cu, lib/*.h). Nothing of the suite is copied into
-this repository: the script reads it where it lies.
+`bug: {all}` in codeGen/configure.txt (generatedCodes/CUDA/*/*.cu, lib/*.h), or of
+github.com/burtscher/Indigo2Suite (codes/cuda/*/*.cu, include/*.h; every code there is bug-free). Nothing of
+the suites is copied into this repository: the script reads them where they lie.
 
 Labels come from the file names: a tag `XBug` plants bug X, `NoXBug` does not. Racy: the planted bugs are
 RaceBug and/or SyncBug (a missing __syncthreads) and nothing else. Race-free: no planted bug at all. Other
@@ -40,6 +41,7 @@ from harness.racescan.scan import classify  # noqa: E402
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 RESTART_EVERY = 8
+LAYOUTS = (("generatedCodes/CUDA", "lib"), ("codes/cuda", "include"))     # (codes, headers): Indigo3, Indigo2
 GRAPH_FIELDS = np.dtype([("nodes", "<i4"), ("edges", "<i4"), ("nindex", "<u8"), ("nlist", "<u8"),
                          ("eweight", "<u8")])      # ECLgraph: the suite's CSR graph struct, passed by value
 
@@ -168,7 +170,7 @@ class Inputs:
         if name in ("label", "label_n", "parent"):
             return rng.integers(0, self.nodes, n).astype(dtype)
         if name in ("status", "status_n"):
-            return rng.integers(0, 3, n).astype(dtype)
+            return np.zeros(n, dtype)      # every vertex undecided: the state the suites' init kernels leave
         if name in ("priority", "minv"):
             return (rng.permutation(n) + 1).astype(dtype)
         if name in ("scores", "outgoing_contrib", "diff", "incoming_total"):
@@ -252,6 +254,8 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
     first = next((k for k in rec["kernels"].values() if k["verdict"] == rec["verdict"]), None)
     rec["fault"], rec["detail"] = (first["fault"], first["detail"]) if first else (None, "no kernel")
+    # The memory-model verdict: any kernel's DataRace (another kernel's differential report may come first).
+    rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
     return rec
 
 
@@ -276,7 +280,7 @@ def select(files: list[Path], per_label: int, seed: int) -> list[Path]:
 
 def summarize(records: list[dict]) -> str:
     lines = []
-    detector = [r for r in records if r["verdict"] == "race" and r["fault"] == "DataRace"]
+    detector = [r for r in records if r.get("data_race")]
     if detector:      # the happens-before detector was on: its verdicts alone, then the backend's
         for label in ("racy", "race-free"):
             recs = [r for r in records if r["label"] == label and r["verdict"] in ("race", "fault", "clean")]
@@ -311,17 +315,23 @@ def main(argv: "list[str] | None" = None) -> int:
     ap.add_argument("--race-check", choices=("on", "off", "default"), default="default",
                     help="the emu happens-before detector, where the backend has one")
     ap.add_argument("--timeout", type=float, default=30.0, help="emu time limit per block, seconds")
+    ap.add_argument("--block-sampling", default="all",
+                    help="emu block sampling (default all: these kernels' blocks cooperate through atomics on "
+                         "shared elements, so a run on a block sample legitimately differs from the full run)")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")
     args = ap.parse_args(argv)
-    gen, lib = args.suite / "generatedCodes" / "CUDA", args.suite / "lib"
-    if not gen.is_dir() or not lib.is_dir():
-        ap.error(f"suite: {args.suite} has no generatedCodes/CUDA and lib/ (run generate_all_codes.py cuda first)")
+    layout = next(((args.suite / c, args.suite / h) for c, h in LAYOUTS
+                   if (args.suite / c).is_dir() and (args.suite / h).is_dir()), None)
+    if layout is None:
+        ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
+                 "cuda first) nor codes/cuda + include/ (Indigo2)")
+    gen, lib = layout
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label < 1:
         ap.error("--per-label: expected a positive integer")
     from harness.backends.emu.backend import EmuBackend
-    options = {"timeout_s": args.timeout}
+    options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling}
     if args.race_check != "default":
         options["race_check"] = args.race_check == "on"
     files = sorted(gen.glob("*/*.cu"))

@@ -164,6 +164,8 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
     passes structs and module symbols by value passes `aggregates_ok=True` (with `native_sizes`): a struct
     parameter then takes a `Struct` (or a bare np.void) of the compiled size, a function-pointer parameter a
     `Symbol`, and any by-value parameter a `Symbol`."""
+    if aggregates_ok and native_sizes is None:
+        raise TypeError("plan_args: aggregates_ok needs native_sizes (the compiled parameter sizes)")
     if isinstance(args, (str, bytes, np.ndarray)):
         raise ValueError(f"args: expected a sequence of arrays and numpy scalars, got {type(args).__name__}")
     args = list(args)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from typing import Callable, Optional
 
 import numpy as np
@@ -437,32 +436,21 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
 
 
 def main() -> int:
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)      # stray prints must not corrupt the reply channel
     from harness.backends import protocol
-    protocol.die_with_parent()
+    reply_fd = protocol.reply_channel()
+    device: list[Optional[Device]] = [None]
 
-    dev: Optional[Device] = None
-    in_fd = sys.stdin.fileno()
-    while True:
+    def answer(req: dict) -> dict:
         try:
-            req = protocol.receive(in_fd)
-        except protocol.Closed:
-            return 0
-        try:
-            dev, reply = handle(dev, req)
+            device[0], reply = handle(device[0], req)
         except Fault as f:
             reply = {"fault": (f.kind, f.detail), "retire": f.retire}
-        except MemoryError as exc:
-            reply = {"fault": ("ResourceExhausted", f"the host is out of memory: {exc}"), "retire": False}
-        except Exception:  # a harness bug: reported to the caller, the worker stays up
-            reply = {"error": traceback.format_exc()}
-        try:
-            protocol.send(reply_fd, reply)
-        except MemoryError:
-            protocol.send(reply_fd, {"fault": ("ResourceExhausted", "the host is out of memory for the reply"),
-                                     "retire": False})
-        step("idle")
+        return reply
+
+    def out_of_memory(exc: MemoryError) -> dict:
+        return {"fault": ("ResourceExhausted", f"the host is out of memory: {exc}"), "retire": False}
+
+    return protocol.serve(reply_fd, answer, out_of_memory, after=lambda: step("idle"))
 
 
 if __name__ == "__main__":

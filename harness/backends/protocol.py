@@ -1,4 +1,5 @@
-"""Length-prefixed pickle messages between the emu backend and its worker process."""
+"""Length-prefixed pickle messages between a backend (emu, gpu) and its worker process, and the worker's side
+of the exchange: a private reply channel and the loop that answers each request."""
 from __future__ import annotations
 
 import fcntl
@@ -7,7 +8,9 @@ import os
 import pickle
 import select
 import struct
+import sys
 import time
+import traceback
 from typing import Callable, Optional
 
 _HEADER = struct.Struct("<Q")
@@ -108,3 +111,37 @@ def die_with_parent() -> None:
         return      # not Linux: the worker still exits when it next reads a closed stdin
     if os.getppid() != parent:      # the parent died before the request took effect
         os._exit(0)
+
+
+def reply_channel() -> int:
+    """The worker's first step: a private copy of stdout for the replies (stdout itself then goes to stderr, so
+    that what kernels, runtimes or libraries print cannot corrupt a reply), and death with the parent."""
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)
+    die_with_parent()
+    return reply_fd
+
+
+def serve(reply_fd: int, handle: Callable[[dict], dict], out_of_memory: Callable[[MemoryError], dict],
+          after: Optional[Callable[[], None]] = None) -> int:
+    """Answer each request on stdin with handle(request) until the parent closes stdin (then 0). Running out of
+    memory is the machine's limit: out_of_memory(exc) is the reply. Any other exception handle lets through is
+    the harness's own error, replied as {"error": traceback}; the worker stays up. after(): once per reply."""
+    in_fd = sys.stdin.fileno()
+    while True:
+        try:
+            req = receive(in_fd)
+        except Closed:
+            return 0
+        try:
+            reply = handle(req)
+        except MemoryError as exc:
+            reply = out_of_memory(exc)
+        except Exception:  # noqa: BLE001 - a harness bug: reported to the caller, the worker stays up
+            reply = {"error": traceback.format_exc()}
+        try:
+            send(reply_fd, reply)
+        except MemoryError:
+            send(reply_fd, {"fault": ("ResourceExhausted", "the host is out of memory for the reply")})
+        if after is not None:
+            after()

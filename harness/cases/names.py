@@ -112,16 +112,29 @@ def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Option
         # and apart by one, half and zero times the token judge's tie threshold
         return [("gauss", {}), ("near-tie", {})] + [(g, {}) for g in V.LM_HEAD_GAPS]
     if op in _TOPK_OPS:
-        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS]
+        # tiny's 32 experts fill one warp, so nothing crosses warps there: once, at tiny, the full-size model's
+        # expert count (several warps: their barriers and shared partials) with the dominant expert in the last
+        many = [(f"E={V.MANY_EXPERTS}", {"E": V.MANY_EXPERTS})] if shape.name == "tiny" else []
+        return [("gauss", {}), ("near-tie", {}), ("exact-tie", {})] + [(v, {}) for v in V.ROUTER_VARIANTS] + many
     if op == "act_quant":
-        return [("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
+        # tiny's widths give block counts that fill the grid's 8-warp blocks exactly; once per kernel, at tiny, a K
+        # whose 37 blocks leave idle warps in the last thread block (they must return before reading past the end)
+        first = contract.instances[0][0] if contract.instances else None
+        odd = ([(f"K={V.WIDE_EXPERT_K}", {"K": V.WIDE_EXPERT_K})] if shape.name == "tiny" and instance in (None, first)
+               else [])
+        return ([("outliers", {}), ("zero-block", {}), ("half-ties", {})] + [(v, {}) for v in V.ACT_QUANT_VARIANTS]
+                + odd)
     if op == "argmax_advance":
         return [("gauss", {}), ("exact-tie", {})]
     if op in ("q8_gemv", "q8_gemv_qkv", "q8_gemm_mma"):
         # the value-range variants at the kernel's first size instance: the kernel's arithmetic is the same at
         # every instance, only the sizes differ (which the Gaussian case covers at each)
         first = contract.instances[0][0] if contract.instances else None
-        return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else [])
+        # the router's d = 512 at tiny is a multiple of its 128-wide loop, so its 32-wide tail never runs there;
+        # once, at tiny, a K that leaves a 32-column tail
+        tail = ([(f"K={V.WIDE_EXPERT_K}", {"K": V.WIDE_EXPERT_K})] if instance == "router" and shape.name == "tiny"
+                else [])
+        return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else []) + tail
     if op in ("moe_gate_up_silu", "moe_down_combine"):
         # the small shape sets' widths (d = 512, 672; dff = 128, 160) run the 512-wide loop of these GEMVs at
         # most once (gate/up) or never (down); a wide Kd of 2 x 512 + 128 + 32 runs every loop, the 512-wide

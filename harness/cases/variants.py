@@ -13,7 +13,8 @@ when the case's variant names it. What each one stresses:
   undefined, never as a pass.
 - router logits: ``dominant``, ``dominant-first``, ``dominant-second`` (the last, the first or the second expert
   100 above the rest: an exp without the max subtracted overflows float32, and a reduction, broadcast or scan
-  that misses that lane misses it), ``all-equal``.
+  that misses that lane misses it), ``all-equal`` (every logit 0); at tiny, ``E=128``: the full-size expert
+  count, several warps per router block, with the dominant expert in the last warp.
 - attention: ``spread`` (scores spanning > 100 with maxima above 88.7, where expf overflows), ``sink`` (one
   key dominates every head's scores), ``equal`` (every score equal); long caches (33, 257, the contract's
   maximum: at the CPU-backend shape sets when it is at most LONG_CACHE_CAP, else in the full-size set) and
@@ -39,6 +40,7 @@ SINK_LEAD = 25.0                    # score lead of the sink key over every othe
 HALF_MAX_SCALE = 65504.0 * 127.0    # a Q8_0 block amax above this has a half scale of inf
 UNDEFINED = "undefined"
 WIDE_EXPERT_K = 1184                # the MoE GEMVs' Kd in their wide case: 2 x 512 + 128 + 32 (every loop runs)
+MANY_EXPERTS = 128                  # the router kernels' expert count in their multi-warp case (qwen3-30b-a3b's)
 WIDE_EXPERT_N = 64                  # ... with fewer output rows (the case's cost stays that of the Gaussian one)             # prefix of the reason of a case whose result the reference leaves undefined
 
 ACT_QUANT_VARIANTS = ("massive", "one-nonzero", "all-ties")
@@ -165,7 +167,9 @@ def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.n
         # at least ROUTER_DOMINANCE above zero too, so its exp overflows whatever the others are
         z[at] = np.float32(max(float(z.max()), 0.0) + ROUTER_DOMINANCE)
     elif variant == "all-equal":
-        z[:] = np.float32(rng.standard_normal())
+        # 0, not any value: the block max is then exactly 0, so a kernel that divides by a sum it never stored
+        # (which would hold the max) divides by 0
+        z[:] = 0.0
     else:
         raise ValueError(f"variant: no router logits for {variant!r}")
     check_router(z, variant)
@@ -174,7 +178,7 @@ def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.n
 
 def check_router(z: np.ndarray, variant: str) -> None:
     if variant == "all-equal":
-        _promise(variant, (z == z[0]).all(), "every router logit is equal")
+        _promise(variant, (z == 0).all(), "every router logit is 0")
         return
     at = {"dominant": z.size - 1, "dominant-first": 0, "dominant-second": 1}[variant]
     rest = np.delete(z.astype(np.float64), at)

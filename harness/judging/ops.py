@@ -392,6 +392,8 @@ def _topk_comparison(logits: np.ndarray, got: np.ndarray, k: int) -> tuple[Compa
 def _topk_logits(ctx: Ctx, E: int, k: int) -> np.ndarray:
     if ctx.case.variant in V.ROUTER_VARIANTS:
         return V.router_logits(ctx.rng, E, ctx.case.variant)
+    if ctx.case.variant == f"E={V.MANY_EXPERTS}":       # several warps; the block max lives in the last one
+        return V.router_logits(ctx.rng, E, "dominant")
     if ctx.case.variant == "model":
         from harness.cases import model_inputs as case_inputs
         return case_inputs.buffer(ctx, "moe_logits", E).astype(np.float32)

@@ -50,7 +50,7 @@ class Ctx:
         self.rng = inputs.rng_for(case.seed)
         self.args: dict[str, object] = {}
         self.before: dict[str, np.ndarray] = {}     # copies of INOUT buffers before the launch
-        self.extra: dict[str, object] = {}          # builder -> checker notes (the f32 activation, ...)
+        self.extra: dict[str, object] = {}          # what check needs beyond the arguments (Judge.extras)
         self.counts = contract.counts(dims)
         self.attrs = dict(contract.attrs)
 

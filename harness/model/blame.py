@@ -197,9 +197,10 @@ def judge_launch(module, launch: Launch, state: dict, lane: str, pos: int) -> La
 
 
 def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[int], *,
-               replay_args: Optional[dict] = None, only: Optional[int] = None) -> BlameReport:
+               replay: Optional[ReplayTarget] = None, only: Optional[int] = None) -> BlameReport:
     """Rerun the step len(fed) - 1 launch by launch on the reference's inputs (module docstring). `only`: run
-    and judge only that launch index (the replay of one launch)."""
+    and judge only that launch index (the replay of one launch). `replay`: what the blamed launch's
+    `qconform replay-launch` command names (no command without it)."""
     fed = [int(t) for t in fed]
     pos = len(fed) - 1
     records = reference_step(weights, program.lane, fed)
@@ -219,8 +220,7 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
         _apply_reference(state, launch, program, capture, pos, notes)
     if only is not None and not verdicts:
         raise ValueError(f"launch: no launch {only} in lane {program.lane} (0..{program.advance.index})")
-    replay = replay_command(replay_args, program.lane, fed, blamed.index) if blamed and replay_args is not None \
-        else None
+    command = replay.command(program.lane, fed, blamed.index) if blamed and replay is not None else None
     if blamed is not None:
         if blamed.fault is not None:
             detail = f"{blamed.fault}"
@@ -237,20 +237,31 @@ def blame_step(weights: ModelWeights, program: Program, module, fed: Sequence[in
         finding = (f"step {pos}: every launch is within its own budget on the reference's inputs, yet the chain "
                    "left the lane's budget: the per-kernel budgets compose worse than they claim (a finding about "
                    "the bounds, not a kernel)")
-    return BlameReport(program.lane, pos, fed, verdicts, blamed, replay, finding, notes)
+    return BlameReport(program.lane, pos, fed, verdicts, blamed, command, finding, notes)
 
 
-def replay_command(args: dict, lane: str, fed: Sequence[int], index: int) -> str:
-    parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch", str(index)]
-    if args.get("model"):
-        parts += ["--model", str(args["model"])]
-    if args.get("seed"):
-        parts += ["--seed", str(args["seed"])]
-    for s in args.get("sources") or ():
-        parts += ["--source", str(s)]
-    if args.get("backend"):
-        parts += ["--backend", str(args["backend"])]
-    return " ".join(shlex.quote(p) for p in parts)
+@dataclass(frozen=True)
+class ReplayTarget:
+    """Where a blamed launch came from: the model (--model as given, or the synthetic model's seed), the kernel
+    source files and the backend, as `qconform replay-launch` takes them."""
+
+    model: Optional[str] = None
+    seed: int = 0
+    sources: tuple[str, ...] = ()
+    backend: Optional[str] = None
+
+    def command(self, lane: str, fed: Sequence[int], index: int) -> str:
+        parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch",
+                 str(index)]
+        if self.model:
+            parts += ["--model", str(self.model)]
+        if self.seed:
+            parts += ["--seed", str(self.seed)]
+        for s in self.sources:
+            parts += ["--source", str(s)]
+        if self.backend:
+            parts += ["--backend", str(self.backend)]
+        return " ".join(shlex.quote(p) for p in parts)
 
 
-__all__ = ["BlameReport", "LaunchVerdict", "blame_step", "judge_launch", "replay_command"]
+__all__ = ["BlameReport", "LaunchVerdict", "ReplayTarget", "blame_step", "judge_launch"]

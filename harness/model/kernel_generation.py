@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence
 
 from reference.model import ModelWeights
 
-from .blame import blame_step
+from .blame import ReplayTarget, blame_step
 from .chain import Chain, make_buffers
 from .kernel_lane import KernelLaneResult, first_bad_step, judge_lane, run_fed
 from .reference_lanes import ExternalStream, ReferenceDecode
@@ -90,8 +90,8 @@ def judge_kernel_lanes(weights: ModelWeights, ref: ReferenceDecode, runners: Seq
             fed = list(prompt) + res.tokens
             fed = (free.fed if len(free.fed) > step else fed)[:step + 1]
             res.blame = blame_step(weights, r.chain.program, r.chain.module, fed,
-                                   replay_args={"model": setup.model_arg, "seed": setup.seed,
-                                                "sources": setup.source_paths, "backend": backend_name})
+                                   replay=ReplayTarget(setup.model_arg, setup.seed, tuple(setup.source_paths),
+                                                       backend_name))
         results.append(res)
     return results, streams
 

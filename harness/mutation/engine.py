@@ -6,7 +6,10 @@ slow its build nor change their verdicts), with the same seed, cheapest case fir
 case whose verdict is worse than the unmutated run's (pass < tie < fail): the mutant is killed. A mutant
 whose source does not build is counted apart ("no-compile"), never as killed. A mutant that hangs is stopped
 by the backend's launch timeout (a multiple of the slowest unmutated launch) and counts as killed, with the
-timeout named. A survivor listed in the equivalence ledger (its id and the reason it cannot change any
+timeout named. A mutant that survives every schedule is judged once more on the CPU backend's
+AddressSanitizer build (one schedule, against the unmutated kernel's verdicts on that build), which catches
+the out-of-bounds reads no output shows (a loop bound one past the end, an index -1 into shared memory).
+A survivor listed in the equivalence ledger (its id and the reason it cannot change any
 output) is "equivalent"; every other survivor is a gap in the cases.
 """
 from __future__ import annotations
@@ -38,9 +41,10 @@ TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 10.0
 # run repeats those two and only adds checks; a mutant that survives them is run again with every schedule
 # (reverse, warp-greedy and random orders catch races), so no survivor is declared on the shortened run.
 QUICK_SCHEDULES = 2
+SANITIZE_SLOWDOWN = 4.0         # an AddressSanitizer build runs launches several times slower: its timeout scales
 # Part of a stored result's key: raise it when the rules that classify a mutant change, so that an earlier
 # run's results are not resumed under new rules.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 
 @dataclass
@@ -181,9 +185,9 @@ def select_mutants(code: str, kernels: Sequence[str], sample: Optional[int], see
 class EmuFactory:
     """The default backend of a mutation run: the CPU backend with a launch timeout (and a schedule count)."""
 
-    def __call__(self, timeout_s: float, schedules: Optional[int] = None):
+    def __call__(self, timeout_s: float, schedules: Optional[int] = None, sanitize: bool = False):
         from harness.backends.emu.backend import EmuBackend
-        return EmuBackend(timeout_s=timeout_s, schedules=schedules)
+        return EmuBackend(timeout_s=timeout_s, schedules=schedules, sanitize=sanitize)
 
 
 @dataclass
@@ -197,15 +201,25 @@ class _Plan:
 
 
 class _MutantWorker:
-    """One worker's backends: a quick one (the first schedules) and a full one."""
+    """One worker's backends: a quick one (the first schedules), a full one and an AddressSanitizer one (with the
+    unmutated kernels' verdicts on it, judged when a survivor of that kernel first needs them)."""
 
     def __init__(self, factory: Callable[..., object], timeout_s: float):
         self.quick = _Backends(lambda: factory(timeout_s, QUICK_SCHEDULES))
         self.full = _Backends(lambda: factory(timeout_s, None))
+        self.sanitized = _Backends(lambda: factory(SANITIZE_SLOWDOWN * timeout_s, 1, sanitize=True))
+        self.sanitized_baseline: dict[str, dict[str, str]] = {}
+        self.lock = threading.Lock()
+
+    def drop(self) -> None:
+        self.quick.drop()
+        self.full.drop()
+        self.sanitized.drop()
 
     def close(self) -> None:
         self.quick.close()
         self.full.close()
+        self.sanitized.close()
 
 
 @dataclass(frozen=True)
@@ -224,8 +238,7 @@ def _judge_unit(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult:
         try:
             return _judge_mutant(worker, plan, m)
         except (RuntimeError, OSError) as exc:
-            worker.quick.drop()
-            worker.full.drop()
+            worker.drop()
             if attempt == 2:
                 return MutantResult(m, NOT_RUN, detail=f"the tool failed twice on this mutant: "
                                     f"{str(exc).strip().splitlines()[-1][:300]}")
@@ -257,8 +270,41 @@ def _judge_mutant(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult
                    else last.verdict)
             return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {now}: "
                                 f"{last.reason[:400]}", ran, time.monotonic() - t)
-    return MutantResult(m, SURVIVED, "", f"every one of {len(results)} case(s) kept its verdict under every schedule",
-                        len(results), time.monotonic() - t)
+    detail = f"every one of {len(results)} case(s) kept its verdict under every schedule"
+    on_asan = _sanitized_pass(worker, m, kc, mcode)
+    if isinstance(on_asan, MutantResult):
+        on_asan.cases_run += ran
+        on_asan.wall_s = time.monotonic() - t
+        return on_asan
+    return MutantResult(m, SURVIVED, "", detail + on_asan, len(results), time.monotonic() - t)
+
+
+def _sanitized_pass(worker: _MutantWorker, m: Mutant, kc: "KernelCases", mcode: str) -> "MutantResult | str":
+    """A survivor on the AddressSanitizer build: a killed MutantResult when a case's verdict there is worse than
+    the unmutated kernel's on the same build, else a note for the survivor's detail."""
+    from harness.backends.base import BuildError, KernelFault
+    be = worker.sanitized.get()
+    with worker.lock:
+        if kc.kernel not in worker.sanitized_baseline:
+            try:
+                base, _ = _judge_all(be.load(kc.isolated), kc.cases, None, lambda: be.load(kc.isolated))
+            except (BuildError, KernelFault, ValueError) as exc:
+                worker.sanitized_baseline[kc.kernel] = {"": f"not available ({type(exc).__name__})"}
+            else:
+                worker.sanitized_baseline[kc.kernel] = {r.case.name: r.verdict for r in base}
+    base = worker.sanitized_baseline[kc.kernel]
+    if "" in base:
+        return f"; the AddressSanitizer build is {base['']}"
+    try:
+        module = be.load(mcode)
+    except (BuildError, KernelFault, ValueError) as exc:
+        return f"; its AddressSanitizer build failed ({type(exc).__name__})"
+    results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode))
+    last = results[-1] if results else None
+    if last is not None and kills(base.get(last.case.name, UNCHECKED), last):
+        return MutantResult(m, KILLED, last.case.name, f"{base[last.case.name]} -> {last.verdict} on the "
+                            f"AddressSanitizer build: {last.reason[:400]}")
+    return ", and on the AddressSanitizer build"
 
 
 def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tuple[Case, KernelContract]]],

@@ -75,8 +75,9 @@ def markdown(run: MutationRun) -> str:
              + (f"; {run.resumed} mutants taken from the interrupted run's store" if run.resumed else "")
              + (f"; {run.retried} retried after a cluster worker died" if run.retried else ""), ""]
     if run.count(NOT_RUN):
-        lines += [f"**Partial:** the time limit ({run.time_limit_s:g} s) stopped the run; the score covers the "
-                  "mutants that ran (a random order, so an unbiased sample).", ""]
+        why = (f"the time limit ({run.time_limit_s:g} s) stopped the run or the tool failed on some mutants"
+               if run.time_limit_s is not None else "the tool failed on some mutants (each one's detail says how)")
+        lines += [f"**Partial:** {why}; the score covers the mutants that ran.", ""]
     by = defaultdict(Counter)
     for r in run.results:
         by[(r.mutant.kernel, r.mutant.operator)][r.status] += 1

@@ -58,3 +58,24 @@ def test_wider_c_types_and_volatile_pointees():
         plan_args(SIG["v"], [ok[0], np.zeros(1, np.int64), ok[2]], outputs=(1,))
     with pytest.raises(ValueError, match=r"args\[2\].*dtype uint64"):
         plan_args(SIG["v"], [*ok[:2], np.int64(3)], outputs=(1,))
+
+
+AGG = kernel_signatures("struct P { int n; float s; };\n"
+                        "__global__ void a(const P p, int (*op)(int), float* const y, const int n) { }\n")[0]
+
+
+def test_aggregates_and_symbols_by_value():
+    from harness.backends.base import Struct, Symbol
+    sizes = (8, 8, 8, 4)
+    p = np.zeros((), [("n", "<i4"), ("s", "<f4")])[()]
+    plan = plan_args(AGG, [p, Symbol("d_op"), np.zeros(4, np.float32), np.int32(4)], (2,), sizes, aggregates_ok=True)
+    assert isinstance(plan[0].value, Struct) and plan[1].value == Symbol("d_op") and plan[3].value == 4
+    with pytest.raises(ValueError, match=r"by-value parameters of type 'const P' are not supported"):
+        plan_args(AGG, [p, Symbol("d_op"), np.zeros(4, np.float32), np.int32(4)], (2,), sizes)   # not this backend
+    with pytest.raises(ValueError, match="function-pointer parameter takes Symbol"):
+        plan_args(AGG, [p, np.uint64(0), np.zeros(4, np.float32), np.int32(4)], (2,), sizes, aggregates_ok=True)
+    with pytest.raises(ValueError, match="Symbol name must be a C identifier"):
+        plan_args(AGG, [Symbol("1x"), Symbol("d_op"), np.zeros(4, np.float32), np.int32(4)], (2,), sizes,
+                  aggregates_ok=True)
+    with pytest.raises(TypeError, match="needs native_sizes"):
+        plan_args(AGG, [p, Symbol("d_op"), np.zeros(4, np.float32), np.int32(4)], (2,), aggregates_ok=True)

@@ -116,3 +116,55 @@ def test_fault_fields_are_read_as_declared_attributes_everywhere():
     # negative control: the old way of reading them is found
     assert _getattr_of_fault_fields('if getattr(exc, "tool_limit", False): pass\nc = getattr(e, "coverage", None)') == [
         "line 1: getattr(..., 'tool_limit')", "line 2: getattr(..., 'coverage')"]
+
+
+def test_every_fault_name_a_worker_sends_is_in_the_one_table():
+    # The emu runtime's fault codes and every Fault(kind, ...) the gpu worker raises resolve through
+    # faults.fault_error to the exception the caller gets: a KernelFault, or for these three a caller's or
+    # the harness's error.
+    import ast
+    from pathlib import Path
+    from harness.backends import gpu_worker
+    from harness.backends.emu.native import FAULT_NAMES
+    tree = ast.parse(Path(gpu_worker.__file__).read_text())
+    sent = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id == "Fault" and n.args and isinstance(n.args[0], ast.Constant)}
+    assert {"KernelTimeout", "LaunchRefused", "ContextFailure"} <= sent         # the walker finds them
+    sent |= set(FAULT_NAMES.values()) | {"ResourceExhausted", "UnwrittenOutput", "UninitializedRead", "RaceDetected"}
+    special = {faults.BAD_LAUNCH, "BuildError"}
+    assert all(faults.fault_class(n) is not None for n in sent - special), sorted(
+        n for n in sent - special if faults.fault_class(n) is None)
+    assert faults.fault_class("DataRaces") is None and faults.fault_class("LaunchInfo") is None
+
+
+def test_the_worker_loop_answers_faults_errors_and_memory(monkeypatch):
+    import os
+    import sys
+    from harness.backends import protocol
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    for msg in ({"op": "ok"}, {"op": "bug"}, {"op": "big"}):
+        protocol.send(req_w, msg)
+    os.close(req_w)                                  # the parent is done: the loop returns 0
+
+    class Stdin:
+        def fileno(self):
+            return req_r
+    monkeypatch.setattr(sys, "stdin", Stdin())
+
+    def handle(req):
+        if req["op"] == "bug":
+            raise KeyError("no such buffer")
+        if req["op"] == "big":
+            raise MemoryError("2 GiB")
+        return {"ok": 1}
+    idle = []
+    assert protocol.serve(rep_w, handle, lambda exc: {"fault": ("ResourceExhausted", str(exc))},
+                          after=lambda: idle.append(1)) == 0
+    replies = [protocol.receive(rep_r, 5.0) for _ in range(3)]
+    assert replies[0] == {"ok": 1} and "KeyError: 'no such buffer'" in replies[1]["error"]
+    assert replies[2] == {"fault": ("ResourceExhausted", "2 GiB")} and idle == [1, 1, 1]
+    with pytest.raises(base.ResourceExhausted, match="2 GiB"):
+        faults.reply_value(replies[2], None, "emu worker")
+    for fd in (req_r, rep_r, rep_w):
+        os.close(fd)

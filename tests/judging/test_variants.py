@@ -284,3 +284,36 @@ def test_lm_head_gap_cases_keep_their_promise():
             for seed in (2, 3, 7):
                 for case in [x for x in cases_for_contract(c, shape, seed) if x.variant in V.LM_HEAD_GAPS]:
                     prepare(case, c)                     # raises PromiseError when the promise breaks
+
+
+def _mutant_by_id(code: str, kernel: str, mutant_id: str) -> str:
+    from harness.mutation.operators import mutants_of
+    return next(m for m in mutants_of(code, kernel) if m.id == mutant_id).apply(code)
+
+
+def test_many_experts_and_zero_logits_kill_the_router_softmax_survivors(emu):
+    """Survivors of `qconform mutate` on moe_topk_idx (int8act, tiny): tiny's 32 experts fill one warp, so a
+    deleted barrier or a warp partial stored by the wrong lanes changed nothing; the E=128 case (four warps) makes
+    them races. A deleted store of the warp sums left the total as the stored maxima, which cancels in the
+    renormalization unless it is 0: all-equal logits are 0."""
+    src = emit("moe", Mode.INT8_ACT, "tiny")
+    c = src.contract("moe_topk_idx")
+    cases = {case.variant: case for case in cases_for_contract(c, "tiny", 19)}
+    assert judge_case(emu.load(src.code), cases["E=128"], c).verdict == PASS
+    assert judge_case(emu.load(src.code), cases["all-equal"], c).verdict == PASS
+    for mutant_id, variant in (("ca0859b29d", "E=128"), ("4c3cda6e70", "E=128"), ("d4dd959df8", "E=128"),
+                               ("3179753928", "all-equal")):
+        res = judge_case(emu.load(_mutant_by_id(src.code, "moe_topk_idx", mutant_id)), cases[variant], c)
+        assert res.verdict == FAIL, (mutant_id, res.reason)
+
+
+def test_a_router_width_with_a_tail_kills_the_tail_loop_survivors(emu):
+    """moe_router_fast's 32-wide tail loop never runs at tiny (d = 512, a multiple of its 128-wide loop): its
+    mutants survived a tiny sample; the router's K=1184 case leaves a 32-column tail."""
+    src = emit("moe", Mode.INT8_ACT, "tiny")
+    c = src.contract("moe_router_fast")
+    (case,) = [x for x in cases_for_contract(c, "tiny", 23) if x.variant == f"K={V.WIDE_EXPERT_K}"]
+    assert judge_case(emu.load(src.code), case, c).verdict == PASS
+    for mutant_id in ("154dbd54ae", "d2f99f50fa", "3d2ad95b7e"):    # t / 33; the tail's add deleted; scale + 1
+        res = judge_case(emu.load(_mutant_by_id(src.code, "moe_router_fast", mutant_id)), case, c)
+        assert res.verdict == FAIL, (mutant_id, res.reason)

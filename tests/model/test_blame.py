@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.model.blame import blame_step
+from harness.model.blame import ReplayTarget, blame_step
 from harness.model.chain import Chain, make_buffers
 from harness.model.kernel_lane import first_bad_step, judge_lane
 from harness.model.reference_lanes import decode_reference
@@ -44,7 +44,7 @@ def test_planted_bug_is_caught_and_blamed(emu, small, tiny, name):
     assert res.verdict == "fail", f"plant {name} not caught"
     step = first_bad_step(res, run)
     assert step is not None and step >= plant.min_positions - 1
-    rep = blame_step(weights, program, ch.module, run.fed[:step + 1], replay_args={"backend": "emu"})
+    rep = blame_step(weights, program, ch.module, run.fed[:step + 1], replay=ReplayTarget(backend="emu"))
     assert rep.blamed is not None, rep.finding
     assert rep.blamed.kernel == plant.kernel, rep.finding
     assert f"--launch {rep.blamed.index}" in rep.replay and f"--lane {plant.lane}" in rep.replay
@@ -62,7 +62,7 @@ def test_the_32_key_plant_is_silent_below_33_positions(emu, small):
 
 def test_a_clean_step_blames_no_launch(emu, small):
     program = build_program(small.config, "fast", maxseq=4)
-    rep = blame_step(small, program, emu.load(program.code), [1, 2, 3], replay_args={})
+    rep = blame_step(small, program, emu.load(program.code), [1, 2, 3], replay=ReplayTarget())
     assert rep.blamed is None and rep.replay is None
     assert "compose worse" in rep.finding
     assert len(rep.launches) == len(program.launches) + 1

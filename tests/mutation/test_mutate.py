@@ -87,3 +87,40 @@ def test_moe_int8act_mutation_score_floor(tmp_path):
     assert not doc["stale_ledger_ids"], f"ledger entries that match no mutant: {doc['stale_ledger_ids']}"
     md = (out / "mutation.md").read_text()
     assert "mutation score" in md and "| `moe_" in md
+
+
+def test_summary_of_a_run_with_unrun_mutants_and_no_time_limit():
+    """A mutant the tool failed on is `not-run`; without a time limit the summary says so instead of crashing
+    on the missing limit."""
+    from harness.mutation.engine import NOT_RUN, MutantResult, MutationRun
+    from harness.mutation.summary import markdown
+    m = Mutant("abc", "k", "constant", 1, "`1` -> `0`", 0, 1, "0")
+    run = MutationRun("x.cu", 1, ["tiny"], ["k"], {}, [MutantResult(m, NOT_RUN, detail="the tool failed twice")])
+    md = markdown(run)
+    assert "**Partial:** the tool failed on some mutants" in md
+
+
+def test_a_launch_stopped_by_the_mutation_timeout_kills_the_mutant():
+    """The CPU backend leaves a timed-out case unchecked (its own limit); in a mutation run the timeout is a
+    multiple of the unmutated launch, so a mutant that hangs there (`off >>= 0` in a shuffle loop) is killed."""
+    from types import SimpleNamespace
+    from harness.judging.registry import PASS, UNCHECKED
+    from harness.mutation.engine import kills
+    hang = SimpleNamespace(verdict=UNCHECKED, fault="KernelTimeout")
+    assert kills(PASS, hang)
+    assert not kills(UNCHECKED, hang)                             # unchecked before: nothing to compare
+    assert not kills(PASS, SimpleNamespace(verdict=UNCHECKED, fault=None))
+    assert kills(PASS, SimpleNamespace(verdict="fail", fault=None))
+
+
+def test_a_survivor_reading_out_of_bounds_is_killed_on_the_sanitizer_build(tmp_path):
+    """moe_topk_idx's max loop running to `e <= E` reads logits[E]: no output changes (fmaxf with whatever lies
+    past the end), every schedule keeps every verdict, and the AddressSanitizer pass kills it."""
+    from harness.cli.mutate import cases_by_kernel
+    from reference.shapes import parse_shape_list
+    code = emit("moe", Mode.INT8_ACT, "tiny").code
+    by, _ = cases_by_kernel(code, str(tmp_path / "m.cu"), parse_shape_list("tiny"), None, 19, ["moe_topk_idx"])
+    m = next(m for m in mutants_of(code, "moe_topk_idx") if m.id == "fa96ce9d11")
+    run = run_mutation(code, "m.cu", by, 19, ["tiny"], jobs=1, progress=False, mutants=[m])
+    (r,) = run.results
+    assert r.status == KILLED and "on the AddressSanitizer build" in r.detail and "OutOfBounds" in r.detail, r.detail

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
-# outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.emu.faults.fault_error).
+# outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.faults.fault_error).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
                5: "KernelCrash", 6: "BadLaunch", 7: "DataRace"}
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 
 def main() -> int:
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)      # stray prints must not corrupt the reply channel
     from harness.backends import protocol
-    protocol.die_with_parent()
+    reply_fd = protocol.reply_channel()
     from .native import NativeModule
     from .runs import DeviceBuffer, Resident, execute
     from .watchdog import from_environment
@@ -38,56 +35,52 @@ def main() -> int:
     shared = staging.from_environment()
     modules: dict[str, NativeModule] = {}
     resident: dict[int, Resident] = {}     # Module.alloc's buffers, by id
-    in_fd = sys.stdin.fileno()
-    while True:
-        try:
-            req = protocol.receive(in_fd)
-        except protocol.Closed:
-            return 0
-        try:
-            if req["op"] == "load":
-                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
-                reply = {"ok": {k: v.param_sizes for k, v in mod.kernels.items()}}
-            elif req["op"] == "symbols":
-                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
-                reply = {"ok": {k: (size, writable) for k, (_, size, writable) in mod.symbols.items()}}
-            elif req["op"] == "launch":
-                spec = req["spec"]
-                mod = modules.get(spec.so_path) or modules.setdefault(spec.so_path, NativeModule(spec.so_path))
-                staged = {i: a for i, a in enumerate(spec.args) if isinstance(a, staging.Staged)}
-                raws = shared.views(staged, spec.staging_size) if staged else {}
-                for i, raw in raws.items():   # the staged data, seen as the array it was
-                    a = spec.args[i]
-                    spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
-                reply = {"ok": execute(mod, spec, resident, raws)}
-                del raws
-                if memory_limit and sandbox.address_space() > 0.75 * memory_limit:
-                    reply["restart"] = True    # what the kernel left allocated must not starve the next case
-            elif req["op"] == "alloc":
-                buf = req["buffer"]
-                mod = modules.get(req["path"]) or modules.setdefault(req["path"], NativeModule(req["path"]))
-                resident[buf.id] = Resident(buf, DeviceBuffer(mod, buf.nbytes, req["init"], req["poison"],
-                                                              req["sanitize"]))
-                reply = {"ok": None}
-            elif req["op"] == "write":
-                resident[req["id"]].storage.fill(req["array"])
-                reply = {"ok": None}
-            elif req["op"] == "read":
-                r = resident[req["id"]]
-                reply = {"ok": r.storage.read(r.buffer.shape, r.buffer.dtype)}
-            elif req["op"] == "free":
-                resident.pop(req["id"]).storage.release()
-                reply = {"ok": None}
-            else:
-                reply = {"error": f"unknown request {req['op']!r}"}
-        except MemoryError as exc:  # the worker's memory limit, reached by the tool's own buffers: unchecked
-            limit = limits.describe() if limits is not None else "the machine's"
-            reply = {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached while it "
-                                                    f"prepared buffers ({exc}); the tool's limit, not the kernel's "
-                                                    "(raise memory_limit_mb)")}
-        except Exception:  # reported to the caller, the worker stays up
-            reply = {"error": traceback.format_exc()}
-        protocol.send(reply_fd, reply)
+
+    def module(path: str) -> NativeModule:
+        return modules.get(path) or modules.setdefault(path, NativeModule(path))
+
+    def handle(req: dict) -> dict:
+        if req["op"] == "load":
+            return {"ok": {k: v.param_sizes for k, v in module(req["path"]).kernels.items()}}
+        if req["op"] == "symbols":
+            return {"ok": {k: (size, writable) for k, (_, size, writable) in module(req["path"]).symbols.items()}}
+        if req["op"] == "launch":
+            spec = req["spec"]
+            mod = module(spec.so_path)
+            staged = {i: a for i, a in enumerate(spec.args) if isinstance(a, staging.Staged)}
+            raws = shared.views(staged, spec.staging_size) if staged else {}
+            for i, raw in raws.items():   # the staged data, seen as the array it was
+                a = spec.args[i]
+                spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
+            reply = {"ok": execute(mod, spec, resident, raws)}
+            del raws
+            if memory_limit and sandbox.address_space() > 0.75 * memory_limit:
+                reply["restart"] = True    # what the kernel left allocated must not starve the next case
+            return reply
+        if req["op"] == "alloc":
+            buf = req["buffer"]
+            resident[buf.id] = Resident(buf, DeviceBuffer(module(req["path"]), buf.nbytes, req["init"],
+                                                          req["poison"], req["sanitize"]))
+            return {"ok": None}
+        if req["op"] == "write":
+            resident[req["id"]].storage.fill(req["array"])
+            return {"ok": None}
+        if req["op"] == "read":
+            r = resident[req["id"]]
+            return {"ok": r.storage.read(r.buffer.shape, r.buffer.dtype)}
+        if req["op"] == "free":
+            resident.pop(req["id"]).storage.release()
+            return {"ok": None}
+        return {"error": f"unknown request {req['op']!r}"}
+
+    def out_of_memory(exc: MemoryError) -> dict:
+        # the worker's memory limit, reached by the tool's own buffers: unchecked
+        limit = limits.describe() if limits is not None else "the machine's"
+        return {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached while it "
+                                               f"prepared buffers ({exc}); the tool's limit, not the kernel's "
+                                               "(raise memory_limit_mb)")}
+
+    return protocol.serve(reply_fd, handle, out_of_memory)
 
 
 if __name__ == "__main__":
