@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 # (subcommand, module). A module exposes `register(subparsers)`, which adds its parser and sets `func`.
@@ -48,7 +49,7 @@ EXIT_USAGE = 2
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    from harness.cli.lifecycle import Interrupted, install_signal_handlers
+    from harness.cli.lifecycle import install_signal_handlers, received_signal
     install_signal_handlers()
     command = "qconform"
     try:
@@ -61,17 +62,34 @@ def main(argv: "list[str] | None" = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         command = f"qconform {args.command}"
-        return int(args.func(args) or 0)
-    except ValueError as exc:       # bad input: one clear line, no traceback
+        rc = int(args.func(args) or 0)
+    except BaseException as exc:
+        return _ended_by(command, exc)
+    signum = received_signal()
+    if signum is not None:          # a library call swallowed the interrupt and the command went on to the end
+        print(f"{command}: interrupted ({signal.Signals(signum).name}) inside a library call that went on; the "
+              f"command finished and its output is complete", file=sys.stderr)
+        return 128 + signum
+    return rc
+
+
+def _ended_by(command: str, exc: BaseException) -> int:
+    """The exit status (and one line) for a command ended by `exc`; anything else keeps its traceback."""
+    from harness.cli.lifecycle import received_signal
+    signum = received_signal()
+    if signum is not None and not isinstance(exc, SystemExit):
+        # the signal's exception, or what a library made of it (numpy's tofile turns it into a TypeError)
+        print(f"{command}: interrupted ({signal.Signals(signum).name}); nothing half-written was left",
+              file=sys.stderr)
+        return 128 + signum
+    if isinstance(exc, ValueError):     # bad input: one clear line, no traceback
         print(f"{command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except OSError as exc:          # the file system refused (a permission, a full disk): one line too
+    if isinstance(exc, OSError):        # the file system refused (a permission, a full disk): one line too
         name = f" {exc.filename}" if exc.filename else ""
         print(f"{command}: error:{name}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    except Interrupted as exc:
-        print(f"{command}: interrupted ({exc}); nothing half-written was left", file=sys.stderr)
-        return exc.exit_status
+    raise exc
 
 
 if __name__ == "__main__":

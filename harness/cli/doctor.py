@@ -78,7 +78,9 @@ def emu_status() -> dict:
             "asan_runtime": tc.asan_runtime(cxx),
             "sandbox": ("off: $QCONFORM_EMU_SANDBOX=off (trusted sources only)" if sandbox.disabled_by_user() else
                         f"unavailable: {why_not}; the emu backend refuses to run kernels" if why_not else
-                        f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"),
+                        f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"
+                        + (f" + Landlock ABI {sandbox.landlock_abi()}" if sandbox.landlock_abi() else
+                           " (no Landlock in this kernel)")),
             "device_gate": gate.describe()}
 
 

@@ -60,6 +60,11 @@ def _on_signal(signum, _frame) -> None:
     # the second one is ignored: the cleanup of the first is under way
 
 
+def received_signal() -> Optional[int]:
+    """The first SIGINT / SIGTERM this run received, or None."""
+    return _received[0] if _received else None
+
+
 def install_signal_handlers() -> None:
     """SIGINT and SIGTERM raise Interrupted in the main thread (no-op elsewhere)."""
     import threading
@@ -68,6 +73,7 @@ def install_signal_handlers() -> None:
     _received.clear()
     for s in _SIGNALS:
         signal.signal(s, _on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)     # deliverable even if the parent blocked them
 
 
 class _SignalsHeld:
@@ -240,7 +246,11 @@ class RunFolder:
 
     def __enter__(self) -> "RunFolder":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.mkdir()
+        try:
+            self.path.mkdir()
+        except BaseException:               # an interrupt right after the mkdir: __exit__ will not run
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -105,9 +105,9 @@ class _Out:
         self.h = hashlib.sha256()
 
     def put(self, arr: np.ndarray) -> None:
-        arr = np.ascontiguousarray(arr)
-        arr.tofile(self.fh)
-        self.h.update(memoryview(arr).cast("B"))
+        data = memoryview(np.ascontiguousarray(arr)).cast("B")
+        self.fh.write(data)          # not ndarray.tofile, which turns an interrupt (SIGINT) into a TypeError
+        self.h.update(data)
 
     def __enter__(self) -> "_Out":
         return self
@@ -213,9 +213,9 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
     out.parent.mkdir(parents=True, exist_ok=True)
     check_free_space(out.parent, total, "--out")
     tmp = temp_sibling(out)
-    tmp.mkdir()
     t0 = time.monotonic()
     try:
+        tmp.mkdir()                # inside the try: an interrupt right after it still removes it
         digests: dict[str, str] = {}
         with Progress(total, progress, title=f"export-weights {ck.path.name}", unit=BYTES, interval_s=10.0) as bar:
             for item in plan:

@@ -222,7 +222,7 @@ class _StreamedTensor:
         written = 0
         for q8 in quantized_chunks(self.c, self.slot, self.seed):
             raw = q8.to_gguf_blocks()
-            raw.tofile(fh)
+            fh.write(memoryview(np.ascontiguousarray(raw)).cast("B"))   # not tofile: it can swallow an interrupt
             written += raw.nbytes
             self.bar.advance(raw.nbytes, self.slot.name)
         if written != self.nbytes:
@@ -241,8 +241,9 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
     check_free_space(out.parent, sum(tensor_nbytes(s) for s in model_slots(c)), "--out")
     tmp = temp_sibling(out)
     slots = model_slots(c)
-    w = gguf.GGUFWriter(tmp, ARCH)
+    w = None
     try:
+        w = gguf.GGUFWriter(tmp, ARCH)     # inside the try: an interrupt right after it still removes tmp
         _add_metadata(w, c, preset, seed)
         total = 0
         for s in slots:
@@ -264,7 +265,8 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
         w.close()
         os.replace(tmp, out)
     except BaseException:
-        w.close()
+        if w is not None:
+            w.close()
         tmp.unlink(missing_ok=True)
         raise
     return out

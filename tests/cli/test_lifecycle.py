@@ -147,16 +147,28 @@ def test_stale_temporaries_of_killed_runs_are_removed_and_reported(tmp_path, cap
     assert not dead.exists() and live.exists()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_during_make_model_cleans_up_quietly(signum, tmp_path):
+@pytest.fixture(scope="module")
+def tails_model_file(tmp_path_factory):
+    """The tails synthetic checkpoint (49 MB): exporting it takes long enough to be interrupted."""
+    from harness.model.synthetic import write_synthetic_gguf
+    return write_synthetic_gguf("tails", tmp_path_factory.mktemp("tails") / "tails.gguf", progress=False)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("command", ["make-model", "export-weights"])
+def test_a_signal_while_writing_a_model_cleans_up_quietly(command, signum, tmp_path, request):
     out = tmp_path / "m.gguf"
-    proc = qconform("make-model", "--preset", "tails", "--out", str(out), "--no-progress")
+    if command == "make-model":
+        proc = qconform("make-model", "--preset", "tails", "--out", str(out), "--no-progress")
+    else:
+        proc = qconform("export-weights", str(request.getfixturevalue("tails_model_file")), "--out", str(out),
+                        "--no-progress")
     wait_for(lambda: any(p.name.startswith(".m.gguf.") for p in tmp_path.iterdir()) or proc.poll() is not None,
              60, "the temporary file")
     assert proc.poll() is None, "make-model ended before it could be interrupted"
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + signum, err
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum, f"stdout: {out}\nstderr: {err}"
     assert "Traceback" not in err and "interrupted (SIG" in err, err
     assert list(tmp_path.iterdir()) == []           # neither the output nor a temporary
 

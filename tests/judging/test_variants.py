@@ -305,3 +305,15 @@ def test_many_experts_and_zero_logits_kill_the_router_softmax_survivors(emu):
                                ("3179753928", "all-equal")):
         res = judge_case(emu.load(_mutant_by_id(src.code, "moe_topk_idx", mutant_id)), cases[variant], c)
         assert res.verdict == FAIL, (mutant_id, res.reason)
+
+
+def test_a_router_width_with_a_tail_kills_the_tail_loop_survivors(emu):
+    """moe_router_fast's 32-wide tail loop never runs at tiny (d = 512, a multiple of its 128-wide loop): its
+    mutants survived a tiny sample; the router's K=1184 case leaves a 32-column tail."""
+    src = emit("moe", Mode.INT8_ACT, "tiny")
+    c = src.contract("moe_router_fast")
+    (case,) = [x for x in cases_for_contract(c, "tiny", 23) if x.variant == f"K={V.WIDE_EXPERT_K}"]
+    assert judge_case(emu.load(src.code), case, c).verdict == PASS
+    for mutant_id in ("154dbd54ae", "d2f99f50fa", "3d2ad95b7e"):    # t / 33; the tail's add deleted; scale + 1
+        res = judge_case(emu.load(_mutant_by_id(src.code, "moe_router_fast", mutant_id)), case, c)
+        assert res.verdict == FAIL, (mutant_id, res.reason)

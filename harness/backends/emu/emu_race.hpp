@@ -325,12 +325,21 @@ void race_ensure_shared_shadow() {
 
 }  // namespace emu
 
+namespace emu {
+// Whether [a, a + n) may touch a tracked range: three unsigned range tests, kept inline in the entry points so
+// the loads of untracked memory (const weights, locals) cost a call and these tests only.
+inline bool maybe_tracked(uintptr_t a, size_t n) {
+  return a - uintptr_t(g_shared) < kSharedArena || a - uintptr_t(g_dyn) < g_dyn_cap ||
+         (a < g_tracked_hi && a + n > g_tracked_lo);
+}
+}  // namespace emu
+
 // ---- entry points of the compiler's instrumentation (-fsanitize=thread without libtsan) -------------------
 #define EMU_TSAN_ACCESS(NAME, SIZE, WRITE)                                                                     \
   extern "C" void NAME(void* p) {                                                                             \
-    if (__builtin_expect(::emu::g_race_on, 0))                                                                \
-      ::emu::race_access(reinterpret_cast<uintptr_t>(p), SIZE, WRITE,                                         \
-                         reinterpret_cast<uintptr_t>(__builtin_return_address(0)));                           \
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
+    if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
+      ::emu::race_access(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
   }
 #define EMU_TSAN_SIZES(KIND, WRITE)                                                                            \
   EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE)                     \

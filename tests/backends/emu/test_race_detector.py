@@ -272,3 +272,18 @@ def test_an_instrumentation_entry_point_the_runtime_lacks_is_named(backend, unga
         assert y[0] == 4
     finally:
         plain.close()
+
+
+def test_race_check_option_and_env(monkeypatch):
+    from harness.backends.emu.backend import RACE_CHECK_ENV
+    monkeypatch.delenv(RACE_CHECK_ENV, raising=False)
+    assert EmuBackend().race_check is True                         # on by default
+    assert EmuBackend(sanitize=True).race_check is False           # AddressSanitizer's build cannot carry it
+    with pytest.raises(ValueError, match=r"race_check: .*cannot be combined with sanitize"):
+        EmuBackend(sanitize=True, race_check=True)
+    monkeypatch.setenv(RACE_CHECK_ENV, "0")
+    assert EmuBackend().race_check is False and EmuBackend(race_check=True).race_check is True
+    assert EmuBackend().spawn_config()[1]["race_check"] is False   # -j workers build the same backend
+    monkeypatch.setenv(RACE_CHECK_ENV, "yes")
+    with pytest.raises(ValueError, match=r"QCONFORM_EMU_RACE_CHECK: expected 0 or 1, got 'yes'"):
+        EmuBackend()

@@ -184,6 +184,30 @@ def test_a_sandbox_violation_fails_the_case(tmp_path, ungated):
     assert verdict_for_fault(info.value) == FAIL and "clone()" in str(info.value)
 
 
+LANDLOCK_ONLY = r"""
+import ctypes, os, sys
+from harness.backends.emu import sandbox
+ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)          # no_new_privs, then Landlock alone (no seccomp filter)
+assert sandbox.landlock() > 0
+try:
+    open(sys.argv[1], "w")
+except PermissionError:
+    pass
+print(open("/proc/self/status").read()[:4], os.system("true") != 0, flush=True)
+"""
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() == 0, reason="this kernel has no Landlock")
+def test_landlock_refuses_writes_and_exec_even_without_the_filter(tmp_path):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", LANDLOCK_ONLY, str(tmp_path / "written")], capture_output=True,
+                       text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["Name", "True"]      # reads work; `sh` could not be executed
+    assert not (tmp_path / "written").exists()
+
+
 @needs_sandbox
 def test_without_libseccomp_the_backend_refuses_to_run(monkeypatch):
     from harness.backends.emu.backend import EmuBackend

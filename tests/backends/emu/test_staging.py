@@ -46,3 +46,21 @@ def test_staged_arguments_give_the_same_results_and_guard_checks(emu):
         mod.launch("poke_const", ((n + 255) // 256,), (256,), 0, [w, np.zeros(n, np.float32), np.int32(n)],
                    outputs=(1,))
     assert np.array_equal(w, np.linspace(-2, 2, n, dtype=np.float32))    # the caller's array is untouched
+
+
+def test_a_wild_write_near_a_staged_argument_hits_its_guard_pages(emu):
+    """Large const inputs live in the shared file, each in its own pages with inaccessible gaps around them."""
+    n = 50000
+    src = SRC + r"""
+__global__ void poke_before(const float* w, float* y, int n){
+  int i = blockIdx.x*blockDim.x + threadIdx.x; if(i < n) y[i] = w[i];
+  if(i == 0) ((float*)w)[-2000] = 1.0f; }
+"""
+    w = np.linspace(-2, 2, n, dtype=np.float32)
+    with pytest.raises(OutOfBounds, match=r"write to 'w' \(arg 0, 50000 x float32\) 8000 byte\(s\) before its start "
+                                          r"\(element -2000\).*inaccessible guard pages"):
+        emu.load(src).launch("poke_before", ((n + 255) // 256,), (256,), 0, [w, np.zeros(n, np.float32), np.int32(n)],
+                             outputs=(1,))
+    y = np.zeros(n, np.float32)        # the next launch runs in a new worker
+    emu.load(SRC).launch("scale_rows", ((n + 255) // 256,), (256,), 0, [w, y, np.int32(n)], outputs=(1,))
+    assert np.array_equal(y, 3 * w)
