@@ -13,8 +13,9 @@ when the case's variant names it. What each one stresses:
   undefined, never as a pass.
 - router logits: ``dominant``, ``dominant-first``, ``dominant-second`` (the last, the first or the second expert
   100 above the rest: an exp without the max subtracted overflows float32, and a reduction, broadcast or scan
-  that misses that lane misses it), ``all-equal`` (every logit 0); at tiny, ``E=128``: the full-size expert
-  count, several warps per router block, with the dominant expert in the last warp.
+  that misses that lane misses it; the other experts' weights, below exp(-88.7), fall under f32's smallest
+  normal and may be exact zeros: docs/NUMERICS.md), ``all-equal`` (every logit 0); at tiny, ``E=128``: the
+  full-size expert count, several warps per router block, with the dominant expert in the last warp.
 - attention: ``spread`` (scores spanning > 100 with maxima above 88.7, where expf overflows), ``sink`` (one
   key dominates every head's scores), ``equal`` (every score equal); long caches (33, 257, the contract's
   maximum: at the CPU-backend shape sets when it is at most LONG_CACHE_CAP, else in the full-size set) and

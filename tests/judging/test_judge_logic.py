@@ -87,6 +87,37 @@ def test_topk_exact_tie_is_a_tie_and_a_real_swap_fails():
     assert bad.verdict == FAIL and "top-K set differs" in bad.reason
 
 
+def topk_mask(zero_kth: bool = False):
+    """moe_topk (dense): f32 max-shifted softmax, top K renormalized, 0 elsewhere, weights below f32's smallest
+    normal flushed to 0 (as expf under FTZ does); zero_kth plants a dropped K-th weight."""
+    def run(logits, w, E, K):
+        e = np.exp((logits - logits.max()).astype(np.float32))
+        e[e < np.finfo(np.float32).tiny] = 0.0
+        order = np.argsort(-logits.astype(np.float64), kind="stable")[:K]
+        w[:] = 0.0
+        w[order] = e[order] / e[order].sum(dtype=np.float32)
+        if zero_kth:
+            w[order[-1]] = 0.0
+    return run
+
+
+def test_topk_mask_zero_weights_within_budget_pass_and_a_dropped_weight_fails():
+    """A dominant router logit leaves the other selected experts' weights below f32's smallest normal: exact
+    zeros there are correct (not 'too few nonzero entries'); a zero where the reference weight is well above
+    its budget still fails."""
+    c = emit("moe", Mode.DEQUANT, "tiny").contract("moe_topk")
+    cases = {k.variant: k for k in cases_for_contract(c, "tiny", 5)}
+    for variant in ("dominant", "dominant-first", "dominant-second"):
+        res = judge_case(FakeModule({"moe_topk": topk_mask()}), cases[variant], c)
+        assert res.verdict == PASS, (variant, res.reason)
+        idx = next(x for x in res.comparisons if x.output == "idx (set)")
+        assert "zero_weight_experts" in idx.metrics, idx.metrics
+    good = judge_case(FakeModule({"moe_topk": topk_mask()}), cases["gauss"], c)
+    assert good.verdict == PASS, good.reason
+    bad = judge_case(FakeModule({"moe_topk": topk_mask(zero_kth=True)}), cases["gauss"], c)
+    assert bad.verdict == FAIL and "nonzero entries, expected" in bad.reason and "budget" in bad.reason
+
+
 def test_a_kernel_fault_fails_the_case():
     from harness.backends.base import OutOfBounds
 

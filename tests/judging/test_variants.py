@@ -106,6 +106,25 @@ def test_dominant_router_logit_catches_a_skipped_max_reduction(emu):
     assert verdicts["gauss"] == PASS and verdicts["dominant"] == FAIL, verdicts
 
 
+def test_dominant_router_case_of_the_golden_dense_topk_passes(emu):
+    """Replay of a false fail: at this seed the dominant-first case's other selected weights underflow to exact
+    zeros in f32, which the judge took for too few selected experts."""
+    src = emit("moe", Mode.DEQUANT, "tiny")
+    c = src.contract("moe_topk")
+    case = next(x for x in cases_for_contract(c, "tiny", 783555017) if x.variant == "dominant-first")
+    res = judge_case(emu.load(src.code), case, c)
+    assert res.verdict == PASS, res.reason
+
+
+def test_dominant_lead_leaves_the_other_weights_below_f32_normal():
+    """Why a dominant case may hold exact zero weights: the lead that makes exp overflow without the max
+    subtracted (> 88.7) exceeds -ln(FLT_MIN) = 87.3, so no margin keeps both promises."""
+    z = V.router_logits(np.random.default_rng(6), 32, "dominant").astype(np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    assert np.sort(p)[-2] < np.finfo(np.float32).tiny and V.EXP_OVERFLOW > -np.log(np.finfo(np.float32).tiny)
+
+
 def test_spread_scores_catch_an_exp_without_max_subtraction(emu):
     """gk_attn taking exp(s) instead of exp(s - max) passes the Gaussian caches (scores ~ N(0, 1)) and fails
     the spread case, whose scores overflow expf."""
