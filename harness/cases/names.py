@@ -131,15 +131,18 @@ def _seeded_variants(contract: KernelContract, shape: ShapeSet, instance: Option
         # every instance, only the sizes differ (which the Gaussian case covers at each)
         first = contract.instances[0][0] if contract.instances else None
         # the router's d = 512 at tiny is a multiple of its 128-wide loop, so its 32-wide tail never runs there;
-        # once, at tiny, a K that leaves a 32-column tail
-        tail = ([(f"K={V.WIDE_EXPERT_K}", {"K": V.WIDE_EXPERT_K})] if instance == "router" and shape.name == "tiny"
-                else [])
+        # once, at tiny, a K that leaves a 96-column tail, and an expert count past the last full 8-row block
+        tail = ([(f"K={V.WIDE_EXPERT_K}", {"K": V.WIDE_EXPERT_K}), (f"N={V.WIDE_EXPERT_N}", {"N": V.WIDE_EXPERT_N})]
+                if instance == "router" and shape.name == "tiny" else [])
         return [("gauss", {})] + ([(v, {}) for v in V.GEMV_VARIANTS] if instance in (None, first) else []) + tail
     if op in ("moe_gate_up_silu", "moe_down_combine"):
         # the small shape sets' widths (d = 512, 672; dff = 128, 160) run the 512-wide loop of these GEMVs at
-        # most once (gate/up) or never (down); a wide Kd of 2 x 512 + 128 + 32 runs every loop, the 512-wide
-        # one twice. Once, at tiny, with fewer output rows to keep it as cheap as the Gaussian case
+        # most once (gate/up) or never (down); a wide Kd runs every loop, the 512-wide one 7 times. Once, at tiny,
+        # with fewer output rows. The down projection also once with a dff that is whole 512-chunks (tiny's d =
+        # 512 does that for gate/up): a short 128-wide block count must not make the tail recount columns
         wide = [(f"Kd={V.WIDE_EXPERT_K}", {"Kd": V.WIDE_EXPERT_K, "N": V.WIDE_EXPERT_N})] if shape.name == "tiny" else []
+        if op == "moe_down_combine" and shape.name == "tiny":
+            wide.append((f"Kd={V.WHOLE_CHUNK_K}", {"Kd": V.WHOLE_CHUNK_K, "N": V.WIDE_EXPERT_N}))
         return [("gauss", {}), ("massive", {})] + wide
     if op == "rms_norm":
         return [("gauss", {}), ("massive", {})]

@@ -11,8 +11,8 @@ when the case's variant names it. What each one stresses:
 - ``w-subnormal``: weight blocks whose half-precision scale is subnormal; ``w-overflow``: a weight block
   whose scale overflows half: the reference refuses it (ggml would store inf), so the case is reported as
   undefined, never as a pass.
-- router logits: ``dominant``, ``dominant-first``, ``dominant-second`` (the last, the first or the second expert
-  100 above the rest: an exp without the max subtracted overflows float32, and a reduction, broadcast or scan
+- router logits: ``dominant``, ``dominant-first``, ``dominant-second``, ``dominant-mid`` (the last, the first, the
+  second or the seventeenth expert, lane 16, 100 above the rest: an exp without the max subtracted overflows float32, and a reduction, broadcast or scan
   that misses that lane misses it; the other experts' weights, below exp(-88.7), fall under f32's smallest
   normal and may be exact zeros: docs/NUMERICS.md), ``all-equal`` (every logit 0); at tiny, ``E=128``: the
   full-size expert count, several warps per router block, with the dominant expert in the last warp.
@@ -40,13 +40,20 @@ SPREAD_SPAN = 100.0                 # ... and the least span of the scores of it
 SINK_LEAD = 25.0                    # score lead of the sink key over every other key
 HALF_MAX_SCALE = 65504.0 * 127.0    # a Q8_0 block amax above this has a half scale of inf
 UNDEFINED = "undefined"
-WIDE_EXPERT_K = 1184                # the MoE GEMVs' Kd in their wide case: 2 x 512 + 128 + 32 (every loop runs)
+# the MoE GEMVs' Kd in their wide case: 7 x 512 + 3 x 128 + 96, so every loop runs and the 32-wide tail takes three
+# strides (a wrong stride skips columns); the smallest multiple of 32 where Kd / 127 exceeds Kd / 128 (a block
+# count from a wrong divisor reads past the row)
+WIDE_EXPERT_K = 4064
 MANY_EXPERTS = 128                  # the router kernels' expert count in their multi-warp case (qwen3-30b-a3b's)
-WIDE_EXPERT_N = 64                  # ... with fewer output rows (the case's cost stays that of the Gaussian one)             # prefix of the reason of a case whose result the reference leaves undefined
+# ... with fewer output rows (the case's cost stays near that of the Gaussian one), and a count that is not a
+# multiple of the 8 warp-rows per 256-thread block, so the last block has warps past the end (a row guard off by
+# one lets one through). Also the router's expert count in its own odd-rows case
+WIDE_EXPERT_N = 61
+WHOLE_CHUNK_K = 1536                # a dff that is a multiple of 512 (qwen3-235b-a22b's): no 128-wide or tail part             # prefix of the reason of a case whose result the reference leaves undefined
 
 ACT_QUANT_VARIANTS = ("massive", "one-nonzero", "all-ties")
 GEMV_VARIANTS = ("massive", "w-subnormal", "w-overflow")
-ROUTER_VARIANTS = ("dominant", "dominant-first", "dominant-second", "all-equal")
+ROUTER_VARIANTS = ("dominant", "dominant-first", "dominant-second", "dominant-mid", "all-equal")
 ATTENTION_VARIANTS = ("spread", "sink", "equal")
 LM_HEAD_GAPS = {"gap=1": 1.0, "gap=0.5": 0.5, "gap=0": 0.0}
 
@@ -163,8 +170,8 @@ def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.n
         # where the dominant expert sits decides which broken reductions it exposes: the last (a shuffle tree
         # with too small offsets, or a scan one short, misses it first), the first (a broadcast from the
         # wrong lane misses it), the second (reachable in a shuffle tree only through offset 1: a tree with
-        # shifted offsets misses it)
-        at = {"dominant": n_expert - 1, "dominant-first": 0, "dominant-second": 1}[variant]
+        # shifted offsets misses it), lane 16 (reachable only through offset 16: a tree starting at 17 misses it)
+        at = _dominant_at(variant, n_expert)
         # at least ROUTER_DOMINANCE above zero too, so its exp overflows whatever the others are
         z[at] = np.float32(max(float(z.max()), 0.0) + ROUTER_DOMINANCE)
     elif variant == "all-equal":
@@ -177,11 +184,17 @@ def router_logits(rng: np.random.Generator, n_expert: int, variant: str) -> np.n
     return z
 
 
+def _dominant_at(variant: str, n_expert: int) -> int:
+    # dominant-mid: lane 16 of the first warp; fewer than 17 experts (no kernel of the family: E % 32 == 0) the middle
+    mid = 16 if n_expert > 16 else n_expert // 2
+    return {"dominant": n_expert - 1, "dominant-first": 0, "dominant-second": 1, "dominant-mid": mid}[variant]
+
+
 def check_router(z: np.ndarray, variant: str) -> None:
     if variant == "all-equal":
         _promise(variant, (z == 0).all(), "every router logit is 0")
         return
-    at = {"dominant": z.size - 1, "dominant-first": 0, "dominant-second": 1}[variant]
+    at = _dominant_at(variant, z.size)
     rest = np.delete(z.astype(np.float64), at)
     lead = float(z[at]) - float(rest.max())
     _promise(variant, lead >= ROUTER_DOMINANCE * (1 - 1e-6) and float(z[at]) > EXP_OVERFLOW,

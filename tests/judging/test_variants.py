@@ -328,7 +328,7 @@ def test_many_experts_and_zero_logits_kill_the_router_softmax_survivors(emu):
 
 def test_a_router_width_with_a_tail_kills_the_tail_loop_survivors(emu):
     """moe_router_fast's 32-wide tail loop never runs at tiny (d = 512, a multiple of its 128-wide loop): its
-    mutants survived a tiny sample; the router's K=1184 case leaves a 32-column tail."""
+    mutants survived a tiny sample; the router's wide-K case leaves a 96-column tail."""
     src = emit("moe", Mode.INT8_ACT, "tiny")
     c = src.contract("moe_router_fast")
     (case,) = [x for x in cases_for_contract(c, "tiny", 23) if x.variant == f"K={V.WIDE_EXPERT_K}"]
@@ -336,3 +336,33 @@ def test_a_router_width_with_a_tail_kills_the_tail_loop_survivors(emu):
     for mutant_id in ("154dbd54ae", "d2f99f50fa", "3d2ad95b7e"):    # t / 33; the tail's add deleted; scale + 1
         res = judge_case(emu.load(_mutant_by_id(src.code, "moe_router_fast", mutant_id)), case, c)
         assert res.verdict == FAIL, (mutant_id, res.reason)
+
+
+_CAMPAIGN_KILLS = (   # survivors of the full moe/int8act campaign (docs/KERNELS.md section 7) and the case that kills each
+    ("moe_topk_idx", "dominant-mid", ("6fcf730d08", "6056be594d")),        # max / sum trees from offset 17 miss lane 16
+    ("moe_router_fast", f"N={V.WIDE_EXPERT_N}", ("9a36bf841e",)),          # row guard `row > N`
+    ("moe_router_fast", f"K={V.WIDE_EXPERT_K}", ("3f5fe6f623", "e275c0347a")),   # K / 127; tail stride 33
+    ("moe_gate_up_silu", f"Kd={V.WIDE_EXPERT_K}", ("9b71912874", "97876e0e20", "3a33fd72a8")),  # `>` guard; / 127; 33
+    ("moe_down_combine", f"Kd={V.WIDE_EXPERT_K}", ("7215b43404", "7a9fae492d")),               # Kd / 127; stride 33
+    ("moe_down_combine", f"Kd={V.WHOLE_CHUNK_K}", ("5df29be2b8",)),        # Kd / 129: the tail recounts a chunk
+)
+
+
+@pytest.mark.parametrize("kernel, variant, mutants", _CAMPAIGN_KILLS, ids=[f"{k}-{v}" for k, v, _ in _CAMPAIGN_KILLS])
+def test_the_campaign_survivors_are_killed_by_their_cases(emu, kernel, variant, mutants):
+    """The unmutated kernel passes the case (or ties, for an explained top-K tie) and each mutant fails it."""
+    src = emit("moe", Mode.INT8_ACT, "tiny")
+    c = src.contract(kernel)
+    (case,) = [x for x in cases_for_contract(c, "tiny", 5) if x.variant == variant]
+    assert judge_case(emu.load(src.code), case, c).verdict == PASS
+    for mutant_id in mutants:
+        res = judge_case(emu.load(_mutant_by_id(src.code, kernel, mutant_id)), case, c)
+        assert res.verdict == FAIL, (mutant_id, res.reason)
+
+
+def test_dominant_mid_puts_the_dominant_expert_in_lane_16():
+    z = V.router_logits(np.random.default_rng(3), 64, "dominant-mid")
+    assert int(np.argmax(z)) == 16
+    z[16] = z[0]                                   # no longer dominant: the promise check refuses it
+    with pytest.raises(V.PromiseError):
+        V.check_router(z, "dominant-mid")
