@@ -40,8 +40,9 @@ def test_one_worker_loads_and_runs_many_modules():
             y = np.zeros(32, np.float32)
             mod.launch(f"scale{k}", (1,), (32,), 0, [x, y], outputs=(1,))
             np.testing.assert_array_equal(y, x * (k + 1), err_msg=f"module {k}")
+            assert be._worker.generation == 1 and be._worker.proc is not None, \
+                f"the worker was replaced after module {k}: loading modules used up its address space ({sizes} MiB)"
             sizes.append(_vm_size_mib(be._worker.proc.pid))
-        assert be._worker.generation == 1, "the worker was replaced: loading modules used up its address space"
         growth = (sizes[-1] - sizes[0]) / (MODULES - 1)
         assert growth < PER_MODULE_MIB, f"VmSize grows {growth:.1f} MiB per module loaded ({sizes[0]} -> {sizes[-1]})"
     finally:
