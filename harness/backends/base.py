@@ -98,8 +98,13 @@ class UnsupportedConstruct(KernelFault):
 
 
 class ResourceExhausted(KernelFault):
-    """The case needs more host or device memory than there is: a limit of the machine, not the kernel's
-    fault; the case is unchecked, and the run goes on with the next one."""
+    """The case needs more host or device memory than there is (or than the tool's own limits allow): a limit
+    of the machine or the tool, not the kernel's fault (tool_limit); the case is unchecked, and the run goes on
+    with the next one."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, tool_limit: bool = True,
+                 coverage: "dict | None" = None):
+        super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
 
 
 class LaunchRefused(KernelCrash):

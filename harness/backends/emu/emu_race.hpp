@@ -102,11 +102,11 @@ uint16_t site_of(uintptr_t key) {
   return 0;
 }
 
+// nullptr (errno set) when the worker's address space cannot hold it: the caller reports the tool's limit.
 Cell* map_shadow(size_t cells) {
   void* p = mmap(nullptr, cells * sizeof(Cell), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
-  if (p == MAP_FAILED) { std::perror("emu: mmap race shadow"); std::abort(); }
-  return static_cast<Cell*>(p);
+  return p == MAP_FAILED ? nullptr : static_cast<Cell*>(p);
 }
 
 // ---- scheduler events -----------------------------------------------------------------------------------
@@ -314,13 +314,24 @@ void race_untrack() {
   g_tracked_hi = 0;
 }
 
-void race_ensure_shared_shadow() {
-  if (!g_shared_shadow) g_shared_shadow = map_shadow(kSharedArena);
+// The shared areas' shadows live while the detector is on (emu_race_end releases them): a worker holds many
+// modules, each with its own runtime, and 12 MiB kept per module would add up.
+bool race_ensure_shared_shadow() {
+  if (!g_shared_shadow && !(g_shared_shadow = map_shadow(kSharedArena))) return false;
   if (g_dyn_shadow_cells < g_dyn_cap) {
     if (g_dyn_shadow) munmap(g_dyn_shadow, g_dyn_shadow_cells * sizeof(Cell));
-    g_dyn_shadow = map_shadow(g_dyn_cap);
+    g_dyn_shadow_cells = 0;
+    if (!(g_dyn_shadow = map_shadow(g_dyn_cap))) return false;
     g_dyn_shadow_cells = g_dyn_cap;
   }
+  return true;
+}
+
+void race_release_shared_shadow() {
+  if (g_shared_shadow) munmap(g_shared_shadow, kSharedArena * sizeof(Cell));
+  if (g_dyn_shadow) munmap(g_dyn_shadow, g_dyn_shadow_cells * sizeof(Cell));
+  g_shared_shadow = g_dyn_shadow = nullptr;
+  g_dyn_shadow_cells = 0;
 }
 
 }  // namespace emu

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include <cerrno>
 #include <sys/mman.h>
 
 #include "emu_signals.hpp"
@@ -40,6 +41,7 @@ namespace emu {
 // Fault codes (mirrored in harness/emu/native.py).
 enum FaultCode : int {
   OK = 0, BARRIER_DIVERGENCE = 1, DEADLOCK = 2, SHARED_OOB = 3, UNSUPPORTED = 4, TRAP = 5, BAD_LAUNCH = 6,
+  TOOL_LIMIT = 8,   // the tool's own memory (shadow, stacks) could not be had: unchecked, never the kernel's fault
 };
 // WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
 // next block barrier before the next warp starts: a legal GPU order that exposes races between warps inside
@@ -179,19 +181,32 @@ std::string lane_list(unsigned m) {
 namespace emu {
 
 // ---- fibers -----------------------------------------------------------------------------------------
-void ensure_fibers() {
-  if (g_fibers) return;
-  g_fibers = static_cast<Fiber*>(std::calloc(kMaxThreads, sizeof(Fiber)));
-  // One reservation for all stacks; the lowest page of each is a PROT_NONE guard (overflow -> SIGSEGV).
+// The fiber stacks come from one pool the worker maps once and lends to every module it loads (emu_use_stacks):
+// only one launch runs at a time, and a reservation per module (260 MiB) would exhaust the worker's address space
+// after a few dozen modules. A module given no pool maps its own.
+char* g_stack_pool = nullptr;
+constexpr size_t kStackPoolBytes = (kStackBytes + kPage) * kMaxThreads;
+
+bool ensure_fibers() {
+  if (g_fibers) return true;
+  char* base = g_stack_pool;
+  if (!base) {
+    void* p = mmap(nullptr, kStackPoolBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return false;
+    base = static_cast<char*>(p);
+  }
+  Fiber* fibers = static_cast<Fiber*>(std::calloc(kMaxThreads, sizeof(Fiber)));
+  g_shared = static_cast<unsigned char*>(std::malloc(kSharedArena));
+  if (!fibers || !g_shared) { std::free(fibers); return false; }
+  // The lowest page of each stack is a PROT_NONE guard (overflow -> SIGSEGV).
   size_t per = kStackBytes + kPage;
-  char* base = static_cast<char*>(mmap(nullptr, per * kMaxThreads, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  if (base == MAP_FAILED) { std::perror("emu: mmap fiber stacks"); std::abort(); }
   for (int i = 0; i < kMaxThreads; ++i) {
     mprotect(base + i * per, kPage, PROT_NONE);
-    g_fibers[i].stack = base + i * per + kPage;
+    fibers[i].stack = base + i * per + kPage;
   }
-  g_shared = static_cast<unsigned char*>(std::malloc(kSharedArena));
+  g_fibers = fibers;
+  return true;
 }
 
 void thread_exit();
@@ -738,7 +753,11 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
                           volatile unsigned long long* progress, char* err, int errlen) {
   using namespace emu;
   const KernelEntry* k = static_cast<const KernelEntry*>(kernel);
-  ensure_fibers();
+  if (!ensure_fibers()) {
+    std::snprintf(err, errlen, "the emulator could not map its fiber stacks (%zu MiB): %s", kStackPoolBytes >> 20,
+                  std::strerror(errno));
+    return TOOL_LIMIT;
+  }
   g_fault = OK; g_err[0] = 0;
   g_policy = policy; g_rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
   g_poison = (unsigned char)poison;
@@ -757,9 +776,19 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     std::free(g_dyn);
     g_dyn_cap = shared_bytes + 2 * kSharedGuard;
     g_dyn = static_cast<unsigned char*>(std::malloc(g_dyn_cap));
+    if (!g_dyn) {
+      g_dyn_cap = 0;
+      std::snprintf(err, errlen, "the emulator could not allocate %llu bytes of dynamic shared memory",
+                    shared_bytes + 2 * kSharedGuard);
+      return TOOL_LIMIT;
+    }
   }
   g_dyn_bytes = shared_bytes;
-  if (g_race_on) race_ensure_shared_shadow();
+  if (g_race_on && !race_ensure_shared_shadow()) {
+    std::snprintf(err, errlen, "the race detector could not map the shadow of shared memory: %s",
+                  std::strerror(errno));
+    return TOOL_LIMIT;
+  }
   g_thunk = k->call;
   g_args = args;
   uint64_t nblocks = uint64_t(grid[0]) * grid[1] * grid[2];
@@ -792,9 +821,12 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
 
 // The race detector for the next launches: begin (every later block is checked), track each device buffer
 // the kernel may write (name and element size for reports), end (shadow memory released).
+EMU_EXPORT void emu_use_stacks(void* pool, unsigned long long bytes) {   // before the first launch
+  if (!emu::g_fibers && bytes >= emu::kStackPoolBytes) emu::g_stack_pool = static_cast<char*>(pool);
+}
+EMU_EXPORT unsigned long long emu_stack_pool_bytes() { return emu::kStackPoolBytes; }
 EMU_EXPORT void emu_race_begin() {
   using namespace emu;
-  ensure_fibers();
   race_untrack();
   g_race_on = true;
   g_releases.clear();
@@ -803,17 +835,22 @@ EMU_EXPORT void emu_race_begin() {
   g_dyn_name = nullptr;
   g_race_accesses = 0;
 }
-EMU_EXPORT void emu_race_track(const void* p, unsigned long long nbytes, const char* name, int elem) {
+// Returns 0, or errno when the shadow (sizeof(Cell) bytes per tracked byte) could not be mapped.
+EMU_EXPORT int emu_race_track(const void* p, unsigned long long nbytes, const char* name, int elem) {
   using namespace emu;
-  if (!nbytes) return;
+  if (!nbytes) return 0;
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
-  g_tracked.push_back(Tracked{lo, hi, map_shadow(nbytes), nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
+  Cell* shadow = map_shadow(nbytes);
+  if (!shadow) return errno ? errno : ENOMEM;
+  g_tracked.push_back(Tracked{lo, hi, shadow, nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
   g_tracked_lo = std::min(g_tracked_lo, lo);
   g_tracked_hi = std::max(g_tracked_hi, hi);
+  return 0;
 }
 EMU_EXPORT unsigned long long emu_race_end() {
   using namespace emu;
   race_untrack();
+  race_release_shared_shadow();
   g_releases.clear();
   g_race_on = false;
   return g_race_accesses;

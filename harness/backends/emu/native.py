@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import ctypes
+import mmap
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
 # outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.faults.fault_error).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "BadLaunch", 7: "DataRace"}
+               5: "KernelCrash", 6: "BadLaunch", 7: "DataRace", 8: "ResourceExhausted"}
+TOOL_LIMIT = 8    # the emulator's own memory (fiber stacks, race shadow) could not be had: unchecked
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 
@@ -19,12 +22,37 @@ class NativeKernel:
     param_sizes: tuple[int, ...]
 
 
+class _StackPool:
+    """The fiber stacks every module of the worker shares (one launch runs at a time): mapped once, on demand,
+    instead of one reservation per loaded module (emu_use_stacks in emu_runtime.cpp)."""
+    def __init__(self):
+        self.map: "mmap.mmap | None" = None
+        self.address = 0
+
+    def lend(self, lib) -> None:
+        need = int(lib.emu_stack_pool_bytes())
+        if self.map is None:
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+            try:
+                self.map = mmap.mmap(-1, need, flags=flags)
+            except OSError as exc:     # the worker's address-space limit: the tool's, reported as such
+                raise MemoryError(f"the emulator's fiber stacks ({need >> 20} MiB) could not be mapped: "
+                                  f"{os.strerror(exc.errno or 12)}") from None
+            self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        lib.emu_use_stacks(ctypes.c_void_p(self.address), ctypes.c_ulonglong(len(self.map)))
+
+
 class NativeModule:
     progress_address: "int | None" = None    # a shared counter the runtime bumps after every block (the watchdog)
+    stacks = _StackPool()
 
     def __init__(self, path: str):
         self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         lib = self.lib
+        lib.emu_stack_pool_bytes.restype = ctypes.c_ulonglong
+        lib.emu_use_stacks.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong]
+        lib.emu_race_track.restype = ctypes.c_int
+        NativeModule.stacks.lend(lib)
         lib.emu_kernel.restype = ctypes.c_void_p
         lib.emu_kernel_name.restype = ctypes.c_char_p
         lib.emu_switches.restype = ctypes.c_ulonglong
@@ -79,7 +107,11 @@ class NativeModule:
         (address, bytes, name, element size) each."""
         self.lib.emu_race_begin()
         for ptr, nbytes, name, elem in tracked:      # the runtime copies the name
-            self.lib.emu_race_track(ptr, nbytes, name.encode(), elem)
+            err = self.lib.emu_race_track(ptr, nbytes, name.encode(), elem)
+            if err:      # the shadow (cell_bytes per tracked byte) does not fit: the tool's limit, not the kernel's
+                self.race_end()
+                raise MemoryError(f"the race detector's shadow of {name} ({nbytes} bytes tracked) could not be "
+                                  f"mapped: {os.strerror(err)}")
 
     def race_end(self) -> int:
         """Stop checking; returns the number of tracked accesses checked."""

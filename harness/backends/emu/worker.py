@@ -54,8 +54,6 @@ def main() -> int:
                 spec.args[i] = raw[GUARD_BYTES:GUARD_BYTES + a.nbytes].view(a.dtype).reshape(a.shape)
             reply = {"ok": execute(mod, spec, resident, raws)}
             del raws
-            if memory_limit and sandbox.address_space() > 0.75 * memory_limit:
-                reply["restart"] = True    # what the kernel left allocated must not starve the next case
             return reply
         if req["op"] == "alloc":
             buf = req["buffer"]
@@ -73,14 +71,24 @@ def main() -> int:
             return {"ok": None}
         return {"error": f"unknown request {req['op']!r}"}
 
-    def out_of_memory(exc: MemoryError) -> dict:
-        # the worker's memory limit, reached by the tool's own buffers: unchecked
-        limit = limits.describe() if limits is not None else "the machine's"
-        return {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached while it "
-                                               f"prepared buffers ({exc}); the tool's limit, not the kernel's "
-                                               "(raise memory_limit_mb)")}
+    def handle_and_watch(req: dict) -> dict:
+        reply = handle(req)
+        # Address space held by the kernel's leftovers or by the tool (loaded modules, buffers) must not starve
+        # the next case: a worker near its limit is replaced before the next request.
+        if memory_limit and sandbox.address_space() > 0.75 * memory_limit:
+            reply["restart"] = True
+        return reply
 
-    return protocol.serve(reply_fd, handle, out_of_memory)
+    def out_of_memory(exc: MemoryError) -> dict:
+        # the worker's memory limit, reached by the tool's own memory (buffers, fiber stacks, race shadow):
+        # unchecked, and the worker is replaced
+        limit = limits.describe() if limits is not None else "the machine's"
+        return {"fault": ("ResourceExhausted", f"the emu worker's memory limit ({limit}) was reached by the "
+                                               f"tool's own memory ({exc or 'an allocation failed'}); the tool's "
+                                               "limit, not the kernel's (raise memory_limit_mb)"),
+                "restart": True}
+
+    return protocol.serve(reply_fd, handle_and_watch, out_of_memory)
 
 
 if __name__ == "__main__":
