@@ -145,7 +145,8 @@ def attention_blocks(rows: list[dict]) -> list[Block]:
     if bad:
         out += [Heading("Failures, ties and unchecked cases"),
                 Items([f"**{r['verdict']}** `{r['case']}`: {r['reason']}"
-                       + (f" (replay: `{r['replay']}`)" if r["verdict"] == FAIL else "") for r in bad])]
+                       + (f" (replay: `{r['replay']}`)" if r["verdict"] == FAIL and r.get("replay") else "")
+                       for r in bad])]
     return out
 
 
