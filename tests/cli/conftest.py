@@ -57,6 +57,30 @@ def qconform(*args: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
 
 
+_HOLD_COMMIT = """
+import os, runpy, sys, time
+out = os.path.abspath(sys.argv[1])
+for name in ("replace", "rename"):
+    real = getattr(os, name)
+    def held(src, dst, *a, _real=real, **k):
+        if os.path.abspath(dst) == out:
+            time.sleep(120)
+        return _real(src, dst, *a, **k)
+    setattr(os, name, held)
+sys.argv = ["qconform", *sys.argv[2:]]
+runpy.run_module("harness.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def qconform_holding_commit(out: Path, *args: str) -> subprocess.Popen:
+    """`qconform ARGS` as `qconform` does, except that the final rename onto `out` waits two minutes first: a
+    signal sent once the temporary exists then always lands before the output is committed, however fast the
+    machine writes (on a fast one a 49 MB model is renamed into place before a poll can see its temporary)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-c", _HOLD_COMMIT, str(out), *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
 def wait_for(predicate, timeout_s: float, what: str) -> None:
     t0 = time.monotonic()
     while not predicate():

@@ -14,7 +14,7 @@ from harness.cache import temp_sibling
 from harness.cli import main
 from harness.cli.lifecycle import MANIFEST
 
-from .conftest import qconform, rust_with_kernels, wait_for
+from .conftest import qconform, qconform_holding_commit, rust_with_kernels, wait_for
 
 WRITERS = ["report", "check", "generate", "mutate", "extract", "make-model", "export-weights"]
 
@@ -159,10 +159,10 @@ def tails_model_file(tmp_path_factory):
 def test_a_signal_while_writing_a_model_cleans_up_quietly(command, signum, tmp_path, request):
     out = tmp_path / "m.gguf"
     if command == "make-model":
-        proc = qconform("make-model", "--preset", "tails", "--out", str(out), "--no-progress")
+        args = ["make-model", "--preset", "tails", "--out", str(out), "--no-progress"]
     else:
-        proc = qconform("export-weights", str(request.getfixturevalue("tails_model_file")), "--out", str(out),
-                        "--no-progress")
+        args = ["export-weights", str(request.getfixturevalue("tails_model_file")), "--out", str(out), "--no-progress"]
+    proc = qconform_holding_commit(out, *args)
     wait_for(lambda: any(p.name.startswith(".m.gguf.") for p in tmp_path.iterdir()) or proc.poll() is not None,
              60, "the temporary file")
     assert proc.poll() is None, "make-model ended before it could be interrupted"
