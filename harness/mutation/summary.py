@@ -74,7 +74,7 @@ def markdown(run: MutationRun) -> str:
              f"- a launch running past {run.timeout_s:g} s counts as a hang (killed); {len(run.baseline)} cases in "
              f"the unmutated run; wall time {run.wall_s:.0f} s on {run.executor or 'this process'}"
              + (f"; {run.resumed} mutants taken from the interrupted run's store" if run.resumed else "")
-             + (f"; {run.retried} retried after a cluster worker died" if run.retried else ""), ""]
+             + (f"; {run.retried} retried after their worker died" if run.retried else ""), ""]
     if run.unchecked_kernels:
         lines += ["## Unchecked kernels (no mutant made)", ""]
         lines += [f"- `{u['kernel']}`: {u['reason']}" for u in run.unchecked_kernels] + [""]
