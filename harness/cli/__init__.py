@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Exit statuses (README, "Exit status"): 0 every case passed or tied, 1 a case failed, 2 a usage or input
-# error (nothing was run), 3 nothing was checked (every case unchecked, or no kernel matched a contract),
+# error (nothing was run), 3 nothing was checked (every case unchecked, no kernel matched a contract, no mutant judged),
 # 128 + N ended by signal N (130 SIGINT, 143 SIGTERM), its temporaries removed.
 EXIT_USAGE = 2
 

@@ -44,25 +44,28 @@ def register(sub) -> None:
 
 
 def cases_by_kernel(code: str, path: str, shapes, modes, seed: int, kernels=None):
-    """{kernel: its cases} from check's contract matching, and check's unchecked kernels."""
+    """{kernel: its cases} from check's contract matching, and check's unchecked kernels (of `kernels` only,
+    when given). A name in `kernels` that is no kernel of the file is a bad argument; a kernel no contract
+    matches is unchecked, as in `check`."""
     from harness.judging.matching import check_jobs
     jobs, unchecked = check_jobs(code, path, shapes, modes, seed)
     by: dict = {}
     for case, contract in jobs[0].cases:
         by.setdefault(case.kernel, []).append((case, contract))
     if kernels is not None:
-        missing = [k for k in kernels if k not in by]
-        if missing:
-            why = {u["kernel"]: u["reason"] for u in unchecked}
-            raise ValueError("--kernels: " + "; ".join(
-                f"{k}: {why.get(k, 'no such kernel in the file')}" for k in missing))
-        by = {k: by[k] for k in kernels}
+        why = {u["kernel"]: u for u in unchecked}
+        absent = [k for k in kernels if k not in by and k not in why]
+        if absent:
+            raise ValueError(f"--kernels: no kernel {', '.join(absent)} in the file")
+        by = {k: by[k] for k in kernels if k in by}
+        unchecked = [why[k] for k in kernels if k in why]
     return by, unchecked
 
 
 def run(args) -> int:
     from harness.mutation import summary
-    from harness.mutation.engine import run_mutation
+    from harness.mutation.engine import MutationRun, run_mutation
+    from harness.judging.records import EXIT_FAIL, EXIT_NOTHING_CHECKED
     from harness.cli.lifecycle import RunFolder, check_input
     src = check_input(args.source, "--source")
     if not src.is_file():
@@ -78,10 +81,10 @@ def run(args) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     ledger = summary.load_ledger(args.equivalent) if args.equivalent else None
     by, unchecked = cases_by_kernel(code, str(src), shapes, modes, seed, kernels)
-    if not by:
-        raise ValueError(f"--source: no kernel of {args.source!r} matches a contract, so none can be mutated")
-    print(f"qconform mutate: {src.name}, seed {seed} (rerun with --seed {seed}); kernels {', '.join(by)}",
-          file=sys.stderr)
+    if not by and not unchecked:
+        raise ValueError(f"--source: no __global__ kernel found in {args.source!r}")
+    print(f"qconform mutate: {src.name}, seed {seed} (rerun with --seed {seed}); kernels "
+          f"{', '.join(by) or 'none that a contract matches'}", file=sys.stderr)
     chosen = None
     if args.ids:
         from harness.mutation.operators import mutants_of
@@ -95,17 +98,20 @@ def run(args) -> int:
     # --out only when complete): rerunning the same command after an interrupt resumes from it
     store = folder.final.with_name(folder.final.name + STORE_SUFFIX)
     with folder:
-        result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
-                              sample=args.sample, time_limit_s=args.time_limit, ledger=ledger, operators=operators,
-                              mutants=chosen, cluster=args.cluster, store_dir=store)
+        if by:
+            result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
+                                  sample=args.sample, time_limit_s=args.time_limit, ledger=ledger,
+                                  operators=operators, mutants=chosen, cluster=args.cluster, store_dir=store)
+        else:       # valid input, but no selected kernel matches a contract: a run with nothing judged
+            result = MutationRun(str(src), seed, [s.name for s in shapes], [], {})
         result.unchecked_kernels = unchecked
         summary.write(folder.path, result)
-        rc = 0
-        if args.min_score is not None and (result.score is None or result.score < args.min_score):
-            rc = 1
+        rc = summary.exit_status(result, args.min_score)
         folder.finish(rc, args, seed)
     print(summary.console(result, ()))
     print(folder.wrote_line())
-    if rc:
+    if rc == EXIT_FAIL:
         print(f"qconform mutate: score {result.score} is below --min-score {args.min_score}", file=sys.stderr)
+    elif rc == EXIT_NOTHING_CHECKED:
+        print("qconform mutate: nothing was checked (no mutant was judged): exit status 3", file=sys.stderr)
     return rc

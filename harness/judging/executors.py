@@ -5,10 +5,10 @@ local:N` starts one here and stops it at the end; `--cluster tcp://HOST:PORT` jo
 One interface for every caller: `with executor.open(work) as session: for index, result in
 session.results(units)`. `work.setup()` builds one worker's state once per worker process (its backend and
 loaded modules; the state has `.close()`), `work.run(state, work.context, unit)` judges one unit, and the
-results come back as units finish (callers put them back in unit order, so a report is the serial one). On a
-cluster a unit whose worker died is submitted once more (anywhere, the dead worker is gone); when that one
-dies too the unit comes back as `Lost(reason)`, which the caller reports as not judged, never as a verdict.
-`session.retried` counts the resubmissions for the progress line.
+results come back as units finish (callers put them back in unit order, so a report is the serial one). A unit
+whose worker died (a judge process of -j, a cluster worker) is submitted once more (to a fresh process, or
+anywhere on the cluster); when that one dies too the unit comes back as `Lost(reason)`, which the caller
+reports as not judged, never as a verdict. `session.retried` counts the resubmissions for the progress line.
 
 Dask is the optional `cluster` extra, imported only when --cluster is given.
 """

@@ -7,8 +7,9 @@ together, so nothing is shared between processes that a dying one could leave lo
 shared task queue can be left locked by a worker killed while reading it, and its terminate() then waits
 forever (an interrupted `report -j 2` once hung that way). An interrupt, or leaving the context with an error,
 kills the judge processes (SIGKILL; their emu workers die with them, PR_SET_PDEATHSIG) and reaps them, so
-it ends within a second. A judge process that dies on its own makes its unit `Lost` (the caller reports it as not
-judged, with the reason) and is replaced."""
+it ends within a second. A judge process that dies on its own (killed, a crashed interpreter) is replaced by a
+fresh one, which judges its unit once more; when that one dies on the unit too, the unit is `Lost` (the caller
+reports it as not judged, with the reason: the tool's limit, never the kernel's fault)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -23,6 +24,7 @@ from .work import Lost, Session, Work
 _WORK: Optional[Work] = None
 
 JOIN_S = 5.0          # a judge process told to stop gets this long to close its backend before it is killed
+RETRIES = 1           # a unit whose judge process died is judged this many more times, each in a fresh process
 
 
 def _serve(conn) -> None:
@@ -92,22 +94,31 @@ class ParallelJudge(Session):
             jd.conn.close()
         self.judges = []
 
-    def _died(self, jd: _Judge) -> Lost:
+    @staticmethod
+    def _how(jd: _Judge) -> str:
         code = jd.proc.exitcode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
-        return Lost(f"the judge process died while judging it ({how}): a limit of the machine (memory?) or of "
-                    f"qconform, not a verdict on the kernel")
+        return f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+
+    @staticmethod
+    def _lost(deaths: list[str]) -> Lost:
+        return Lost(f"the judge process died while judging it {len(deaths)} times ({', then '.join(deaths)}; "
+                    f"retried {len(deaths) - 1} time(s) in a fresh process): a limit of the machine (memory?) or of "
+                    "qconform, not a verdict on the kernel")
 
     def results(self, units: Sequence) -> Iterator:
         self.tasks = list(units)
         todo = deque(range(len(self.tasks)))
         done: dict[int, object] = {}
+        deaths: dict[int, list[str]] = {}      # unit -> how each judge process that had it died
         following = 0
 
         def give(jd: _Judge) -> None:
             jd.task = todo.popleft() if todo else None
             if jd.task is not None:
-                jd.conn.send(self.tasks[jd.task])
+                try:
+                    jd.conn.send(self.tasks[jd.task])
+                except OSError:
+                    pass         # the process is dead already: its sentinel says so, and the unit is retried
 
         for jd in self.judges:
             give(jd)
@@ -131,7 +142,13 @@ class ParallelJudge(Session):
                         pass
                 if jd.proc.sentinel in ready or not jd.proc.is_alive():
                     jd.proc.join()
-                    done[jd.task] = self._died(jd)
+                    tried = deaths.setdefault(jd.task, [])
+                    tried.append(self._how(jd))
+                    if len(tried) <= RETRIES:
+                        self.retried += 1
+                        todo.appendleft(jd.task)      # next, in the fresh process started below
+                    else:
+                        done[jd.task] = self._lost(tried)
                     jd.conn.close()
                     self.judges.remove(jd)
                     if todo:

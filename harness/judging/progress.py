@@ -32,7 +32,7 @@ class Progress:
         self.tty = self.stream.isatty() if tty is None else tty
         self.heartbeat = heartbeat
         self.done = 0
-        self.retried = 0             # units resubmitted after a cluster worker died (set by the caller)
+        self.retried = 0             # units resubmitted after their worker died (set by the caller)
         self.group: Optional[str] = None
         self.label = ""
         self._bar = None

@@ -170,7 +170,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
               cluster: Optional[str] = None) -> RunResult:
     """Load each job's source once, judge its cases, and return the report rows. `workers` > 1 judges cases
     in that many processes, `cluster` ('local:N', 'tcp://...') on a Dask cluster (backends that can be rebuilt
-    there, i.e. emu); the rows keep the serial order. A case whose cluster worker died twice is unchecked."""
+    there, i.e. emu); the rows keep the serial order. A case whose worker (judge process, cluster worker) died twice is unchecked."""
     from .executors import InProcess, Lost, Work, make_executor
     from .progress import Progress
     units = [(j, k) for j, job in enumerate(jobs) for k in range(len(job.cases))]

@@ -73,7 +73,7 @@ class MutationRun:
     time_limit_s: Optional[float] = None
     resumed: int = 0                         # mutants taken from the store of an earlier, interrupted run
     store: Optional[str] = None
-    retried: int = 0                         # mutants resubmitted after a cluster worker died
+    retried: int = 0                         # mutants resubmitted after their worker died
     executor: str = ""
 
     def count(self, status: str) -> int:

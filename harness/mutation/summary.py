@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from harness.cache import atomic_write
+from harness.judging.records import EXIT_FAIL, EXIT_NOTHING_CHECKED, EXIT_PASS
 
 from .engine import EQUIVALENT, KILLED, NO_COMPILE, NOT_RUN, STATUSES, SURVIVED, MutationRun
 
@@ -73,7 +74,10 @@ def markdown(run: MutationRun) -> str:
              f"- a launch running past {run.timeout_s:g} s counts as a hang (killed); {len(run.baseline)} cases in "
              f"the unmutated run; wall time {run.wall_s:.0f} s on {run.executor or 'this process'}"
              + (f"; {run.resumed} mutants taken from the interrupted run's store" if run.resumed else "")
-             + (f"; {run.retried} retried after a cluster worker died" if run.retried else ""), ""]
+             + (f"; {run.retried} retried after their worker died" if run.retried else ""), ""]
+    if run.unchecked_kernels:
+        lines += ["## Unchecked kernels (no mutant made)", ""]
+        lines += [f"- `{u['kernel']}`: {u['reason']}" for u in run.unchecked_kernels] + [""]
     if run.count(NOT_RUN):
         why = (f"the time limit ({run.time_limit_s:g} s) stopped the run or the tool failed on some mutants"
                if run.time_limit_s is not None else "the tool failed on some mutants (each one's detail says how)")
@@ -110,8 +114,17 @@ def write(out_dir: "str | Path", run: MutationRun) -> list[Path]:
     return paths
 
 
+def exit_status(run: MutationRun, min_score: "float | None") -> int:
+    """3 when no mutant was judged (nothing was checked, as in `check`), 1 when the score is below
+    `min_score`, else 0."""
+    if run.score is None:
+        return EXIT_NOTHING_CHECKED
+    return EXIT_FAIL if min_score is not None and run.score < min_score else EXIT_PASS
+
+
 def console(run: MutationRun, paths) -> str:
     lines = [f"qconform mutate: {headline(run)}"]
+    lines += [f"UNCHECKED kernel {u['kernel']}: {u['reason']}" for u in run.unchecked_kernels]
     for r in run.results:
         if r.status == SURVIVED:
             lines += [f"SURVIVED {r.mutant.id} {r.mutant.kernel}:{r.mutant.line} ({r.mutant.operator}) "

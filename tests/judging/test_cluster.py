@@ -14,31 +14,11 @@ from harness.cli import main
 from harness.judging import executors
 from harness.judging.executors import Lost, Work, make_executor
 
-from .test_parallel import _comparable, _jobs
+from .test_parallel import _comparable, _die_on_some, _jobs, _setup
 
 needs_dask = pytest.mark.skipif(
     __import__("importlib.util").util.find_spec("distributed") is None,
     reason="Dask distributed (the `cluster` extra: pip install '.[cluster]') is not installed")
-
-
-class _Nothing:
-    def close(self):
-        pass
-
-
-def _setup():
-    return _Nothing()
-
-
-def _die_on_some(state, marker_dir, unit):
-    """Unit 'once' kills its worker the first time it runs (a marker file says it ran), 'always' every time:
-    the worker process dies mid-unit, as one killed by the OOM killer would."""
-    if unit in ("once", "always"):
-        marker = os.path.join(marker_dir, unit)
-        if unit == "always" or not os.path.exists(marker):
-            open(marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
-    return f"done {unit}"
 
 
 @needs_dask

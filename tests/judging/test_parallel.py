@@ -1,10 +1,13 @@
 """`-j N`: cases judged in several processes give the serial run's report, row for row and in order; the
-rows say how many blocks ran under how many schedules and replay with the same block sampling; a run whose
-output is not a terminal prints plain progress lines."""
+rows say how many blocks ran under how many schedules and replay with the same block sampling; a unit whose
+judge process dies is judged once more in a fresh process, then reported as not judged with the reason; a run
+whose output is not a terminal prints plain progress lines."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import signal
 
 from harness.judging.progress import Progress
 from harness.judging.runner import emitted_jobs, run_cases
@@ -28,6 +31,82 @@ def _comparable(rows):
         row["notes"] = [re.sub(r"[0-9.]+ ms\b", "<ms>", n) for n in row.get("notes", [])]
         return row
     return [untimed(r) for r in rows]
+
+
+class _Nothing:
+    def close(self):
+        pass
+
+
+def _setup():
+    return _Nothing()
+
+
+def _die_on_some(state, marker_dir, unit):
+    """Unit 'once' kills its worker the first time it runs (a marker file says it ran), 'always' every time:
+    the worker process dies mid-unit, as one killed by the OOM killer would."""
+    if unit in ("once", "always"):
+        marker = os.path.join(marker_dir, unit)
+        if unit == "always" or not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return f"done {unit}"
+
+
+def test_a_unit_whose_judge_process_dies_is_retried_once_in_a_fresh_one_then_lost(tmp_path):
+    from harness.judging.executors import Lost, Work, make_executor
+    units = ["a", "once", "b", "always", "c", "d"]
+    with make_executor(2).open(Work(_setup, _die_on_some, str(tmp_path))) as session:
+        got = dict(session.results(units))
+        retried = session.retried
+    assert [got[i] for i in (0, 1, 2, 4, 5)] == ["done a", "done once", "done b", "done c", "done d"]
+    assert isinstance(got[3], Lost)
+    assert got[3].reason.startswith("the judge process died while judging it 2 times (signal SIGKILL, then signal "
+                                    "SIGKILL; retried 1 time(s) in a fresh process)")
+    assert "not a verdict on the kernel" in got[3].reason
+    assert retried == 2                     # 'once' and 'always', each resubmitted once
+
+
+def _die_at_setup():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_judge_processes_that_die_before_reading_their_unit_lose_it_after_one_retry(tmp_path):
+    """A judge process may be dead before its unit is sent (the pipe then refuses it) or after: the same
+    outcome either way."""
+    from harness.judging.executors import Lost, Work, make_executor
+    with make_executor(2).open(Work(_die_at_setup, _die_on_some, str(tmp_path))) as session:
+        got = dict(session.results(["a", "b", "c"]))
+        retried = session.retried
+    assert sorted(got) == [0, 1, 2] and all(isinstance(r, Lost) and "2 times" in r.reason for r in got.values())
+    assert retried == 3
+
+
+def test_a_case_whose_judge_process_dies_is_unchecked_and_the_rest_of_the_report_stands(emu, tmp_path, monkeypatch):
+    """End to end through run_cases -j 2: the judge processes fork from this one, so a patched unit function
+    kills the process judging case 1 every time and case 3 the first time (deterministic: no timing)."""
+    from harness.judging import runner
+    jobs = _jobs()[:1]
+    assert len(jobs[0].cases) >= 4
+    serial = run_cases(emu, jobs, progress=False)
+    judge = runner._judge_unit
+
+    def dying(worker, jobs_, unit):
+        if unit in ((0, 1), (0, 3)):
+            marker = tmp_path / f"case{unit[1]}"
+            if unit == (0, 1) or not marker.exists():
+                marker.touch()
+                os.kill(os.getpid(), signal.SIGKILL)
+        return judge(worker, jobs_, unit)
+
+    monkeypatch.setattr(runner, "_judge_unit", dying)
+    run = run_cases(emu, jobs, progress=False, workers=2)
+    assert run.meta["retried"] == 2
+    lost = run.rows[1]
+    assert lost["verdict"] == "unchecked" and lost["reason"].startswith(
+        "not judged: the judge process died while judging it 2 times (signal SIGKILL, then signal SIGKILL")
+    keep = [i for i in range(len(serial.rows)) if i != 1]
+    assert _comparable([run.rows[i] for i in keep]) == _comparable([serial.rows[i] for i in keep])
 
 
 def test_parallel_report_equals_the_serial_one(emu):

@@ -69,6 +69,31 @@ def test_ledger_entries_are_checked(tmp_path):
     assert main(["mutate", "--source", str(src), "--kernels", "no_such_kernel"]) == 2
 
 
+def test_nothing_to_mutate_is_nothing_checked_not_a_usage_error(tmp_path, capsys):
+    """As in `check`: valid input whose kernels no contract matches is judged by nobody (exit 3, the run
+    folder written with the reasons); a file with no kernel at all, or a --kernels name it lacks, is bad
+    input (exit 2)."""
+    src = tmp_path / "e.cu"
+    src.write_text(emit("elementwise", None, "tiny").code + "\n__global__ void scale2(float* y) { y[0] *= 2.0f; }\n")
+    out = tmp_path / "mut"
+    assert main(["mutate", "--source", str(src), "--kernels", "scale2", "--seed", "3", "--out", str(out)]) == 3
+    doc = json.loads((out / "mutation.json").read_text())
+    assert doc["score"] is None and doc["mutants"] == [] and doc["kernels"] == []
+    assert [u["kernel"] for u in doc["unchecked_kernels"]] == ["scale2"]
+    assert json.loads((out / "run.json").read_text())["exit_status"] == 3
+    assert "`scale2`" in (out / "mutation.md").read_text()
+    err = capsys.readouterr()
+    assert "UNCHECKED kernel scale2: " in err.out and "nothing was checked" in err.err
+    alone = tmp_path / "alone.cu"
+    alone.write_text("__global__ void scale2(float* y) { y[0] *= 2.0f; }\n")
+    assert main(["mutate", "--source", str(alone), "--out", str(tmp_path / "mut2")]) == 3
+    empty = tmp_path / "empty.cu"
+    empty.write_text("__device__ float twice(float x) { return 2.0f * x; }\n")
+    assert main(["mutate", "--source", str(empty), "--out", str(tmp_path / "mut3")]) == 2
+    assert "no __global__ kernel found" in capsys.readouterr().err
+    assert not (tmp_path / "mut3").exists()
+
+
 def test_moe_int8act_mutation_score_floor(tmp_path):
     """A seeded sample of the moe int8act mutants at tiny: the cases must kill at least MOE_FLOOR of the
     non-equivalent ones. Each survivor is printed as a diff."""

@@ -13,7 +13,7 @@ import numpy as np
 from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
 from harness.backends import faults
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
-                                   Module, OutOfBounds, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
+                                   Module, OutOfBounds, ResourceExhausted, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
                                    check_buffer_array)
 from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu import guarded, races, sandbox
@@ -28,6 +28,7 @@ from harness.backends.emu.sampling import BlockSampling, describe as describe_sa
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
 MAX_THREADS = 1024
+CUDA_LOCAL_BYTES = 512 * 1024     # the local memory one CUDA thread may use (CUDA C Programming Guide, table of limits)
 DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
@@ -190,8 +191,8 @@ def _death_fault(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
 def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec | None",
                  limits: sandbox.Limits) -> KernelFault:
     """What a worker that died during a request means: the sandbox stopped the kernel (SandboxViolation), a
-    limit of the tool was reached (unchecked), the kernel hit a buffer's guard pages (OutOfBounds) or
-    AddressSanitizer's checks, or it crashed (KernelCrash, with the faulting address when known)."""
+    limit of the tool was reached (unchecked: CPU time, a thread's fiber stack), the kernel hit a buffer's guard
+    pages (OutOfBounds) or AddressSanitizer's checks, or it crashed (KernelCrash, with the faulting address)."""
     violation = sandbox.describe_violation(exc.stderr_tail, exc.how)
     if exc.how.startswith(FORGED):
         violation = (f"the worker's reply channel carried a forged message ({exc.how[len(FORGED) + 2:]}): the "
@@ -206,6 +207,9 @@ def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
                                      f"option cpu_limit_s) during {exc.last_step}; this is the tool's limit, not a "
                                      "verdict on the kernel", tool_limit=True)
     where = f"the worker process died with {exc.how} during {exc.last_step}"
+    overflow = guarded.stack_overflow(exc.stderr_tail)
+    if overflow is not None:
+        return ResourceExhausted(launch, f"{_stack_overflow(overflow)} ({where})")
     hit = guarded.locate(exc.stderr_tail) if spec is not None else None
     if hit is not None:
         return OutOfBounds(launch, f"{_guard_page_fault(spec, hit)} ({where})")
@@ -215,6 +219,14 @@ def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
     address = guarded.fault_address(exc.stderr_tail)
     return faults.died(launch, WorkerDied(f"{exc.how} ({address})" if address else exc.how,
                                           guarded.without_reports(exc.stderr_tail), exc.last_step))
+
+
+def _stack_overflow(o: "guarded.StackOverflow") -> str:
+    kib = o.stack_bytes // 1024
+    return (f"stack overflow: {o.thread} reached {o.reached} bytes below the top of its {kib} KiB fiber stack "
+            f"(large local arrays or deep calls). The emulator gives every thread a fixed {kib} KiB stack (no option "
+            f"raises it), less than the {CUDA_LOCAL_BYTES // 1024} KiB of local memory a CUDA thread may use: this is "
+            "the tool's limit, not a verdict on the kernel")
 
 
 def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
@@ -390,8 +402,10 @@ class EmuModule(Module):
                            "race_accesses": outcome.race_accesses}
         coverage = coverage_of(outcome.blocks)
         if outcome.fault or outcome.races:
-            err = faults.fault_error(*outcome.fault[:1], launch, outcome.fault[1], "emu worker") if outcome.fault \
-                else None
+            err = None
+            if outcome.fault:
+                cls, detail = outcome.fault
+                err = faults.fault_error(cls, launch, detail, "emu worker")
             if outcome.races:     # resolved here, not in the sandboxed worker: addr2line is a program to run
                 found = races.resolve(races.parse(outcome.races), spec.so_path)
                 err = races.fault(launch, found, outcome.race_where, err)

@@ -62,8 +62,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     rw = rewrite(source, name)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
-    cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
-                 (tc.RACE_FLAGS if race else ()) + flags)
+    cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
+                 (tc.SANITIZE_FLAGS if sanitize else ()) + (tc.RACE_FLAGS if race else ()) + flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
     key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
                       tc.runtime_sha256(), gate.cache_part())[:40]

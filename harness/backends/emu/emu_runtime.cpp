@@ -209,6 +209,32 @@ bool ensure_fibers() {
   return true;
 }
 
+// True while a fiber of this module runs (between run_fiber's switch to it and the scheduler's return): the
+// SIGSEGV reporter then knows whose stack a fault's stack pointer belongs to.
+volatile bool g_on_fiber = false;
+
+// Async-signal-safe (called by memory_fault, emu_signals.hpp). A running fiber whose stack pointer lies below
+// its stack, or which touched its guard page, overflowed its stack, however far below the access landed.
+bool report_stack_overflow(char*& p, unsigned long long sp, unsigned long long addr) {
+  if (!g_on_fiber || !g_fibers) return false;
+  const Fiber* f = cur();
+  const unsigned long long lo = reinterpret_cast<uintptr_t>(f->stack), top = lo + kStackBytes;
+  const bool sp_below = sp != 0 && sp < lo, on_guard = addr < lo && addr + kPage >= lo;
+  if (!sp_below && !on_guard) return false;
+  const unsigned long long deepest = sp_below && sp < addr ? sp : addr;
+  sig_put(p, "\nemu-stack-overflow: block (");
+  const unsigned coords[] = {g_block_idx.x, g_block_idx.y, g_block_idx.z, unsigned(f->warp), unsigned(f->lane),
+                             f->tid.x, f->tid.y, f->tid.z};
+  const char* const seps[] = {",", ",", ") warp ", " lane ", " (thread (", ",", ",", ")) "};
+  for (int i = 0; i < 8; ++i) { sig_put_uint(p, coords[i], 10); sig_put(p, seps[i]); }
+  sig_put(p, "stack ");
+  sig_put_uint(p, kStackBytes, 10);
+  sig_put(p, " reached ");
+  sig_put_uint(p, top - deepest, 10);
+  sig_put(p, "\n");
+  return true;
+}
+
 void thread_exit();
 
 // ---- context switches --------------------------------------------------------------------------------
@@ -342,7 +368,9 @@ inline void run_fiber(Fiber* f) {
   g_from_sched = true;
   void* fake = nullptr;
   EMU_START_SWITCH(&fake, f->stack, kStackBytes);
+  g_on_fiber = true;
   jump(&g_sched_ctx, &f->ctx);
+  g_on_fiber = false;
   EMU_FINISH_SWITCH(fake, nullptr, nullptr);
 }
 
@@ -758,6 +786,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
                   std::strerror(errno));
     return TOOL_LIMIT;
   }
+  install_memory_fault_reporter();      // the reporter that knows this module's fibers (emu_signals.hpp)
   g_fault = OK; g_err[0] = 0;
   g_policy = policy; g_rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
   g_poison = (unsigned char)poison;

@@ -6,6 +6,10 @@
 // address (`emu-fault: SIGSEGV write at 0x...`) so that the parent can name the device buffer whose guard pages
 // were hit, then the default action ends the process as before. Both are installed by a constructor of
 // priority 101, which runs when a module is loaded and before any initializer of the kernel source.
+// A fault of a fiber whose stack pointer, or the address it touched, lies below its stack is a stack overflow
+// (`emu-stack-overflow: ...`, naming the thread): the fiber stacks lie side by side in one pool, so a large
+// frame can leap over the guard page into another mapping, even a buffer's guard pages. Only the running
+// module knows its fibers, so emu_launch installs its own reporter again before every launch.
 #pragma once
 #include <signal.h>
 #include <ucontext.h>
@@ -38,9 +42,29 @@ void sandbox_trap(int, siginfo_t* si, void*) {
   _exit(kSandboxExit);
 }
 
+// Defined with the fibers (emu_runtime.cpp): writes the `emu-stack-overflow` line and returns true when the
+// fault is the running fiber's stack overflow (stack pointer `sp`, 0 when unknown; faulting address `addr`).
+bool report_stack_overflow(char*& p, unsigned long long sp, unsigned long long addr);
+
+inline unsigned long long fault_stack_pointer(void* ctx) {
+#if defined(__x86_64__)
+  return static_cast<unsigned long long>(static_cast<ucontext_t*>(ctx)->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+  return static_cast<ucontext_t*>(ctx)->uc_mcontext.sp;
+#else
+  (void)ctx;
+  return 0;
+#endif
+}
+
 void memory_fault(int sig, siginfo_t* si, void* ctx) {
-  char buf[128];
+  char buf[384];
   char* p = buf;
+  if (report_stack_overflow(p, fault_stack_pointer(ctx), reinterpret_cast<unsigned long long>(si->si_addr))) {
+    ssize_t ignored = write(2, buf, size_t(p - buf));
+    (void)ignored;
+    return;      // SA_RESETHAND: the access runs again and ends the process
+  }
   sig_put(p, sig == SIGBUS ? "\nemu-fault: SIGBUS " : "\nemu-fault: SIGSEGV ");
 #if defined(__x86_64__)
   // bit 1 of the page-fault error code: the access was a write
@@ -59,22 +83,29 @@ void memory_fault(int sig, siginfo_t* si, void* ctx) {
 
 alignas(16) char g_signal_stack[64 * 1024];    // a fiber whose stack overflowed cannot run a handler
 
+// This module's SIGSEGV/SIGBUS reporter (at load, and again before each of its launches).
+void install_memory_fault_reporter() {
+#if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself
+  stack_t ss {};
+  ss.ss_sp = g_signal_stack;
+  ss.ss_size = sizeof g_signal_stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sa.sa_sigaction = memory_fault;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+#endif
+}
+
 __attribute__((constructor(101))) void install_signal_reporters() {
   struct sigaction sa {};
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_SIGINFO;
   sa.sa_sigaction = sandbox_trap;
   sigaction(SIGSYS, &sa, nullptr);
-#if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself
-  stack_t ss {};
-  ss.ss_sp = g_signal_stack;
-  ss.ss_size = sizeof g_signal_stack;
-  sigaltstack(&ss, nullptr);
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
-  sa.sa_sigaction = memory_fault;
-  sigaction(SIGSEGV, &sa, nullptr);
-  sigaction(SIGBUS, &sa, nullptr);
-#endif
+  install_memory_fault_reporter();
 }
 
 }  // namespace emu

@@ -5,7 +5,8 @@ GUARD_REGION bytes of PROT_NONE pages on each side. A write near the buffer but 
 band then faults at once; the runtime's SIGSEGV reporter (emu_signals.hpp) leaves the address on stderr, and
 the worker announces where each buffer of a launch lies (`buffer_line`), so the parent can say which argument
 the write missed and by how much (`locate`). The sentinel band stays: it names the exact element of a write
-just past the end, and catches writes into the slack of the last page.
+just past the end, and catches writes into the slack of the last page. A fault of a fiber below its own stack
+is reported apart (`emu-stack-overflow: ...`, read by `stack_overflow`): it is no buffer's, wherever it landed.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ PAGE = mmap.PAGESIZE
 GUARD_REGION = 1 << 20       # bytes of PROT_NONE on each side of a buffer (address space only, no memory)
 BUFFER_PREFIX = "emu-buffer: "
 FAULT = re.compile(r"^emu-fault: (SIGSEGV|SIGBUS) (read|write|access) at 0x([0-9a-f]+)$", re.M)
+OVERFLOW_PREFIX = "emu-stack-overflow: "
+_OVERFLOW = re.compile(rf"^{OVERFLOW_PREFIX}(.+) stack (\d+) reached (\d+)$", re.M)
 _BUFFER = re.compile(rf"^{BUFFER_PREFIX}(\d+) 0x([0-9a-f]+) (\d+) (\d+)$", re.M)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -94,6 +97,19 @@ def locate(stderr: str) -> Optional[GuardHit]:
     return best
 
 
+@dataclass(frozen=True)
+class StackOverflow:
+    thread: str        # 'block (0,0,0) warp 1 lane 5 (thread (37,0,0))'
+    stack_bytes: int   # the fiber stack every thread gets
+    reached: int       # bytes below the stack's top that the thread's stack pointer or access reached
+
+
+def stack_overflow(stderr: str) -> Optional[StackOverflow]:
+    """The stack overflow the worker reported (emu_signals.hpp), if its memory fault was one."""
+    m = _OVERFLOW.search(stderr)
+    return StackOverflow(m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
 def fault_address(stderr: str) -> Optional[str]:
     """'write at address 0x...' from the worker's report of a memory fault, else None."""
     m = FAULT.search(stderr)
@@ -103,4 +119,4 @@ def fault_address(stderr: str) -> Optional[str]:
 def without_reports(stderr: str) -> str:
     """The worker's stderr without the buffer, fault and race lines (for showing a crash's last output)."""
     return "\n".join(ln for ln in stderr.splitlines()
-                     if ln.strip() and not ln.startswith((BUFFER_PREFIX, "emu-fault: ", "emu-race: ")))
+                     if ln.strip() and not ln.startswith((BUFFER_PREFIX, OVERFLOW_PREFIX, "emu-fault: ", "emu-race: ")))

@@ -28,6 +28,9 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
 SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# A frame larger than a page is probed page by page, so that a stack overflow touches the fiber's guard page
+# first instead of leaping over it into a neighbour's stack or a buffer's guard pages (used where accepted).
+STACK_PROBE_FLAGS = ("-fstack-clash-protection",)
 # The race detector's build of device code: every load and store calls a __tsan_* entry point of the emu
 # runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports.
 RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1")
@@ -52,6 +55,10 @@ class Toolchain:
 
     def link_flags(self) -> tuple[str, ...]:
         return ("-lboost_context",) if self.fiber == "boost" else ()
+
+    def device_flags(self) -> tuple[str, ...]:
+        """Flags for device code that not every compiler accepts."""
+        return STACK_PROBE_FLAGS if accepts_flags(self.cxx, STACK_PROBE_FLAGS) else ()
 
 
 def cxx_candidates() -> list[str]:
@@ -91,6 +98,21 @@ def boost_context_usable(cxx: str) -> bool:
             return r.returncode == 0 and subprocess.run([str(exe)], timeout=30).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             return False
+
+
+@functools.lru_cache(maxsize=None)
+def accepts_flags(cxx: str, flags: tuple[str, ...]) -> bool:
+    """True when the compiler compiles a trivial unit with `flags` and no warning (clang only warns about an
+    option its target lacks)."""
+    with tempfile.TemporaryDirectory(prefix="qconform-flagprobe-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text("int probe(int x) { volatile char a[65536]; a[x] = 1; return a[0]; }\n")
+        try:
+            r = subprocess.run([cxx, *flags, "-Werror", "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
+                               capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return r.returncode == 0
 
 
 @functools.lru_cache(maxsize=None)

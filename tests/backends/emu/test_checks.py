@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.backends import (BarrierDivergence, DataRace, Deadlock, KernelCrash, KernelTimeout, OutOfBounds,
-                              RaceDetected, UnwrittenOutput)
+                              RaceDetected, ResourceExhausted, UnwrittenOutput)
 from harness.backends import UninitializedRead
 
 SRC = r"""
@@ -37,6 +37,8 @@ __global__ void block_order(float* y){ y[0]=(float)blockIdx.x; }
 __global__ void trap(float* y){ if(threadIdx.x==3) __trap(); y[threadIdx.x]=0.0f; }
 __global__ void failed_assert(float* y){ assert(y[0] == 1.0f); y[0]=2.0f; }
 __global__ void big_local(float* y){ volatile float a[400000]; for(int i=0;i<400000;++i) a[i]=i; y[0]=a[7]; }
+__device__ __noinline__ float deep(float* y){ volatile float a[400000]; for(int i=0;i<400000;++i) a[i]=i; return a[7]; }
+__global__ void one_deep(float* y){ float v = threadIdx.x == 37 ? deep(y) : 1.0f; y[threadIdx.x] = v; }
 """
 
 
@@ -169,13 +171,41 @@ def test_trap_and_device_assert_are_crashes(mod):
         mod.launch("failed_assert", (1,), (1,), 0, [f32(1)])
 
 
-def test_stack_overflow_is_a_crash(mod):
-    # Known defect: since the worker lends one stack pool to all its modules, a frame far larger than the stack
-    # can run past the stack's guard page into a buffer's guard pages and is then reported as OutOfBounds on
-    # that buffer. Either way the launch faults on SIGSEGV and the kernel fails; the message is what is wrong.
-    with pytest.raises((KernelCrash, OutOfBounds),
-                       match=r"big_local<<<1x1x1, 1x1x1, 0>>>: .*the worker process died with signal SIGSEGV"):
-        mod.launch("big_local", (1,), (1,), 0, [f32(1)])
+OVERFLOW = (r"stack overflow: block \(0,0,0\) warp {warp} lane {lane} \(thread \({tid},0,0\)\) reached \d+ bytes "
+            r"below the top of its 256 KiB fiber stack .*the tool's limit, not a verdict on the kernel "
+            r"\(the worker process died with signal SIGSEGV")
+
+
+def test_stack_overflow_is_named_and_unchecked(mod):
+    # A frame far larger than the fiber stack used to leap over the stack's guard page into a buffer's guard
+    # pages and be reported as OutOfBounds on that buffer. The stack is the emulator's (smaller than the local
+    # memory a CUDA thread may have): its overflow is the tool's limit, named as such, never a buffer's fault.
+    with pytest.raises(ResourceExhausted, match=r"big_local<<<1x1x1, 1x1x1, 0>>>: " + OVERFLOW.format(
+            warp=0, lane=0, tid=0)) as err:
+        mod.launch("big_local", (1,), (1,), 0, [f32(64)])
+    assert err.value.tool_limit
+
+
+def test_stack_overflow_names_the_thread(mod):
+    with pytest.raises(ResourceExhausted, match=OVERFLOW.format(warp=1, lane=5, tid=37)):
+        mod.launch("one_deep", (1,), (64,), 0, [f32(64)])
+
+
+def test_stack_overflow_is_recognised_without_stack_probes(emu, monkeypatch):
+    # Without -fstack-clash-protection (a compiler that lacks it) the frame's first access lands anywhere
+    # below the stack; the reporter still knows it by the fiber's stack pointer.
+    from harness.backends.emu import toolchain as tc
+    monkeypatch.setattr(tc.Toolchain, "device_flags", lambda self: ())
+    unprobed = emu.load(SRC + "\n// built without stack probes\n")
+    with pytest.raises(ResourceExhausted, match=OVERFLOW.format(warp=0, lane=0, tid=0)):
+        unprobed.launch("big_local", (1,), (1,), 0, [f32(64)])
+
+
+def test_device_code_is_built_with_stack_probes(emu):
+    from harness.backends.emu import toolchain as tc
+    if not tc.accepts_flags(emu.toolchain.cxx, tc.STACK_PROBE_FLAGS):
+        pytest.skip(f"{emu.toolchain.cxx_version} does not accept {' '.join(tc.STACK_PROBE_FLAGS)}")
+    assert emu.toolchain.device_flags() == tc.STACK_PROBE_FLAGS
 
 
 def test_schedule_count_option_and_env(monkeypatch):

@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 
 PARENT = r"""
-import sys, threading, time
+import faulthandler, signal, sys, threading, time
+faulthandler.register(signal.SIGUSR1, all_threads=True)     # the test asks for the stacks if the parent hangs
 import numpy as np
 from harness.backends.emu.backend import EmuBackend
 be = EmuBackend(timeout_s=600, schedules=1)
@@ -38,14 +39,22 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])     # killed, or a Ctrl-C
 def test_a_worker_stuck_in_a_kernel_dies_with_its_parent(how):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, cwd=REPO, env=env, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              cwd=REPO, env=env, text=True)
     try:
         worker = int(parent.stdout.readline())
         assert _alive(worker)
         time.sleep(1.0)
         assert _alive(worker), "the worker should still be spinning in the hung kernel"
         parent.send_signal(how)
-        parent.wait(timeout=30)
+        try:
+            parent.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            parent.send_signal(signal.SIGUSR1)          # every thread's stack, to say where it hangs
+            time.sleep(2.0)
+            parent.kill()
+            _, err = parent.communicate()
+            pytest.fail(f"the parent did not end within 30 s of {how.name}; its threads:\n{err[-8000:]}")
         deadline = time.monotonic() + 20
         while _alive(worker) and time.monotonic() < deadline:
             time.sleep(0.1)
