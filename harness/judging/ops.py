@@ -544,7 +544,7 @@ class MoeGateUp(Judge):
     def check(ctx: Ctx) -> list:
         from reference.elementwise import silu
         e = ctx.extra
-        k, N, Kd, E, kind = e["k"], e["N"], e["Kd"], e["E"], e["kind"]
+        N, Kd, E, kind = e["N"], e["Kd"], e["E"], e["kind"]
         idx = ctx.out(ctx.pname("idx")).astype(np.int64)
         act = _kernel_act(ctx, kind, 1, Kd)
         gq, gs = _routed_rows(ctx, "wg", E, N, Kd, idx)

@@ -223,7 +223,8 @@ def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
 
 def _stack_overflow(o: "guarded.StackOverflow") -> str:
     kib = o.stack_bytes // 1024
-    return (f"stack overflow: {o.thread} reached {o.reached} bytes below the top of its {kib} KiB fiber stack "
+    how = (f"reached {o.reached} bytes below the top of" if o.reached is not None else "ran past the end of")
+    return (f"stack overflow: {o.thread} {how} its {kib} KiB fiber stack "
             f"(large local arrays or deep calls). The emulator gives every thread a fixed {kib} KiB stack (no option "
             f"raises it), less than the {CUDA_LOCAL_BYTES // 1024} KiB of local memory a CUDA thread may use: this is "
             "the tool's limit, not a verdict on the kernel")

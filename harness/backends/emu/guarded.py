@@ -23,8 +23,10 @@ PAGE = mmap.PAGESIZE
 GUARD_REGION = 1 << 20       # bytes of PROT_NONE on each side of a buffer (address space only, no memory)
 BUFFER_PREFIX = "emu-buffer: "
 FAULT = re.compile(r"^emu-fault: (SIGSEGV|SIGBUS) (read|write|access) at 0x([0-9a-f]+)$", re.M)
+FIBER_STACK_BYTES = 256 * 1024   # every thread's stack: kStackBytes of emu_runtime.cpp (for AddressSanitizer's reports)
 OVERFLOW_PREFIX = "emu-stack-overflow: "
 _OVERFLOW = re.compile(rf"^{OVERFLOW_PREFIX}(.+) stack (\d+) reached (\d+)$", re.M)
+_ASAN_OVERFLOW = re.compile(r"^SUMMARY: AddressSanitizer: stack-overflow (?:\S*/)?(\S+:\d+)?", re.M)
 _BUFFER = re.compile(rf"^{BUFFER_PREFIX}(\d+) 0x([0-9a-f]+) (\d+) (\d+)$", re.M)
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -101,13 +103,20 @@ def locate(stderr: str) -> Optional[GuardHit]:
 class StackOverflow:
     thread: str        # 'block (0,0,0) warp 1 lane 5 (thread (37,0,0))'
     stack_bytes: int   # the fiber stack every thread gets
-    reached: int       # bytes below the stack's top that the thread's stack pointer or access reached
+    reached: Optional[int]   # bytes below the stack's top that its stack pointer or access reached (if known)
 
 
 def stack_overflow(stderr: str) -> Optional[StackOverflow]:
-    """The stack overflow the worker reported (emu_signals.hpp), if its memory fault was one."""
+    """The stack overflow the worker reported (emu_signals.hpp), or AddressSanitizer did (it names no thread
+    and no depth), if its memory fault was one."""
     m = _OVERFLOW.search(stderr)
-    return StackOverflow(m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+    if m:
+        return StackOverflow(m.group(1), int(m.group(2)), int(m.group(3)))
+    asan = _ASAN_OVERFLOW.search(stderr)
+    if asan:
+        at = f" at {asan.group(1)}" if asan.group(1) else ""
+        return StackOverflow(f"a thread (AddressSanitizer: stack-overflow{at})", FIBER_STACK_BYTES, None)
+    return None
 
 
 def fault_address(stderr: str) -> Optional[str]:

@@ -8,6 +8,7 @@ import pytest
 from harness.backends import (BarrierDivergence, DataRace, Deadlock, KernelCrash, KernelTimeout, OutOfBounds,
                               RaceDetected, ResourceExhausted, UnwrittenOutput)
 from harness.backends import UninitializedRead
+from harness.backends.emu import guarded
 
 SRC = r"""
 __global__ void fill_ok(float* y, int n){ int i=blockIdx.x*blockDim.x+threadIdx.x; if(i<n) y[i]=1.0f; }
@@ -184,11 +185,34 @@ def test_stack_overflow_is_named_and_unchecked(mod):
             warp=0, lane=0, tid=0)) as err:
         mod.launch("big_local", (1,), (1,), 0, [f32(64)])
     assert err.value.tool_limit
+    assert f"its {guarded.FIBER_STACK_BYTES // 1024} KiB fiber stack" in str(err.value)     # the mirror is true
 
 
 def test_stack_overflow_names_the_thread(mod):
     with pytest.raises(ResourceExhausted, match=OVERFLOW.format(warp=1, lane=5, tid=37)):
         mod.launch("one_deep", (1,), (64,), 0, [f32(64)])
+
+
+def test_stack_overflow_is_named_whichever_module_was_loaded_last(mod, load):
+    # every module installs its fault reporter when loaded, but only the launching one knows its fibers
+    mod.launch("fill_ok", (1,), (64,), 0, [f32(64), np.int32(64)])          # loaded in the worker first
+    later = load(SRC + "\n// a module loaded and run after `mod`\n")
+    later.launch("fill_ok", (1,), (64,), 0, [f32(64), np.int32(64)])
+    with pytest.raises(ResourceExhausted, match=OVERFLOW.format(warp=0, lane=0, tid=0)):
+        mod.launch("big_local", (1,), (1,), 0, [f32(64)])
+
+
+def test_stack_overflow_under_address_sanitizer_is_not_out_of_bounds():
+    # AddressSanitizer reports the overflow itself (`stack-overflow`, no thread named): the same verdict
+    from harness.backends.emu.backend import EmuBackend
+    asan = EmuBackend(sanitize=True, schedules=1, timeout_s=120)
+    try:
+        with pytest.raises(ResourceExhausted, match=r"big_local<<<1x1x1, 1x1x1, 0>>>: stack overflow: a thread "
+                                                    r"\(AddressSanitizer: stack-overflow at kernel.cu:\d+\) ran "
+                                                    r"past the end of its 256 KiB fiber stack .*the tool's limit"):
+            asan.load(SRC).launch("big_local", (1,), (1,), 0, [f32(64)])
+    finally:
+        asan.close()
 
 
 def test_stack_overflow_is_recognised_without_stack_probes(emu, monkeypatch):

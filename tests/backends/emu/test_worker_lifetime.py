@@ -22,6 +22,8 @@ be = EmuBackend(timeout_s=600, schedules=1)
 mod = be.load('extern "C" __global__ void spin(float* y){ while (true) { } }')
 threading.Thread(target=lambda: mod.launch("spin", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,)),
                  daemon=True).start()
+while be._worker.proc is None:     # the launch starts the worker (slow on a loaded machine)
+    time.sleep(0.05)
 time.sleep(2.0)           # the launch is running in the worker by now
 print(be._worker.proc.pid, flush=True)
 time.sleep(600)
