@@ -241,19 +241,20 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
         try:
             args = kernel_args(sig, inputs, module, edge_based, graph_buffers)
             module.launch(sig.name, (grid,), (tpb,), 0, args)
-            v_kind, v_fault, v_detail = "clean", None, ""
+            v_kind, v_fault, v_detail, v_races = "clean", None, "", 0
         except (KernelFault, BuildError) as exc:
             v = classify(exc)
-            v_kind, v_fault, v_detail = v.kind, v.fault, v.detail
+            v_kind, v_fault, v_detail, v_races = v.kind, v.fault, v.detail, v.races
         except (LookupError, ValueError) as exc:
-            v_kind, v_fault, v_detail = "unsupported", type(exc).__name__, str(exc)[:300]
-        rec["kernels"][sig.name] = {"verdict": v_kind, "fault": v_fault, "detail": v_detail, "grid": grid,
-                                    "block": tpb}
+            v_kind, v_fault, v_detail, v_races = "unsupported", type(exc).__name__, str(exc)[:300], 0
+        rec["kernels"][sig.name] = {"verdict": v_kind, "fault": v_fault, "detail": v_detail, "races": v_races,
+                                    "grid": grid, "block": tpb}
         kinds.append(v_kind)
     order = ("race", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
     first = next((k for k in rec["kernels"].values() if k["verdict"] == rec["verdict"]), None)
-    rec["fault"], rec["detail"] = (first["fault"], first["detail"]) if first else (None, "no kernel")
+    rec["fault"], rec["detail"], rec["races"] = (first["fault"], first["detail"], first["races"]) if first \
+        else (None, "no kernel", 0)
     # The memory-model verdict: any kernel's DataRace (another kernel's differential report may come first).
     rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
     return rec
@@ -278,6 +279,12 @@ def select(files: list[Path], per_label: int, seed: int) -> list[Path]:
     return chosen
 
 
+def _fault_label(rec: dict) -> str:
+    """The fault class, with the number of distinct races where the detector reported several: 'DataRace x3'."""
+    races = rec.get("races", 0)
+    return f"{rec['fault'] or '-'}" + (f" x{races}" if races > 1 else "")
+
+
 def summarize(records: list[dict]) -> str:
     lines = []
     detector = [r for r in records if r.get("data_race")]
@@ -299,7 +306,7 @@ def summarize(records: list[dict]) -> str:
                      f"({what} {share}), other faults {len(other)}, could not run: "
                      f"{dict(cannot) or 0}")
         for r in reported + other if label == "race-free" else [r for r in ran if r["verdict"] != "race"]:
-            lines.append(f"  {r['verdict']:6s} {r['fault'] or '-':18s} {r['file']}: {r['detail'][:160]}")
+            lines.append(f"  {r['verdict']:6s} {_fault_label(r):18s} {r['file']}: {r['detail'][:160]}")
     reasons = Counter(re.sub(r"\(line \d+\)|line \d+|\d+", "N", r["detail"])[:120] for r in records
                       if r["verdict"] in ("unsupported", "unchecked"))
     for reason, n in reasons.most_common():
@@ -354,7 +361,7 @@ def main(argv: "list[str] | None" = None) -> int:
                 backend = EmuBackend(**options)
             records.append(rec)
             print(f"[{n}/{len(chosen)} {time.time() - t0:.0f}s] {rec['label']:9s} {rec['verdict']:11s} "
-                  f"{rec['fault'] or '-':18s} {path.name}", file=sys.stderr, flush=True)
+                  f"{_fault_label(rec):18s} {path.name}", file=sys.stderr, flush=True)
     finally:
         if backend is not None:
             backend.close()

@@ -65,7 +65,19 @@ class RaceDetected(KernelFault):
 
 class DataRace(KernelFault):
     """Two accesses to the same memory, at least one a write and not both atomic, that the CUDA memory model
-    leaves unordered within one launch (the emu's happens-before detector), whatever values they carry."""
+    leaves unordered within one launch (the emu's happens-before detector), whatever values they carry.
+
+    races: the distinct races told in detail, the first one first, each naming both accesses with its extent;
+    distinct: how many distinct races the launch had (more than len(races) where some were left out);
+    stopped_by: the fault that stopped the launch after the races ("Class: detail"), or None."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, races: Sequence[str] = (),
+                 distinct: "int | None" = None, stopped_by: "str | None" = None, tool_limit: bool = False,
+                 coverage: "dict | None" = None):
+        super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
+        self.races = tuple(races)
+        self.distinct = len(self.races) if distinct is None else distinct
+        self.stopped_by = stopped_by
 
 
 class BarrierDivergence(KernelFault):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from harness.backends.base import Backend, BuildError, KernelFault, Module, UnsupportedConstruct
+from harness.backends.base import Backend, BuildError, DataRace, KernelFault, Module, UnsupportedConstruct
 
 # The faults that report a race: two schedules disagreeing (RaceDetected), a result that depends on the
 # poison pattern (a read before the write that should precede it: UninitializedRead), and the happens-before
@@ -19,6 +19,7 @@ class Verdict:
     kind: str                  # race | fault (another kernel fault) | clean | unsupported | unchecked (tool limit)
     fault: Optional[str]       # the fault or error class, where there was one
     detail: str                # the backend's message (first 500 characters)
+    races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
 
     @property
     def reported_race(self) -> bool:
@@ -36,7 +37,8 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, KernelFault):
         if exc.tool_limit:
             return Verdict("unchecked", name, detail)
-        return Verdict("race" if _is_race(exc) else "fault", name, detail)
+        return Verdict("race" if _is_race(exc) else "fault", name, detail,
+                       exc.distinct if isinstance(exc, DataRace) else 0)
     raise exc
 
 

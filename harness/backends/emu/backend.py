@@ -16,7 +16,7 @@ from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, K
                                    Module, OutOfBounds, ResourceExhausted, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
                                    check_buffer_array)
 from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
-from harness.backends.emu import guarded, sandbox, sites
+from harness.backends.emu import guarded, races, sandbox
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
 from harness.backends.emu import watchdog
@@ -177,6 +177,18 @@ def _coverage_summary(blocks: list[int], total: int, sample, grid) -> str:
 
 
 def _death_fault(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec | None",
+                 limits: sandbox.Limits) -> KernelFault:
+    """What a worker that died during a request means (_death_cause); where the race detector had announced
+    races before, a DataRace that says what then stopped the launch (a sandbox violation stays one)."""
+    cause = _death_cause(launch, exc, spec, limits)
+    found = races.from_stderr(exc.stderr_tail) if spec is not None else None
+    if not found or isinstance(cause, SandboxViolation):
+        return cause
+    first = schedule_plan(spec.schedules, spec.seed, spec.only_schedule)[0]     # the detector watches run 1
+    return races.fault(launch, races.resolve(found, spec.so_path), f"schedule {first}", cause)
+
+
+def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec | None",
                  limits: sandbox.Limits) -> KernelFault:
     """What a worker that died during a request means: the sandbox stopped the kernel (SandboxViolation), a
     limit of the tool was reached (unchecked: CPU time, a thread's fiber stack), the kernel hit a buffer's guard
@@ -390,11 +402,14 @@ class EmuModule(Module):
                            "switches": outcome.switches, "printf": outcome.printf, "blocks": outcome.blocks,
                            "race_accesses": outcome.race_accesses}
         coverage = coverage_of(outcome.blocks)
-        if outcome.fault:
-            cls, detail = outcome.fault
-            if cls == "DataRace":     # here, not in the sandboxed worker: addr2line is a program to run
-                detail = sites.resolve(detail, spec.so_path)
-            err = faults.fault_error(cls, launch, detail, "emu worker")
+        if outcome.fault or outcome.races:
+            err = None
+            if outcome.fault:
+                cls, detail = outcome.fault
+                err = faults.fault_error(cls, launch, detail, "emu worker")
+            if outcome.races:     # resolved here, not in the sandboxed worker: addr2line is a program to run
+                found = races.resolve(races.parse(outcome.races), spec.so_path)
+                err = races.fault(launch, found, outcome.race_where, err)
             if isinstance(err, KernelFault):
                 err.coverage = coverage         # the runs up to the fault: how many blocks each covered
             raise err

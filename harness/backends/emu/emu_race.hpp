@@ -15,16 +15,17 @@
 //     thread's __threadfence() followed by an atomic on address A releases its accesses before the fence (and
 //     its block's before the current barrier interval); a later atomic on A by another block acquires them,
 //     for its thread and, after the next __syncthreads, for its whole block. A fence alone orders nothing.
-// The first race stops the launch with a DATA_RACE fault naming both accesses (block, thread, warp/lane,
-// source line as a `{pc:0x..}` token the Python side resolves with the module's line tables, buffer or
-// __shared__ variable, element index).
+// A race does not stop the launch (the emulator's state stays sound): every distinct race is recorded, distinct
+// by (unordered pair of access sites, buffer or __shared__ variable), with the text of its first occurrence
+// naming both accesses (block, thread, warp/lane, source line as a `{pc:0x..}` token the Python side resolves
+// with the module's line tables, buffer or __shared__ variable, element index), how many accesses met it and
+// the element range it covered. emu_race_report hands them over after the launch (harness/backends/emu/races.py);
+// each new record is also written to stderr at once, so that a launch that then kills the worker still reports it.
 #pragma once
 #include <dlfcn.h>
 #include <unordered_map>
 
 namespace emu {
-
-constexpr int DATA_RACE = 7;
 
 struct Access {            // one recorded access; bseq == 0: none
   uint32_t bseq;           // global sequence number of the block run (unique across launches)
@@ -206,38 +207,83 @@ std::string describe_access(const Access& a, bool write) {
   return buf;
 }
 
-std::string describe_location(uintptr_t addr) {
-  char buf[320];
+// Where a raced byte lies: a region (one per buffer, __shared__ variable or area: races are distinct per region)
+// and the element index and byte offset in it.
+enum PlaceKind { kLabelOnly, kIndexed, kBytesOnly };
+struct Place {
+  uint32_t region;
+  PlaceKind kind;
+  long index, byte;
+  const SharedSlot* slot;   // static __shared__ variable, or
+  const Tracked* buffer;    // tracked buffer (both null: an area)
+};
+constexpr uint32_t kRegionSlot = 1u << 20, kRegionDyn = 2u << 20, kRegionStatic = 3u << 20, kRegionOther = 4u << 20;
+
+Place locate(uintptr_t addr) {
   if (addr >= uintptr_t(g_shared) && addr < uintptr_t(g_shared) + kSharedArena) {
     for (int u = 0; u < g_nused; ++u) {
       const SharedSlot& s = g_slots[g_used_slots[u]];
       if (addr >= uintptr_t(s.ptr) && addr < uintptr_t(s.ptr) + s.bytes) {
-        size_t off = addr - uintptr_t(s.ptr);
-        std::snprintf(buf, sizeof buf, "__shared__ '%s' (line %d) index %zu (byte %zu)", s.name, s.line,
-                      off / size_t(s.elem), off);
-        return buf;
+        long off = long(addr - uintptr_t(s.ptr));
+        return Place{kRegionSlot + uint32_t(g_used_slots[u]), kIndexed, off / s.elem, off, &s, nullptr};
       }
     }
-    return "static __shared__ memory";
+    return Place{kRegionStatic, kLabelOnly, 0, 0, nullptr, nullptr};
   }
   if (addr >= uintptr_t(g_dyn) && addr < uintptr_t(g_dyn) + g_dyn_cap) {
     long off = long(addr - uintptr_t(dyn_shared()));
-    std::snprintf(buf, sizeof buf, "extern __shared__ '%s' index %ld (byte %ld)", g_dyn_name ? g_dyn_name : "?",
-                  off / g_dyn_elem, off);
-    return buf;
+    return Place{kRegionDyn, kIndexed, off / g_dyn_elem, off, nullptr, nullptr};
   }
   for (const Tracked& t : g_tracked)
     if (addr >= t.lo && addr < t.hi) {
-      size_t off = addr - t.lo;
-      if (t.elem > 0) std::snprintf(buf, sizeof buf, "'%s' index %zu (byte %zu)", t.name.c_str(), off / size_t(t.elem), off);
-      else std::snprintf(buf, sizeof buf, "%s byte %zu", t.name.c_str(), off);
-      return buf;
+      long off = long(addr - t.lo);
+      return Place{uint32_t(&t - g_tracked.data()), t.elem > 0 ? kIndexed : kBytesOnly, t.elem > 0 ? off / t.elem : off,
+                   off, nullptr, &t};
     }
-  return "device memory";
+  return Place{kRegionOther, kLabelOnly, 0, 0, nullptr, nullptr};
 }
 
-[[gnu::cold, gnu::noinline, noreturn]] void race_fault(const Access& prev, bool prev_write, const Access& now,
-                                                        bool now_write, uintptr_t addr) {
+std::string region_label(const Place& p) {
+  char buf[256];
+  if (p.slot) std::snprintf(buf, sizeof buf, "__shared__ '%s' (line %d)", p.slot->name, p.slot->line);
+  else if (p.region == kRegionDyn) std::snprintf(buf, sizeof buf, "extern __shared__ '%s'", g_dyn_name ? g_dyn_name : "?");
+  else if (p.buffer) std::snprintf(buf, sizeof buf, p.kind == kIndexed ? "'%s'" : "%s", p.buffer->name.c_str());
+  else return p.region == kRegionStatic ? "static __shared__ memory" : "device memory";
+  return buf;
+}
+
+std::string describe_location(const Place& p) {
+  char buf[64];
+  if (p.kind == kLabelOnly) return region_label(p);
+  if (p.kind == kIndexed) std::snprintf(buf, sizeof buf, " index %ld (byte %ld)", p.index, p.byte);
+  else std::snprintf(buf, sizeof buf, " byte %ld", p.byte);
+  return region_label(p) + buf;
+}
+
+// ---- the races of the launch ----------------------------------------------------------------------------
+struct RaceRecord {
+  uint64_t count;           // accesses that met an unordered access of the pair (one access over many bytes: once)
+  uint64_t serial;          // the access counted last
+  long lo, hi;              // element indices (byte offsets for a region without an element size) raced on
+  const char* unit;         // "index", "byte" or "-" (a region without positions)
+  std::string tail;         // the two sites, the region, the message of the first occurrence (detailed records only)
+};
+constexpr size_t kRaceDetails = 256;     // records with their text (the Python side shows fewer, merged by line)
+constexpr size_t kRaceKeys = 1 << 16;    // distinct races remembered at all; beyond, races are only counted
+std::vector<RaceRecord> g_races;
+std::unordered_map<uint64_t, uint32_t> g_race_index;   // (site pair, region) -> index into g_races
+uint64_t g_races_unkeyed = 0;            // racing accesses met after kRaceKeys distinct races
+std::string g_race_report;
+
+// One record as a tab-separated line (the fields races.py reads): count (0: not known), first and last index,
+// unit, the two sites, the region, the message of the first occurrence.
+std::string record_line(const RaceRecord& r, uint64_t count) {
+  char head[96];
+  std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit);
+  return head + r.tail;
+}
+
+std::string race_text(const Access& prev, bool prev_write, const Access& now, bool now_write, const Place& where) {
   const RaceThread& me = g_race_thr[now.thread & 0x3ff];
   std::string why;
   int t = prev.thread & 0x3ff, u = now.thread & 0x3ff;
@@ -245,9 +291,55 @@ std::string describe_location(uintptr_t addr) {
   else if (t / 32 != u / 32) why = "different warps in the same barrier interval (" + std::to_string(me.epoch) +
                                    " __syncthreads passed)";
   else why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
-  set_fault(DATA_RACE, "data race on " + describe_location(addr) + ": " + describe_access(prev, prev_write) +
-                       " and " + describe_access(now, now_write) + " are unordered (" + why + ")");
-  fiber_fault(DATA_RACE, "");
+  return "data race on " + describe_location(where) + ": " + describe_access(prev, prev_write) + " and " +
+         describe_access(now, now_write) + " are unordered (" + why + ")";
+}
+
+// A conflict the memory model leaves unordered: counted into the race of its (site pair, region), the first of
+// each described. Cold: only racing accesses come here, and the launch goes on.
+[[gnu::cold, gnu::noinline]] void race_found(const Access& prev, bool prev_write, const Access& now, bool now_write,
+                                             uintptr_t addr) {
+  Place where = locate(addr);
+  uint16_t a = std::min(prev.site, now.site), b = std::max(prev.site, now.site);
+  uint64_t key = uint64_t(a) << 48 | uint64_t(b) << 32 | where.region;
+  auto it = g_race_index.find(key);
+  if (it == g_race_index.end()) {
+    if (g_race_index.size() >= kRaceKeys) { ++g_races_unkeyed; return; }
+    it = g_race_index.emplace(key, uint32_t(g_races.size())).first;
+    const char* unit = where.kind == kIndexed ? "index" : where.kind == kBytesOnly ? "byte" : "-";
+    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}});
+    if (g_races.size() <= kRaceDetails) {
+      RaceRecord& r = g_races.back();
+      r.tail = describe_site(prev.site) + "\t" + describe_site(now.site) + "\t" + region_label(where) + "\t" +
+               race_text(prev, prev_write, now, now_write, where);
+      std::string out = "\nemu-race: " + record_line(r, 0) + "\n";    // survives the worker if the launch then dies
+      ssize_t ignored = write(2, out.data(), out.size());
+      (void)ignored;
+    }
+  }
+  RaceRecord& r = g_races[it->second];
+  if (r.serial == g_race_accesses) return;     // this access was counted (another byte of it)
+  r.serial = g_race_accesses;
+  ++r.count;
+  r.lo = std::min(r.lo, where.index);
+  r.hi = std::max(r.hi, where.index);
+}
+
+// The races of the launch for emu_race_report: one detailed record a line, then `more <distinct races without
+// details> <racing accesses beyond the distinct races remembered>`.
+const std::string& race_report() {
+  g_race_report.clear();
+  for (size_t i = 0; i < g_races.size() && i < kRaceDetails; ++i) g_race_report += record_line(g_races[i], g_races[i].count) + "\n";
+  if (g_races.size() > kRaceDetails || g_races_unkeyed)
+    g_race_report += "more\t" + std::to_string(g_races.size() > kRaceDetails ? g_races.size() - kRaceDetails : 0) +
+                     "\t" + std::to_string(g_races_unkeyed) + "\n";
+  return g_race_report;
+}
+
+void race_records_clear() {
+  g_races.clear();
+  g_race_index.clear();
+  g_races_unkeyed = 0;
 }
 
 inline Tracked* tracked_range(uintptr_t a) {
@@ -292,10 +384,10 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
-    if (conflict(c.w, f, shared, atomic)) race_fault(c.w, true, now, write, addr + i);
+    if (conflict(c.w, f, shared, atomic)) race_found(c.w, true, now, write, addr + i);
     if (write) {
       for (const Access& r : c.r)
-        if (conflict(r, f, shared, atomic)) race_fault(r, false, now, true, addr + i);
+        if (conflict(r, f, shared, atomic)) race_found(r, false, now, true, addr + i);
       c.w = now;
       c.r[0].bseq = c.r[1].bseq = 0;
     } else if (stale(c.r[0], shared) || ordered(c.r[0], f)) {

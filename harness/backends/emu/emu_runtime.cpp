@@ -863,6 +863,7 @@ EMU_EXPORT void emu_race_begin() {
   g_bseq_block.clear();
   g_dyn_name = nullptr;
   g_race_accesses = 0;
+  race_records_clear();
 }
 // Returns 0, or errno when the shadow (sizeof(Cell) bytes per tracked byte) could not be mapped.
 EMU_EXPORT int emu_race_track(const void* p, unsigned long long nbytes, const char* name, int elem) {
@@ -881,9 +882,12 @@ EMU_EXPORT unsigned long long emu_race_end() {
   race_untrack();
   race_release_shared_shadow();
   g_releases.clear();
+  race_records_clear();
   g_race_on = false;
   return g_race_accesses;
 }
+// The distinct races of the launch so far (before emu_race_end): see race_report in emu_race.hpp.
+EMU_EXPORT const char* emu_race_report() { return emu::race_report().c_str(); }
 EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
 EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }

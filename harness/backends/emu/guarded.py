@@ -126,6 +126,6 @@ def fault_address(stderr: str) -> Optional[str]:
 
 
 def without_reports(stderr: str) -> str:
-    """The worker's stderr without the buffer and fault lines (for showing a crash's last output)."""
+    """The worker's stderr without the buffer, fault and race lines (for showing a crash's last output)."""
     return "\n".join(ln for ln in stderr.splitlines()
-                     if ln.strip() and not ln.startswith((BUFFER_PREFIX, OVERFLOW_PREFIX, "emu-fault: ")))
+                     if ln.strip() and not ln.startswith((BUFFER_PREFIX, OVERFLOW_PREFIX, "emu-fault: ", "emu-race: ")))

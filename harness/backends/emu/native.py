@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 # Mirrors emu::FaultCode and emu::Policy in emu_runtime.cpp. Code 6 (BAD_LAUNCH) is a launch configuration
-# outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.faults.fault_error).
+# outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.faults.fault_error). Data
+# races stop no launch: they come from race_report (harness.backends.emu.races).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "BadLaunch", 7: "DataRace", 8: "ResourceExhausted"}
+               5: "KernelCrash", 6: "BadLaunch", 8: "ResourceExhausted"}
 TOOL_LIMIT = 8    # the emulator's own memory (fiber stacks, race shadow) could not be had: unchecked
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
@@ -62,6 +63,7 @@ class NativeModule:
         lib.emu_free.argtypes = [ctypes.c_void_p]
         lib.emu_race_track.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int]
         lib.emu_race_end.restype = ctypes.c_ulonglong
+        lib.emu_race_report.restype = ctypes.c_char_p
         lib.emu_launch.restype = ctypes.c_int
         lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint),
                                    ctypes.POINTER(ctypes.c_uint), ctypes.c_ulonglong, ctypes.c_int,
@@ -112,6 +114,10 @@ class NativeModule:
                 self.race_end()
                 raise MemoryError(f"the race detector's shadow of {name} ({nbytes} bytes tracked) could not be "
                                   f"mapped: {os.strerror(err)}")
+
+    def race_report(self) -> str:
+        """The distinct races of the launch (before race_end): record lines, see harness.backends.emu.races."""
+        return self.lib.emu_race_report().decode(errors="replace")
 
     def race_end(self) -> int:
         """Stop checking; returns the number of tracked accesses checked."""

@@ -96,6 +96,8 @@ class Outcome:
     blocks: list[int] = field(default_factory=list)                # blocks run per schedule
     sampled: list[bool] = field(default_factory=list)              # whether each run ran the block sample
     race_accesses: Optional[int] = None                            # accesses the race detector checked (run 0)
+    races: str = ""                      # the detector's record lines of run 0 (harness.backends.emu.races), if any
+    race_where: str = ""                 # the schedule (and block sample) they were found under
 
 
 class DeviceBuffer:
@@ -270,6 +272,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             try:
                 rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
                                   sched.shared_poison, r == 0, sample)
+                if detect:
+                    out.races, out.race_where = mod.race_report(), f"schedule {sched}{_on(sample, nblocks)}"
             finally:
                 if detect:
                     out.race_accesses = mod.race_end()
@@ -292,6 +296,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                     out.arrays = _returned(spec, results)
                     out.fault = ("OutOfBounds", dmg + _on(sample, nblocks))
                     return out
+            if out.races:       # the detector's verdict (with any fault above); the other schedules add nothing
+                out.arrays = _returned(spec, results)
+                return out
             runs.append(results)
             del keep
         out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before), out.sampled)

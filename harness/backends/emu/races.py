@@ -1,0 +1,123 @@
+"""Every distinct data race of one launch, as one DataRace.
+
+The runtime's happens-before detector (emu_race.hpp) records each distinct race of a launch, distinct by
+(unordered pair of access sites, buffer or __shared__ variable), and goes on running: a race does not corrupt the
+emulator. It hands them over as record lines (`race_report`), and also writes each new one to stderr at once
+(`emu-race: ` lines), so that a launch that then kills the worker still reports its races. Here the sites are
+resolved to source lines, records whose sites resolve to the same two lines are merged (several instructions of
+one line: an unrolled loop), and the report is worded: the first race as the runtime words it, then the others,
+each with its extent, at most SHOWN of them in detail; how many were left out, and what stopped the launch
+when another fault did, are said."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from harness.backends.base import DataRace, KernelFault, LaunchInfo
+
+from . import sites
+
+SHOWN = 16                  # races told in detail in one report; the rest are counted
+STDERR_PREFIX = "emu-race: "
+_PLURAL = {"index": "indices", "byte": "bytes"}
+
+
+@dataclass(frozen=True)
+class Race:
+    count: int              # racing accesses that met the pair (0: not known, the worker died before its report)
+    lo: int                 # smallest and largest element index (or byte offset, unit "byte") raced on
+    hi: int
+    unit: str               # "index", "byte" or "-" (memory without positions)
+    site_a: str             # the two access sites: `{pc:0x..}` tokens until resolved, then `line N`
+    site_b: str
+    region: str             # the buffer or __shared__ variable
+    text: str               # the first occurrence, naming both accesses
+
+    def extent(self) -> str:
+        """'63 racing accesses, index 0' / '4096 racing accesses, indices 0..255'."""
+        parts = [f"{self.count} racing access{'es' if self.count != 1 else ''}"] if self.count else []
+        if self.unit in _PLURAL:
+            parts.append(f"{self.unit} {self.lo}" if self.lo == self.hi else f"{_PLURAL[self.unit]} {self.lo}..{self.hi}")
+        return ", ".join(parts)
+
+    def worded(self) -> str:
+        extent = self.extent()
+        return f"{self.text} [{extent}]" if extent else self.text
+
+
+@dataclass(frozen=True)
+class Races:
+    races: tuple[Race, ...]
+    more: int = 0           # distinct races the runtime kept no details of
+    unkeyed: int = 0        # racing accesses met after the runtime stopped telling races apart
+
+    @property
+    def distinct(self) -> int:
+        return len(self.races) + self.more
+
+    def __bool__(self) -> bool:
+        return bool(self.races or self.more or self.unkeyed)
+
+
+def _record(line: str) -> Race:
+    count, lo, hi, unit, site_a, site_b, region, text = line.split("\t", 7)
+    return Race(int(count), int(lo), int(hi), unit, site_a, site_b, region, text)
+
+
+def parse(report: str) -> Races:
+    """The runtime's emu_race_report text."""
+    races, more, unkeyed = [], 0, 0
+    for line in report.splitlines():
+        if line.startswith("more\t"):
+            _, m, u = line.split("\t")
+            more, unkeyed = int(m), int(u)
+        elif line:
+            races.append(_record(line))
+    return Races(tuple(races), more, unkeyed)
+
+
+def from_stderr(text: str) -> Races:
+    """The races a worker announced on stderr before it died (counts and extents not known)."""
+    return Races(tuple(_record(ln[len(STDERR_PREFIX):]) for ln in text.splitlines() if ln.startswith(STDERR_PREFIX)))
+
+
+def resolve(found: Races, so_path: str) -> Races:
+    """`found` with its sites resolved to source lines (one addr2line run), merged by (line pair, region)."""
+    if not found.races:
+        return found
+    rows = sites.resolve("\n".join(f"{r.site_a}\t{r.site_b}\t{r.text}" for r in found.races), so_path).split("\n")
+    merged: dict[tuple, Race] = {}
+    for race, row in zip(found.races, rows):
+        site_a, site_b, text = row.split("\t", 2)
+        race = replace(race, site_a=site_a, site_b=site_b, text=text)
+        key = (frozenset((site_a, site_b)), race.region)
+        if key in merged:
+            first = merged[key]
+            known = first.count and race.count
+            race = replace(first, count=first.count + race.count if known else 0, lo=min(first.lo, race.lo),
+                           hi=max(first.hi, race.hi))
+        merged[key] = race
+    return replace(found, races=tuple(merged.values()))
+
+
+def fault(launch: "LaunchInfo | None", found: Races, where: str, stopped_by: "Exception | None") -> DataRace:
+    """The DataRace of a launch's races: `where` (the schedule) follows the first; `stopped_by` is the fault
+    that ended the launch after them, if one did."""
+    shown = found.races[:SHOWN]
+    worded = tuple(r.worded() for r in shown)
+    lines = [f"{worded[0]} ({where})" if worded else f"data races the detector could not describe ({where})"]
+    if found.distinct > 1:
+        lines[0] = f"{found.distinct} distinct data races in this launch; the first: {lines[0]}"
+        lines += [f"  race {i}: {w}" for i, w in enumerate(worded[1:], 2)]
+    left = found.distinct - len(shown)
+    if left:
+        lines.append(f"  {left} more distinct race(s) left out (only the first {len(shown)} are told)")
+    if found.unkeyed:
+        lines.append(f"  {found.unkeyed} further racing access(es) after the detector's table of distinct races "
+                     "was full, not told apart")
+    stop = None
+    if stopped_by is not None:
+        stop = (f"{type(stopped_by).__name__}: {stopped_by.detail}" if isinstance(stopped_by, KernelFault)
+                else str(stopped_by))
+        lines.append(f"then the launch was stopped by {stop}")
+    return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop)

@@ -1,0 +1,187 @@
+"""Every distinct race of a launch (harness/backends/emu/races.py): the detector keeps running after a race and
+reports each (pair of source lines, buffer or __shared__ variable) once, with how many accesses raced and over
+which elements; more than races.SHOWN are counted, not dropped; a fault that stops the launch after a race is
+reported with the races. Each racy kernel has a race-free twin (`fix`) that must stay clean."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from harness.backends import DataRace
+from harness.backends.emu import races
+from harness.backends.emu.backend import EmuBackend
+
+SOURCE = r"""
+__global__ void two_races(const float* x, float* y, int* done, int fix) {
+  __shared__ int flag;
+  if (!fix || threadIdx.x == 0) flag = 1;                      // every thread writes the slot
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (fix) atomicAdd(done, flag);
+    else done[0] = flag;                                       // every block writes the word
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
+__global__ void halves(const float* x, float* y, int fix) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (fix) __syncthreads();
+  float v = s[(t + 32) & 63];                                  // warp 0 reads warp 1's slots and back
+  y[t] = x[t] + 0.0f * v;
+}
+
+__global__ void unrolled(const float* x, float* y, int fix) {
+  __shared__ int s[4];
+  if (!fix || threadIdx.x == 0) for (int k = 0; k < 4; ++k) s[k] = threadIdx.x + k;
+  __syncthreads();
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * s[threadIdx.x & 3];
+}
+
+__global__ void race_then_oob(const float* x, float* y, int far, int fix) {
+  __shared__ int flag;
+  if (!fix || threadIdx.x == 0) flag = 1;
+  __syncthreads();
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * flag;
+  if (threadIdx.x == 0 && far >= 0) y[blockDim.x + far] = 1.0f;   // past the end of y
+}
+
+__global__ void race_then_trap(const float* x, float* y, int fix) {
+  __shared__ int flag;
+  if (!fix || threadIdx.x == 0) flag = 1;
+  __syncthreads();
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * flag;
+  if (threadIdx.x == 0) __trap();
+}
+"""
+
+N_MANY = races.SHOWN + 4      # distinct races in `many`: more than a report tells in detail
+MANY = "__global__ void many(const float* x, float* y, int fix) {\n  __shared__ int s[%d];\n%s\n" \
+       "  __syncthreads();\n  y[threadIdx.x] = x[threadIdx.x] + 0.0f * s[threadIdx.x %% %d];\n}\n" % (
+           N_MANY, "\n".join(f"  if (!fix || threadIdx.x == 0) s[{k}] = threadIdx.x;" for k in range(N_MANY)), N_MANY)
+
+
+def _line(text: str, kernel: str) -> int:
+    rows = SOURCE.split("\n")
+    start = next(i for i, row in enumerate(rows) if f"void {kernel}(" in row)
+    return next(i for i, row in enumerate(rows[start:], start + 1) if text in row)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    be = EmuBackend(schedules=1, timeout_s=60)
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def module(backend):
+    return backend.load(SOURCE + MANY)
+
+
+def _launch(module, kernel, fix, grid=1, block=64, extra=(), n=None):
+    n = n or grid * block
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    module.launch(kernel, (grid,), (block,), 0, [x, y, *extra, np.int32(fix)])
+    return x, y
+
+
+def _race(module, kernel, **kw) -> DataRace:
+    with pytest.raises(DataRace) as err:
+        _launch(module, kernel, 0, **kw)
+    return err.value
+
+
+def test_two_independent_races_are_both_reported(module):
+    err = _race(module, "two_races", grid=3, extra=(np.zeros(1, np.int32),))
+    assert err.distinct == 2 and len(err.races) == 2, str(err)
+    shared, glob = err.races
+    flag, done = _line("flag = 1", "two_races"), _line("else done[0] = flag", "two_races")
+    # the first keeps the single-race wording; each names both accesses, its line and its buffer
+    assert re.match(rf"data race on __shared__ 'flag' \(line \d+\) index 0 \(byte 0\): write by block \(0,0,0\) "
+                    rf"thread \(0,0,0\) \(warp 0 lane 0\) at line {flag} and write by block \(0,0,0\) thread \(1,0,0\) "
+                    rf"\(warp 0 lane 1\) at line {flag} are unordered \(lanes of one warp", shared), shared
+    assert re.match(rf"data race on 'done' index 0 \(byte 0\): write by block \(0,0,0\) thread \(0,0,0\) \(warp 0 "
+                    rf"lane 0\) at line {done} and write by block \(1,0,0\) thread \(0,0,0\) \(warp 0 lane 0\) at "
+                    rf"line {done} are unordered \(different blocks", glob), glob
+    # extents: 63 threads after the first in each of 3 blocks on the slot; blocks 1 and 2 on the word
+    assert shared.endswith("[189 racing accesses, index 0]") and glob.endswith("[2 racing accesses, index 0]")
+    text = str(err)
+    assert text.startswith("DataRace: two_races<<<3x1x1, 64x1x1, 0>>>: 2 distinct data races in this launch; the "
+                           "first: data race on __shared__ 'flag'"), text
+    assert "(schedule forward, poison 0xA5)" in text.splitlines()[0] and f"  race 2: {glob}" in text
+    assert err.stopped_by is None and "stopped" not in text
+    done = np.zeros(1, np.int32)
+    _launch(module, "two_races", 1, grid=3, extra=(done,))       # the twin: clean
+    assert done[0] == 3
+
+
+def test_a_race_over_many_elements_and_threads_is_reported_once_with_its_extent(module):
+    err = _race(module, "halves")
+    assert err.distinct == 1 and len(err.races) == 1, str(err)
+    read, write = _line("float v = s[", "halves"), _line("s[t] = x[t]", "halves")
+    assert re.match(rf"data race on __shared__ 's' \(line \d+\) index 32 .*: read by block \(0,0,0\) thread \(0,0,0\) "
+                    rf".*at line {read} and write by block \(0,0,0\) thread \(32,0,0\) .*at line {write} are unordered "
+                    r"\(different warps", err.races[0]), err.races[0]
+    # 32 writes of warp 1 met warp 0's reads, 32 reads of warp 1 met warp 0's writes: every slot
+    assert err.races[0].endswith("[64 racing accesses, indices 0..63]")
+    assert not str(err).startswith("DataRace: halves<<<1x1x1, 64x1x1, 0>>>: 1 distinct")   # one race: as before
+    _launch(module, "halves", 1)
+
+
+def test_instructions_of_one_source_line_are_one_race(module):
+    err = _race(module, "unrolled", block=8)
+    line = _line("for (int k = 0; k < 4; ++k)", "unrolled")
+    assert err.distinct == 1, str(err)
+    assert f"at line {line} and write by" in err.races[0] and err.races[0].endswith("indices 0..3]"), err.races[0]
+    _launch(module, "unrolled", 1, block=8)
+
+
+def test_more_distinct_races_than_shown_says_how_many_were_left_out(module):
+    err = _race(module, "many", block=32)
+    assert err.distinct == N_MANY and len(err.races) == races.SHOWN, str(err)
+    slots = [int(re.search(r"index (\d+)", r).group(1)) for r in err.races]
+    assert slots == list(range(races.SHOWN))                      # in the order the launch met them
+    text = str(err)
+    assert text.startswith(f"DataRace: many<<<1x1x1, 32x1x1, 0>>>: {N_MANY} distinct data races in this launch")
+    assert f"  4 more distinct race(s) left out (only the first {races.SHOWN} are told)" in text
+    _launch(module, "many", 1, block=32)
+
+
+def test_a_race_then_an_out_of_bounds_write_reports_both(module):
+    # just past the end: the guard band, checked after the launch
+    err = _race(module, "race_then_oob", extra=(np.int32(0),))
+    assert err.distinct == 1 and "__shared__ 'flag'" in err.races[0]
+    assert err.stopped_by.startswith("OutOfBounds: ") and "'y'" in err.stopped_by, err.stopped_by
+    assert str(err).splitlines()[-1] == f"then the launch was stopped by {err.stopped_by}"
+    # far past the end: the guard pages; the worker dies, and the races it announced are still reported
+    err = _race(module, "race_then_oob", extra=(np.int32(4096),))
+    assert err.distinct == 1 and "__shared__ 'flag'" in err.races[0] and err.races[0].endswith(") [index 0]")  # no count
+    assert err.stopped_by.startswith("OutOfBounds: write to 'y'") and "guard pages" in err.stopped_by, err.stopped_by
+    with pytest.raises(Exception) as oob:                          # the twin: the out-of-bounds write alone
+        _launch(module, "race_then_oob", 1, extra=(np.int32(0),))
+    assert type(oob.value).__name__ == "OutOfBounds"
+    _launch(module, "race_then_oob", 1, extra=(np.int32(-1),))
+
+
+def test_a_race_then_a_fault_of_the_runtime_reports_both(module):
+    err = _race(module, "race_then_trap")
+    assert err.distinct == 1 and err.stopped_by.startswith("KernelCrash: block (0,0,0)") and "__trap()" in err.stopped_by
+    with pytest.raises(Exception) as trap:
+        _launch(module, "race_then_trap", 1)
+    assert type(trap.value).__name__ == "KernelCrash"
+
+
+def test_report_lines_round_trip():
+    found = races.parse("3\t0\t7\tindex\t{pc:0x10}\t{pc:0x20}\t's'\tdata race on 's' index 0 (byte 0): a and b\n"
+                        "more\t5\t0\n")
+    assert found.distinct == 6 and found.races[0].worded() == "data race on 's' index 0 (byte 0): a and b " \
+                                                                "[3 racing accesses, indices 0..7]"
+    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
+        .worded() == "data race on v byte 2 [byte 2]"
+    assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")
