@@ -6,8 +6,8 @@ Each judge process has its own pair of pipes and the parent waits on the pipes a
 together, so nothing is shared between processes that a dying one could leave locked: multiprocessing.Pool's
 shared task queue can be left locked by a worker killed while reading it, and its terminate() then waits
 forever (an interrupted `report -j 2` once hung that way). An interrupt, or leaving the context with an error,
-kills the judge processes (SIGKILL; their emu workers die with them, PR_SET_PDEATHSIG) and reaps them, so
-it ends within a second. A judge process that dies on its own (killed, a crashed interpreter) is replaced by a
+kills the judge processes (SIGKILL; their emu workers and compilers die with them, PR_SET_PDEATHSIG) and reaps
+them, so it ends within a second. A judge process that dies on its own (killed, a crashed interpreter) is replaced by a
 fresh one, which judges its unit once more; when that one dies on the unit too, the unit is `Lost` (the caller
 reports it as not judged, with the reason: the tool's limit, never the kernel's fault)."""
 from __future__ import annotations

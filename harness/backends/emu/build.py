@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.signatures import KernelSignature
@@ -37,6 +38,13 @@ def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _compile(cmd: Sequence[str], **kw) -> subprocess.CompletedProcess:
+    """One compiler run; the compiler dies with the thread that started it (a judge process killed mid-build
+    leaves none behind)."""
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=protocol.dies_with_caller(),
+                          **kw)
+
+
 def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
     """emu_runtime.cpp compiled once per toolchain, fiber library and sanitizer setting (cached)."""
     flags = tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + (tc.SANITIZE_FLAGS if sanitize else ())
@@ -45,7 +53,7 @@ def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
     def make(tmp: Path) -> None:
         cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
                "-o", str(tmp)]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, LC_ALL="C"))
+        r = _compile(cmd, env=dict(os.environ, LC_ALL="C"))
         if r.returncode != 0:
             raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
 
@@ -86,13 +94,13 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                         *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
                         *toolchain.link_flags()]
             try:
-                r = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=600, env=env, cwd=work)
+                r = _compile(compile_cmd, env=env, cwd=work)
             finally:
                 gate.finish_device_compile(device_check, name)    # nvcc's message first: a GPU build's verdict
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
             gate.check_object(obj, (work / "module.s").read_text(errors="replace"), name, sanitize or race)
-            r = subprocess.run(link_cmd, capture_output=True, text=True, timeout=600, env=env)
+            r = _compile(link_cmd, env=env)
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
 

@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from harness.backends import protocol
 from harness.backends.base import BuildError
 
 GATE_ARCH = "sm_90"
@@ -93,7 +94,8 @@ def start_device_compile(source: str, name: str, work: Path) -> Optional[subproc
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
     return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, "-o", "device.ptx", safe], cwd=work / "gate",
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=protocol.dies_with_caller())
 
 
 def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
