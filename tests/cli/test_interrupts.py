@@ -44,7 +44,10 @@ def test_an_interrupted_parallel_report_ends_at_once_and_leaves_nothing(signum, 
         ended = time.monotonic() - t0
         where = f"try {attempt}, signal after {delay:.2f} s, ended in {ended:.2f} s: {err[-2000:]}"
         assert "Traceback" not in err, where
-        if proc.returncode == 0:                     # it finished first: then the folder is complete
+        if proc.returncode == 0 or (out / "run.json").is_file():
+            # it finished first (the signal came after the folder was in place, possibly while the interpreter
+            # was shutting down, where the default action ends it by the signal): then the folder is complete
+            assert proc.returncode in (0, 128 + signum, -signum), where
             assert (out / "run.json").is_file(), where
         else:
             assert proc.returncode == 128 + signum, where
