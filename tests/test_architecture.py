@@ -15,7 +15,7 @@ ROOTS = ("reference", "cudasrc", "emitters", "harness")
 LAYERS = {
     "reference": 0, "cudasrc": 0,
     "emitters": 1,
-    "harness.cache": 2, "harness.backends": 2, "harness.toolchain": 2,
+    "harness.cache": 2, "harness.interrupts": 2, "harness.backends": 2, "harness.toolchain": 2,
     "harness.cases": 3, "harness.judging": 3, "harness.reports": 3, "harness.model": 3, "harness.mutation": 3,
     "harness.racescan": 3,
     "harness.cli": 4, "harness": 4,

@@ -29,61 +29,22 @@ from pathlib import Path
 from typing import Optional
 
 from harness.cache import atomic_write, remove_stale_temporaries, temp_sibling
+from harness.interrupts import (  # noqa: F401  (re-exported: the commands take them from here)
+    INTERRUPTS, Interrupted, install_signal_handlers, raise_if_interrupted, received_signal)
 
 MANIFEST = "run.json"
 MANIFEST_VERSION = 1
 
 
 # ---------------------------------------------------------------------------------------------------- signals
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived (a BaseException, like KeyboardInterrupt, so `except Exception` lets it by)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum
-
-
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_received: list[int] = []
-
-
-def _on_signal(signum, _frame) -> None:
-    _received.append(signum)
-    if len(_received) == 1:
-        raise Interrupted(signum)
-    if len(_received) >= 3:             # a third signal during the cleanup: stop at once
-        os._exit(128 + signum)
-    # the second one is ignored: the cleanup of the first is under way
-
-
-def received_signal() -> Optional[int]:
-    """The first SIGINT / SIGTERM this run received, or None."""
-    return _received[0] if _received else None
-
-
-def install_signal_handlers() -> None:
-    """SIGINT and SIGTERM raise Interrupted in the main thread (no-op elsewhere)."""
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        return
-    _received.clear()
-    for s in _SIGNALS:
-        signal.signal(s, _on_signal)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)     # deliverable even if the parent blocked them
-
-
 class _SignalsHeld:
     """Hold SIGINT / SIGTERM for a few renames that must happen together; delivered after."""
 
     def __enter__(self):
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
 
     def __exit__(self, *exc):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -273,6 +234,7 @@ class RunFolder:
                  for p in sorted(self.path.rglob("*")) if p.is_file() and not p.is_symlink()}
         manifest = {"qconform_run": MANIFEST_VERSION, "complete": True, **run, "files": files}
         atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        raise_if_interrupted()
         with _SignalsHeld():
             self._swap()
         self.finished = True

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Optional, TextIO
 
+from harness.interrupts import leave_interrupts_to_main_thread
+
 LINE_INTERVAL_S = 30.0
 BYTES = "bytes"
 
@@ -59,6 +61,7 @@ class Progress:
         return self
 
     def _tick(self) -> None:
+        leave_interrupts_to_main_thread()
         while not self._stop.wait(min(self.interval_s, 5.0)):
             if time.monotonic() - self.last_line >= self.interval_s:
                 self._line(f"in {self.label or 'the first ' + ('case' if self.unit == 'cases' else 'step')}")

@@ -31,6 +31,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 
 from harness.cache import check_free_space, temp_sibling
+from harness.interrupts import raise_if_interrupted
 from reference.quant import QK, quantize_q8_0
 
 from .checkpoint import CheckpointError, CheckpointHeader, float_vector, read_header, release_pages
@@ -235,6 +236,7 @@ def export_weights(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]"
             "sampled_sha256": {name: sampled_sha256(tmp / name) for name in sorted(digests)},
         }
         (tmp / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        raise_if_interrupted()        # a signal a library swallowed: never commit an interrupted write
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -22,6 +21,7 @@ import gguf
 import numpy as np
 
 from harness.cache import cache_dir, cache_entry, check_free_space, content_key, temp_sibling
+from harness.interrupts import helper_pool, raise_if_interrupted
 from reference.model import LayerWeights, ModelConfig, ModelWeights
 from reference.quant import BLOCK_BYTES, QK, Q8Tensor, quantize_q8_0
 from reference.shapes import get_shape
@@ -125,7 +125,7 @@ def quantized_chunks(c: ModelConfig, slot: TensorSlot, seed: int, workers: int =
         for k in range(n_chunks):
             yield quantize_q8_0(matrix_chunk(c, slot, seed, k, gain))
         return
-    with ThreadPoolExecutor(workers, thread_name_prefix="qconform-synth") as pool:
+    with helper_pool(workers, thread_name_prefix="qconform-synth") as pool:
         pending: deque = deque()
         for k in range(n_chunks):
             pending.append(pool.submit(lambda k=k: quantize_q8_0(matrix_chunk(c, slot, seed, k, gain))))
@@ -263,6 +263,7 @@ def write_synthetic_gguf(preset: str, out: "str | os.PathLike[str]", *, layers: 
                     w.write_tensor_data(data)
                     bar.advance(data.nbytes, s.name)
         w.close()
+        raise_if_interrupted()        # a signal a library swallowed: never commit an interrupted write
         os.replace(tmp, out)
     except BaseException:
         if w is not None:

@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
@@ -26,6 +25,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 from reference.modes import Mode
 
 from harness.cache import atomic_write, cache_dir, cache_entry, content_key
+from harness.interrupts import helper_pool
 from cudasrc.signatures import kernel_signatures, strip_comments
 from .finder import Toolchain, find_toolchain
 
@@ -380,7 +380,7 @@ def compile_many(jobs: Sequence[tuple[str, str]], archs: Sequence[str] = DEFAULT
     tc = toolchain or find_toolchain()
     items = [(label, code, arch) for label, code in jobs for arch in archs]
     n = workers or max(1, min(len(items), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=n) as pool:
+    with helper_pool(n) as pool:
         results = pool.map(lambda it: compile_source(it[1], it[2], tc, cache=cache), items)
         return {(label, arch): r for (label, _, arch), r in zip(items, results)}
 

@@ -20,8 +20,10 @@ import numpy as np
 from harness.backends.emu.backend import EmuBackend
 be = EmuBackend(timeout_s=600, schedules=1)
 mod = be.load('extern "C" __global__ void spin(float* y){ while (true) { } }')
-threading.Thread(target=lambda: mod.launch("spin", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,)),
-                 daemon=True).start()
+def launch():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})   # as qconform's own helper threads do
+    mod.launch("spin", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
+threading.Thread(target=launch, daemon=True).start()
 while be._worker.proc is None:     # the launch starts the worker (slow on a loaded machine)
     time.sleep(0.05)
 time.sleep(2.0)           # the launch is running in the worker by now
