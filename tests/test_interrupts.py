@@ -29,6 +29,7 @@ def test_helper_pool_threads_leave_the_interrupts_to_the_main_thread():
 
 CHILD = r"""
 import select, os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)   # as qconform's main does (a background job inherits SIG_IGN)
 from harness.interrupts import helper_pool
 r, w = os.pipe()
 pool = helper_pool(4)

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 PARENT = r"""
 import faulthandler, signal, sys, threading, time
 faulthandler.register(signal.SIGUSR1, all_threads=True)     # the test asks for the stacks if the parent hangs
+signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C raises even if started from a background job (SIG_IGN inherited)
 import numpy as np
 from harness.backends.emu.backend import EmuBackend
 be = EmuBackend(timeout_s=600, schedules=1)
