@@ -6,7 +6,7 @@
 - `raise_if_interrupted()`: a checkpoint before an output is committed (a rename into place). A library that
   catches every exception can swallow `Interrupted`; the signal is still recorded, and the checkpoint raises it
   again, so an interrupted write is never committed.
-- Helper threads (`helper_pool`, `leave_interrupts_to_main_thread`) block both signals. The kernel may deliver a
+- Helper threads (`helper_pool`, `start_helper`) block both signals from their start. The kernel may deliver a
   process-directed signal to any thread that does not block it, and CPython answers it only in the main thread:
   taken by another thread it merely sets a flag, and a main thread asleep in a blocking call (a sleep, a lock, a
   select) keeps sleeping. Blocked in every helper, the signals go to the main thread, which wakes at once.
@@ -65,11 +65,25 @@ def install_signal_handlers() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)     # deliverable even if the parent blocked them
 
 
-def leave_interrupts_to_main_thread() -> None:
-    """Block SIGINT and SIGTERM in the calling helper thread (never call it in the main thread)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+def start_helper(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT and SIGTERM blocked from its first instruction (a thread inherits the mask of
+    the thread that starts it); one arriving meanwhile stays pending and is answered right after."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _HelperPool(ThreadPoolExecutor):
+    def submit(self, *args, **kwargs):       # map() submits through here too; threads start inside submit
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+        try:
+            return super().submit(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def helper_pool(max_workers: Optional[int] = None, **kwargs) -> ThreadPoolExecutor:
     """A ThreadPoolExecutor whose threads leave the interrupts to the main thread."""
-    return ThreadPoolExecutor(max_workers, initializer=leave_interrupts_to_main_thread, **kwargs)
+    return _HelperPool(max_workers, **kwargs)

@@ -10,7 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.interrupts import INTERRUPTS, helper_pool
+from harness.interrupts import INTERRUPTS, helper_pool, start_helper
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,6 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 def _mask_in(pool: ThreadPoolExecutor) -> set:
     with pool:
         return set(pool.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result())
+
+
+def test_helper_threads_leave_the_interrupts_to_the_main_thread():
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(set(signal.pthread_sigmask(signal.SIG_BLOCK, []))))
+    start_helper(t)
+    t.join()
+    assert set(INTERRUPTS) <= seen[0]
 
 
 def test_helper_pool_threads_leave_the_interrupts_to_the_main_thread():
@@ -30,6 +38,7 @@ def test_helper_pool_threads_leave_the_interrupts_to_the_main_thread():
 CHILD = r"""
 import select, os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)   # as qconform's main does (a background job inherits SIG_IGN)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])    # and may inherit it blocked
 from harness.interrupts import helper_pool
 r, w = os.pipe()
 pool = helper_pool(4)

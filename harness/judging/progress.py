@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Optional, TextIO
 
-from harness.interrupts import leave_interrupts_to_main_thread
+from harness.interrupts import start_helper
 
 LINE_INTERVAL_S = 30.0
 BYTES = "bytes"
@@ -57,11 +57,10 @@ class Progress:
             self._task = self._bar.add_task(self.title, total=self.total or None, note="")
         elif self.enabled and self.heartbeat:
             self._ticker = threading.Thread(target=self._tick, name="qconform-progress", daemon=True)
-            self._ticker.start()
+            start_helper(self._ticker)
         return self
 
     def _tick(self) -> None:
-        leave_interrupts_to_main_thread()
         while not self._stop.wait(min(self.interval_s, 5.0)):
             if time.monotonic() - self.last_line >= self.interval_s:
                 self._line(f"in {self.label or 'the first ' + ('case' if self.unit == 'cases' else 'step')}")
