@@ -49,7 +49,7 @@ EXIT_USAGE = 2
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    from harness.cli.lifecycle import install_signal_handlers, received_signal
+    from harness.interrupts import install_signal_handlers, received_signal
     install_signal_handlers()
     command = "qconform"
     try:
@@ -75,7 +75,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 def _ended_by(command: str, exc: BaseException) -> int:
     """The exit status (and one line) for a command ended by `exc`; anything else keeps its traceback."""
-    from harness.cli.lifecycle import received_signal
+    from harness.interrupts import received_signal
     signum = received_signal()
     if signum is not None and not isinstance(exc, SystemExit):
         # the signal's exception, or what a library made of it (numpy's tofile turns it into a TypeError)

@@ -13,8 +13,8 @@ last), and how it ends on SIGINT / SIGTERM (quietly, temporaries removed, exit s
   folder in. Of the old folder only what its own manifest does not list is kept: other commands' run folders
   inside it (reports/check in reports) and, with --force, a user's files. An interrupted run never touches the
   old folder.
-- `Interrupted`: what SIGINT and SIGTERM raise in the main process, so every `finally` and `except
-  BaseException` cleanup runs; `main` prints one line and exits 130 / 143.
+- How a run ends on SIGINT / SIGTERM (`Interrupted`, the handlers, the commit checkpoint) is
+  `harness/interrupts.py`; `main` prints one line and exits 130 / 143.
 """
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.cache import atomic_write, remove_stale_temporaries, temp_sibling
-from harness.interrupts import (  # noqa: F401  (re-exported: the commands take them from here)
-    INTERRUPTS, Interrupted, install_signal_handlers, raise_if_interrupted, received_signal)
+from harness.interrupts import INTERRUPTS, raise_if_interrupted
 
 MANIFEST = "run.json"
 MANIFEST_VERSION = 1

@@ -11,7 +11,6 @@ when another fault did, are said."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
 
 from harness.backends.base import DataRace, KernelFault, LaunchInfo
 
