@@ -33,7 +33,8 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
     "unsigned short": np.dtype("uint16"), "uint16_t": np.dtype("uint16"),
     "int32_t": np.dtype("int32"), "unsigned": np.dtype("uint32"), "unsigned int": np.dtype("uint32"),
     "uint32_t": np.dtype("uint32"),
-    "int64_t": np.dtype("int64"), "long long int": np.dtype("int64"),
+    "int64_t": np.dtype("int64"), "long long int": np.dtype("int64"), "long int": np.dtype("int64"),
+    "unsigned long int": np.dtype("uint64"), "unsigned long long int": np.dtype("uint64"),
     "uint64_t": np.dtype("uint64"), "unsigned long": np.dtype("uint64"),
     "unsigned long long": np.dtype("uint64"), "size_t": np.dtype("uint64"),
     "half": np.dtype("float16"), "bool": np.dtype("bool"),
@@ -51,7 +52,7 @@ def normalize_ctype(text: str) -> str:
     """Canonical spelling of a C parameter type: single spaces, '*' attached to the type."""
     text = re.sub(r"\s+", " ", text.strip())
     text = re.sub(r"\s*\*\s*", "*", text)
-    text = text.replace("__restrict__", "").replace("  ", " ").strip()
+    text = re.sub(r"\b__restrict(?:__)?\b", "", text).replace("  ", " ").strip()     # nvcc takes both spellings
     text = re.sub(r"\s*\*", "*", text)
     # `T* const p`: the parameter's own const qualifier says nothing to the caller (the pointer is a copy).
     return re.sub(r"\*\s*const$", "*", text)

@@ -80,7 +80,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         runtime = runtime_object(toolchain, sanitize)
         with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
             work = Path(tmp)
-            device_check = gate.start_device_compile(source, name, work)    # beside the host compile
+            device_check = gate.start_device_compile(source, name, work, flags)    # beside the host compile
             cpp = work / "module.cpp"
             cpp.write_text(rw.source)
             obj = work / "module.o"

@@ -82,9 +82,16 @@ def cache_part() -> str:
     return "gate:none" if nvcc is None else f"gate:{info}:{' '.join(NVCC_GATE_FLAGS)}"
 
 
-def start_device_compile(source: str, name: str, work: Path) -> Optional[subprocess.Popen]:
-    """Start nvcc's device-side compile of `source` in `work` (None without nvcc); finish_device_compile
-    collects it. The file keeps the source's name, so nvcc's messages name it."""
+def macro_flags(flags) -> tuple[str, ...]:
+    """The build flags that define or undefine macros (-DNAME, -DNAME=VALUE, -UNAME): the source's meaning
+    depends on them, so the device-side compile takes them too (other flags are the host compiler's own)."""
+    return tuple(f for f in flags if f.startswith(("-D", "-U")))
+
+
+def start_device_compile(source: str, name: str, work: Path, flags=()) -> Optional[subprocess.Popen]:
+    """Start nvcc's device-side compile of `source` in `work` with the macro definitions among `flags` (None
+    without nvcc); finish_device_compile collects it. The file keeps the source's name, so nvcc's messages
+    name it."""
     nvcc, _ = nvcc_gate()
     if nvcc is None:
         return None
@@ -93,7 +100,7 @@ def start_device_compile(source: str, name: str, work: Path) -> Optional[subproc
         safe += ".cu"
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
-    return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, "-o", "device.ptx", safe], cwd=work / "gate",
+    return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, *macro_flags(flags), "-o", "device.ptx", safe], cwd=work / "gate",
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=protocol.dies_with_caller())
 

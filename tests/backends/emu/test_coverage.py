@@ -320,3 +320,26 @@ def test_syncthreads_count_and_or(load):
     mod.launch("votes", (2,), (96,), 0, [x, out], outputs=(1,))
     expect = [int((x > 50).sum()), 1, 0, 32]
     assert out.reshape(2 * 96, 4).tolist() == [expect] * (2 * 96)
+
+
+SPELLINGS = r"""
+__global__ void spell(unsigned long long int* total, long int base, unsigned long int step, float* __restrict y) {
+  atomicAdd(total, (unsigned long long int)(base + step * threadIdx.x));
+  y[threadIdx.x] = (float)WIDTH * threadIdx.x;       // WIDTH: a macro given as a build flag
+}
+"""
+
+
+def test_long_type_spellings_restrict_and_macro_flags(emu):
+    """`unsigned long long int*`, `long int`, `unsigned long int` and the `__restrict` spelling (without the
+    trailing underscores, which nvcc also takes) are kernel parameter types, and a -DNAME=VALUE build flag
+    reaches every compile of the module, nvcc's device-side check included."""
+    from cudasrc.signatures import kernel_signatures
+    sig, = kernel_signatures(SPELLINGS)
+    assert sig.ctypes == ("unsigned long long int*", "long int", "unsigned long int", "float*")
+    mod = emu.load(SPELLINGS, flags=("-DWIDTH=3",))
+    total = np.array([2**40], np.uint64)
+    y = np.zeros(8, np.float32)
+    mod.launch("spell", (1,), (8,), 0, [total, np.int64(-5), np.uint64(2), y])
+    assert total[0] == 2**40 + sum(-5 + 2 * t for t in range(8))
+    assert np.array_equal(y, 3.0 * np.arange(8, dtype=np.float32))
