@@ -4,30 +4,57 @@ place atomically (`cache_entry`); plus `atomic_write` for any file the project w
 streamed in place of being held whole, `temp_sibling` (the temporary name to rename) and `check_free_space`."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import socket
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+_SWEPT: set[Path] = set()
 
 
 def cache_dir(kind: str) -> Path:
-    """A per-purpose cache folder: $QCONFORM_CACHE/<kind>, default ~/.cache/qconform/<kind>."""
+    """A per-purpose cache folder: $QCONFORM_CACHE/<kind>, default ~/.cache/qconform/<kind>. The first use in a
+    process removes what killed processes of this machine left there (`stale_temporaries_in`)."""
     root = Path(os.environ.get("QCONFORM_CACHE") or Path.home() / ".cache" / "qconform")
     path = root / kind
     path.mkdir(parents=True, exist_ok=True)
+    if path not in _SWEPT:
+        _SWEPT.add(path)
+        for entry in stale_temporaries_in(path):
+            _remove(entry)
     return path
+
+
+@contextlib.contextmanager
+def scratch_folder(kind: str) -> Iterator[Path]:
+    """A private working folder inside cache_dir(kind), removed on exit. It is named like every temporary
+    (`temp_sibling`), so what a killed process leaves is found and removed by the next run's `cache_dir`,
+    never piling up in the system's temporary folder."""
+    work = temp_sibling(cache_dir(kind) / "scratch")
+    work.mkdir()
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# The machine is part of a temporary's name: on a cache shared by several machines (a network file system), a
+# process id says whether its owner still runs only on the machine that started it.
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def temp_sibling(path: "str | Path") -> Path:
     """A unique hidden temporary name beside `path` (the same folder, so os.replace onto `path` is atomic)."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return path.with_name(f".{path.name}.{os.getpid()}@{_HOST}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)(?:@(?P<host>[0-9a-f]{8}))?\.[0-9a-f]{8}\.tmp$")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -40,32 +67,49 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def stale_temporaries(path: "str | Path") -> list[Path]:
-    """The temporaries that `temp_sibling(path)` named for processes that no longer run: what a killed run
-    (SIGKILL, a power cut) left beside `path`. A temporary of a live process is not stale."""
-    path = Path(path)
+def _is_stale(m: "re.Match[str]") -> bool:
+    """A temporary whose process no longer runs; one made on another machine is never judged from here (a name
+    without a machine is from before names carried it, and counts as this machine's)."""
+    return m["host"] in (None, _HOST) and not _pid_alive(int(m["pid"]))
+
+
+def stale_temporaries_in(folder: "str | Path") -> list[Path]:
+    """Every temporary in `folder` that `temp_sibling` named for a process of this machine that no longer runs:
+    what a killed run (SIGKILL, a power cut) left there. A temporary of a live process is not stale."""
     try:
-        entries = list(path.parent.iterdir())
+        entries = list(Path(folder).iterdir())
     except OSError:
         return []
-    found = []
-    for entry in entries:
-        m = _TEMP_NAME.match(entry.name)
-        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
-            found.append(entry)
-    return sorted(found)
+    return sorted(e for e in entries if (m := _TEMP_NAME.match(e.name)) and _is_stale(m))
+
+
+def stale_temporaries(path: "str | Path") -> list[Path]:
+    """The stale temporaries that `temp_sibling(path)` named: those beside `path` for `path` itself."""
+    path = Path(path)
+    return [e for e in stale_temporaries_in(path.parent) if _TEMP_NAME.match(e.name)["name"] == path.name]
+
+
+def _remove(entry: Path) -> int:
+    """Remove a file or folder (never following a link); returns its size in bytes (what could be measured:
+    another process may be removing it at the same time)."""
+    size = 0
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            size = sum(f.lstat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            size = entry.lstat().st_size
+            entry.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return size
 
 
 def remove_stale_temporaries(path: "str | Path") -> list[tuple[Path, int]]:
     """Remove `stale_temporaries(path)`; returns each one removed with its size in bytes."""
     removed = []
     for entry in stale_temporaries(path):
-        if entry.is_dir() and not entry.is_symlink():
-            size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            size = entry.lstat().st_size
-            entry.unlink(missing_ok=True)
+        size = _remove(entry)
         if not entry.exists():
             removed.append((entry, size))
     return removed

@@ -6,18 +6,21 @@
 - `raise_if_interrupted()`: a checkpoint before an output is committed (a rename into place). A library that
   catches every exception can swallow `Interrupted`; the signal is still recorded, and the checkpoint raises it
   again, so an interrupted write is never committed.
-- Helper threads (`helper_pool`, `start_helper`) block both signals from their start. The kernel may deliver a
+- Helper threads (`helper_pool`, `start_helper`) block both signals from their start, and so do the threads
+  libraries start while their modules load (NumPy's BLAS threads: the command line imports its commands inside
+  `interrupts_blocked()`). The kernel may deliver a
   process-directed signal to any thread that does not block it, and CPython answers it only in the main thread:
   taken by another thread it merely sets a flag, and a main thread asleep in a blocking call (a sleep, a lock, a
   select) keeps sleeping. Blocked in every helper, the signals go to the main thread, which wakes at once.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional
+from typing import Iterator, Optional
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []
@@ -65,23 +68,28 @@ def install_signal_handlers() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)     # deliverable even if the parent blocked them
 
 
-def start_helper(thread: threading.Thread) -> None:
-    """Start `thread` with SIGINT and SIGTERM blocked from its first instruction (a thread inherits the mask of
-    the thread that starts it); one arriving meanwhile stays pending and is answered right after."""
+@contextlib.contextmanager
+def interrupts_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM blocked in this thread for the body: every thread started meanwhile keeps them blocked
+    from its first instruction (a thread inherits the mask of the thread that starts it). One arriving
+    meanwhile stays pending and is answered as the body ends."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
-        thread.start()
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def start_helper(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT and SIGTERM blocked."""
+    with interrupts_blocked():
+        thread.start()
+
+
 class _HelperPool(ThreadPoolExecutor):
     def submit(self, *args, **kwargs):       # map() submits through here too; threads start inside submit
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
-        try:
+        with interrupts_blocked():
             return super().submit(*args, **kwargs)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def helper_pool(max_workers: Optional[int] = None, **kwargs) -> ThreadPoolExecutor:

@@ -2,6 +2,8 @@
 cache-entry mechanism every compiled artefact uses (content_key, cache_entry)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.cache import atomic_write, cache_entry, content_key
@@ -77,3 +79,73 @@ def test_cache_entry_stores_nothing_when_the_build_fails(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RuntimeError, match="produced nothing"):
         cache_entry(tmp_path / "y.so", lambda tmp: None)
+
+
+def _dead_pid() -> int:
+    import subprocess
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_the_first_use_of_a_cache_folder_removes_what_killed_processes_left(tmp_path, monkeypatch):
+    import os
+    from harness import cache
+    monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "_SWEPT", set())
+    folder = tmp_path / "emu"
+    folder.mkdir()
+    dead, host = _dead_pid(), cache._HOST
+    stale_file = folder / f".k1.so.{dead}@{host}.0123abcd.tmp"
+    stale_file.write_bytes(b"half a shared object")
+    stale_dir = folder / f".scratch.{dead}@{host}.89abcdef.tmp"
+    (stale_dir / "sub").mkdir(parents=True)
+    (stale_dir / "sub" / "module.o").write_bytes(b"x")
+    old_style = folder / f".k2.so.{dead}.0badf00d.tmp"      # a name from before names carried the machine
+    old_style.write_bytes(b"")
+    live = folder / f".k3.so.{os.getpid()}@{host}.01234567.tmp"
+    live.write_bytes(b"")
+    other_machine = folder / f".k4.so.{dead}@{'0' * 8 if host != '0' * 8 else '1' * 8}.01234567.tmp"
+    other_machine.write_bytes(b"")
+    entry = folder / "k5.so"
+    entry.write_bytes(b"a finished entry")
+    assert cache.cache_dir("emu") == folder
+    assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, other_machine.name, entry.name])
+    stale_file.write_bytes(b"")                 # a second use in the same process does not list the folder again
+    cache.cache_dir("emu")
+    assert stale_file.exists()
+
+
+def test_a_scratch_folder_of_a_killed_process_is_removed_by_the_next_run(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    env = dict(os.environ, QCONFORM_CACHE=str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time; from harness.cache import scratch_folder\n"
+                              "with scratch_folder('emu') as w:\n"
+                              "    (w / 'module.cpp').write_text('int x;')\n"
+                              "    print(w, flush=True); time.sleep(600)"],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        work = Path(child.stdout.readline().strip())
+        assert work.parent == tmp_path / "emu" and (work / "module.cpp").is_file()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert work.is_dir()                        # SIGKILL: nothing could clean up
+    subprocess.run([sys.executable, "-c", "from harness.cache import cache_dir; cache_dir('emu')"], env=env,
+                   check=True)
+    assert not work.exists() and list((tmp_path / "emu").iterdir()) == []
+
+
+def test_no_module_makes_temporary_folders_outside_the_cache():
+    """One mechanism for working folders (harness.cache.scratch_folder): a folder made with tempfile outlives a
+    killed process in the system's temporary folder, where nothing finds it again."""
+    import re
+    root = Path(__file__).resolve().parents[1]
+    offenders = [str(p.relative_to(root)) for pkg in ("harness", "cudasrc", "emitters", "reference")
+                 for p in (root / pkg).rglob("*.py")
+                 if re.search(r"tempfile\.(TemporaryDirectory|mkdtemp|mkstemp|NamedTemporaryFile)", p.read_text())]
+    assert offenders == []

@@ -35,3 +35,35 @@ def _check_pool_masks():
     assert set(INTERRUPTS) <= _mask_in(helper_pool(1))
     assert not set(INTERRUPTS) & _mask_in(ThreadPoolExecutor(1))       # negative control: a plain pool's thread
     assert not set(INTERRUPTS) & set(signal.pthread_sigmask(signal.SIG_BLOCK, []))   # the main thread is untouched
+
+
+_THREAD_MASKS = """
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])   # as a terminal starts a command
+{setup}
+masks = []
+for t in sorted(os.listdir('/proc/self/task')):
+    if int(t) != os.getpid():
+        status = open(f'/proc/self/task/{{t}}/status').read()
+        masks.append(int(next(l for l in status.splitlines() if l.startswith('SigBlk')).split()[1], 16))
+print(masks)
+"""
+
+
+def _other_threads_masks(setup: str) -> list:
+    import ast
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")   # NumPy's BLAS starts a thread
+    out = subprocess.run([sys.executable, "-c", _THREAD_MASKS.format(setup=setup)], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return ast.literal_eval(out.strip().splitlines()[-1])
+
+
+def test_threads_that_libraries_start_as_the_commands_load_leave_the_interrupts_to_the_main_thread():
+    bits = sum(1 << (s - 1) for s in INTERRUPTS)
+    masks = _other_threads_masks("from harness.cli import main\nmain(['--help'])")
+    assert masks and all(m & bits == bits for m in masks), [hex(m) for m in masks]
+    plain = _other_threads_masks("import numpy")        # negative control: imported without the block
+    assert plain and all(m & bits == 0 for m in plain), [hex(m) for m in plain]

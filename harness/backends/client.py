@@ -34,9 +34,10 @@ class WorkerDied(Exception):
 
 
 class WorkerTimedOut(Exception):
-    def __init__(self, last_step: str, watched: bool = False):
+    def __init__(self, last_step: str, watched: bool = False, stderr_tail: str = ""):
         self.last_step = last_step
         self.watched = watched      # the limit applied to one block (progress counter), not the request
+        self.stderr_tail = stderr_tail      # what the worker printed during the request, before it was stopped
         super().__init__(last_step)
 
 
@@ -143,7 +144,7 @@ class Worker:
             text = self._stderr_since_mark()
             watched = self.progress is not None
             self.close()
-            raise WorkerTimedOut(self._last_step(text), watched) from None
+            raise WorkerTimedOut(self._last_step(text), watched, text) from None
         except protocol.Forged as exc:
             text = self._stderr_since_mark()
             self.close()

@@ -49,11 +49,12 @@ EXIT_USAGE = 2
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    from harness.interrupts import install_signal_handlers, received_signal
+    from harness.interrupts import install_signal_handlers, interrupts_blocked, received_signal
     install_signal_handlers()
     command = "qconform"
     try:
-        parser = build_parser()
+        with interrupts_blocked():          # threads that libraries start as they load leave signals to main
+            parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:   # argparse's usage errors (2, message printed) and --help (0)

@@ -1,9 +1,11 @@
 """Race scanning of arbitrary kernels: run one kernel of a CUDA source on a backend with inputs generated from
-a recorded seed, and classify what the backend reports (race, other fault, clean, cannot run). In: a source,
+a recorded seed, and classify what the backend reports (race, order-dependent result, other fault, clean,
+cannot run). In: a source,
 a kernel name, a launch and argument specs (`spec`), or a labelled corpus file whose header carries them
 (`corpus`). Out: a `Verdict`. Used by the race corpus tests and by the scoring of public labelled suites."""
 from .corpus import CorpusEntry, read_entry
-from .scan import RACE_FAULTS, Verdict, scan
+from .scan import KINDS, RACE_FAULTS, Verdict, classify, has_detector, scan
 from .spec import ArgSpec, make_args, parse_args
 
-__all__ = ["ArgSpec", "CorpusEntry", "RACE_FAULTS", "Verdict", "make_args", "parse_args", "read_entry", "scan"]
+__all__ = ["ArgSpec", "CorpusEntry", "KINDS", "RACE_FAULTS", "Verdict", "classify", "has_detector", "make_args",
+           "parse_args", "read_entry", "scan"]

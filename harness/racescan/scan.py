@@ -6,17 +6,22 @@ from typing import Optional, Sequence
 
 from harness.backends.base import Backend, BuildError, DataRace, KernelFault, Module, UnsupportedConstruct
 
-# The faults that report a race: two schedules disagreeing (RaceDetected), a result that depends on the
-# poison pattern (a read before the write that should precede it: UninitializedRead), and the happens-before
-# detector's report of an unordered conflicting pair (its own fault class, a RaceDetected subclass or named here).
-RACE_FAULTS = ("RaceDetected", "UninitializedRead", "DataRace", "HappensBeforeRace")
+# The faults that report a race. With the happens-before detector on, only its report is a race: an
+# unordered conflicting pair by the memory model (DataRace). The schedules' faults then say something else:
+# two schedules disagreeing where the detector's run had no such pair (RaceDetected) is a result that depends
+# on the thread order (the order of atomics, a float sum: `order-dependent`), and a result that depends on the
+# poison (UninitializedRead) is a read of memory nobody wrote (`fault`). Without the detector the schedules
+# are the only race signal, and both count as races.
+DETECTOR_FAULTS = ("DataRace", "HappensBeforeRace")
+RACE_FAULTS = ("RaceDetected", "UninitializedRead") + DETECTOR_FAULTS
 
-KINDS = ("race", "fault", "clean", "unsupported", "unchecked")
+KINDS = ("race", "order-dependent", "fault", "clean", "unsupported", "unchecked")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str                  # race | fault (another kernel fault) | clean | unsupported | unchecked (tool limit)
+    kind: str                  # one of KINDS: race | order-dependent (schedules disagree, no race by the memory
+    #                            model) | fault (another kernel fault) | clean | unsupported | unchecked (tool limit)
     fault: Optional[str]       # the fault or error class, where there was one
     detail: str                # the backend's message (first 500 characters)
     races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
@@ -26,20 +31,32 @@ class Verdict:
         return self.kind == "race"
 
 
-def _is_race(exc: KernelFault) -> bool:
-    return any(c.__name__ in RACE_FAULTS for c in type(exc).__mro__)
+def _kind(exc: KernelFault, detector: bool) -> str:
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & set(DETECTOR_FAULTS):
+        return "race"
+    if not names & set(RACE_FAULTS):
+        return "fault"
+    if not detector:
+        return "race"
+    return "order-dependent" if "RaceDetected" in names else "fault"
 
 
-def classify(exc: BaseException) -> Verdict:
+def classify(exc: BaseException, detector: bool = False) -> Verdict:
+    """The verdict of `exc`; `detector`: the backend ran the happens-before race detector (see RACE_FAULTS)."""
     name, detail = type(exc).__name__, str(exc)[:500]
     if isinstance(exc, (UnsupportedConstruct, BuildError)):
         return Verdict("unsupported", name, detail)
     if isinstance(exc, KernelFault):
         if exc.tool_limit:
             return Verdict("unchecked", name, detail)
-        return Verdict("race" if _is_race(exc) else "fault", name, detail,
-                       exc.distinct if isinstance(exc, DataRace) else 0)
+        return Verdict(_kind(exc, detector), name, detail, exc.distinct if isinstance(exc, DataRace) else 0)
     raise exc
+
+
+def has_detector(backend: "Backend | Module") -> bool:
+    """Whether `backend` (or a module's backend) runs the happens-before race detector."""
+    return bool(getattr(getattr(backend, "backend", backend), "race_check", False))
 
 
 def scan(backend: "Backend | Module", source: "str | None", kernel: str, grid: Sequence[int], block: Sequence[int],
@@ -51,5 +68,5 @@ def scan(backend: "Backend | Module", source: "str | None", kernel: str, grid: S
         module = backend.load(source) if source is not None else backend
         module.launch(kernel, grid, block, shared_bytes, args, outputs)
     except (KernelFault, BuildError) as exc:
-        return classify(exc)
+        return classify(exc, has_detector(backend))
     return Verdict("clean", None, "")

@@ -181,8 +181,18 @@ def _death_fault(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
     """What a worker that died during a request means (_death_cause); where the race detector had announced
     races before, a DataRace that says what then stopped the launch (a sandbox violation stays one)."""
     cause = _death_cause(launch, exc, spec, limits)
-    found = races.from_stderr(exc.stderr_tail) if spec is not None else None
-    if not found or isinstance(cause, SandboxViolation):
+    if isinstance(cause, SandboxViolation):
+        return cause
+    return _with_announced_races(launch, exc.stderr_tail, spec, cause)
+
+
+def _with_announced_races(launch: "LaunchInfo | None", stderr: str, spec: "LaunchSpec | None",
+                          cause: KernelFault) -> KernelFault:
+    """`cause` (what ended a request: the worker died, or it was stopped at the time limit), or, where the race
+    detector had announced races of the launch before, the DataRace that says `cause` then stopped it. A race
+    seen before a hang is a verdict on the kernel; the hang alone would only be the tool's limit."""
+    found = races.from_stderr(stderr) if spec is not None else None
+    if not found:
         return cause
     first = schedule_plan(spec.schedules, spec.seed, spec.only_schedule)[0]     # the detector watches run 1
     return races.fault(launch, races.resolve(found, spec.so_path), f"schedule {first}", cause)
@@ -286,11 +296,12 @@ class EmuModule(Module):
         try:
             reply = self.backend._worker.request(msg, limit)
         except WorkerTimedOut as exc:
-            raise faults.timed_out(launch, exc, "a block did not finish" if exc.watched else "did not finish", limit,
-                                   "the worker process was stopped. This is the CPU emulator's time limit, not a "
-                                   "verdict on the kernel: it spins (waits for a thread that a cooperative fiber "
-                                   "schedule never runs), hangs, or is too slow to emulate (run it on a GPU)",
-                                   tool_limit=True) from None
+            timeout = faults.timed_out(launch, exc, "a block did not finish" if exc.watched else "did not finish",
+                                       limit, "the worker process was stopped. This is the CPU emulator's time "
+                                       "limit, not a verdict on the kernel: it spins (waits for a thread that a "
+                                       "cooperative fiber schedule never runs), hangs, or is too slow to emulate "
+                                       "(run it on a GPU)", tool_limit=True)
+            raise _with_announced_races(launch, exc.stderr_tail, spec, timeout) from None
         except WorkerDied as exc:
             raise _death_fault(launch, exc, spec, self.backend.limits) from None
         if reply.get("restart"):     # near its memory limit after the launch: the next request gets a new worker

@@ -4,14 +4,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
-from harness.cache import cache_dir, cache_entry, content_key
+from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
 from cudasrc.signatures import KernelSignature
 
 from . import gate
@@ -78,8 +77,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
-        with tempfile.TemporaryDirectory(prefix="qconform-emu-") as tmp:
-            work = Path(tmp)
+        with scratch_folder("emu") as work:
             device_check = gate.start_device_compile(source, name, work, flags)    # beside the host compile
             cpp = work / "module.cpp"
             cpp.write_text(rw.source)

@@ -6,9 +6,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.cache import scratch_folder
 
 RUNTIME_DIR = Path(__file__).resolve().parent
 FIBER_ENV = "QCONFORM_EMU_FIBER"      # auto | asm | boost | ucontext
@@ -89,8 +90,8 @@ def compiler_version(cxx: str) -> str:
 @functools.lru_cache(maxsize=None)
 def boost_context_usable(cxx: str) -> bool:
     """True when a program using Boost.Context's fcontext compiles, links and runs here."""
-    with tempfile.TemporaryDirectory(prefix="qconform-boostprobe-") as tmp:
-        src, exe = Path(tmp) / "probe.cpp", Path(tmp) / "probe"
+    with scratch_folder("emu") as tmp:
+        src, exe = tmp / "probe.cpp", tmp / "probe"
         src.write_text(_BOOST_PROBE)
         try:
             r = subprocess.run([cxx, "-std=c++17", str(src), "-o", str(exe), "-lboost_context"],
@@ -104,11 +105,11 @@ def boost_context_usable(cxx: str) -> bool:
 def accepts_flags(cxx: str, flags: tuple[str, ...]) -> bool:
     """True when the compiler compiles a trivial unit with `flags` and no warning (clang only warns about an
     option its target lacks)."""
-    with tempfile.TemporaryDirectory(prefix="qconform-flagprobe-") as tmp:
-        src = Path(tmp) / "probe.cpp"
+    with scratch_folder("emu") as tmp:
+        src = tmp / "probe.cpp"
         src.write_text("int probe(int x) { volatile char a[65536]; a[x] = 1; return a[0]; }\n")
         try:
-            r = subprocess.run([cxx, *flags, "-Werror", "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
+            r = subprocess.run([cxx, *flags, "-Werror", "-c", str(src), "-o", str(tmp / "probe.o")],
                                capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
             return False

@@ -185,3 +185,32 @@ def test_report_lines_round_trip():
     assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
         .worded() == "data race on v byte 2 [byte 2]"
     assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")
+
+
+HANG = r"""
+__global__ void race_then_hang(float* y, int fix) {
+  __shared__ int flag;
+  if (!fix || threadIdx.x == 0) flag = threadIdx.x;          // every thread writes the slot
+  __syncthreads();
+  y[threadIdx.x] = flag;
+  if (threadIdx.x == 0) { volatile int spin = 1; while (spin) { } }    // then the block never finishes
+}
+"""
+
+
+def test_a_race_then_a_hang_is_reported_as_the_race():
+    """A race seen before the launch hangs is a verdict on the kernel, though the hang alone is the emulator's
+    limit (unchecked): the report is the race, saying that the time limit then stopped the launch."""
+    be = EmuBackend(schedules=1, timeout_s=2)
+    try:
+        mod = be.load(HANG)
+        y = np.zeros(32, np.float32)
+        with pytest.raises(DataRace) as err:
+            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(0)])
+        assert err.value.distinct == 1 and "__shared__ 'flag'" in err.value.races[0], str(err.value)
+        assert err.value.stopped_by.startswith("KernelTimeout: a block did not finish within 2 s"), err.value.stopped_by
+        with pytest.raises(Exception) as hang:                     # the twin: the hang alone
+            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(1)])
+        assert type(hang.value).__name__ == "KernelTimeout" and hang.value.tool_limit
+    finally:
+        be.close()
