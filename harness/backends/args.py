@@ -103,8 +103,10 @@ def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") ->
         if array.nbytes % VECTOR_BYTES[base]:
             raise ValueError(f"{what}: the kernel reads {base} vectors ({VECTOR_BYTES[base]} bytes), so the "
                              f"byte size of {noun} must be a multiple of that, got {array.nbytes}")
-    elif base != "void":
-        raise ValueError(f"{what}: no numpy dtype is known for the pointee type {base!r}")
+    elif base != "void" and not (array.dtype == np.uint8 or array.dtype.kind == "V"):
+        # A struct (or any type without a dtype): its bytes, as uint8 or as a structured array laid out like it.
+        raise ValueError(f"{what}: no numpy dtype is known for the pointee type {base!r}; pass its bytes (a uint8 "
+                         "array) or a structured array laid out as the C type")
 
 
 def _aggregate(arg: object, ctype: str, what: str, size: int) -> "Struct | Symbol":

@@ -407,5 +407,36 @@ template <class T> inline T atomicCAS_system(T* p, ::emu::nd<T> cmp, ::emu::nd<T
   return atomicCAS(p, cmp, v, line);
 }
 
+#if defined(__SANITIZE_THREAD__)
+// The race detector's build (-fsanitize=thread, no libtsan): g++ instruments loads and stores but leaves
+// memcpy / memmove / memset, the __builtin_ ones included, to libtsan's interceptors, which are not linked, and
+// expands small constant-size copies after its instrumentation. Device code's calls therefore announce their
+// byte ranges here (inlined: the entry point's return address is the kernel's line). Plain names, so that
+// `std::memcpy(...)` still resolves.
+extern "C" void __tsan_read_range(void*, long);
+extern "C" void __tsan_write_range(void*, long);
+__attribute__((always_inline)) inline void* emu_race_memcpy(void* d, const void* s, size_t n) {
+  __tsan_read_range(const_cast<void*>(s), long(n));
+  __tsan_write_range(d, long(n));
+  return __builtin_memcpy(d, s, n);
+}
+__attribute__((always_inline)) inline void* emu_race_memmove(void* d, const void* s, size_t n) {
+  __tsan_read_range(const_cast<void*>(s), long(n));
+  __tsan_write_range(d, long(n));
+  return __builtin_memmove(d, s, n);
+}
+__attribute__((always_inline)) inline void* emu_race_memset(void* d, int c, size_t n) {
+  __tsan_write_range(d, long(n));
+  return __builtin_memset(d, c, n);
+}
+namespace std { using ::emu_race_memcpy; using ::emu_race_memmove; using ::emu_race_memset; }
+#define memcpy(d, s, n) emu_race_memcpy(d, s, n)
+#define memmove(d, s, n) emu_race_memmove(d, s, n)
+#define memset(d, c, n) emu_race_memset(d, c, n)
+#define __builtin_memcpy(d, s, n) emu_race_memcpy(d, s, n)
+#define __builtin_memmove(d, s, n) emu_race_memmove(d, s, n)
+#define __builtin_memset(d, c, n) emu_race_memset(d, c, n)
+#endif  // __SANITIZE_THREAD__
+
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

@@ -343,3 +343,30 @@ def test_long_type_spellings_restrict_and_macro_flags(emu):
     mod.launch("spell", (1,), (8,), 0, [total, np.int64(-5), np.uint64(2), y])
     assert total[0] == 2**40 + sum(-5 + 2 * t for t in range(8))
     assert np.array_equal(y, 3.0 * np.arange(8, dtype=np.float32))
+
+
+STRUCT_POINTER = r"""
+typedef struct { unsigned short id; short v; char tag; } rec_t;   // 6 bytes
+__global__ void stamp(rec_t* r) {
+  int t = threadIdx.x;
+  r[t].id = (unsigned short)t; r[t].v = (short)(r[t].v * 2); r[t].tag = 'a' + t;
+}
+"""
+
+
+def test_pointer_to_struct_takes_its_bytes(load):
+    """A pointer to a struct takes the structs' bytes (a uint8 array) or a structured array laid out like it;
+    any other dtype is refused, naming the rule."""
+    mod = load(STRUCT_POINTER)
+    layout = np.dtype([("id", "<u2"), ("v", "<i2"), ("tag", "i1"), ("pad", "i1")])
+    recs = np.zeros(8, layout)
+    recs["v"] = np.arange(8) - 3
+    raw = recs.view(np.uint8).copy()
+    mod.launch("stamp", (1,), (8,), 0, [raw])
+    out = raw.view(layout)
+    assert list(out["id"]) == list(range(8)) and list(out["v"]) == [2 * (i - 3) for i in range(8)]
+    assert bytes(out["tag"].astype(np.uint8)) == b"abcdefgh"
+    mod.launch("stamp", (1,), (8,), 0, [recs])
+    assert list(recs["id"]) == list(range(8))
+    with pytest.raises(ValueError, match="pointee type 'rec_t'; pass its bytes"):
+        mod.launch("stamp", (1,), (8,), 0, [np.zeros(12, np.int32)])
