@@ -1,22 +1,46 @@
 #!/usr/bin/env python3
-"""Score the CPU backend's race verdicts on the Indigo suites (labelled CUDA graph codes written by others).
+"""Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
+suites (graph codes) and GPUVerify's CUDA test suite.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
-SUITE is a checkout of github.com/burtscher/Indigo3Suite in which `python3 generate_all_codes.py cuda` ran with
-`bug: {all}` in codeGen/configure.txt (generatedCodes/CUDA/*/*.cu, lib/*.h), or of
-github.com/burtscher/Indigo2Suite (codes/cuda/*/*.cu, include/*.h; every code there is bug-free). Nothing of
-the suites is copied into this repository: the script reads them where they lie.
+One script, one adapter per suite (where the files are, how a file is labelled, launched and given inputs);
+nothing of the suites is copied into this repository: the script reads them where they lie. A file counts as
+reported when any of its kernels' verdict is a race (harness.racescan.RACE_FAULTS); a file that does not build
+or a kernel that hits the tool's limits cannot be scored, and the reason is kept. Prints progress to stderr and
+a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
-Labels come from the file names: a tag `XBug` plants bug X, `NoXBug` does not. Racy: the planted bugs are
-RaceBug and/or SyncBug (a missing __syncthreads) and nothing else. Race-free: no planted bug at all. Other
-files are not scored (their other bugs, out-of-bounds and livelock, would decide the verdict).
+Indigo. SUITE is a checkout of github.com/burtscher/Indigo3Suite in which `python3 generate_all_codes.py cuda`
+ran with `bug: {all}` in codeGen/configure.txt (generatedCodes/CUDA/*/*.cu, lib/*.h), or of
+github.com/burtscher/Indigo2Suite (codes/cuda/*/*.cu, include/*.h; every code there is bug-free). Labels come
+from the file names: a tag `XBug` plants bug X, `NoXBug` does not. Racy: the planted bugs are RaceBug and/or
+SyncBug (a missing __syncthreads) and nothing else. Race-free: no planted bug at all. Other files are not scored
+(their other bugs, out-of-bounds and livelock, would decide the verdict). Per file: the device code is extracted
+(local includes inlined, host functions dropped), every __global__ kernel runs once on emu with inputs
+synthesised from a seeded random graph in CSR form and from the parameter names (dist, label, worklists, ...).
+A seeded sample of --per-label files per label (default 60), spread over the algorithms.
 
-Per file: the device code is extracted (local includes inlined, host functions dropped), every __global__ kernel
-runs once on emu with inputs synthesised from a seeded random graph in CSR form and from the parameter names
-(dist, label, worklists, ...), and the file counts as reported when any kernel's verdict is a race
-(harness.racescan.RACE_FAULTS). A file that does not build or a kernel that hits the tool's limits cannot be
-scored; the reason is kept. Prints progress to stderr and a summary table; --out writes every verdict as JSON.
+GPUVerify. SUITE is a checkout of github.com/mc-imperial/gpuverify; its testsuite/CUDA/**/kernel.cu are scored,
+every one (no sample unless --per-label). Line 1 is the expected outcome, line 2 the verifier's command line,
+then `//text` lines the text its output must contain (GPUVerify's tester), then the comment before the code.
+  racy       = `//xfail:NOT_ALL_VERIFIED` whose expected text or leading comment names a race ("race", "racy",
+               "Write by thread");
+  race-free  = `//pass`: GPUVerify proved it free of races (and barrier divergence) for every input that
+               satisfies its `__requires` preconditions, at the given launch. Not with `--only-divergence`
+               (races not checked). GPUVerify tolerates write-write races in which both threads write the same
+               value, and `--warp-sync=N` makes it assume warps run in lock step: a //pass kernel may rely on
+               either, and the memory model does not (reports on such kernels are listed with their flags);
+  not scored = every other xfail (assertions, null pointers, barrier divergence, the verifier's own tool errors,
+               or no expected text at all), each with its reason.
+The launch is the header's --blockDim/--gridDim (a block of more than 1024 threads, which the verifier accepts,
+cannot run: not scored as run), -DNAME=VALUE become build flags. GPUVerify's specification calls have no
+runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` (line numbers kept); simple
+`__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
+`f == someDeviceFunction` for a function pointer), the rest are dropped and listed in the JSON. Constructs with
+verifier-only meaning (`__axiom`, device functions declared but never defined, whose result the verifier takes
+as arbitrary) make the file unrunnable with that reason. Inputs: seeded random buffers (integers in [0, 64),
+floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
+value, at least 16); an access past them hits the guard pages (OutOfBounds: could not run as a race verdict).
 """
 from __future__ import annotations
 
@@ -27,6 +51,8 @@ import os
 import re
 import sys
 import time
+import zlib
+from typing import Callable, NamedTuple
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -35,8 +61,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cudasrc.signatures import kernel_signatures, strip_comments  # noqa: E402
-from cudasrc.types import SCALAR_DTYPES  # noqa: E402
-from harness.backends.base import Struct  # noqa: E402
+from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype  # noqa: E402
+from harness.backends.base import Struct, Symbol  # noqa: E402
 from harness.racescan.scan import classify  # noqa: E402
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
@@ -221,34 +247,48 @@ def kernel_args(sig, inputs: Inputs, module, edge_based: bool, graph_buffers: di
 
 
 def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
-    """The verdict of every kernel of one file, and the file's verdict."""
+    """The verdict of every kernel of one Indigo file, and the file's verdict."""
     from harness.backends.base import BuildError, KernelFault
     rec = {"file": path.name, "algorithm": path.parent.name, "label": label_of(path), "kernels": {}}
     try:
         source = device_code(inline_includes(path, lib))
         module = backend.load(source, name=path.name)
     except (KernelFault, BuildError) as exc:
-        v = classify(exc)
-        rec.update(verdict=v.kind, fault=v.fault, detail=v.detail)
-        return rec
+        return _build_failed(rec, exc)
     inputs = Inputs(seed)
     edge_based = "_E_" in path.name
     graph_buffers: dict = {}
+    items = inputs.edges if edge_based else inputs.nodes
+    grid, tpb = launch_geometry(source, path, items)
+    launches = [(sig.name, (grid,), (tpb,), lambda sig=sig: kernel_args(sig, inputs, module, edge_based,
+                                                                       graph_buffers))
+                for sig in kernel_signatures(source)]
+    return run_kernels(rec, module, launches)
+
+
+def _build_failed(rec: dict, exc: BaseException) -> dict:
+    v = classify(exc)
+    rec.update(verdict=v.kind, fault=v.fault, detail=v.detail, races=0, data_race=False)
+    return rec
+
+
+def run_kernels(rec: dict, module, launches) -> dict:
+    """Launch each (kernel, grid, block, make_args) once, keep every kernel's verdict in rec["kernels"] and
+    set the file's verdict: a race if any kernel reported one, else the first of unsupported, unchecked,
+    fault, clean that any kernel had."""
+    from harness.backends.base import BuildError, KernelFault
     kinds = []
-    for sig in kernel_signatures(source):
-        items = inputs.edges if edge_based else inputs.nodes
-        grid, tpb = launch_geometry(source, path, items)
+    for name, grid, block, make_args in launches:
         try:
-            args = kernel_args(sig, inputs, module, edge_based, graph_buffers)
-            module.launch(sig.name, (grid,), (tpb,), 0, args)
+            module.launch(name, grid, block, 0, make_args())
             v_kind, v_fault, v_detail, v_races = "clean", None, "", 0
         except (KernelFault, BuildError) as exc:
             v = classify(exc)
             v_kind, v_fault, v_detail, v_races = v.kind, v.fault, v.detail, v.races
         except (LookupError, ValueError) as exc:
             v_kind, v_fault, v_detail, v_races = "unsupported", type(exc).__name__, str(exc)[:300], 0
-        rec["kernels"][sig.name] = {"verdict": v_kind, "fault": v_fault, "detail": v_detail, "races": v_races,
-                                    "grid": grid, "block": tpb}
+        rec["kernels"][name] = {"verdict": v_kind, "fault": v_fault, "detail": v_detail, "races": v_races,
+                                "grid": list(grid), "block": list(block)}
         kinds.append(v_kind)
     order = ("race", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
@@ -260,15 +300,279 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     return rec
 
 
-def select(files: list[Path], per_label: int, seed: int) -> list[Path]:
-    """Up to `per_label` racy and race-free files, spread evenly over the algorithms (seeded)."""
+# ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
+# GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
+# dropped; the preconditions (requires, assume) restrict inputs: simple ones on the kernel's scalar parameters
+# are honoured when the arguments are chosen (gpuverify_scalars), the rest dropped. Each call becomes an
+# expression that does nothing, for they also stand in for-loop conditions (`for (...; __invariant(p), i < n;
+# ...)`); its arguments go with it (they use the verifier's own functions: __implies, __write, __enabled ...).
+GV_DROPPED = ("__requires", "__ensures", "__assert", "__assume", "__invariant", "__global_invariant",
+              "__global_requires", "__global_ensures", "__global_assert", "__candidate_invariant",
+              "__candidate_global_invariant", "__function_wide_invariant", "__function_wide_candidate_invariant",
+              "__requires_fresh_array", "__non_temporal_loads_begin", "__non_temporal_loads_end")
+_GV_DROPPED_CALL = re.compile(r"\b(?:" + "|".join(GV_DROPPED) + r")\s*\(")
+
+
+def gpuverify_source(text: str) -> str:
+    """The file without comments and with every specification call replaced by `((void)0)` (newlines kept, so
+    line numbers stay true)."""
+    code = strip_comments(text)
+    out, pos = [], 0
+    for m in _GV_DROPPED_CALL.finditer(code):
+        if m.start() < pos:          # nested in a call already dropped
+            continue
+        depth, j = 1, m.end()
+        while depth:
+            if j >= len(code):
+                raise ValueError(f"source: unbalanced parentheses after {m.group(0)!r}")
+            depth += {"(": 1, ")": -1}.get(code[j], 0)
+            j += 1
+        out += [code[pos:m.start()], "((void)0)", "\n" * code.count("\n", m.start(), j)]
+        pos = j
+    out.append(code[pos:])
+    return "".join(out)
+
+
+# Constructs that change what the verifier proved in a way no run can honour: the file is not scored.
+GV_VERIFIER_ONLY = ((r"\b__axiom\s*\(", "__axiom restricts the launch (block/thread ids) for the verifier only"),)
+GV_CODES = "testsuite/CUDA"
+GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
+GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
+MAX_BLOCK_THREADS = 1024
+GV_MIN_ELEMENTS = 1 << 17
+GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
+GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
+
+
+def gpuverify_header(text: str) -> dict:
+    """The test header of a GPUVerify kernel.cu: line 1 the expected outcome (`//pass`, `//xfail:KIND`), line 2
+    the command line (`//--blockDim=64 --gridDim=[2,2] -DN=4 ...`), then `//text` lines up to the first other
+    line: the text the verifier's output must contain (expected); then the comment before the code (notes).
+    Racy: an xfail:NOT_ALL_VERIFIED whose expected text or notes name a race ("race", "racy", "Write by
+    thread"); race-free: //pass. Returns label (racy | race-free | None), reason (why not scored, for None),
+    block, grid (3-tuples), defines (-D name -> value), flags (the other options), expected and notes."""
+    lines = text.splitlines()
+    if len(lines) < 2 or not lines[0].startswith("//") or not lines[1].startswith("//"):
+        raise ValueError("header: expected `//pass` or `//xfail:KIND` on line 1 and the options on line 2")
+    outcome = lines[0][2:].strip().lower()
+    expected, notes = [], []
+    for line in lines[2:]:            # GPUVerify's tester: `//text` lines from line 3 on, up to any other line
+        if not (line.startswith("//") and len(line) > 2):
+            break
+        expected.append(line[2:].strip())
+    for line in lines[2 + len(expected):]:       # then the comment before the code, which may say "racy"
+        if line.strip() and not line.startswith("//"):
+            break
+        notes.append(line[2:].strip())
+    dims, defines, flags = {}, {}, []
+    for opt in lines[1][2:].split():
+        key, _, value = opt.partition("=")
+        if key in GV_LAUNCH_FLAGS:
+            nums = [int(x) for x in re.findall(r"\d+", value)]
+            if not 1 <= len(nums) <= 3:
+                raise ValueError(f"header: {opt!r}: expected N or [X,Y] or [X,Y,Z]")
+            dims[key] = tuple(nums + [1] * (3 - len(nums)))
+        elif key.startswith("-D"):
+            defines[key[2:]] = value or "1"
+        else:
+            flags.append(opt)
+    missing = [k for k in GV_LAUNCH_FLAGS if k not in dims]
+    if missing:
+        raise ValueError(f"header: line 2 names no {' or '.join(missing)}")
+    label, reason = None, None
+    if outcome == "pass":
+        label = "race-free"
+        if "--only-divergence" in flags:
+            label, reason = None, "pass with --only-divergence: GPUVerify checked barrier divergence, not races"
+    elif outcome == "xfail:not_all_verified":
+        if any(GV_RACE_TEXT.search(e) for e in expected + notes):
+            label = "racy"
+        elif any(expected + notes):
+            reason = "xfail:NOT_ALL_VERIFIED for another error than a race (assertion, null pointer, ...)"
+        else:
+            reason = "xfail:NOT_ALL_VERIFIED with no expected text (which error is not stated)"
+    elif outcome.startswith("xfail:"):
+        reason = f"xfail:{outcome[6:].upper()}: the verifier's own tool chain fails on it"
+    else:
+        raise ValueError(f"header: line 1 {lines[0]!r} is neither //pass nor //xfail:KIND")
+    return {"label": label, "reason": reason, "block": dims["--blockDim"], "grid": dims["--gridDim"],
+            "defines": defines, "flags": flags, "expected": expected, "notes": [n for n in notes if n]}
+
+
+def gpuverify_unrunnable(header: dict, source: str) -> "str | None":
+    """Why a labelled file cannot be run as the verifier saw it, or None."""
+    threads = math.prod(header["block"])
+    if threads > MAX_BLOCK_THREADS:
+        return (f"launch beyond CUDA's limits: {threads} threads per block (at most {MAX_BLOCK_THREADS}); the "
+                "verifier reasons about any block size")
+    code = strip_comments(source)
+    for pattern, why in GV_VERIFIER_ONLY:
+        if re.search(pattern, code):
+            return f"verifier-only construct: {why}"
+    for m in re.finditer(r"__device__[\w\s*]*?\b(\w+)\s*\([^;{)]*\)\s*;", code):
+        if not re.search(r"__device__[\w\s*]*?\b" + m.group(1) + r"\s*\([^;{)]*\)\s*\{", code):
+            return (f"verifier-only construct: __device__ {m.group(1)}() is declared, never defined (the verifier "
+                    "takes any value it could return; a build needs its body)")
+    if re.search(r"\bcurand\w*", code):
+        return "cuRAND device API (curandState, curand()): emu provides no curand_kernel.h"
+    return None
+
+
+def gpuverify_implicit_includes(code: str) -> str:
+    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups: a file that uses
+    them without the include gets it in place of its first line (a comment: line numbers stay)."""
+    if "cooperative_groups" in code and not re.search(r"#\s*include\s*[<\"]cooperative_groups\.h", code):
+        first, _, rest = code.partition("\n")
+        if first.strip():
+            raise ValueError("source: line 1 is not empty after removing comments")
+        return "#include <cooperative_groups.h>\n" + rest
+    return code
+
+
+def _requires_of(body: str) -> list[str]:
+    """The conditions of the `__requires(...)` calls in a kernel body, `__implies(__enabled(), c)` unwrapped."""
+    out = []
+    for m in re.finditer(r"__requires\s*\(", body):
+        start = m.end()
+        depth, j = 1, start
+        while depth and j < len(body):
+            depth += {"(": 1, ")": -1}.get(body[j], 0)
+            j += 1
+        cond = body[start:j - 1].strip()
+        wrapped = re.fullmatch(r"__implies\s*\(\s*__enabled\s*\(\s*\)\s*,(.*)\)", cond, re.S)
+        out.append((wrapped.group(1) if wrapped else cond).strip())
+    return out
+
+
+def gpuverify_scalars(sig, source: str, block: tuple, rng: np.random.Generator) -> tuple[dict, list[str]]:
+    """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
+    `x < 100`, `sz == blockDim.x`, `i == 1 | i == 2`: the first alternative), others a seeded draw from [1, 64]
+    (inside the bounds); a function-pointer parameter the device function its `__requires(f == name)` names.
+    Returns (name -> int value or function name, the preconditions left unhonoured)."""
+    m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
+    body = source[m.end():] if m else source
+    body = body[:_matching_brace(body, body.index("{")) + 1] if "{" in body else body
+    names = {n for t, n in sig.params if not t.endswith("*")}
+    opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
+    dims = {"blockDim.x": block[0], "blockDim.y": block[1], "blockDim.z": block[2]}
+    fixed, low, high, ignored = {}, {}, {}, []
+    for cond in _requires_of(body):
+        first = re.split(r"\|\|?", cond)[0].strip()
+        c = re.fullmatch(r"(\w+)\s*(==|>=|<=|<|>|!=)\s*(-?\d+|blockDim\.[xyz]|[A-Za-z_]\w*)", first)
+        if not c or c.group(1) not in names:
+            ignored.append(cond)
+            continue
+        name, op, value = c.group(1), c.group(2), c.group(3)
+        if re.fullmatch(r"[A-Za-z_]\w*", value) and value not in dims:
+            if op != "==" or name not in opaque:
+                ignored.append(cond)
+            else:
+                fixed[name] = value           # a function-pointer parameter fixed to a device function
+            continue
+        value = dims[value] if value in dims else int(value)
+        if op == "==":
+            fixed[name] = value
+        elif op in (">=", ">"):
+            low[name] = max(low.get(name, value), value + (op == ">"))
+        elif op in ("<=", "<"):
+            high[name] = min(high.get(name, value), value - (op == "<"))
+        elif op == "!=" and value in (1, 64):
+            low[name] = 2 if value == 1 else low.get(name, 1)
+    values = {}
+    for name in sorted(names - opaque):
+        lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
+        values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
+    values.update({name: fixed[name] for name in opaque if name in fixed})
+    return values, ignored
+
+
+def function_pointer_symbols(sig, values: dict) -> str:
+    """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
+    (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
+    return "".join(f"\n__device__ {t} {GV_SYMBOL}{sig.name}_{n} = {values[n]};" for t, n in sig.params
+                   if isinstance(values.get(n), str))
+
+
+def gpuverify_args(sig, module, header: dict, values: dict, rng: np.random.Generator) -> list:
+    """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
+    `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
+    GV_MIN_ELEMENTS, for loops over `100 * blockDim.x` elements and fixed-size tables; guard pages catch what
+    still overruns), and the scalar values chosen from the preconditions."""
+    threads = math.prod(header["block"]) * math.prod(header["grid"])
+    span = max([16] + [int(v) for v in header["defines"].values() if v.isdigit()])
+    n = max(threads * span, GV_MIN_ELEMENTS)
+    args = []
+    for ctype, name in sig.params:
+        base = element_ctype(ctype).replace("volatile ", "").replace("__restrict", "").strip()
+        if ctype.endswith("*"):
+            if ctype.count("*") > 1:
+                raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")
+            if base in SCALAR_DTYPES:
+                dtype = SCALAR_DTYPES[base]
+                arr = rng.uniform(0.0, 1.0, n) if dtype.kind == "f" else rng.integers(0, 64, n)
+                args.append(arr.astype(dtype))
+            elif base in VECTOR_BYTES:
+                args.append(rng.integers(0, 64, n * VECTOR_BYTES[base] // 4).astype(np.int32))
+            else:       # a struct: random bytes (its fields are numbers here; a pointer field would be garbage)
+                args.append(rng.integers(0, 64, n * GV_STRUCT_BYTES).astype(np.uint8))
+        elif base in SCALAR_DTYPES:
+            args.append(SCALAR_DTYPES[base].type(values[name]))
+        elif isinstance(values.get(name), str):
+            args.append(Symbol(f"{GV_SYMBOL}{sig.name}_{name}"))
+        else:
+            raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
+                              "synthesised input")
+    return args
+
+
+def gpuverify_score(backend, path: Path, root: Path, seed: int) -> dict:
+    """The verdict of one GPUVerify kernel.cu: every __global__ kernel once at the header's launch."""
+    from harness.backends.base import BuildError, KernelFault
+    text = path.read_text()
+    header = gpuverify_header(text)
+    rel = str(path.parent.relative_to(root))
+    rec = {"file": rel, "algorithm": rel.split("/")[0], "label": header["label"], "kernels": {},
+           "flags": header["flags"]}
+    if header["label"] is None:
+        rec.update(verdict="not scored", fault=None, detail=header["reason"], races=0, data_race=False)
+        return rec
+    why = gpuverify_unrunnable(header, text)
+    if why:
+        fault = "Launch" if why.startswith("launch") else "VerifierOnly" if why.startswith("verifier") \
+            else "UnsupportedConstruct"
+        rec.update(verdict="unsupported", fault=fault, detail=why, races=0, data_race=False)
+        return rec
+    flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
+    rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
+    code = gpuverify_implicit_includes(gpuverify_source(text))
+    chosen, ignored = [], []
+    for sig in kernel_signatures(code):
+        values, unhonoured = gpuverify_scalars(sig, text, header["block"], rng)
+        ignored += unhonoured
+        chosen.append((sig, values))
+    code += "".join(function_pointer_symbols(sig, values) for sig, values in chosen)
+    try:
+        module = backend.load(code, flags=flags, name=rel.replace("/", "_") + ".cu")
+    except (KernelFault, BuildError) as exc:
+        return _build_failed(rec, exc)
+    launches = [(sig.name, header["grid"], header["block"],
+                 lambda sig=sig, values=values: gpuverify_args(sig, module, header, values, rng))
+                for sig, values in chosen]
+    rec["requires_not_honoured"] = ignored
+    rec["scalars"] = {sig.name: values for sig, values in chosen}      # what to replay a verdict with
+    return run_kernels(rec, module, launches)
+
+
+def select(files: list[Path], per_label: int, seed: int, label=label_of, group=lambda f: f.parent.name) -> list[Path]:
+    """Up to `per_label` racy and race-free files, spread evenly over the groups (Indigo: algorithms; seeded)."""
     rng = np.random.default_rng(seed)
+    labels = {f: label(f) for f in files}
     chosen = []
-    for label in ("racy", "race-free"):
+    for wanted in ("racy", "race-free"):
         by_alg = defaultdict(list)
         for f in files:
-            if label_of(f) == label:
-                by_alg[f.parent.name].append(f)
+            if labels[f] == wanted:
+                by_alg[group(f)].append(f)
         pools = {a: [fs[i] for i in rng.permutation(len(fs))] for a, fs in sorted(by_alg.items())}
         picked = []
         while len(picked) < per_label and any(pools.values()):
@@ -277,6 +581,32 @@ def select(files: list[Path], per_label: int, seed: int) -> list[Path]:
                     picked.append(pools[a].pop())
         chosen.extend(picked)
     return chosen
+
+
+class Suite(NamedTuple):
+    """One adapter per suite: where its files are, how a file is labelled, named and scored."""
+    name: str
+    files: list
+    label: Callable[[Path], "str | None"]
+    group: Callable[[Path], str]            # spread of a sample (Indigo: the algorithm)
+    key: Callable[[Path], str]              # the record's file name
+    score: Callable[[object, Path, int], dict]
+    per_label: "int | None"                 # default sample size per label; None: every file, unscored ones too
+
+
+def open_suite(root: Path) -> "Suite | None":
+    for codes, headers in LAYOUTS:
+        gen, lib = root / codes, root / headers
+        if gen.is_dir() and lib.is_dir():
+            return Suite("Indigo", sorted(gen.glob("*/*.cu")), label_of, lambda f: f.parent.name, lambda f: f.name,
+                         lambda backend, f, seed: score_file(backend, f, lib, seed), 60)
+    gv = root / GV_CODES
+    if gv.is_dir():
+        return Suite("GPUVerify", sorted(gv.rglob("kernel.cu")),
+                     lambda f: gpuverify_header(f.read_text())["label"],
+                     lambda f: str(f.parent.relative_to(gv)).split("/")[0], lambda f: str(f.parent.relative_to(gv)),
+                     lambda backend, f, seed: gpuverify_score(backend, f, gv, seed), None)
+    return None
 
 
 def _fault_label(rec: dict) -> str:
@@ -306,18 +636,27 @@ def summarize(records: list[dict]) -> str:
                      f"({what} {share}), other faults {len(other)}, could not run: "
                      f"{dict(cannot) or 0}")
         for r in reported + other if label == "race-free" else [r for r in ran if r["verdict"] != "race"]:
-            lines.append(f"  {r['verdict']:6s} {_fault_label(r):18s} {r['file']}: {r['detail'][:160]}")
+            flags = " ".join(f for f in r.get("flags", ()) if f.startswith("--warp-sync"))
+            lines.append(f"  {r['verdict']:6s} {_fault_label(r):18s} {r['file']}{' [' + flags + ']' if flags else ''}: "
+                         f"{r['detail'][:160]}")
     reasons = Counter(re.sub(r"\(line \d+\)|line \d+|\d+", "N", r["detail"])[:120] for r in records
                       if r["verdict"] in ("unsupported", "unchecked"))
     for reason, n in reasons.most_common():
         lines.append(f"  cannot run x{n}: {reason}")
+    unscored = Counter(r["detail"] for r in records if r["verdict"] == "not scored")
+    if unscored:
+        lines.append(f"not scored: {sum(unscored.values())}")
+        for reason, n in unscored.most_common():
+            lines.append(f"  not scored x{n}: {reason}")
     return "\n".join(lines)
 
 
 def main(argv: "list[str] | None" = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated")
-    ap.add_argument("--per-label", type=int, default=60, help="files per label (racy, race-free); default 60")
+    ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated, "
+                    "Indigo2Suite checkout, or GPUVerify checkout (testsuite/CUDA)")
+    ap.add_argument("--per-label", type=int, default=None,
+                    help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify")
     ap.add_argument("--seed", type=int, default=0, help="seed of the selection and of every input (default 0)")
     ap.add_argument("--race-check", choices=("on", "off", "default"), default="default",
                     help="the emu happens-before detector, where the backend has one")
@@ -327,22 +666,21 @@ def main(argv: "list[str] | None" = None) -> int:
                          "shared elements, so a run on a block sample legitimately differs from the full run)")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")
     args = ap.parse_args(argv)
-    layout = next(((args.suite / c, args.suite / h) for c, h in LAYOUTS
-                   if (args.suite / c).is_dir() and (args.suite / h).is_dir()), None)
-    if layout is None:
+    suite = open_suite(args.suite)
+    if suite is None:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
-                 "cuda first) nor codes/cuda + include/ (Indigo2)")
-    gen, lib = layout
+                 f"cuda first) nor codes/cuda + include/ (Indigo2) nor {GV_CODES} (GPUVerify)")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
-    if args.per_label < 1:
+    if args.per_label is not None and args.per_label < 1:
         ap.error("--per-label: expected a positive integer")
     from harness.backends.emu.backend import EmuBackend
     options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling}
     if args.race_check != "default":
         options["race_check"] = args.race_check == "on"
-    files = sorted(gen.glob("*/*.cu"))
-    chosen = select(files, args.per_label, args.seed)
+    files = suite.files
+    per_label = args.per_label or suite.per_label
+    chosen = files if per_label is None else select(files, per_label, args.seed, suite.label, suite.group)
     records, t0 = [], time.time()
     backend = None
     try:
@@ -353,19 +691,21 @@ def main(argv: "list[str] | None" = None) -> int:
                     backend.close()
                 backend = EmuBackend(**options)
             try:
-                rec = score_file(backend, path, lib, args.seed)
+                rec = suite.score(backend, path, args.seed)
             except RuntimeError as exc:         # the harness's own failure: not a verdict on the kernel
-                rec = {"file": path.name, "algorithm": path.parent.name, "label": label_of(path), "kernels": {},
+                rec = {"file": suite.key(path), "algorithm": suite.group(path), "label": suite.label(path),
+                       "kernels": {},
                        "verdict": "unchecked", "fault": "HarnessError", "detail": str(exc).splitlines()[-1][:300]}
                 backend.close()
                 backend = EmuBackend(**options)
             records.append(rec)
-            print(f"[{n}/{len(chosen)} {time.time() - t0:.0f}s] {rec['label']:9s} {rec['verdict']:11s} "
-                  f"{_fault_label(rec):18s} {path.name}", file=sys.stderr, flush=True)
+            print(f"[{n}/{len(chosen)} {time.time() - t0:.0f}s] {rec['label'] or '-':9s} {rec['verdict']:11s} "
+                  f"{_fault_label(rec):18s} {suite.key(path)}", file=sys.stderr, flush=True)
     finally:
         if backend is not None:
             backend.close()
-    print(f"backend: {backend.describe()}; seed {args.seed}; {len(files)} files in the suite")
+    print(f"backend: {backend.describe()}; seed {args.seed}; {len(files)} files in the {suite.name} suite; "
+          f"{time.time() - t0:.0f} s")
     print(summarize(records))
     if args.out:
         tmp = args.out.with_name(args.out.name + ".tmp")

@@ -86,3 +86,114 @@ def test_scores_the_miniature_suite(scorer, suite, tmp_path, capsys):
     assert "race-free: 1 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
     with pytest.raises(SystemExit):          # never overwrites a result file
         scorer.main([str(suite), "--out", str(out)])
+
+
+# ---- GPUVerify's layout (testsuite/CUDA/<test>/kernel.cu): example files written here -------------------------
+GV_RACE_FREE = """//pass
+//--blockDim=[8,4] --gridDim=2 -DSTRIDE=3 --no-inline
+
+__global__ void scale(float* out, int n) {
+  __requires(n == 32);
+  int i = blockIdx.x * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+  for (int k = 0; __invariant(k >= 0), __invariant(__implies(__enabled(), k <= STRIDE)), k < STRIDE; k++) {
+    if (i < 2 * n) out[i * STRIDE + k] = 2.0f * k;
+  }
+  __assert(i >= 0);
+}
+"""
+GV_RACY = """//xfail:NOT_ALL_VERIFIED
+//--blockDim=16 --gridDim=1
+//kernel.cu:6:3: error: possible write-write race on last
+//Write by thread [\\d]+
+
+__global__ void keep_last(int* last, const int* x) {
+  last[0] = x[threadIdx.x];      // every thread, different values: the kind GPUVerify reports
+}
+"""
+
+
+def test_gpuverify_headers(scorer):
+    h = scorer.gpuverify_header(GV_RACE_FREE)
+    assert h["label"] == "race-free" and h["reason"] is None
+    assert h["block"] == (8, 4, 1) and h["grid"] == (2, 1, 1)
+    assert h["defines"] == {"STRIDE": "3"} and h["flags"] == ["--no-inline"] and h["expected"] == []
+    r = scorer.gpuverify_header(GV_RACY)
+    assert r["label"] == "racy" and r["block"] == (16, 1, 1) and len(r["expected"]) == 2
+    # the comment before the code counts too (GPUVerify's tester stops its expected lines at a blank line)
+    note = "//XFAIL:NOT_ALL_VERIFIED\n//--gridDim=1 --blockDim=2\n\n//This kernel is racy.\n__global__ void k() {}\n"
+    assert scorer.gpuverify_header(note)["label"] == "racy"
+    cases = {  # header -> (label, words of the reason)
+        "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//error: possible null pointer access\n":
+            (None, "another error than a race"),
+        "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//\n": (None, "no expected text"),
+        "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n\n// memset here is not-racy\n": (None, "another"),
+        "//xfail:BUGLE_ERROR\n//--blockDim=4 --gridDim=1\n//This kernel is racy.\n": (None, "tool chain"),
+        "//pass\n//--gridDim=1 --blockDim=2 --only-divergence\n": (None, "--only-divergence"),
+        "//PASS\n//--gridDim=[1,2,3] --blockDim=2 --warp-sync=32\n": ("race-free", None),
+    }
+    for text, (label, words) in cases.items():
+        got = scorer.gpuverify_header(text)
+        assert got["label"] == label, text
+        assert words is None and got["reason"] is None or words in got["reason"], (text, got["reason"])
+    assert scorer.gpuverify_header("//pass\n//--gridDim=[1,2,3] --blockDim=2\n")["grid"] == (1, 2, 3)
+    for bad, match in [("//verified\n//--blockDim=1 --gridDim=1\n", "neither //pass"),
+                       ("//pass\n//--blockDim=2\n", "no --gridDim"), ("//pass\n", "line 2"),
+                       ("//pass\n//--blockDim=[1,2,3,4] --gridDim=1\n", "--blockDim")]:
+        with pytest.raises(ValueError, match=match):
+            scorer.gpuverify_header(bad)
+
+
+def test_gpuverify_annotations_and_preconditions(scorer):
+    import numpy as np
+    from cudasrc.signatures import kernel_signatures
+    code = scorer.gpuverify_source(GV_RACE_FREE)
+    assert "__invariant" not in code and "__requires" not in code and "__assert" not in code
+    assert code.count("\n") == GV_RACE_FREE.count("\n") and "k < STRIDE; k++" in code
+    sig, = kernel_signatures(code)
+    values, ignored = scorer.gpuverify_scalars(sig, GV_RACE_FREE, (8, 4, 1), np.random.default_rng(0))
+    assert values == {"n": 32} and ignored == []
+    src = """typedef int (*op_t)(int);
+__device__ int twice(int v) { return 2 * v; }
+__global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
+  __requires(f == twice | f == 0);
+  __requires(__implies(__enabled(), m < 5));
+  __requires(lo >= 100);
+  __requires(lo <= 103);
+  __requires(sz == blockDim.y);
+  __requires(__other_int(m) == m);
+}"""
+    sig, = kernel_signatures(src)
+    values, ignored = scorer.gpuverify_scalars(sig, src, (2, 7, 1), np.random.default_rng(1))
+    assert values["f"] == "twice" and 1 <= values["m"] <= 4 and 100 <= values["lo"] <= 103 and values["sz"] == 7
+    assert ignored == ["__other_int(m) == m"]
+    assert "__device__ op_t __qconform_gv_k_f = twice;" in scorer.function_pointer_symbols(sig, values)
+    why = scorer.gpuverify_unrunnable(scorer.gpuverify_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
+    assert "2048 threads per block" in why
+    header = scorer.gpuverify_header("//pass\n//--blockDim=2 --gridDim=1\n")
+    assert "__axiom" in scorer.gpuverify_unrunnable(header, "__axiom(blockIdx.x == 1);\n__global__ void k() {}")
+    assert "declared, never defined" in scorer.gpuverify_unrunnable(
+        header, "__device__ int nondet(void);\n__global__ void k(int* a) { while (nondet()) { a[0] = 1; } }")
+    assert scorer.gpuverify_unrunnable(header, "__device__ int one(void);\n__device__ int one(void) { return 1; }") \
+        is None
+
+
+def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
+    root = tmp_path / "testsuite" / "CUDA"
+    files = {"scale": GV_RACE_FREE, "keep_last": GV_RACY,
+             "fixed": GV_RACY.replace("last[0] = x[threadIdx.x];", "if (threadIdx.x == 0) last[0] = x[0];"),
+             "nullptr": "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//null pointer access\n\n"
+                        "__global__ void k(int* a) { a[0] = 0; }\n"}
+    for name, text in files.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "kernel.cu").write_text(text)
+    out = tmp_path / "verdicts.json"
+    assert scorer.main([str(tmp_path), "--race-check", "on", "--out", str(out), "--timeout", "60"]) == 0
+    records = {r["file"]: r for r in json.loads(out.read_text())["records"]}
+    assert records["keep_last"]["verdict"] == "race" and records["keep_last"]["fault"] == "DataRace"
+    assert records["fixed"]["label"] == "racy" and records["fixed"]["verdict"] == "clean"   # negative control
+    assert records["scale"]["verdict"] == "clean" and records["scale"]["kernels"]["scale"]["block"] == [8, 4, 1]
+    assert records["nullptr"]["verdict"] == "not scored"
+    summary = capsys.readouterr().out
+    assert "racy: 2 selected, 2 ran, race reported on 1 (recall 50.0%)" in summary
+    assert "race-free: 1 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
+    assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
