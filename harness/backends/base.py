@@ -69,15 +69,18 @@ class DataRace(KernelFault):
 
     races: the distinct races told in detail, the first one first, each naming both accesses with its extent;
     distinct: how many distinct races the launch had (more than len(races) where some were left out);
-    stopped_by: the fault that stopped the launch after the races ("Class: detail"), or None."""
+    stopped_by: the fault that stopped the launch after the races ("Class: detail"), or None;
+    same_value: every race of the launch is two plain stores that left the bytes as they were (a same-value
+    write-write race: benign by GPUVerify's and compute-sanitizer racecheck's convention, a race all the same)."""
 
     def __init__(self, launch: "LaunchInfo | None", detail: str, *, races: Sequence[str] = (),
-                 distinct: "int | None" = None, stopped_by: "str | None" = None, tool_limit: bool = False,
-                 coverage: "dict | None" = None):
+                 distinct: "int | None" = None, stopped_by: "str | None" = None, same_value: bool = False,
+                 tool_limit: bool = False, coverage: "dict | None" = None):
         super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
         self.races = tuple(races)
         self.distinct = len(self.races) if distinct is None else distinct
         self.stopped_by = stopped_by
+        self.same_value = same_value
 
 
 class BarrierDivergence(KernelFault):

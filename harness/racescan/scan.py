@@ -25,6 +25,7 @@ class Verdict:
     fault: Optional[str]       # the fault or error class, where there was one
     detail: str                # the backend's message (first 500 characters)
     races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
+    same_value: bool = False   # each of them two plain stores that left the bytes as they were (DataRace.same_value)
 
     @property
     def reported_race(self) -> bool:
@@ -50,7 +51,8 @@ def classify(exc: BaseException, detector: bool = False) -> Verdict:
     if isinstance(exc, KernelFault):
         if exc.tool_limit:
             return Verdict("unchecked", name, detail)
-        return Verdict(_kind(exc, detector), name, detail, exc.distinct if isinstance(exc, DataRace) else 0)
+        race = isinstance(exc, DataRace)
+        return Verdict(_kind(exc, detector), name, detail, exc.distinct if race else 0, race and exc.same_value)
     raise exc
 
 

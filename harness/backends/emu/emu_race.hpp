@@ -21,6 +21,11 @@
 // with the module's line tables, buffer or __shared__ variable, element index), how many accesses met it and
 // the element range it covered. emu_race_report hands them over after the launch (harness/backends/emu/races.py);
 // each new record is also written to stderr at once, so that a launch that then kills the worker still reports it.
+// A record also says whether its values differ: a race stays `same` only while every conflict in it is two plain
+// writes and each racing store left the bytes as they were (checked after the store: the next tracked access,
+// the next block or the report compares the bytes the store overwrote with what it left). Reads, atomics and
+// stores that changed a byte make it `differ`. GPUVerify and compute-sanitizer's racecheck treat same-value
+// write-write races as benign; here they are still races, and the report says which they are.
 #pragma once
 #include <dlfcn.h>
 #include <unordered_map>
@@ -111,9 +116,12 @@ Cell* map_shadow(size_t cells) {
 }
 
 // ---- scheduler events -----------------------------------------------------------------------------------
+void settle_pending_stores_if_any();
+
 void race_block_start() {
   ++g_bseq;
   if (!g_race_on) return;
+  settle_pending_stores_if_any();      // before the new block's shared memory is poisoned
   g_bseq_block.push_back(uint64_t(g_block_idx.x) + uint64_t(g_grid_dim.x) * (g_block_idx.y +
                                                                             uint64_t(g_grid_dim.y) * g_block_idx.z));
   for (int i = 0; i < g_nthreads; ++i) {
@@ -267,6 +275,18 @@ struct RaceRecord {
   long lo, hi;              // element indices (byte offsets for a region without an element size) raced on
   const char* unit;         // "index", "byte" or "-" (a region without positions)
   std::string tail;         // the two sites, the region, the message of the first occurrence (detailed records only)
+  bool differ;              // a conflict of it was not two plain writes of the same bytes
+};
+constexpr uint32_t kNoRace = UINT32_MAX;
+// A plain store that raced with a plain store, waiting to be compared once it has been done: where, the bytes
+// it overwrote, and the races it took part in.
+constexpr size_t kPendingBytes = 16, kPendingRaces = 4;
+struct PendingStore {
+  uintptr_t addr;
+  size_t n;
+  uint8_t before[kPendingBytes];
+  uint32_t races[kPendingRaces];
+  size_t nraces;
 };
 constexpr size_t kRaceDetails = 256;     // records with their text (the Python side shows fewer, merged by line)
 constexpr size_t kRaceKeys = 1 << 16;    // distinct races remembered at all; beyond, races are only counted
@@ -274,12 +294,28 @@ std::vector<RaceRecord> g_races;
 std::unordered_map<uint64_t, uint32_t> g_race_index;   // (site pair, region) -> index into g_races
 uint64_t g_races_unkeyed = 0;            // racing accesses met after kRaceKeys distinct races
 std::string g_race_report;
+std::vector<PendingStore> g_pending;     // stores done since the last check (at most one, in practice)
+bool g_have_pending = false;             // g_pending is not empty (one load on the hot path)
+
+// Compare each pending store's bytes with those it overwrote: a change makes its races `differ`.
+[[gnu::cold, gnu::noinline]] void settle_pending_stores() {
+  for (const PendingStore& p : g_pending)
+    if (std::memcmp(reinterpret_cast<const void*>(p.addr), p.before, p.n) != 0)
+      for (size_t k = 0; k < p.nraces; ++k) g_races[p.races[k]].differ = true;
+  g_pending.clear();
+  g_have_pending = false;
+}
+
+void settle_pending_stores_if_any() {
+  if (g_have_pending) settle_pending_stores();
+}
 
 // One record as a tab-separated line (the fields races.py reads): count (0: not known), first and last index,
-// unit, the two sites, the region, the message of the first occurrence.
-std::string record_line(const RaceRecord& r, uint64_t count) {
-  char head[96];
-  std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit);
+// unit, values (same, differ, or ? while not known), the two sites, the region, the message of the first occurrence.
+std::string record_line(const RaceRecord& r, uint64_t count, bool settled = true) {
+  char head[112];
+  std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit,
+                !settled ? "?" : r.differ ? "differ" : "same");
   return head + r.tail;
 }
 
@@ -297,37 +333,42 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
 
 // A conflict the memory model leaves unordered: counted into the race of its (site pair, region), the first of
 // each described. Cold: only racing accesses come here, and the launch goes on.
-[[gnu::cold, gnu::noinline]] void race_found(const Access& prev, bool prev_write, const Access& now, bool now_write,
-                                             uintptr_t addr) {
+// Returns the record's index (kNoRace: past kRaceKeys, counted only).
+[[gnu::cold, gnu::noinline]] uint32_t race_found(const Access& prev, bool prev_write, const Access& now,
+                                                 bool now_write, uintptr_t addr) {
   Place where = locate(addr);
   uint16_t a = std::min(prev.site, now.site), b = std::max(prev.site, now.site);
   uint64_t key = uint64_t(a) << 48 | uint64_t(b) << 32 | where.region;
   auto it = g_race_index.find(key);
   if (it == g_race_index.end()) {
-    if (g_race_index.size() >= kRaceKeys) { ++g_races_unkeyed; return; }
+    if (g_race_index.size() >= kRaceKeys) { ++g_races_unkeyed; return kNoRace; }
     it = g_race_index.emplace(key, uint32_t(g_races.size())).first;
     const char* unit = where.kind == kIndexed ? "index" : where.kind == kBytesOnly ? "byte" : "-";
-    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}});
+    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false});
     if (g_races.size() <= kRaceDetails) {
       RaceRecord& r = g_races.back();
       r.tail = describe_site(prev.site) + "\t" + describe_site(now.site) + "\t" + region_label(where) + "\t" +
                race_text(prev, prev_write, now, now_write, where);
-      std::string out = "\nemu-race: " + record_line(r, 0) + "\n";    // survives the worker if the launch then dies
+      std::string out = "\nemu-race: " + record_line(r, 0, false) + "\n";   // survives the worker if the launch dies
       ssize_t ignored = write(2, out.data(), out.size());
       (void)ignored;
     }
   }
   RaceRecord& r = g_races[it->second];
-  if (r.serial == g_race_accesses) return;     // this access was counted (another byte of it)
+  bool plain_stores = prev_write && now_write && !(prev.thread & kAtomicBit) && !(now.thread & kAtomicBit);
+  if (!plain_stores) r.differ = true;
+  if (r.serial == g_race_accesses) return it->second;     // this access was counted (another byte of it)
   r.serial = g_race_accesses;
   ++r.count;
   r.lo = std::min(r.lo, where.index);
   r.hi = std::max(r.hi, where.index);
+  return it->second;
 }
 
 // The races of the launch for emu_race_report: one detailed record a line, then `more <distinct races without
 // details> <racing accesses beyond the distinct races remembered>`.
 const std::string& race_report() {
+  settle_pending_stores_if_any();
   g_race_report.clear();
   for (size_t i = 0; i < g_races.size() && i < kRaceDetails; ++i) g_race_report += record_line(g_races[i], g_races[i].count) + "\n";
   if (g_races.size() > kRaceDetails || g_races_unkeyed)
@@ -337,6 +378,8 @@ const std::string& race_report() {
 }
 
 void race_records_clear() {
+  g_pending.clear();
+  g_have_pending = false;
   g_races.clear();
   g_race_index.clear();
   g_races_unkeyed = 0;
@@ -349,6 +392,7 @@ inline Tracked* tracked_range(uintptr_t a) {
 }
 
 void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+  if (__builtin_expect(g_have_pending, 0)) settle_pending_stores();   // the last racing store has been done
   Cell* cells;
   size_t n = size;
   bool shared;
@@ -381,10 +425,22 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
   // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
   // was takes the first byte's new cell (the same checks on the same state give the same outcome).
   const Cell first = cells[0];
+  PendingStore pending;          // filled only when two plain stores race (not zeroed: the hot path stays as it was)
+  pending.nraces = 0;
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
-    if (conflict(c.w, f, shared, atomic)) race_found(c.w, true, now, write, addr + i);
+    if (conflict(c.w, f, shared, atomic)) {
+      uint32_t race = race_found(c.w, true, now, write, addr + i);
+      if (race != kNoRace && write && !g_races[race].differ) {     // two plain stores: compare once it is done
+        bool known = false;
+        for (size_t k = 0; k < pending.nraces; ++k) known |= pending.races[k] == race;
+        if (!known && pending.nraces < kPendingRaces && n <= kPendingBytes)
+          pending.races[pending.nraces++] = race;
+        else if (!known)
+          g_races[race].differ = true;     // too much to keep: said to differ, never wrongly `same`
+      }
+    }
     if (write) {
       for (const Access& r : c.r)
         if (conflict(r, f, shared, atomic)) race_found(r, false, now, true, addr + i);
@@ -395,6 +451,13 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
     } else {
       c.r[1] = now;     // the two latest reads unordered with each other (one of another thread than any writer)
     }
+  }
+  if (__builtin_expect(pending.nraces != 0, 0)) {
+    pending.addr = addr;
+    pending.n = n;
+    std::memcpy(pending.before, reinterpret_cast<const void*>(addr), n);
+    g_pending.push_back(pending);
+    g_have_pending = true;
   }
 }
 

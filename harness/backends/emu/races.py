@@ -7,7 +7,9 @@ emulator. It hands them over as record lines (`race_report`), and also writes ea
 resolved to source lines, records whose sites resolve to the same two lines are merged (several instructions of
 one line: an unrolled loop), and the report is worded: the first race as the runtime words it, then the others,
 each with its extent, at most SHOWN of them in detail; how many were left out, and what stopped the launch
-when another fault did, are said."""
+when another fault did, are said. A race whose every conflict was two plain stores that left the bytes as they
+were is marked `same value` (benign by GPUVerify's and compute-sanitizer racecheck's convention; still a race
+by the memory model, and still reported)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -17,6 +19,7 @@ from harness.backends.base import DataRace, KernelFault, LaunchInfo
 from . import sites
 
 SHOWN = 16                  # races told in detail in one report; the rest are counted
+SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
 STDERR_PREFIX = "emu-race: "
 _PLURAL = {"index": "indices", "byte": "bytes"}
 
@@ -27,6 +30,7 @@ class Race:
     lo: int                 # smallest and largest element index (or byte offset, unit "byte") raced on
     hi: int
     unit: str               # "index", "byte" or "-" (memory without positions)
+    values: str             # "same" (only plain stores of the bytes already there), "differ", "?" (not known)
     site_a: str             # the two access sites: `{pc:0x..}` tokens until resolved, then `line N`
     site_b: str
     region: str             # the buffer or __shared__ variable
@@ -39,9 +43,13 @@ class Race:
             parts.append(f"{self.unit} {self.lo}" if self.lo == self.hi else f"{_PLURAL[self.unit]} {self.lo}..{self.hi}")
         return ", ".join(parts)
 
+    @property
+    def same_value(self) -> bool:
+        return self.values == "same"
+
     def worded(self) -> str:
-        extent = self.extent()
-        return f"{self.text} [{extent}]" if extent else self.text
+        notes = [n for n in (self.extent(), SAME_VALUE_NOTE if self.same_value else "") if n]
+        return f"{self.text} [{'; '.join(notes)}]" if notes else self.text
 
 
 @dataclass(frozen=True)
@@ -54,13 +62,22 @@ class Races:
     def distinct(self) -> int:
         return len(self.races) + self.more
 
+    @property
+    def same_value_only(self) -> bool:
+        """Every race of the launch is known to be a same-value write-write race."""
+        return bool(self.races) and not self.more and not self.unkeyed and all(r.same_value for r in self.races)
+
     def __bool__(self) -> bool:
         return bool(self.races or self.more or self.unkeyed)
 
 
 def _record(line: str) -> Race:
-    count, lo, hi, unit, site_a, site_b, region, text = line.split("\t", 7)
-    return Race(int(count), int(lo), int(hi), unit, site_a, site_b, region, text)
+    count, lo, hi, unit, values, site_a, site_b, region, text = line.split("\t", 8)
+    return Race(int(count), int(lo), int(hi), unit, values, site_a, site_b, region, text)
+
+
+def _merged_values(a: str, b: str) -> str:
+    return "differ" if "differ" in (a, b) else "?" if "?" in (a, b) else "same"
 
 
 def parse(report: str) -> Races:
@@ -94,7 +111,7 @@ def resolve(found: Races, so_path: str) -> Races:
             first = merged[key]
             known = first.count and race.count
             race = replace(first, count=first.count + race.count if known else 0, lo=min(first.lo, race.lo),
-                           hi=max(first.hi, race.hi))
+                           hi=max(first.hi, race.hi), values=_merged_values(first.values, race.values))
         merged[key] = race
     return replace(found, races=tuple(merged.values()))
 
@@ -119,4 +136,5 @@ def fault(launch: "LaunchInfo | None", found: Races, where: str, stopped_by: "Ex
         stop = (f"{type(stopped_by).__name__}: {stopped_by.detail}" if isinstance(stopped_by, KernelFault)
                 else str(stopped_by))
         lines.append(f"then the launch was stopped by {stop}")
-    return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop)
+    return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop,
+                    same_value=found.same_value_only)

@@ -109,8 +109,11 @@ def test_two_independent_races_are_both_reported(module):
     assert re.match(rf"data race on 'done' index 0 \(byte 0\): write by block \(0,0,0\) thread \(0,0,0\) \(warp 0 "
                     rf"lane 0\) at line {done} and write by block \(1,0,0\) thread \(0,0,0\) \(warp 0 lane 0\) at "
                     rf"line {done} are unordered \(different blocks", glob), glob
-    # extents: 63 threads after the first in each of 3 blocks on the slot; blocks 1 and 2 on the word
-    assert shared.endswith("[189 racing accesses, index 0]") and glob.endswith("[2 racing accesses, index 0]")
+    # extents: 63 threads after the first in each of 3 blocks on the slot; blocks 1 and 2 on the word; every
+    # thread stores 1 into the slot and every block the slot's 1 into the word: same-value races
+    same = f"; {races.SAME_VALUE_NOTE}]"
+    assert shared.endswith("[189 racing accesses, index 0" + same) and glob.endswith("[2 racing accesses, index 0" + same)
+    assert err.same_value
     text = str(err)
     assert text.startswith("DataRace: two_races<<<3x1x1, 64x1x1, 0>>>: 2 distinct data races in this launch; the "
                            "first: data race on __shared__ 'flag'"), text
@@ -178,11 +181,11 @@ def test_a_race_then_a_fault_of_the_runtime_reports_both(module):
 
 
 def test_report_lines_round_trip():
-    found = races.parse("3\t0\t7\tindex\t{pc:0x10}\t{pc:0x20}\t's'\tdata race on 's' index 0 (byte 0): a and b\n"
+    found = races.parse("3\t0\t7\tindex\tdiffer\t{pc:0x10}\t{pc:0x20}\t's'\tdata race on 's' index 0 (byte 0): a and b\n"
                         "more\t5\t0\n")
     assert found.distinct == 6 and found.races[0].worded() == "data race on 's' index 0 (byte 0): a and b " \
                                                                 "[3 racing accesses, indices 0..7]"
-    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
+    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\t?\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
         .worded() == "data race on v byte 2 [byte 2]"
     assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")
 
@@ -208,9 +211,46 @@ def test_a_race_then_a_hang_is_reported_as_the_race():
         with pytest.raises(DataRace) as err:
             mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(0)])
         assert err.value.distinct == 1 and "__shared__ 'flag'" in err.value.races[0], str(err.value)
+        assert not err.value.same_value and "same value" not in str(err.value)   # announced only: not known
         assert err.value.stopped_by.startswith("KernelTimeout: a block did not finish within 2 s"), err.value.stopped_by
         with pytest.raises(Exception) as hang:                     # the twin: the hang alone
             mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(1)])
         assert type(hang.value).__name__ == "KernelTimeout" and hang.value.tool_limit
     finally:
         be.close()
+
+
+VALUES = r"""
+__global__ void stores(float* y, const int* what, int fix) {
+  __shared__ int slot[1];
+  __shared__ int other;
+  int mode = what[0];
+  if (!fix || threadIdx.x == 0) {
+    if (mode == 0) slot[0] = 7;                                 // every thread stores the same value
+    if (mode == 1) slot[0] = threadIdx.x;                        // each its own value
+    if (mode == 2) slot[0] = threadIdx.x < 32 ? 7 : 7 + (threadIdx.x == 63);   // one thread's value differs
+    if (mode == 3) { slot[0] = 7; other = threadIdx.x & 1; }     // two races: the first same, the second not
+  }
+  if (mode == 4 && threadIdx.x == 5) slot[0] = 3;                // a read races with a store
+  if (mode == 4 && threadIdx.x == 9) y[0] = slot[0];
+  __syncthreads();
+  if (threadIdx.x == 0) y[1] = slot[0];
+}
+"""
+
+
+@pytest.mark.parametrize("mode, expect", [(0, ["same"]), (1, ["differ"]), (2, ["differ"]), (3, ["same", "differ"]),
+                                          (4, ["differ"])],
+                         ids=["same-value", "own-values", "one-differs", "one-of-each", "read-write"])
+def test_a_race_says_whether_its_stores_left_the_bytes_as_they_were(backend, mode, expect):
+    """Only a race made of plain stores that each left the bytes as they were is marked `same value`; one store
+    that changed a byte (the last thread of 64: mode 2), a read, or another race does not carry the mark over."""
+    mod = backend.load(VALUES)
+    y = np.zeros(2, np.float32)
+    with pytest.raises(DataRace) as err:
+        mod.launch("stores", (1,), (64,), 0, [y, np.array([mode], np.int32), np.int32(0)])
+    marks = ["same" if r.endswith(f"{races.SAME_VALUE_NOTE}]") else "differ" for r in err.value.races]
+    assert marks == expect, str(err.value)
+    assert err.value.same_value == (expect == ["same"])
+    if mode != 4:
+        mod.launch("stores", (1,), (64,), 0, [y, np.array([mode], np.int32), np.int32(1)])   # the twin: clean
