@@ -38,7 +38,8 @@ runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` 
 `__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
 `f == someDeviceFunction` for a function pointer), the rest are dropped and listed in the JSON. Constructs with
 verifier-only meaning (`__axiom`, device functions declared but never defined, whose result the verifier takes
-as arbitrary) make the file unrunnable with that reason. Inputs: seeded random buffers (integers in [0, 64),
+as arbitrary) make the file unrunnable with that reason. GPUVerify's front end force-includes its CUDA header:
+a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
 value, at least 16); an access past them hits the guard pages (OutOfBounds: could not run as a race verdict).
 """
@@ -313,6 +314,17 @@ GV_DROPPED = ("__requires", "__ensures", "__assert", "__assume", "__invariant", 
 _GV_DROPPED_CALL = re.compile(r"\b(?:" + "|".join(GV_DROPPED) + r")\s*\(")
 
 
+def _call_end(code: str, start: int) -> int:
+    """The index just past the parenthesis that closes the call whose arguments begin at `start`."""
+    depth, j = 1, start
+    while depth:
+        if j >= len(code):
+            raise ValueError(f"source: unbalanced parentheses after {code[max(0, start - 20):start]!r}")
+        depth += {"(": 1, ")": -1}.get(code[j], 0)
+        j += 1
+    return j
+
+
 def gpuverify_source(text: str) -> str:
     """The file without comments and with every specification call replaced by `((void)0)` (newlines kept, so
     line numbers stay true)."""
@@ -321,12 +333,7 @@ def gpuverify_source(text: str) -> str:
     for m in _GV_DROPPED_CALL.finditer(code):
         if m.start() < pos:          # nested in a call already dropped
             continue
-        depth, j = 1, m.end()
-        while depth:
-            if j >= len(code):
-                raise ValueError(f"source: unbalanced parentheses after {m.group(0)!r}")
-            depth += {"(": 1, ")": -1}.get(code[j], 0)
-            j += 1
+        j = _call_end(code, m.end())
         out += [code[pos:m.start()], "((void)0)", "\n" * code.count("\n", m.start(), j)]
         pos = j
     out.append(code[pos:])
@@ -338,7 +345,6 @@ GV_VERIFIER_ONLY = ((r"\b__axiom\s*\(", "__axiom restricts the launch (block/thr
 GV_CODES = "testsuite/CUDA"
 GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
 GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
-MAX_BLOCK_THREADS = 1024
 GV_MIN_ELEMENTS = 1 << 17
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
@@ -401,9 +407,10 @@ def gpuverify_header(text: str) -> dict:
 
 def gpuverify_unrunnable(header: dict, source: str) -> "str | None":
     """Why a labelled file cannot be run as the verifier saw it, or None."""
+    from harness.backends.emu.backend import MAX_THREADS
     threads = math.prod(header["block"])
-    if threads > MAX_BLOCK_THREADS:
-        return (f"launch beyond CUDA's limits: {threads} threads per block (at most {MAX_BLOCK_THREADS}); the "
+    if threads > MAX_THREADS:
+        return (f"launch beyond CUDA's limits: {threads} threads per block (at most {MAX_THREADS}); the "
                 "verifier reasons about any block size")
     code = strip_comments(source)
     for pattern, why in GV_VERIFIER_ONLY:
@@ -433,12 +440,7 @@ def _requires_of(body: str) -> list[str]:
     """The conditions of the `__requires(...)` calls in a kernel body, `__implies(__enabled(), c)` unwrapped."""
     out = []
     for m in re.finditer(r"__requires\s*\(", body):
-        start = m.end()
-        depth, j = 1, start
-        while depth and j < len(body):
-            depth += {"(": 1, ")": -1}.get(body[j], 0)
-            j += 1
-        cond = body[start:j - 1].strip()
+        cond = body[m.end():_call_end(body, m.end()) - 1].strip()
         wrapped = re.fullmatch(r"__implies\s*\(\s*__enabled\s*\(\s*\)\s*,(.*)\)", cond, re.S)
         out.append((wrapped.group(1) if wrapped else cond).strip())
     return out
