@@ -42,10 +42,13 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
 
 # CUDA vector types behind pointers -> their size in bytes. A kernel reads whole vectors, so an array for
 # such a pointer may have any dtype as long as its byte size is a whole number of vectors.
-VECTOR_BYTES = {
-    "char2": 2, "uchar2": 2, "char4": 4, "uchar4": 4, "short2": 4, "half2": 4, "__half2": 4,
-    "int2": 8, "uint2": 8, "float2": 8, "int4": 16, "uint4": 16, "float4": 16, "double2": 16,
-}
+# CUDA's vector types: <base><n> for n in 1..4 (n elements, no padding), the 8-byte bases' 4-vectors also as
+# <base>4_16a / <base>4_32a; and the half pairs.
+_VECTOR_BASES = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "int": 4, "uint": 4, "long": 8, "ulong": 8,
+                 "longlong": 8, "ulonglong": 8, "float": 4, "double": 8}
+VECTOR_BYTES = {f"{base}{n}": n * size for base, size in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
+VECTOR_BYTES.update({f"{base}4_{a}a": 4 * size for base, size in _VECTOR_BASES.items() if size == 8 for a in (16, 32)})
+VECTOR_BYTES.update({"half2": 4, "__half2": 4})
 
 
 def normalize_ctype(text: str) -> str:

@@ -31,22 +31,37 @@ struct dim3 {
   constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
+#define EMU_VEC1(T, N, A) struct __attribute__((aligned(A))) N##1 { T x; }; \
+  inline N##1 make_##N##1(T x) { return N##1{x}; }
 #define EMU_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; }; \
   inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }
 #define EMU_VEC3(T, N) struct N##3 { T x, y, z; }; \
   inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }
 #define EMU_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
   inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
-EMU_VEC2(signed char, char, 2) EMU_VEC4(signed char, char, 4)
-EMU_VEC2(unsigned char, uchar, 2) EMU_VEC4(unsigned char, uchar, 4)
-EMU_VEC2(short, short, 4) EMU_VEC4(short, short, 8)
-EMU_VEC2(unsigned short, ushort, 4) EMU_VEC4(unsigned short, ushort, 8)
-EMU_VEC2(int, int, 8) EMU_VEC3(int, int) EMU_VEC4(int, int, 16)
-EMU_VEC2(unsigned int, uint, 8) EMU_VEC4(unsigned int, uint, 16)
-EMU_VEC2(float, float, 8) EMU_VEC3(float, float) EMU_VEC4(float, float, 16)
-EMU_VEC2(double, double, 16)
-EMU_VEC2(long long, longlong, 16)
+// The 8-byte element types' 4-vectors also come as the explicitly aligned _16a / _32a of CUDA 13.
+#define EMU_VEC4_ALIGNED(T, N) \
+  struct __attribute__((aligned(16))) N##4_16a { T x, y, z, w; }; \
+  inline N##4_16a make_##N##4_16a(T x, T y, T z, T w) { return N##4_16a{x, y, z, w}; } \
+  struct __attribute__((aligned(32))) N##4_32a { T x, y, z, w; }; \
+  inline N##4_32a make_##N##4_32a(T x, T y, T z, T w) { return N##4_32a{x, y, z, w}; }
+#define EMU_VECS(T, N, S) EMU_VEC1(T, N, S) EMU_VEC2(T, N, 2 * S) EMU_VEC3(T, N) EMU_VEC4(T, N, (4 * S > 16 ? 16 : 4 * S))
+EMU_VECS(signed char, char, 1)
+EMU_VECS(unsigned char, uchar, 1)
+EMU_VECS(short, short, 2)
+EMU_VECS(unsigned short, ushort, 2)
+EMU_VECS(int, int, 4)
+EMU_VEC1(unsigned int, uint, 4) EMU_VEC2(unsigned int, uint, 8) EMU_VEC4(unsigned int, uint, 16)
+EMU_VECS(long, long, 8) EMU_VEC4_ALIGNED(long, long)
+EMU_VECS(unsigned long, ulong, 8) EMU_VEC4_ALIGNED(unsigned long, ulong)
+EMU_VECS(long long, longlong, 8) EMU_VEC4_ALIGNED(long long, longlong)
+EMU_VECS(unsigned long long, ulonglong, 8) EMU_VEC4_ALIGNED(unsigned long long, ulonglong)
+EMU_VECS(float, float, 4)
+EMU_VECS(double, double, 8) EMU_VEC4_ALIGNED(double, double)
 inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+#undef EMU_VECS
+#undef EMU_VEC4_ALIGNED
+#undef EMU_VEC1
 #undef EMU_VEC2
 #undef EMU_VEC3
 #undef EMU_VEC4
