@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cudasrc.signatures import kernel_signatures, strip_comments  # noqa: E402
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype  # noqa: E402
 from harness.backends.base import Struct, Symbol  # noqa: E402
-from harness.racescan.scan import classify  # noqa: E402
+from harness.racescan.scan import Verdict, classify  # noqa: E402
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 RESTART_EVERY = 8
@@ -282,15 +282,14 @@ def run_kernels(rec: dict, module, launches) -> dict:
     for name, grid, block, make_args in launches:
         try:
             module.launch(name, grid, block, 0, make_args())
-            v_kind, v_fault, v_detail, v_races = "clean", None, "", 0
+            v = Verdict("clean", None, "")
         except (KernelFault, BuildError) as exc:
             v = classify(exc)
-            v_kind, v_fault, v_detail, v_races = v.kind, v.fault, v.detail, v.races
         except (LookupError, ValueError) as exc:
-            v_kind, v_fault, v_detail, v_races = "unsupported", type(exc).__name__, str(exc)[:300], 0
-        rec["kernels"][name] = {"verdict": v_kind, "fault": v_fault, "detail": v_detail, "races": v_races,
-                                "grid": list(grid), "block": list(block)}
-        kinds.append(v_kind)
+            v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
+        rec["kernels"][name] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races,
+                                "same_value": v.same_value, "grid": list(grid), "block": list(block)}
+        kinds.append(v.kind)
     order = ("race", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
     first = next((k for k in rec["kernels"].values() if k["verdict"] == rec["verdict"]), None)
@@ -298,6 +297,9 @@ def run_kernels(rec: dict, module, launches) -> dict:
         else (None, "no kernel", 0)
     # The memory-model verdict: any kernel's DataRace (another kernel's differential report may come first).
     rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
+    # Every race the detector reported was two plain stores of the same bytes (GPUVerify calls these benign).
+    rec["same_value"] = rec["data_race"] and all(k["same_value"] for k in rec["kernels"].values()
+                                                 if k["fault"] == "DataRace")
     return rec
 
 
@@ -625,7 +627,9 @@ def summarize(records: list[dict]) -> str:
             recs = [r for r in records if r["label"] == label and r["verdict"] in ("race", "fault", "clean")]
             hits = [r for r in recs if r in detector]
             share = f"{len(hits) / len(recs):.1%}" if recs else "n/a"
-            lines.append(f"DataRace only, {label}: {len(hits)} of {len(recs)} that ran ({share})")
+            same = sum(1 for r in hits if r.get("same_value"))
+            lines.append(f"DataRace only, {label}: {len(hits)} of {len(recs)} that ran ({share})"
+                         + (f"; {same} of them only same-value stores" if same else ""))
     for label in ("racy", "race-free"):
         recs = [r for r in records if r["label"] == label]
         ran = [r for r in recs if r["verdict"] in ("race", "fault", "clean")]
