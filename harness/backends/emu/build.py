@@ -13,7 +13,7 @@ from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
 from cudasrc.signatures import KernelSignature
 
-from . import gate
+from . import gate, toolkit_headers
 from . import toolchain as tc
 from .rewrite import rewrite
 
@@ -70,7 +70,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
-                 (tc.SANITIZE_FLAGS if sanitize else ()) + (tc.RACE_FLAGS if race else ()) + flags)
+                 toolkit_headers.include_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
+                 (tc.RACE_FLAGS if race else ()) + flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
     key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
                       tc.runtime_sha256(), gate.cache_part())[:40]
@@ -113,6 +114,9 @@ def _raise_build_error(stderr: str, name: str) -> None:
         raise UnsupportedConstruct(None, f"the race detector's build needs {missing.group(1)}, which the emu runtime "
                                          "does not provide (g++ __atomic builtins in device code); run with "
                                          "race_check=False (QCONFORM_EMU_RACE_CHECK=0)")
+    own = re.search(r'#error "qconform-emu: ([^"]+)"', stderr)
+    if own:              # one of emu's headers says what this build lacks
+        raise UnsupportedConstruct(None, own.group(1))
     for m in _UNDECLARED.finditer(stderr):
         if os.path.basename(m.group("file")) == safe:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "

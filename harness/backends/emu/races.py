@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from harness.backends.base import DataRace, KernelFault, LaunchInfo
 
-from . import sites
+from . import sites, toolkit_headers
 
 SHOWN = 16                  # races told in detail in one report; the rest are counted
 SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
@@ -101,7 +101,9 @@ def resolve(found: Races, so_path: str) -> Races:
     """`found` with its sites resolved to source lines (one addr2line run), merged by (line pair, region)."""
     if not found.races:
         return found
-    rows = sites.resolve("\n".join(f"{r.site_a}\t{r.site_b}\t{r.text}" for r in found.races), so_path).split("\n")
+    library = toolkit_headers.toolkit_include()
+    rows = sites.resolve("\n".join(f"{r.site_a}\t{r.site_b}\t{r.text}" for r in found.races), so_path,
+                         [str(library)] if library else []).split("\n")
     merged: dict[tuple, Race] = {}
     for race, row in zip(found.races, rows):
         site_a, site_b, text = row.split("\t", 2)

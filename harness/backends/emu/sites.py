@@ -7,23 +7,33 @@ import os
 import re
 import shutil
 import subprocess
+from typing import Sequence
 
 _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
 _RUNTIME_FILES = ("emu_device.hpp", "emu_runtime.cpp", "emu_race.hpp")
 
 
-def _source_frame(frames: list[tuple[str, str]]) -> "tuple[str, str] | None":
-    """The innermost inlined frame in the kernel source (not in the emu headers or the C++ library)."""
+def _source_frame(frames: list[tuple[str, str]], library_dirs: Sequence[str]) -> "str | None":
+    """`line N` of the innermost inlined frame in the kernel source (not in the emu headers or the C++ library);
+    where the access itself is in a header of `library_dirs` the kernel calls (the toolkit's cuRAND), that place
+    follows: `line 9 (in curand_kernel.h:867)`."""
+    library = None
     for file, line in frames:
         base = os.path.basename(file)
-        if base not in _RUNTIME_FILES and not file.startswith("/usr/") and line.isdigit() and line != "0":
-            return base, line
-    return None
+        if base in _RUNTIME_FILES or file.startswith("/usr/") or not line.isdigit() or line == "0":
+            continue
+        if os.path.dirname(os.path.realpath(file)) in library_dirs:
+            library = library or f"{base}:{line}"
+            continue
+        return f"line {line}" + (f" (in {library})" if library else "")
+    return f"line ? (in {library})" if library else None
 
 
-def resolve(message: str, so_path: str) -> str:
+def resolve(message: str, so_path: str, library_dirs: Sequence[str] = ()) -> str:
     """`message` with every `{pc:0x...}` replaced by `line N` of the kernel source (or by the address, with the
-    reason, when the line tables or addr2line are missing)."""
+    reason, when the line tables or addr2line are missing). library_dirs: folders of headers whose lines are
+    told after the kernel's (see _source_frame)."""
+    library_dirs = {os.path.realpath(d) for d in library_dirs}
     pcs = list(dict.fromkeys(_PC.findall(message)))
     if not pcs:
         return message
@@ -39,9 +49,9 @@ def resolve(message: str, so_path: str) -> str:
         for row in out.splitlines() + ["0x"]:
             if row.startswith("0x"):
                 if current is not None:
-                    frame = _source_frame(frames)
+                    frame = _source_frame(frames, library_dirs)
                     if frame:
-                        found[current] = f"line {frame[1]}"
+                        found[current] = frame
                 current, frames = (f"0x{int(row, 16):x}" if len(row) > 2 else None), []
             else:
                 file, _, line = row.rpartition(":")
