@@ -181,6 +181,7 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     root = tmp_path / "testsuite" / "CUDA"
     files = {"scale": GV_RACE_FREE, "keep_last": GV_RACY,
              "fixed": GV_RACY.replace("last[0] = x[threadIdx.x];", "if (threadIdx.x == 0) last[0] = x[0];"),
+             "same": GV_RACY.replace("last[0] = x[threadIdx.x];", "last[0] = 7;"),
              "nullptr": "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//null pointer access\n\n"
                         "__global__ void k(int* a) { a[0] = 0; }\n"}
     for name, text in files.items():
@@ -190,10 +191,12 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert scorer.main([str(tmp_path), "--race-check", "on", "--out", str(out), "--timeout", "60"]) == 0
     records = {r["file"]: r for r in json.loads(out.read_text())["records"]}
     assert records["keep_last"]["verdict"] == "race" and records["keep_last"]["fault"] == "DataRace"
+    assert not records["keep_last"]["same_value"] and records["same"]["same_value"]    # GPUVerify's "benign" kind
     assert records["fixed"]["label"] == "racy" and records["fixed"]["verdict"] == "clean"   # negative control
     assert records["scale"]["verdict"] == "clean" and records["scale"]["kernels"]["scale"]["block"] == [8, 4, 1]
     assert records["nullptr"]["verdict"] == "not scored"
     summary = capsys.readouterr().out
-    assert "racy: 2 selected, 2 ran, race reported on 1 (recall 50.0%)" in summary
+    assert "racy: 3 selected, 3 ran, race reported on 2 (recall 66.7%)" in summary
+    assert "DataRace only, racy: 2 of 3 that ran (66.7%); 1 of them only same-value stores" in summary
     assert "race-free: 1 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
     assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
