@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cudasrc.signatures import kernel_signatures, strip_comments  # noqa: E402
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype  # noqa: E402
 from harness.backends.base import Struct, Symbol  # noqa: E402
-from harness.racescan.scan import Verdict, classify  # noqa: E402
+from harness.racescan.scan import Verdict, classify, has_detector  # noqa: E402
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 RESTART_EVERY = 8
@@ -255,7 +255,7 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
         source = device_code(inline_includes(path, lib))
         module = backend.load(source, name=path.name)
     except (KernelFault, BuildError) as exc:
-        return _build_failed(rec, exc)
+        return _build_failed(rec, exc, has_detector(backend))
     inputs = Inputs(seed)
     edge_based = "_E_" in path.name
     graph_buffers: dict = {}
@@ -267,30 +267,33 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     return run_kernels(rec, module, launches)
 
 
-def _build_failed(rec: dict, exc: BaseException) -> dict:
-    v = classify(exc)
+def _build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:
+    v = classify(exc, detector)
     rec.update(verdict=v.kind, fault=v.fault, detail=v.detail, races=0, data_race=False)
     return rec
 
 
 def run_kernels(rec: dict, module, launches) -> dict:
     """Launch each (kernel, grid, block, make_args) once, keep every kernel's verdict in rec["kernels"] and
-    set the file's verdict: a race if any kernel reported one, else the first of unsupported, unchecked,
-    fault, clean that any kernel had."""
+    set the file's verdict: a race if any kernel reported one, else the first of order-dependent, unsupported,
+    unchecked, fault, clean that any kernel had. With the detector on, a race is its DataRace alone
+    (harness.racescan.classify): schedules that disagree without one are `order-dependent`, an
+    UninitializedRead is a `fault`."""
     from harness.backends.base import BuildError, KernelFault
+    detector = has_detector(module)
     kinds = []
     for name, grid, block, make_args in launches:
         try:
             module.launch(name, grid, block, 0, make_args())
             v = Verdict("clean", None, "")
         except (KernelFault, BuildError) as exc:
-            v = classify(exc)
+            v = classify(exc, detector)
         except (LookupError, ValueError) as exc:
             v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
         rec["kernels"][name] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races,
                                 "same_value": v.same_value, "grid": list(grid), "block": list(block)}
         kinds.append(v.kind)
-    order = ("race", "unsupported", "unchecked", "fault", "clean")
+    order = ("race", "order-dependent", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
     first = next((k for k in rec["kernels"].values() if k["verdict"] == rec["verdict"]), None)
     rec["fault"], rec["detail"], rec["races"] = (first["fault"], first["detail"], first["races"]) if first \
@@ -348,6 +351,7 @@ GV_CODES = "testsuite/CUDA"
 GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
 GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
 GV_MIN_ELEMENTS = 1 << 17
+RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
 
@@ -422,20 +426,28 @@ def gpuverify_unrunnable(header: dict, source: str) -> "str | None":
         if not re.search(r"__device__[\w\s*]*?\b" + m.group(1) + r"\s*\([^;{)]*\)\s*\{", code):
             return (f"verifier-only construct: __device__ {m.group(1)}() is declared, never defined (the verifier "
                     "takes any value it could return; a build needs its body)")
-    if re.search(r"\bcurand\w*", code):
-        return "cuRAND device API (curandState, curand()): emu provides no curand_kernel.h"
+    if re.search(r"\bcurandStateMtgp32", code):
+        return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
+                "sets up (curandMakeMTGP32KernelState); the adapter makes none")
     return None
 
 
+GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
+
+
 def gpuverify_implicit_includes(code: str) -> str:
-    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups: a file that uses
-    them without the include gets it in place of its first line (a comment: line numbers stay)."""
-    if "cooperative_groups" in code and not re.search(r"#\s*include\s*[<\"]cooperative_groups\.h", code):
-        first, _, rest = code.partition("\n")
-        if first.strip():
-            raise ValueError("source: line 1 is not empty after removing comments")
-        return "#include <cooperative_groups.h>\n" + rest
-    return code
+    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups and cuRAND's
+    device API: a file that uses them without the include gets it in place of a leading line (the label's
+    comment, empty once comments are removed: line numbers stay)."""
+    lines = code.split("\n")
+    at = 0
+    for word, header in GV_IMPLICIT:
+        if word in code and not re.search(r"#\s*include\s*[<\"]" + re.escape(header), code):
+            if at >= len(lines) or lines[at].strip():
+                raise ValueError(f"source: line {at + 1} is not empty after removing comments")
+            lines[at] = f"#include <{header}>"
+            at += 1
+    return "\n".join(lines)
 
 
 def _requires_of(body: str) -> list[str]:
@@ -624,7 +636,7 @@ def summarize(records: list[dict]) -> str:
     detector = [r for r in records if r.get("data_race")]
     if detector:      # the happens-before detector was on: its verdicts alone, then the backend's
         for label in ("racy", "race-free"):
-            recs = [r for r in records if r["label"] == label and r["verdict"] in ("race", "fault", "clean")]
+            recs = [r for r in records if r["label"] == label and r["verdict"] in RAN]
             hits = [r for r in recs if r in detector]
             share = f"{len(hits) / len(recs):.1%}" if recs else "n/a"
             same = sum(1 for r in hits if r.get("same_value"))
@@ -632,9 +644,9 @@ def summarize(records: list[dict]) -> str:
                          + (f"; {same} of them only same-value stores" if same else ""))
     for label in ("racy", "race-free"):
         recs = [r for r in records if r["label"] == label]
-        ran = [r for r in recs if r["verdict"] in ("race", "fault", "clean")]
+        ran = [r for r in recs if r["verdict"] in RAN]
         reported = [r for r in ran if r["verdict"] == "race"]
-        other = [r for r in ran if r["verdict"] == "fault"]
+        other = [r for r in ran if r["verdict"] in ("fault", "order-dependent")]
         cannot = Counter(r["verdict"] for r in recs if r not in ran)
         what = "recall" if label == "racy" else "false alarms"
         share = f"{len(reported) / len(ran):.1%}" if ran else "n/a"

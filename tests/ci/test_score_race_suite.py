@@ -175,6 +175,22 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
         header, "__device__ int nondet(void);\n__global__ void k(int* a) { while (nondet()) { a[0] = 1; } }")
     assert scorer.gpuverify_unrunnable(header, "__device__ int one(void);\n__device__ int one(void) { return 1; }") \
         is None
+    assert "MTGP32" in scorer.gpuverify_unrunnable(header, "__global__ void k(curandStateMtgp32_t* s) {}")
+    assert scorer.gpuverify_unrunnable(header, "__global__ void k(curandState* s) {}") is None
+
+
+def test_gpuverify_implicit_includes(scorer):
+    """GPUVerify's front end declares cooperative groups and cuRAND: a file using them gets the includes in place
+    of its leading (comment) lines, so its line numbers stay."""
+    code = "\n\n__global__ void k(curandState* s, float* a) { a[0] = curand_uniform(s); " \
+           "cooperative_groups::this_thread_block().sync(); }\n"
+    lines = scorer.gpuverify_implicit_includes(code).split("\n")
+    assert lines[:2] == ["#include <cooperative_groups.h>", "#include <curand_kernel.h>"] and lines[2:] == \
+        code.split("\n")[2:]
+    assert scorer.gpuverify_implicit_includes("#include <curand_kernel.h>\ncurand(s);") == \
+        "#include <curand_kernel.h>\ncurand(s);"                    # already included: unchanged
+    with pytest.raises(ValueError, match="line 1 is not empty"):
+        scorer.gpuverify_implicit_includes("int x; curand(s);")
 
 
 def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
