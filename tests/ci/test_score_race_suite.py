@@ -1,4 +1,4 @@
-"""ci/score_race_suite.py on a miniature suite laid out like Indigo3 (written here, not copied from it): labels
+"""ci/score_race_suite.py and its adapters (ci/race_suites) on a miniature suite laid out like Indigo3 (written here, not copied from it): labels
 from file names, device code extracted from a whole program (host functions and includes), inputs from a
 seeded CSR graph, and the summary's counts."""
 from __future__ import annotations
@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from ci.race_suites import gpuverify, indigo
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "score_race_suite.py"
 
@@ -59,13 +61,13 @@ def suite(tmp_path):
 
 
 def test_labels_and_device_code(scorer, suite):
-    assert scorer.label_of(Path("A_RaceBug_NoSyncBug.cu")) == "racy"
-    assert scorer.label_of(Path("A_NoRaceBug_SyncBug.cu")) == "racy"
-    assert scorer.label_of(Path("A_NoRaceBug_NoSyncBug.cu")) == "race-free"
-    assert scorer.label_of(Path("A_RaceBug_BoundsBug.cu")) is None
+    assert indigo.label_of(Path("A_RaceBug_NoSyncBug.cu")) == "racy"
+    assert indigo.label_of(Path("A_NoRaceBug_SyncBug.cu")) == "racy"
+    assert indigo.label_of(Path("A_NoRaceBug_NoSyncBug.cu")) == "race-free"
+    assert indigo.label_of(Path("A_RaceBug_BoundsBug.cu")) is None
     path = next((suite / "generatedCodes" / "CUDA" / "TOY-CUDA").glob("*_RaceBug_NoBoundsBug.cu"))
-    full = scorer.inline_includes(path, suite / "lib")
-    dev = scorer.device_code(full)
+    full = indigo.inline_includes(path, suite / "lib")
+    dev = indigo.device_code(full)
     assert "host_helper" in full and "int main" in full
     assert "printf" not in dev and "cudaMalloc" not in dev and "<<<" not in dev and "host_driver" not in dev
     assert "__global__ void relax" in dev and "typedef struct ECLgraph" in dev
@@ -113,15 +115,15 @@ __global__ void keep_last(int* last, const int* x) {
 
 
 def test_gpuverify_headers(scorer):
-    h = scorer.gpuverify_header(GV_RACE_FREE)
+    h = gpuverify.read_header(GV_RACE_FREE)
     assert h["label"] == "race-free" and h["reason"] is None
     assert h["block"] == (8, 4, 1) and h["grid"] == (2, 1, 1)
     assert h["defines"] == {"STRIDE": "3"} and h["flags"] == ["--no-inline"] and h["expected"] == []
-    r = scorer.gpuverify_header(GV_RACY)
+    r = gpuverify.read_header(GV_RACY)
     assert r["label"] == "racy" and r["block"] == (16, 1, 1) and len(r["expected"]) == 2
     # the comment before the code counts too (GPUVerify's tester stops its expected lines at a blank line)
     note = "//XFAIL:NOT_ALL_VERIFIED\n//--gridDim=1 --blockDim=2\n\n//This kernel is racy.\n__global__ void k() {}\n"
-    assert scorer.gpuverify_header(note)["label"] == "racy"
+    assert gpuverify.read_header(note)["label"] == "racy"
     cases = {  # header -> (label, words of the reason)
         "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//error: possible null pointer access\n":
             (None, "another error than a race"),
@@ -132,25 +134,25 @@ def test_gpuverify_headers(scorer):
         "//PASS\n//--gridDim=[1,2,3] --blockDim=2 --warp-sync=32\n": ("race-free", None),
     }
     for text, (label, words) in cases.items():
-        got = scorer.gpuverify_header(text)
+        got = gpuverify.read_header(text)
         assert got["label"] == label, text
         assert words is None and got["reason"] is None or words in got["reason"], (text, got["reason"])
-    assert scorer.gpuverify_header("//pass\n//--gridDim=[1,2,3] --blockDim=2\n")["grid"] == (1, 2, 3)
+    assert gpuverify.read_header("//pass\n//--gridDim=[1,2,3] --blockDim=2\n")["grid"] == (1, 2, 3)
     for bad, match in [("//verified\n//--blockDim=1 --gridDim=1\n", "neither //pass"),
                        ("//pass\n//--blockDim=2\n", "no --gridDim"), ("//pass\n", "line 2"),
                        ("//pass\n//--blockDim=[1,2,3,4] --gridDim=1\n", "--blockDim")]:
         with pytest.raises(ValueError, match=match):
-            scorer.gpuverify_header(bad)
+            gpuverify.read_header(bad)
 
 
 def test_gpuverify_annotations_and_preconditions(scorer):
     import numpy as np
     from cudasrc.signatures import kernel_signatures
-    code = scorer.gpuverify_source(GV_RACE_FREE)
+    code = gpuverify.device_source(GV_RACE_FREE)
     assert "__invariant" not in code and "__requires" not in code and "__assert" not in code
     assert code.count("\n") == GV_RACE_FREE.count("\n") and "k < STRIDE; k++" in code
     sig, = kernel_signatures(code)
-    values, ignored = scorer.gpuverify_scalars(sig, GV_RACE_FREE, (8, 4, 1), np.random.default_rng(0))
+    values, ignored = gpuverify.scalar_values(sig, GV_RACE_FREE, (8, 4, 1), np.random.default_rng(0))
     assert values == {"n": 32} and ignored == []
     src = """typedef int (*op_t)(int);
 __device__ int twice(int v) { return 2 * v; }
@@ -163,20 +165,20 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
   __requires(__other_int(m) == m);
 }"""
     sig, = kernel_signatures(src)
-    values, ignored = scorer.gpuverify_scalars(sig, src, (2, 7, 1), np.random.default_rng(1))
+    values, ignored = gpuverify.scalar_values(sig, src, (2, 7, 1), np.random.default_rng(1))
     assert values["f"] == "twice" and 1 <= values["m"] <= 4 and 100 <= values["lo"] <= 103 and values["sz"] == 7
     assert ignored == ["__other_int(m) == m"]
-    assert "__device__ op_t __qconform_gv_k_f = twice;" in scorer.function_pointer_symbols(sig, values)
-    why = scorer.gpuverify_unrunnable(scorer.gpuverify_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
+    assert "__device__ op_t __qconform_gv_k_f = twice;" in gpuverify.function_pointer_symbols(sig, values)
+    why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
-    header = scorer.gpuverify_header("//pass\n//--blockDim=2 --gridDim=1\n")
-    assert "__axiom" in scorer.gpuverify_unrunnable(header, "__axiom(blockIdx.x == 1);\n__global__ void k() {}")
-    assert "declared, never defined" in scorer.gpuverify_unrunnable(
+    header = gpuverify.read_header("//pass\n//--blockDim=2 --gridDim=1\n")
+    assert "__axiom" in gpuverify.unrunnable(header, "__axiom(blockIdx.x == 1);\n__global__ void k() {}")
+    assert "declared, never defined" in gpuverify.unrunnable(
         header, "__device__ int nondet(void);\n__global__ void k(int* a) { while (nondet()) { a[0] = 1; } }")
-    assert scorer.gpuverify_unrunnable(header, "__device__ int one(void);\n__device__ int one(void) { return 1; }") \
+    assert gpuverify.unrunnable(header, "__device__ int one(void);\n__device__ int one(void) { return 1; }") \
         is None
-    assert "MTGP32" in scorer.gpuverify_unrunnable(header, "__global__ void k(curandStateMtgp32_t* s) {}")
-    assert scorer.gpuverify_unrunnable(header, "__global__ void k(curandState* s) {}") is None
+    assert "MTGP32" in gpuverify.unrunnable(header, "__global__ void k(curandStateMtgp32_t* s) {}")
+    assert gpuverify.unrunnable(header, "__global__ void k(curandState* s) {}") is None
 
 
 def test_gpuverify_implicit_includes(scorer):
@@ -184,13 +186,13 @@ def test_gpuverify_implicit_includes(scorer):
     of its leading (comment) lines, so its line numbers stay."""
     code = "\n\n__global__ void k(curandState* s, float* a) { a[0] = curand_uniform(s); " \
            "cooperative_groups::this_thread_block().sync(); }\n"
-    lines = scorer.gpuverify_implicit_includes(code).split("\n")
+    lines = gpuverify.implicit_includes(code).split("\n")
     assert lines[:2] == ["#include <cooperative_groups.h>", "#include <curand_kernel.h>"] and lines[2:] == \
         code.split("\n")[2:]
-    assert scorer.gpuverify_implicit_includes("#include <curand_kernel.h>\ncurand(s);") == \
+    assert gpuverify.implicit_includes("#include <curand_kernel.h>\ncurand(s);") == \
         "#include <curand_kernel.h>\ncurand(s);"                    # already included: unchanged
     with pytest.raises(ValueError, match="line 1 is not empty"):
-        scorer.gpuverify_implicit_includes("int x; curand(s);")
+        gpuverify.implicit_includes("int x; curand(s);")
 
 
 def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):

@@ -1,0 +1,310 @@
+"""GPUVerify's CUDA test suite's adapter for ci/score_race_suite.py.
+
+GPUVerify. SUITE is a checkout of github.com/mc-imperial/gpuverify; its testsuite/CUDA/**/kernel.cu are scored,
+every one (no sample unless --per-label). Line 1 is the expected outcome, line 2 the verifier's command line,
+then `//text` lines the text its output must contain (GPUVerify's tester), then the comment before the code.
+  racy       = `//xfail:NOT_ALL_VERIFIED` whose expected text or leading comment names a race ("race", "racy",
+               "Write by thread");
+  race-free  = `//pass`: GPUVerify proved it free of races (and barrier divergence) for every input that
+               satisfies its `__requires` preconditions, at the given launch. Not with `--only-divergence`
+               (races not checked). GPUVerify tolerates write-write races in which both threads write the same
+               value, and `--warp-sync=N` makes it assume warps run in lock step: a //pass kernel may rely on
+               either, and the memory model does not (reports on such kernels are listed with their flags);
+  not scored = every other xfail (assertions, null pointers, barrier divergence, the verifier's own tool errors,
+               or no expected text at all), each with its reason.
+The launch is the header's --blockDim/--gridDim (a block of more than 1024 threads, which the verifier accepts,
+cannot run: not scored as run), -DNAME=VALUE become build flags. GPUVerify's specification calls have no
+runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` (line numbers kept); simple
+`__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
+`f == someDeviceFunction` for a function pointer), the rest are dropped and listed in the JSON. Constructs with
+verifier-only meaning (`__axiom`, device functions declared but never defined, whose result the verifier takes
+as arbitrary) make the file unrunnable with that reason. GPUVerify's front end force-includes its CUDA header:
+a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
+floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
+value, at least 16); an access past them hits the guard pages (OutOfBounds: could not run as a race verdict).
+"""
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from cudasrc.signatures import kernel_signatures, strip_comments
+from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
+from harness.backends.base import Symbol
+
+from .run import build_failed, matching_brace, run_kernels
+
+# ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
+# GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
+# dropped; the preconditions (requires, assume) restrict inputs: simple ones on the kernel's scalar parameters
+# are honoured when the arguments are chosen (scalar_values), the rest dropped. Each call becomes an
+# expression that does nothing, for they also stand in for-loop conditions (`for (...; __invariant(p), i < n;
+# ...)`); its arguments go with it (they use the verifier's own functions: __implies, __write, __enabled ...).
+GV_DROPPED = ("__requires", "__ensures", "__assert", "__assume", "__invariant", "__global_invariant",
+              "__global_requires", "__global_ensures", "__global_assert", "__candidate_invariant",
+              "__candidate_global_invariant", "__function_wide_invariant", "__function_wide_candidate_invariant",
+              "__requires_fresh_array", "__non_temporal_loads_begin", "__non_temporal_loads_end")
+_GV_DROPPED_CALL = re.compile(r"\b(?:" + "|".join(GV_DROPPED) + r")\s*\(")
+
+
+def _call_end(code: str, start: int) -> int:
+    """The index just past the parenthesis that closes the call whose arguments begin at `start`."""
+    depth, j = 1, start
+    while depth:
+        if j >= len(code):
+            raise ValueError(f"source: unbalanced parentheses after {code[max(0, start - 20):start]!r}")
+        depth += {"(": 1, ")": -1}.get(code[j], 0)
+        j += 1
+    return j
+
+
+def device_source(text: str) -> str:
+    """The file without comments and with every specification call replaced by `((void)0)` (newlines kept, so
+    line numbers stay true)."""
+    code = strip_comments(text)
+    out, pos = [], 0
+    for m in _GV_DROPPED_CALL.finditer(code):
+        if m.start() < pos:          # nested in a call already dropped
+            continue
+        j = _call_end(code, m.end())
+        out += [code[pos:m.start()], "((void)0)", "\n" * code.count("\n", m.start(), j)]
+        pos = j
+    out.append(code[pos:])
+    return "".join(out)
+
+
+# Constructs that change what the verifier proved in a way no run can honour: the file is not scored.
+GV_VERIFIER_ONLY = ((r"\b__axiom\s*\(", "__axiom restricts the launch (block/thread ids) for the verifier only"),)
+GV_CODES = "testsuite/CUDA"
+GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
+GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
+GV_MIN_ELEMENTS = 1 << 17
+GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
+GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
+
+
+def read_header(text: str) -> dict:
+    """The test header of a GPUVerify kernel.cu: line 1 the expected outcome (`//pass`, `//xfail:KIND`), line 2
+    the command line (`//--blockDim=64 --gridDim=[2,2] -DN=4 ...`), then `//text` lines up to the first other
+    line: the text the verifier's output must contain (expected); then the comment before the code (notes).
+    Racy: an xfail:NOT_ALL_VERIFIED whose expected text or notes name a race ("race", "racy", "Write by
+    thread"); race-free: //pass. Returns label (racy | race-free | None), reason (why not scored, for None),
+    block, grid (3-tuples), defines (-D name -> value), flags (the other options), expected and notes."""
+    lines = text.splitlines()
+    if len(lines) < 2 or not lines[0].startswith("//") or not lines[1].startswith("//"):
+        raise ValueError("header: expected `//pass` or `//xfail:KIND` on line 1 and the options on line 2")
+    outcome = lines[0][2:].strip().lower()
+    expected, notes = [], []
+    for line in lines[2:]:            # GPUVerify's tester: `//text` lines from line 3 on, up to any other line
+        if not (line.startswith("//") and len(line) > 2):
+            break
+        expected.append(line[2:].strip())
+    for line in lines[2 + len(expected):]:       # then the comment before the code, which may say "racy"
+        if line.strip() and not line.startswith("//"):
+            break
+        notes.append(line[2:].strip())
+    dims, defines, flags = {}, {}, []
+    for opt in lines[1][2:].split():
+        key, _, value = opt.partition("=")
+        if key in GV_LAUNCH_FLAGS:
+            nums = [int(x) for x in re.findall(r"\d+", value)]
+            if not 1 <= len(nums) <= 3:
+                raise ValueError(f"header: {opt!r}: expected N or [X,Y] or [X,Y,Z]")
+            dims[key] = tuple(nums + [1] * (3 - len(nums)))
+        elif key.startswith("-D"):
+            defines[key[2:]] = value or "1"
+        else:
+            flags.append(opt)
+    missing = [k for k in GV_LAUNCH_FLAGS if k not in dims]
+    if missing:
+        raise ValueError(f"header: line 2 names no {' or '.join(missing)}")
+    label, reason = None, None
+    if outcome == "pass":
+        label = "race-free"
+        if "--only-divergence" in flags:
+            label, reason = None, "pass with --only-divergence: GPUVerify checked barrier divergence, not races"
+    elif outcome == "xfail:not_all_verified":
+        if any(GV_RACE_TEXT.search(e) for e in expected + notes):
+            label = "racy"
+        elif any(expected + notes):
+            reason = "xfail:NOT_ALL_VERIFIED for another error than a race (assertion, null pointer, ...)"
+        else:
+            reason = "xfail:NOT_ALL_VERIFIED with no expected text (which error is not stated)"
+    elif outcome.startswith("xfail:"):
+        reason = f"xfail:{outcome[6:].upper()}: the verifier's own tool chain fails on it"
+    else:
+        raise ValueError(f"header: line 1 {lines[0]!r} is neither //pass nor //xfail:KIND")
+    return {"label": label, "reason": reason, "block": dims["--blockDim"], "grid": dims["--gridDim"],
+            "defines": defines, "flags": flags, "expected": expected, "notes": [n for n in notes if n]}
+
+
+def unrunnable(header: dict, source: str) -> "str | None":
+    """Why a labelled file cannot be run as the verifier saw it, or None."""
+    from harness.backends.emu.backend import MAX_THREADS
+    threads = math.prod(header["block"])
+    if threads > MAX_THREADS:
+        return (f"launch beyond CUDA's limits: {threads} threads per block (at most {MAX_THREADS}); the "
+                "verifier reasons about any block size")
+    code = strip_comments(source)
+    for pattern, why in GV_VERIFIER_ONLY:
+        if re.search(pattern, code):
+            return f"verifier-only construct: {why}"
+    for m in re.finditer(r"__device__[\w\s*]*?\b(\w+)\s*\([^;{)]*\)\s*;", code):
+        if not re.search(r"__device__[\w\s*]*?\b" + m.group(1) + r"\s*\([^;{)]*\)\s*\{", code):
+            return (f"verifier-only construct: __device__ {m.group(1)}() is declared, never defined (the verifier "
+                    "takes any value it could return; a build needs its body)")
+    if re.search(r"\bcurandStateMtgp32", code):
+        return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
+                "sets up (curandMakeMTGP32KernelState); the adapter makes none")
+    return None
+
+
+GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
+
+
+def implicit_includes(code: str) -> str:
+    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups and cuRAND's
+    device API: a file that uses them without the include gets it in place of a leading line (the label's
+    comment, empty once comments are removed: line numbers stay)."""
+    lines = code.split("\n")
+    at = 0
+    for word, header in GV_IMPLICIT:
+        if word in code and not re.search(r"#\s*include\s*[<\"]" + re.escape(header), code):
+            if at >= len(lines) or lines[at].strip():
+                raise ValueError(f"source: line {at + 1} is not empty after removing comments")
+            lines[at] = f"#include <{header}>"
+            at += 1
+    return "\n".join(lines)
+
+
+def _requires_of(body: str) -> list[str]:
+    """The conditions of the `__requires(...)` calls in a kernel body, `__implies(__enabled(), c)` unwrapped."""
+    out = []
+    for m in re.finditer(r"__requires\s*\(", body):
+        cond = body[m.end():_call_end(body, m.end()) - 1].strip()
+        wrapped = re.fullmatch(r"__implies\s*\(\s*__enabled\s*\(\s*\)\s*,(.*)\)", cond, re.S)
+        out.append((wrapped.group(1) if wrapped else cond).strip())
+    return out
+
+
+def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator) -> tuple[dict, list[str]]:
+    """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
+    `x < 100`, `sz == blockDim.x`, `i == 1 | i == 2`: the first alternative), others a seeded draw from [1, 64]
+    (inside the bounds); a function-pointer parameter the device function its `__requires(f == name)` names.
+    Returns (name -> int value or function name, the preconditions left unhonoured)."""
+    m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
+    body = source[m.end():] if m else source
+    body = body[:matching_brace(body, body.index("{")) + 1] if "{" in body else body
+    names = {n for t, n in sig.params if not t.endswith("*")}
+    opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
+    dims = {"blockDim.x": block[0], "blockDim.y": block[1], "blockDim.z": block[2]}
+    fixed, low, high, ignored = {}, {}, {}, []
+    for cond in _requires_of(body):
+        first = re.split(r"\|\|?", cond)[0].strip()
+        c = re.fullmatch(r"(\w+)\s*(==|>=|<=|<|>|!=)\s*(-?\d+|blockDim\.[xyz]|[A-Za-z_]\w*)", first)
+        if not c or c.group(1) not in names:
+            ignored.append(cond)
+            continue
+        name, op, value = c.group(1), c.group(2), c.group(3)
+        if re.fullmatch(r"[A-Za-z_]\w*", value) and value not in dims:
+            if op != "==" or name not in opaque:
+                ignored.append(cond)
+            else:
+                fixed[name] = value           # a function-pointer parameter fixed to a device function
+            continue
+        value = dims[value] if value in dims else int(value)
+        if op == "==":
+            fixed[name] = value
+        elif op in (">=", ">"):
+            low[name] = max(low.get(name, value), value + (op == ">"))
+        elif op in ("<=", "<"):
+            high[name] = min(high.get(name, value), value - (op == "<"))
+        elif op == "!=" and value in (1, 64):
+            low[name] = 2 if value == 1 else low.get(name, 1)
+    values = {}
+    for name in sorted(names - opaque):
+        lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
+        values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
+    values.update({name: fixed[name] for name in opaque if name in fixed})
+    return values, ignored
+
+
+def function_pointer_symbols(sig, values: dict) -> str:
+    """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
+    (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
+    return "".join(f"\n__device__ {t} {GV_SYMBOL}{sig.name}_{n} = {values[n]};" for t, n in sig.params
+                   if isinstance(values.get(n), str))
+
+
+def make_args(sig, module, header: dict, values: dict, rng: np.random.Generator) -> list:
+    """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
+    `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
+    GV_MIN_ELEMENTS, for loops over `100 * blockDim.x` elements and fixed-size tables; guard pages catch what
+    still overruns), and the scalar values chosen from the preconditions."""
+    threads = math.prod(header["block"]) * math.prod(header["grid"])
+    span = max([16] + [int(v) for v in header["defines"].values() if v.isdigit()])
+    n = max(threads * span, GV_MIN_ELEMENTS)
+    args = []
+    for ctype, name in sig.params:
+        base = element_ctype(ctype).replace("volatile ", "").replace("__restrict", "").strip()
+        if ctype.endswith("*"):
+            if ctype.count("*") > 1:
+                raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")
+            if base in SCALAR_DTYPES:
+                dtype = SCALAR_DTYPES[base]
+                arr = rng.uniform(0.0, 1.0, n) if dtype.kind == "f" else rng.integers(0, 64, n)
+                args.append(arr.astype(dtype))
+            elif base in VECTOR_BYTES:
+                args.append(rng.integers(0, 64, n * VECTOR_BYTES[base] // 4).astype(np.int32))
+            else:       # a struct: random bytes (its fields are numbers here; a pointer field would be garbage)
+                args.append(rng.integers(0, 64, n * GV_STRUCT_BYTES).astype(np.uint8))
+        elif base in SCALAR_DTYPES:
+            args.append(SCALAR_DTYPES[base].type(values[name]))
+        elif isinstance(values.get(name), str):
+            args.append(Symbol(f"{GV_SYMBOL}{sig.name}_{name}"))
+        else:
+            raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
+                              "synthesised input")
+    return args
+
+
+def score_file(backend, path: Path, root: Path, seed: int) -> dict:
+    """The verdict of one GPUVerify kernel.cu: every __global__ kernel once at the header's launch."""
+    from harness.backends.base import BuildError, KernelFault
+    text = path.read_text()
+    header = read_header(text)
+    rel = str(path.parent.relative_to(root))
+    rec = {"file": rel, "algorithm": rel.split("/")[0], "label": header["label"], "kernels": {},
+           "flags": header["flags"]}
+    if header["label"] is None:
+        rec.update(verdict="not scored", fault=None, detail=header["reason"], races=0, data_race=False)
+        return rec
+    why = unrunnable(header, text)
+    if why:
+        fault = "Launch" if why.startswith("launch") else "VerifierOnly" if why.startswith("verifier") \
+            else "UnsupportedConstruct"
+        rec.update(verdict="unsupported", fault=fault, detail=why, races=0, data_race=False)
+        return rec
+    flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
+    rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
+    code = implicit_includes(device_source(text))
+    chosen, ignored = [], []
+    for sig in kernel_signatures(code):
+        values, unhonoured = scalar_values(sig, text, header["block"], rng)
+        ignored += unhonoured
+        chosen.append((sig, values))
+    code += "".join(function_pointer_symbols(sig, values) for sig, values in chosen)
+    try:
+        module = backend.load(code, flags=flags, name=rel.replace("/", "_") + ".cu")
+    except (KernelFault, BuildError) as exc:
+        return build_failed(rec, exc)
+    launches = [(sig.name, header["grid"], header["block"],
+                 lambda sig=sig, values=values: make_args(sig, module, header, values, rng))
+                for sig, values in chosen]
+    rec["requires_not_honoured"] = ignored
+    rec["scalars"] = {sig.name: values for sig, values in chosen}      # what to replay a verdict with
+    return run_kernels(rec, module, launches)
