@@ -36,6 +36,8 @@ from cudasrc.signatures import kernel_signatures, strip_comments
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
 from harness.backends.base import Symbol
 
+from harness.racescan.scan import has_detector
+
 from .run import build_failed, matching_brace, run_kernels
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
@@ -301,7 +303,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     try:
         module = backend.load(code, flags=flags, name=rel.replace("/", "_") + ".cu")
     except (KernelFault, BuildError) as exc:
-        return build_failed(rec, exc)
+        return build_failed(rec, exc, has_detector(backend))
     launches = [(sig.name, header["grid"], header["block"],
                  lambda sig=sig, values=values: make_args(sig, module, header, values, rng))
                 for sig, values in chosen]

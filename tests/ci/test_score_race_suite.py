@@ -201,7 +201,9 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
              "fixed": GV_RACY.replace("last[0] = x[threadIdx.x];", "if (threadIdx.x == 0) last[0] = x[0];"),
              "same": GV_RACY.replace("last[0] = x[threadIdx.x];", "last[0] = 7;"),
              "nullptr": "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//null pointer access\n\n"
-                        "__global__ void k(int* a) { a[0] = 0; }\n"}
+                        "__global__ void k(int* a) { a[0] = 0; }\n",
+             "host_call": "//pass\n//--blockDim=4 --gridDim=1\n\n#include <stdlib.h>\n"
+                          "__global__ void k(int* a) { a[0] = system(\"true\"); }\n"}
     for name, text in files.items():
         (root / name).mkdir(parents=True)
         (root / name / "kernel.cu").write_text(text)
@@ -213,8 +215,9 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert records["fixed"]["label"] == "racy" and records["fixed"]["verdict"] == "clean"   # negative control
     assert records["scale"]["verdict"] == "clean" and records["scale"]["kernels"]["scale"]["block"] == [8, 4, 1]
     assert records["nullptr"]["verdict"] == "not scored"
+    assert records["host_call"]["verdict"] == "unsupported" and records["host_call"]["fault"] == "BuildError"
     summary = capsys.readouterr().out
     assert "racy: 3 selected, 3 ran, race reported on 2 (recall 66.7%)" in summary
     assert "DataRace only, racy: 2 of 3 that ran (66.7%); 1 of them only same-value stores" in summary
-    assert "race-free: 1 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
+    assert "race-free: 2 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
     assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
