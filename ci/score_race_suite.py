@@ -71,11 +71,11 @@ def open_suite(root: Path) -> "Suite | None":
         if gen.is_dir() and lib.is_dir():
             return Suite("Indigo", sorted(gen.glob("*/*.cu")), indigo.label_of, lambda f: f.parent.name, lambda f: f.name,
                          lambda backend, f, seed: indigo.score_file(backend, f, lib, seed), 60)
-    gv = root / gpuverify.GV_CODES
-    if gv.is_dir():
-        return Suite("GPUVerify", sorted(gv.rglob("kernel.cu")),
-                     lambda f: gpuverify.read_header(f.read_text())["label"],
-                     lambda f: str(f.parent.relative_to(gv)).split("/")[0], lambda f: str(f.parent.relative_to(gv)),
+    found = gpuverify.suite_files(root)
+    if found:
+        gv, files = found
+        return Suite("GPUVerify", files, lambda f: gpuverify.read_header(f.read_text(errors="replace"))["label"],
+                     lambda f: gpuverify.record_name(f, gv).split("/")[0], lambda f: gpuverify.record_name(f, gv),
                      lambda backend, f, seed: gpuverify.score_file(backend, f, gv, seed), None)
     return None
 
@@ -142,7 +142,8 @@ def main(argv: "list[str] | None" = None) -> int:
     suite = open_suite(args.suite)
     if suite is None:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
-                 f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify)")
+                 f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify) nor "
+                 f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks)")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label is not None and args.per_label < 1:
@@ -165,10 +166,10 @@ def main(argv: "list[str] | None" = None) -> int:
                 backend = EmuBackend(**options)
             try:
                 rec = suite.score(backend, path, args.seed)
-            except RuntimeError as exc:         # the harness's own failure: not a verdict on the kernel
+            except Exception as exc:     # the harness's or the adapter's own failure: not a verdict on the kernel
                 rec = {"file": suite.key(path), "algorithm": suite.group(path), "label": suite.label(path),
-                       "kernels": {},
-                       "verdict": "unchecked", "fault": "HarnessError", "detail": str(exc).splitlines()[-1][:300]}
+                       "kernels": {}, "verdict": "unchecked", "fault": "HarnessError",
+                       "detail": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[-1][:300]}"}
                 backend.close()
                 backend = EmuBackend(**options)
             records.append(rec)

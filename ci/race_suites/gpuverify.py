@@ -1,7 +1,9 @@
 """GPUVerify's CUDA test suite's adapter for ci/score_race_suite.py.
 
 GPUVerify. SUITE is a checkout of github.com/mc-imperial/gpuverify; its testsuite/CUDA/**/kernel.cu are scored,
-every one (no sample unless --per-label). Line 1 is the expected outcome, line 2 the verifier's command line,
+every one (no sample unless --per-label). Or a checkout of github.com/mc-imperial/GPUVerifyBenchmarks: the CUDA
+kernels of its CUDA20, CUDA50, C++AMP and gpgpu-sim_ispass2009 folders (NVIDIA's SDK and others; the OpenCL
+ones are not CUDA), every .cu file with the same header. Line 1 is the expected outcome, line 2 the verifier's command line,
 then `//text` lines the text its output must contain (GPUVerify's tester), then the comment before the code.
   racy       = `//xfail:NOT_ALL_VERIFIED` whose expected text or leading comment names a race ("race", "racy",
                "Write by thread");
@@ -82,6 +84,28 @@ def device_source(text: str) -> str:
 # Constructs that change what the verifier proved in a way no run can honour: the file is not scored.
 GV_VERIFIER_ONLY = ((r"\b__axiom\s*\(", "__axiom restricts the launch (block/thread ids) for the verifier only"),)
 GV_CODES = "testsuite/CUDA"
+BENCHMARK_FOLDERS = ("CUDA20", "CUDA50", "C++AMP", "gpgpu-sim_ispass2009")     # GPUVerifyBenchmarks' CUDA kernels
+
+
+def suite_files(root: Path) -> "tuple[Path, list[Path]] | None":
+    """(the folder records are named from, the labelled files) of a test suite or benchmarks checkout, or None."""
+    if (root / GV_CODES).is_dir():
+        return root / GV_CODES, sorted((root / GV_CODES).rglob("kernel.cu"))
+    folders = [root / f for f in BENCHMARK_FOLDERS if (root / f).is_dir()]
+    if folders:
+        return root, sorted(p for f in folders for p in f.rglob("*.cu") if _labelled(p))
+    return None
+
+
+def _labelled(path: Path) -> bool:
+    with open(path, errors="replace") as fh:
+        return re.match(r"//\s*(pass|xfail:)", fh.readline(), re.IGNORECASE) is not None
+
+
+def record_name(path: Path, root: Path) -> str:
+    """A file's name in the records: its folder for a test suite's kernel.cu, else its path without .cu."""
+    rel = path.relative_to(root)
+    return str(rel.parent if path.name == "kernel.cu" else rel.with_suffix(""))
 GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
 GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
 GV_MIN_ELEMENTS = 1 << 17
@@ -277,9 +301,9 @@ def make_args(sig, module, header: dict, values: dict, rng: np.random.Generator)
 def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     """The verdict of one GPUVerify kernel.cu: every __global__ kernel once at the header's launch."""
     from harness.backends.base import BuildError, KernelFault
-    text = path.read_text()
+    text = path.read_text(errors="replace")
     header = read_header(text)
-    rel = str(path.parent.relative_to(root))
+    rel = record_name(path, root)
     rec = {"file": rel, "algorithm": rel.split("/")[0], "label": header["label"], "kernels": {},
            "flags": header["flags"]}
     if header["label"] is None:
@@ -296,7 +320,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     code = implicit_includes(device_source(text))
     chosen, ignored = [], []
     for sig in kernel_signatures(code):
-        values, unhonoured = scalar_values(sig, text, header["block"], rng)
+        values, unhonoured = scalar_values(sig, strip_comments(text), header["block"], rng)
         ignored += unhonoured
         chosen.append((sig, values))
     code += "".join(function_pointer_symbols(sig, values) for sig, values in chosen)

@@ -8,12 +8,13 @@ RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file tha
 
 
 def matching_brace(text: str, i: int) -> int:
+    """The index of the brace closing the one at `i` (string and character literals skipped); ValueError if none."""
     depth, j = 0, i
     while j < len(text):
         c = text[j]
         if c in "\"'":
             j += 1
-            while text[j] != c:
+            while j < len(text) and text[j] != c:
                 j += 2 if text[j] == "\\" else 1
         elif c == "{":
             depth += 1

@@ -221,3 +221,24 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert "DataRace only, racy: 2 of 3 that ran (66.7%); 1 of them only same-value stores" in summary
     assert "race-free: 2 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
     assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
+
+
+def test_a_gpuverify_benchmarks_layout_and_an_adapter_failure(scorer, tmp_path, capsys):
+    """GPUVerifyBenchmarks keeps several labelled .cu files per folder (named by their path without .cu) and
+    unlabelled ones beside them (not scored); an apostrophe in a comment does not derail the adapter, and a file
+    the adapter itself cannot read (unbalanced braces) is `unchecked` (HarnessError) while the run goes on."""
+    sdk = tmp_path / "CUDA50" / "0_Simple" / "demo"
+    sdk.mkdir(parents=True)
+    (sdk / "copy.cu").write_text("//pass\n//--blockDim=[32,1] --gridDim=[2,1]\n\n// don't trip on quotes\n"
+                                 "__global__ void copy(float* y, const float* x) {\n"
+                                 "  int i = blockIdx.x * blockDim.x + threadIdx.x; y[i] = x[i];\n}\n")
+    (sdk / "broken.cu").write_text("//pass\n//--blockDim=[32,1] --gridDim=[1,1]\n\n"
+                                   "__global__ void broken(float* y) {\n  y[0] = 1;\n")          # no closing brace
+    (sdk / "helper.cu").write_text("__global__ void unlabelled(float* y) { y[0] = 1; }\n")
+    out = tmp_path / "verdicts.json"
+    assert scorer.main([str(tmp_path), "--race-check", "on", "--out", str(out), "--timeout", "60"]) == 0
+    records = {r["file"]: r for r in json.loads(out.read_text())["records"]}
+    assert sorted(records) == ["CUDA50/0_Simple/demo/broken", "CUDA50/0_Simple/demo/copy"]
+    assert records["CUDA50/0_Simple/demo/copy"]["verdict"] == "clean"
+    broken = records["CUDA50/0_Simple/demo/broken"]
+    assert broken["verdict"] == "unchecked" and broken["fault"] == "HarnessError", broken
