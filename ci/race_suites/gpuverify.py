@@ -27,7 +27,9 @@ value, at least 16); an access past them hits the guard pages (OutOfBounds: coul
 """
 from __future__ import annotations
 
+import ast
 import math
+import operator
 import re
 import zlib
 from pathlib import Path
@@ -217,32 +219,67 @@ def _requires_of(body: str) -> list[str]:
     return out
 
 
-def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator) -> tuple[dict, list[str]]:
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Div: operator.floordiv, ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+
+
+def integer_expression(text: str, dims: dict) -> "int | None":
+    """The value of an integer expression of literals, blockDim/gridDim components and + - * / << >> (C's integer
+    division), or None when it is anything else."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = value(node.operand)
+            return None if inner is None else -inner
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return dims.get(f"{node.value.id}.{node.attr}")
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            a, b = value(node.left), value(node.right)
+            if a is None or b is None or (isinstance(node.op, (ast.Div, ast.FloorDiv)) and b == 0):
+                return None
+            return _ARITHMETIC[type(node.op)](a, b)
+        return None
+    return value(tree)
+
+
+def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
+                  grid: tuple = (1, 1, 1)) -> tuple[dict, list[str]]:
     """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
-    `x < 100`, `sz == blockDim.x`, `i == 1 | i == 2`: the first alternative), others a seeded draw from [1, 64]
-    (inside the bounds); a function-pointer parameter the device function its `__requires(f == name)` names.
+    `x < 100`, `sz == blockDim.x * 2`, `w == 32*8`, `i == 1 | i == 2`: the first alternative), others a seeded
+    draw from [1, 64] (inside the bounds); a function-pointer parameter the device function its
+    `__requires(f == name)` names; `__is_pow2(n)` holds when n is fixed to a power of two.
     Returns (name -> int value or function name, the preconditions left unhonoured)."""
     m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
     body = source[m.end():] if m else source
     body = body[:matching_brace(body, body.index("{")) + 1] if "{" in body else body
     names = {n for t, n in sig.params if not t.endswith("*")}
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
-    dims = {"blockDim.x": block[0], "blockDim.y": block[1], "blockDim.z": block[2]}
-    fixed, low, high, ignored = {}, {}, {}, []
+    dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
+    fixed, low, high, ignored, later = {}, {}, {}, [], []
     for cond in _requires_of(body):
         first = re.split(r"\|\|?", cond)[0].strip()
-        c = re.fullmatch(r"(\w+)\s*(==|>=|<=|<|>|!=)\s*(-?\d+|blockDim\.[xyz]|[A-Za-z_]\w*)", first)
+        pow2 = re.fullmatch(r"__is_pow2\s*\(\s*(\w+)\s*\)", first)
+        if pow2:
+            later.append((cond, pow2.group(1)))
+            continue
+        c = re.fullmatch(r"(\w+)\s*(==|>=|<=|<|>|!=)\s*(.+)", first)
         if not c or c.group(1) not in names:
             ignored.append(cond)
             continue
-        name, op, value = c.group(1), c.group(2), c.group(3)
-        if re.fullmatch(r"[A-Za-z_]\w*", value) and value not in dims:
-            if op != "==" or name not in opaque:
-                ignored.append(cond)
+        name, op, text = c.group(1), c.group(2), c.group(3).strip()
+        value = integer_expression(text, dims)
+        if value is None:
+            if op == "==" and name in opaque and re.fullmatch(r"[A-Za-z_]\w*", text):
+                fixed[name] = text            # a function-pointer parameter fixed to a device function
             else:
-                fixed[name] = value           # a function-pointer parameter fixed to a device function
+                ignored.append(cond)
             continue
-        value = dims[value] if value in dims else int(value)
         if op == "==":
             fixed[name] = value
         elif op in (">=", ">"):
@@ -251,6 +288,10 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator) -> t
             high[name] = min(high.get(name, value), value - (op == "<"))
         elif op == "!=" and value in (1, 64):
             low[name] = 2 if value == 1 else low.get(name, 1)
+    for cond, name in later:             # a power of two: holds if the value is fixed to one, else not honoured
+        v = fixed.get(name)
+        if not (isinstance(v, int) and v > 0 and v & (v - 1) == 0):
+            ignored.append(cond)
     values = {}
     for name in sorted(names - opaque):
         lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
@@ -320,7 +361,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     code = implicit_includes(device_source(text))
     chosen, ignored = [], []
     for sig in kernel_signatures(code):
-        values, unhonoured = scalar_values(sig, strip_comments(text), header["block"], rng)
+        values, unhonoured = scalar_values(sig, strip_comments(text), header["block"], rng, header["grid"])
         ignored += unhonoured
         chosen.append((sig, values))
     code += "".join(function_pointer_symbols(sig, values) for sig, values in chosen)

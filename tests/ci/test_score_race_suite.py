@@ -168,6 +168,16 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
     values, ignored = gpuverify.scalar_values(sig, src, (2, 7, 1), np.random.default_rng(1))
     assert values["f"] == "twice" and 1 <= values["m"] <= 4 and 100 <= values["lo"] <= 103 and values["sz"] == 7
     assert ignored == ["__other_int(m) == m"]
+    src = """__global__ void k(float* a, int n, unsigned w, int q) {
+  __requires(n == blockDim.x*2);
+  __requires(__is_pow2(n));
+  __requires(w == 32*8);
+  __requires(q == gridDim.x * blockDim.y);
+  __requires(__is_pow2(q));
+}"""
+    sig, = kernel_signatures(src)
+    values, ignored = gpuverify.scalar_values(sig, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
+    assert values == {"n": 64, "w": 256, "q": 6} and ignored == ["__is_pow2(q)"]      # 6 is not a power of two
     assert "__device__ op_t __qconform_gv_k_f = twice;" in gpuverify.function_pointer_symbols(sig, values)
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
