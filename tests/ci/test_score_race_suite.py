@@ -175,9 +175,9 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
   __requires(q == gridDim.x * blockDim.y);
   __requires(__is_pow2(q));
 }"""
-    sig, = kernel_signatures(src)
-    values, ignored = gpuverify.scalar_values(sig, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
-    assert values == {"n": 64, "w": 256, "q": 6} and ignored == ["__is_pow2(q)"]      # 6 is not a power of two
+    arith, = kernel_signatures(src)
+    chosen, unhonoured = gpuverify.scalar_values(arith, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
+    assert chosen == {"n": 64, "w": 256, "q": 6} and unhonoured == ["__is_pow2(q)"]   # 6 is not a power of two
     assert "__device__ op_t __qconform_gv_k_f = twice;" in gpuverify.function_pointer_symbols(sig, values)
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
