@@ -71,8 +71,9 @@ def emu_status() -> dict:
         fiber = tc.resolve_fiber(None, cxx)
     except ValueError as exc:
         return {"usable": False, "reason": str(exc), "boost_context": boost}
-    from harness.backends.emu import gate, sandbox
+    from harness.backends.emu import gate, sandbox, toolkit_headers
     why_not = sandbox.unavailable_reason()
+    curand = toolkit_headers.toolkit_include()
     return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost, "asm_switch": tc.asm_switch_usable(cxx),
             "fiber_env": f"{tc.FIBER_ENV}={forced}" if forced else None,
             "asan_runtime": tc.asan_runtime(cxx),
@@ -81,7 +82,10 @@ def emu_status() -> dict:
                         f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"
                         + (f" + Landlock ABI {sandbox.landlock_abi()}" if sandbox.landlock_abi() else
                            " (no Landlock in this kernel)")),
-            "device_gate": gate.describe()}
+            "device_gate": gate.describe(),
+            "curand": (f"the toolkit's headers in {curand}" if curand else
+                       "not found (install the toolchain extra: its nvidia-curand wheel); sources that include "
+                       "curand_kernel.h are UnsupportedConstruct")}
 
 
 def gpu_status() -> dict:
@@ -124,6 +128,7 @@ def render(info: dict) -> str:
         lines.append(f"  AddressSanitizer runtime (--sanitize): {emu['asan_runtime'] or 'not found'}")
         lines.append(f"  worker sandbox: {emu['sandbox']}")
         lines.append(f"  device-code gate: {emu['device_gate']}")
+        lines.append(f"  cuRAND device API (curand_kernel.h): {emu['curand']}")
     else:
         lines.append(f"emu backend: not usable: {emu.get('reason')}")
     lines.append("CUDA toolkits:")

@@ -105,3 +105,14 @@ def test_doctor_says_the_built_in_switch_needs_no_package(capsys, monkeypatch):
     assert main(["doctor"]) == 0
     assert "emu backend: fibers = built-in (asm) (built-in x86-64 context switch, no package needed)" in \
         capsys.readouterr().out
+
+
+def test_doctor_says_where_curands_headers_come_from(capsys, monkeypatch):
+    from harness.backends.emu import toolkit_headers
+    assert main(["doctor", "--json"]) == 0
+    found = toolkit_headers.toolkit_include()
+    said = json.loads(capsys.readouterr().out)["emu"]["curand"]
+    assert (str(found) in said) if found else said.startswith("not found")
+    monkeypatch.setattr(toolkit_headers, "toolkit_include", lambda: None)      # a toolkit without cuRAND
+    assert main(["doctor"]) == 0
+    assert "cuRAND device API (curand_kernel.h): not found (install the toolchain extra" in capsys.readouterr().out
