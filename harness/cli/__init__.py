@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -74,6 +75,24 @@ def main(argv: "list[str] | None" = None) -> int:
     return rc
 
 
+def run() -> None:
+    """The `qconform` command (console script and `python -m harness.cli`): `main`, then exit with its status.
+    A run ended by SIGINT/SIGTERM has already removed its temporaries on the way out (every `finally`); it then
+    leaves at once (os._exit after flushing its output) rather than through the interpreter's shutdown, which
+    waits for every non-daemon thread a library started (a thread pool busy with the interrupted work) and could
+    keep the process alive long after the signal."""
+    from harness.interrupts import received_signal
+    rc = main()
+    if received_signal() is not None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(rc)
+    sys.exit(rc)
+
+
 def _ended_by(command: str, exc: BaseException) -> int:
     """The exit status (and one line) for a command ended by `exc`; anything else keeps its traceback."""
     from harness.interrupts import received_signal
@@ -94,4 +113,4 @@ def _ended_by(command: str, exc: BaseException) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from .conftest import descendants_alive, qconform, wait_for
+from .conftest import REPO, descendants_alive, qconform, wait_for
 
 TRIES = int(os.environ.get("QCONFORM_INTERRUPT_TRIES", "4"))
 END_WITHIN_S = 10.0
@@ -68,3 +68,35 @@ def test_negative_control_the_marker_finds_a_live_run(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+_BUSY_THREAD_AT_EXIT = """
+import os, signal, sys, threading, time
+import harness.cli as cli
+from harness import interrupts
+
+def interrupted_while_a_library_thread_works(argv=None):
+    interrupts.install_signal_handlers()
+    threading.Thread(target=time.sleep, args=(600,)).start()     # non-daemon: a library pool still busy
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+    except interrupts.Interrupted as exc:
+        print("interrupted", flush=True)
+        return exc.exit_status
+    return 0
+
+cli.main = interrupted_while_a_library_thread_works
+cli.run()
+"""
+
+
+def test_an_interrupted_command_exits_without_waiting_for_library_threads():
+    """After its cleanup, an interrupted run leaves at once: the interpreter's shutdown would wait for every
+    non-daemon thread (here one busy for 10 minutes)."""
+    import sys
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _BUSY_THREAD_AT_EXIT], capture_output=True, text=True, timeout=60,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 143 and proc.stdout == "interrupted\n", (proc.returncode, proc.stdout, proc.stderr)
+    assert time.monotonic() - t0 < 30
