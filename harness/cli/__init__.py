@@ -79,8 +79,9 @@ def run() -> None:
     """The `qconform` command (console script and `python -m harness.cli`): `main`, then exit with its status.
     A run ended by SIGINT/SIGTERM has already removed its temporaries on the way out (every `finally`); it then
     leaves at once (os._exit after flushing its output) rather than through the interpreter's shutdown, which
-    waits for every non-daemon thread a library started (a thread pool busy with the interrupted work) and could
-    keep the process alive long after the signal."""
+    joins every non-daemon thread. A signal that lands inside a ThreadPoolExecutor's submit, after it started a
+    worker thread and before it registered it, leaves a worker that concurrent.futures never tells to stop, and
+    that join waits forever (seen: the reference decoder's pool, interrupted at its first submit)."""
     from harness.interrupts import received_signal
     rc = main()
     if received_signal() is not None:
