@@ -22,28 +22,16 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 from harness.cache import atomic_write, remove_stale_temporaries, temp_sibling
-from harness.interrupts import INTERRUPTS, raise_if_interrupted
+from harness.interrupts import interrupts_blocked, raise_if_interrupted
 
 MANIFEST = "run.json"
 MANIFEST_VERSION = 1
-
-
-# ---------------------------------------------------------------------------------------------------- signals
-class _SignalsHeld:
-    """Hold SIGINT / SIGTERM for a few renames that must happen together; delivered after."""
-
-    def __enter__(self):
-        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
-
-    def __exit__(self, *exc):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -234,7 +222,7 @@ class RunFolder:
         manifest = {"qconform_run": MANIFEST_VERSION, "complete": True, **run, "files": files}
         atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=1) + "\n")
         raise_if_interrupted()
-        with _SignalsHeld():
+        with interrupts_blocked():      # the renames happen together; a signal is answered after
             self._swap()
         self.finished = True
         return self.final

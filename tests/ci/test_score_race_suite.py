@@ -60,7 +60,7 @@ def suite(tmp_path):
     return tmp_path
 
 
-def test_labels_and_device_code(scorer, suite):
+def test_labels_and_device_code(suite):
     assert indigo.label_of(Path("A_RaceBug_NoSyncBug.cu")) == "racy"
     assert indigo.label_of(Path("A_NoRaceBug_SyncBug.cu")) == "racy"
     assert indigo.label_of(Path("A_NoRaceBug_NoSyncBug.cu")) == "race-free"
@@ -114,7 +114,7 @@ __global__ void keep_last(int* last, const int* x) {
 """
 
 
-def test_gpuverify_headers(scorer):
+def test_gpuverify_headers():
     h = gpuverify.read_header(GV_RACE_FREE)
     assert h["label"] == "race-free" and h["reason"] is None
     assert h["block"] == (8, 4, 1) and h["grid"] == (2, 1, 1)
@@ -145,7 +145,7 @@ def test_gpuverify_headers(scorer):
             gpuverify.read_header(bad)
 
 
-def test_gpuverify_annotations_and_preconditions(scorer):
+def test_gpuverify_annotations_and_preconditions():
     import numpy as np
     from cudasrc.signatures import kernel_signatures
     code = gpuverify.device_source(GV_RACE_FREE)
@@ -191,7 +191,7 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
     assert gpuverify.unrunnable(header, "__global__ void k(curandState* s) {}") is None
 
 
-def test_gpuverify_implicit_includes(scorer):
+def test_gpuverify_implicit_includes():
     """GPUVerify's front end declares cooperative groups and cuRAND: a file using them gets the includes in place
     of its leading (comment) lines, so its line numbers stay."""
     code = "\n\n__global__ void k(curandState* s, float* a) { a[0] = curand_uniform(s); " \

@@ -116,7 +116,7 @@ Cell* map_shadow(size_t cells) {
 }
 
 // ---- scheduler events -----------------------------------------------------------------------------------
-void settle_pending_stores_if_any();
+inline void settle_pending_stores_if_any();
 
 void race_block_start() {
   ++g_bseq;
@@ -306,8 +306,8 @@ bool g_have_pending = false;             // g_pending is not empty (one load on 
   g_have_pending = false;
 }
 
-void settle_pending_stores_if_any() {
-  if (g_have_pending) settle_pending_stores();
+inline void settle_pending_stores_if_any() {
+  if (__builtin_expect(g_have_pending, 0)) settle_pending_stores();
 }
 
 // One record as a tab-separated line (the fields races.py reads): count (0: not known), first and last index,
@@ -392,7 +392,7 @@ inline Tracked* tracked_range(uintptr_t a) {
 }
 
 void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool atomic = false) {
-  if (__builtin_expect(g_have_pending, 0)) settle_pending_stores();   // the last racing store has been done
+  settle_pending_stores_if_any();      // the last racing store has been done
   Cell* cells;
   size_t n = size;
   bool shared;
