@@ -40,7 +40,7 @@ from cudasrc.signatures import kernel_signatures, strip_comments
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
 from harness.backends.base import Symbol
 
-from harness.racescan.scan import has_detector
+from harness.racescan import has_detector, sweep_points
 
 from .run import build_failed, matching_brace, run_kernels
 
@@ -249,12 +249,14 @@ def integer_expression(text: str, dims: dict) -> "int | None":
 
 
 def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
-                  grid: tuple = (1, 1, 1)) -> tuple[dict, list[str]]:
+                  grid: tuple = (1, 1, 1)) -> tuple[dict, list[str], dict]:
     """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
     `x < 100`, `sz == blockDim.x * 2`, `w == 32*8`, `i == 1 | i == 2`: the first alternative), others a seeded
     draw from [1, 64] (inside the bounds); a function-pointer parameter the device function its
     `__requires(f == name)` names; `__is_pow2(n)` holds when n is fixed to a power of two.
-    Returns (name -> int value or function name, the preconditions left unhonoured)."""
+    Returns (name -> int value or function name, the preconditions left unhonoured, name -> range: the domain
+    of each integer parameter that preconditions bound on both sides, every value of which the verifier
+    considered, to sweep over)."""
     m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
     body = source[m.end():] if m else source
     body = body[:matching_brace(body, body.index("{")) + 1] if "{" in body else body
@@ -297,7 +299,9 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
         lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
         values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
     values.update({name: fixed[name] for name in opaque if name in fixed})
-    return values, ignored
+    domains = {name: range(low[name], high[name] + 1) for name in sorted(names - opaque)
+               if name in low and name in high and name not in fixed and low[name] <= high[name]}
+    return values, ignored, domains
 
 
 def function_pointer_symbols(sig, values: dict) -> str:
@@ -361,17 +365,18 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     code = implicit_includes(device_source(text))
     chosen, ignored = [], []
     for sig in kernel_signatures(code):
-        values, unhonoured = scalar_values(sig, strip_comments(text), header["block"], rng, header["grid"])
+        values, unhonoured, domains = scalar_values(sig, strip_comments(text), header["block"], rng, header["grid"])
         ignored += unhonoured
-        chosen.append((sig, values))
-    code += "".join(function_pointer_symbols(sig, values) for sig, values in chosen)
+        # the drawn values first, then the declared domain swept (a race at one value of a parameter)
+        chosen.append((sig, values, [{}] + sweep_points(domains, seed)[0] if domains else [{}]))
+    code += "".join(function_pointer_symbols(sig, values) for sig, values, _ in chosen)
     try:
         module = backend.load(code, flags=flags, name=rel.replace("/", "_") + ".cu")
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
     launches = [(sig.name, header["grid"], header["block"],
-                 lambda sig=sig, values=values: make_args(sig, module, header, values, rng))
-                for sig, values in chosen]
+                 lambda point, sig=sig, values=values: make_args(sig, module, header, {**values, **point}, rng), points)
+                for sig, values, points in chosen]
     rec["requires_not_honoured"] = ignored
-    rec["scalars"] = {sig.name: values for sig, values in chosen}      # what to replay a verdict with
+    rec["scalars"] = {sig.name: values for sig, values, _ in chosen}      # what to replay a verdict with
     return run_kernels(rec, module, launches)

@@ -203,7 +203,7 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     graph_buffers: dict = {}
     items = inputs.edges if edge_based else inputs.nodes
     grid, tpb = launch_geometry(source, path, items)
-    launches = [(sig.name, (grid,), (tpb,), lambda sig=sig: kernel_args(sig, inputs, module, edge_based,
+    launches = [(sig.name, (grid,), (tpb,), lambda point, sig=sig: kernel_args(sig, inputs, module, edge_based,
                                                                        graph_buffers))
                 for sig in kernel_signatures(source)]
     return run_kernels(rec, module, launches)

@@ -2,7 +2,7 @@
 backend says into one verdict per kernel and per file."""
 from __future__ import annotations
 
-from harness.racescan.scan import Verdict, classify, has_detector
+from harness.racescan import Verdict, classify, scan_points
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
 
@@ -33,24 +33,22 @@ def build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:
 
 
 def run_kernels(rec: dict, module, launches) -> dict:
-    """Launch each (kernel, grid, block, make_args) once, keep every kernel's verdict in rec["kernels"] and
+    """Launch each (kernel, grid, block, make_args[, points]) and keep every kernel's verdict in rec["kernels"];
     set the file's verdict: a race if any kernel reported one, else the first of order-dependent, unsupported,
-    unchecked, fault, clean that any kernel had. With the detector on, a race is its DataRace alone
-    (harness.racescan.classify): schedules that disagree without one are `order-dependent`, an
-    UninitializedRead is a `fault`."""
-    from harness.backends.base import BuildError, KernelFault
-    detector = has_detector(module)
+    unchecked, fault, clean that any kernel had. `points` (default one, `{}`): the scalar values to launch at,
+    `make_args(point)` giving the arguments (harness.racescan.scan_points: the first race ends the sweep).
+    With the detector on, a race is its DataRace alone (harness.racescan.classify): schedules that disagree
+    without one are `order-dependent`, an UninitializedRead is a `fault`."""
     kinds = []
-    for name, grid, block, make_args in launches:
+    for name, grid, block, make_args, *sweep in launches:
+        points = sweep[0] if sweep else [{}]
         try:
-            module.launch(name, grid, block, 0, make_args())
-            v = Verdict("clean", None, "")
-        except (KernelFault, BuildError) as exc:
-            v = classify(exc, detector)
+            v = scan_points(module, name, grid, block, 0, points, lambda point: (make_args(point), ()))
         except (LookupError, ValueError) as exc:
             v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
         rec["kernels"][name] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races,
-                                "same_value": v.same_value, "grid": list(grid), "block": list(block)}
+                                "same_value": v.same_value, "scope": v.scope, "grid": list(grid), "block": list(block),
+                                **({"at": dict(v.at), "points": v.points} if sweep else {})}
         kinds.append(v.kind)
     order = ("race", "order-dependent", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
@@ -61,5 +59,8 @@ def run_kernels(rec: dict, module, launches) -> dict:
     rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
     # Every race the detector reported was two plain stores of the same bytes (GPUVerify calls these benign).
     rec["same_value"] = rec["data_race"] and all(k["same_value"] for k in rec["kernels"].values()
+                                                 if k["fault"] == "DataRace")
+    # Every race was between lanes of one warp: ordered if warps ran in lock step (GPUVerify's --warp-sync).
+    rec["warp_scope"] = rec["data_race"] and all(k["scope"] == "warp" for k in rec["kernels"].values()
                                                  if k["fault"] == "DataRace")
     return rec

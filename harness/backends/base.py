@@ -71,16 +71,19 @@ class DataRace(KernelFault):
     distinct: how many distinct races the launch had (more than len(races) where some were left out);
     stopped_by: the fault that stopped the launch after the races ("Class: detail"), or None;
     same_value: every race of the launch is two plain stores that left the bytes as they were (a same-value
-    write-write race: benign by GPUVerify's and compute-sanitizer racecheck's convention, a race all the same)."""
+    write-write race: benign by GPUVerify's and compute-sanitizer racecheck's convention, a race all the same);
+    scope: the widest conflict of the launch's races: "warp" (only lanes of one warp: ordered under the lock-step
+    execution that GPUs before Volta had), "block", "grid", or "?" where not known."""
 
     def __init__(self, launch: "LaunchInfo | None", detail: str, *, races: Sequence[str] = (),
                  distinct: "int | None" = None, stopped_by: "str | None" = None, same_value: bool = False,
-                 tool_limit: bool = False, coverage: "dict | None" = None):
+                 scope: str = "?", tool_limit: bool = False, coverage: "dict | None" = None):
         super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
         self.races = tuple(races)
         self.distinct = len(self.races) if distinct is None else distinct
         self.stopped_by = stopped_by
         self.same_value = same_value
+        self.scope = scope
 
 
 class BarrierDivergence(KernelFault):

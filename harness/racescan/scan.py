@@ -26,6 +26,9 @@ class Verdict:
     detail: str                # the backend's message (first 500 characters)
     races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
     same_value: bool = False   # each of them two plain stores that left the bytes as they were (DataRace.same_value)
+    scope: str = ""            # the races' widest conflict, "warp", "block", "grid" or "?" (DataRace.scope), else ""
+    at: tuple = ()             # (name, value) of the swept scalars at the launch that gave the verdict (sweep)
+    points: int = 1            # launches run to reach the verdict (a sweep runs several)
 
     @property
     def reported_race(self) -> bool:
@@ -52,7 +55,8 @@ def classify(exc: BaseException, detector: bool = False) -> Verdict:
         if exc.tool_limit:
             return Verdict("unchecked", name, detail)
         race = isinstance(exc, DataRace)
-        return Verdict(_kind(exc, detector), name, detail, exc.distinct if race else 0, race and exc.same_value)
+        return Verdict(_kind(exc, detector), name, detail, exc.distinct if race else 0, race and exc.same_value,
+                       exc.scope if race else "")
     raise exc
 
 

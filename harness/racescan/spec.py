@@ -3,7 +3,9 @@
 One spec per kernel parameter, in order, written `name:dtype[count]=fill` for an array (pointer parameter)
 and `name:dtype=value` for a by-value scalar; `!out` after an array makes it a checked output (poisoned
 before the launch, must be written in full). Fills: `zeros` (the default), `iota`, a number (every element),
-`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes)."""
+`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes).
+An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a valid launch; `make_args` takes
+the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain."""
 from __future__ import annotations
 
 import re
@@ -15,6 +17,7 @@ import numpy as np
 _SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>[a-z0-9]+)(?:\[(?P<count>\d+)\])?"
                    r"(?:=(?P<fill>[^!]+))?(?P<out>!out)?$")
 _RANDOM = re.compile(r"^random\((?P<lo>-?[\d.]+),(?P<hi>-?[\d.]+)\)$")
+_RANGE = re.compile(r"^range\((?P<lo>-?\d+),(?P<hi>-?\d+)\)$")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,12 @@ class ArgSpec:
     count: Optional[int]        # None: a by-value scalar
     fill: str
     output: bool
+
+    @property
+    def domain(self) -> Optional[range]:
+        """The values a swept scalar (`range(lo,hi)`) takes; None for every other spec."""
+        m = _RANGE.match(self.fill) if self.count is None else None
+        return range(int(m.group("lo")), int(m.group("hi"))) if m else None
 
     def __str__(self) -> str:
         shape = "" if self.count is None else f"[{self.count}]"
@@ -47,7 +56,9 @@ def parse_args(text: str) -> list[ArgSpec]:
             raise ValueError(f"args: {item!r}: a scalar needs `=value` and cannot be an output")
         if count == 0:
             raise ValueError(f"args: {item!r}: an array needs at least one element")
-        if fill not in ("zeros", "iota") and not _RANDOM.match(fill):
+        if _RANGE.match(fill):
+            _check_domain(item, dtype, count, fill)
+        elif fill not in ("zeros", "iota") and not _RANDOM.match(fill):
             try:
                 float(fill)
             except ValueError:
@@ -57,6 +68,19 @@ def parse_args(text: str) -> list[ArgSpec]:
             raise ValueError(f"args: {item!r}: an output is poisoned before the launch; it takes no fill")
         specs.append(ArgSpec(m.group("name"), dtype, count, fill, bool(m.group("out"))))
     return specs
+
+
+def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -> None:
+    m = _RANGE.match(fill)
+    lo, hi = int(m.group("lo")), int(m.group("hi"))
+    if count is not None or dtype.kind not in "iu":
+        raise ValueError(f"args: {item!r}: range(lo,hi) is the domain of an integer scalar, not of "
+                         f"{'an array' if count is not None else dtype.name}")
+    if lo >= hi:
+        raise ValueError(f"args: {item!r}: range({lo},{hi}) is empty (it needs lo < hi)")
+    info = np.iinfo(dtype)
+    if lo < info.min or hi - 1 > info.max:
+        raise ValueError(f"args: {item!r}: range({lo},{hi}) does not fit {dtype.name} [{info.min}, {info.max}]")
 
 
 def _filled(spec: ArgSpec, rng: np.random.Generator) -> np.ndarray:
@@ -74,11 +98,23 @@ def _filled(spec: ArgSpec, rng: np.random.Generator) -> np.ndarray:
     return np.full(n, float(spec.fill) if spec.dtype.kind == "f" else int(float(spec.fill)), spec.dtype)
 
 
-def make_args(specs: list[ArgSpec], seed: int) -> tuple[list, tuple[int, ...]]:
-    """The launch arguments and output indices of `specs`, every random value drawn from `seed`."""
+def make_args(specs: list[ArgSpec], seed: int, at: Optional[dict] = None) -> tuple[list, tuple[int, ...]]:
+    """The launch arguments and output indices of `specs`, every random value drawn from `seed`. A swept
+    scalar (`range(lo,hi)`) takes `at[name]` (default lo); it draws nothing, so the arrays are the same at every
+    point of a sweep."""
+    at = dict(at or {})
+    unknown = set(at) - {s.name for s in specs if s.domain is not None}
+    if unknown:
+        raise ValueError(f"at: {', '.join(sorted(unknown))} is not a swept scalar (`name:dtype=range(lo,hi)`) of the specs")
     rng = np.random.default_rng(seed)
     args, outputs = [], []
     for i, s in enumerate(specs):
+        if s.domain is not None:
+            value = at.get(s.name, s.domain.start)
+            if value not in s.domain:
+                raise ValueError(f"at: {s.name}={value} is outside its domain [{s.domain.start}, {s.domain.stop})")
+            args.append(s.dtype.type(value))
+            continue
         a = _filled(s, rng)
         args.append(a if s.count is not None else a[0])
         if s.output:

@@ -114,6 +114,20 @@ __global__ void keep_last(int* last, const int* x) {
 """
 
 
+GV_ONE_VALUE = """//xfail:NOT_ALL_VERIFIED
+//--blockDim=64 --gridDim=1
+//kernel.cu:9:23: error: possible write-write race on y
+//Write by thread [\\d]+
+
+__global__ void stamp(int* y, int at) {
+  __requires(at >= 1);
+  __requires(at < 200);
+  if (threadIdx.x == 63) y[63] = 63;    // meets thread 0's header stamp at one value of `at` only
+  if (threadIdx.x == 0) y[at] = -1;
+}
+"""
+
+
 def test_gpuverify_headers():
     h = gpuverify.read_header(GV_RACE_FREE)
     assert h["label"] == "race-free" and h["reason"] is None
@@ -152,7 +166,7 @@ def test_gpuverify_annotations_and_preconditions():
     assert "__invariant" not in code and "__requires" not in code and "__assert" not in code
     assert code.count("\n") == GV_RACE_FREE.count("\n") and "k < STRIDE; k++" in code
     sig, = kernel_signatures(code)
-    values, ignored = gpuverify.scalar_values(sig, GV_RACE_FREE, (8, 4, 1), np.random.default_rng(0))
+    values, ignored, _ = gpuverify.scalar_values(sig, GV_RACE_FREE, (8, 4, 1), np.random.default_rng(0))
     assert values == {"n": 32} and ignored == []
     src = """typedef int (*op_t)(int);
 __device__ int twice(int v) { return 2 * v; }
@@ -165,8 +179,9 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
   __requires(__other_int(m) == m);
 }"""
     sig, = kernel_signatures(src)
-    values, ignored = gpuverify.scalar_values(sig, src, (2, 7, 1), np.random.default_rng(1))
+    values, ignored, domains = gpuverify.scalar_values(sig, src, (2, 7, 1), np.random.default_rng(1))
     assert values["f"] == "twice" and 1 <= values["m"] <= 4 and 100 <= values["lo"] <= 103 and values["sz"] == 7
+    assert domains == {"lo": range(100, 104)}      # bounded on both sides: swept; `m < 5` alone is not
     assert ignored == ["__other_int(m) == m"]
     src = """__global__ void k(float* a, int n, unsigned w, int q) {
   __requires(n == blockDim.x*2);
@@ -176,7 +191,7 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
   __requires(__is_pow2(q));
 }"""
     arith, = kernel_signatures(src)
-    chosen, unhonoured = gpuverify.scalar_values(arith, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
+    chosen, unhonoured, _ = gpuverify.scalar_values(arith, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
     assert chosen == {"n": 64, "w": 256, "q": 6} and unhonoured == ["__is_pow2(q)"]   # 6 is not a power of two
     assert "__device__ op_t __qconform_gv_k_f = twice;" in gpuverify.function_pointer_symbols(sig, values)
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
@@ -210,6 +225,9 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     files = {"scale": GV_RACE_FREE, "keep_last": GV_RACY,
              "fixed": GV_RACY.replace("last[0] = x[threadIdx.x];", "if (threadIdx.x == 0) last[0] = x[0];"),
              "same": GV_RACY.replace("last[0] = x[threadIdx.x];", "last[0] = 7;"),
+             "lock_step": "//pass\n//--blockDim=32 --gridDim=1 --warp-sync=32\n\n"
+                          "__global__ void rotate(int* a) { a[threadIdx.x] = a[(threadIdx.x + 1) % 32]; }\n",
+             "one_value": GV_ONE_VALUE, "one_value_fixed": GV_ONE_VALUE.replace("y[63] = 63;", "y[255] = 63;"),
              "nullptr": "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//null pointer access\n\n"
                         "__global__ void k(int* a) { a[0] = 0; }\n",
              "host_call": "//pass\n//--blockDim=4 --gridDim=1\n\n#include <stdlib.h>\n"
@@ -223,13 +241,21 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert records["keep_last"]["verdict"] == "race" and records["keep_last"]["fault"] == "DataRace"
     assert not records["keep_last"]["same_value"] and records["same"]["same_value"]    # GPUVerify's "benign" kind
     assert records["fixed"]["label"] == "racy" and records["fixed"]["verdict"] == "clean"   # negative control
+    swept = records["one_value"]["kernels"]["stamp"]       # the precondition's domain [1, 200) swept: found at 63
+    assert records["one_value"]["verdict"] == "race" and swept["at"] == {"at": 63} and swept["points"] == 1 + 63
+    fixed = records["one_value_fixed"]["kernels"]["stamp"]     # the twin's slot 255 lies outside the domain
+    assert records["one_value_fixed"]["verdict"] == "clean" and fixed["points"] == 1 + 199 and fixed["at"] == {}
     assert records["scale"]["verdict"] == "clean" and records["scale"]["kernels"]["scale"]["block"] == [8, 4, 1]
     assert records["nullptr"]["verdict"] == "not scored"
     assert records["host_call"]["verdict"] == "unsupported" and records["host_call"]["fault"] == "BuildError"
     summary = capsys.readouterr().out
-    assert "racy: 3 selected, 3 ran, race reported on 2 (recall 66.7%)" in summary
-    assert "DataRace only, racy: 2 of 3 that ran (66.7%); 1 of them only same-value stores" in summary
-    assert "race-free: 2 selected, 1 ran, race reported on 0 (false alarms 0.0%)" in summary
+    assert "racy: 5 selected, 5 ran, race reported on 3 (recall 60.0%)" in summary
+    assert "DataRace only, racy: 3 of 5 that ran (60.0%); 1 of them only same-value stores" in summary
+    assert ("benign where the file is verified with --warp-sync): racy 2 of 5 (40.0%), race-free 0 of 2 (0.0%)"
+            in summary)
+    assert records["lock_step"]["verdict"] == "race" and records["lock_step"]["warp_scope"]   # lanes of one warp
+    assert not records["one_value"]["warp_scope"]             # thread 63 is in warp 1
+    assert "race-free: 3 selected, 2 ran, race reported on 1 (false alarms 50.0%)" in summary
     assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.racescan import make_args, parse_args, read_entry, scan
+from harness.racescan import make_args, parse_args, read_entry, scan, sweep
 
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "race_corpus").glob("*.cu"))
 SEED = 17
@@ -43,8 +43,8 @@ def detector():
 
 
 def _run(backend, entry):
-    args, outputs = make_args(entry.args, SEED)
-    return scan(backend, entry.source, entry.kernel, entry.grid, entry.block, entry.shared_bytes, args, outputs)
+    """One launch, or a sweep over the domain of the entry's `range(lo,hi)` scalars."""
+    return sweep(backend, entry.source, entry.kernel, entry.grid, entry.block, entry.shared_bytes, entry.args, SEED)
 
 
 def test_corpus_has_racy_kernels_and_race_free_twins():
@@ -96,3 +96,11 @@ def test_arg_specs_are_seeded_and_checked():
                        ("y:int32[4]=iota!out", "takes no fill"), ("x[2]", "is not")]:
         with pytest.raises(ValueError, match=match):
             parse_args(bad)
+
+
+@pytest.mark.parametrize("stem, scope", [("warp_no_syncwarp", "warp"), ("shared_rw_no_barrier", "block"),
+                                         ("global_interblock", "grid")])
+def test_the_detector_says_the_scope_of_a_race(detector, stem, scope):
+    """The widest conflict of the races: what would order them (__syncwarp, __syncthreads, atomics)."""
+    verdict = _run(detector, read_entry(CORPUS[0].parent / f"{stem}.cu"))
+    assert verdict.kind == "race" and verdict.scope == scope, verdict

@@ -276,7 +276,11 @@ struct RaceRecord {
   const char* unit;         // "index", "byte" or "-" (a region without positions)
   std::string tail;         // the two sites, the region, the message of the first occurrence (detailed records only)
   bool differ;              // a conflict of it was not two plain writes of the same bytes
+  uint8_t scope;            // the widest of its conflicts: kWarpScope (lanes of one warp), kBlockScope, kGridScope
 };
+// What a conflict spans, which says what would order it: __syncwarp, __syncthreads, or atomics and fences.
+enum : uint8_t { kWarpScope, kBlockScope, kGridScope };
+const char* const kScopeNames[] = {"warp", "block", "grid"};
 constexpr uint32_t kNoRace = UINT32_MAX;
 // A plain store that raced with a plain store, waiting to be compared once it has been done: where, the bytes
 // it overwrote, and the races it took part in.
@@ -311,11 +315,12 @@ inline void settle_pending_stores_if_any() {
 }
 
 // One record as a tab-separated line (the fields races.py reads): count (0: not known), first and last index,
-// unit, values (same, differ, or ? while not known), the two sites, the region, the message of the first occurrence.
+// unit, values (same, differ, or ? while not known), scope (warp, block, grid, or ? while not known), the two
+// sites, the region, the message of the first occurrence.
 std::string record_line(const RaceRecord& r, uint64_t count, bool settled = true) {
-  char head[112];
-  std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit,
-                !settled ? "?" : r.differ ? "differ" : "same");
+  char head[128];
+  std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t%s\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit,
+                !settled ? "?" : r.differ ? "differ" : "same", !settled ? "?" : kScopeNames[r.scope]);
   return head + r.tail;
 }
 
@@ -344,7 +349,7 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
     if (g_race_index.size() >= kRaceKeys) { ++g_races_unkeyed; return kNoRace; }
     it = g_race_index.emplace(key, uint32_t(g_races.size())).first;
     const char* unit = where.kind == kIndexed ? "index" : where.kind == kBytesOnly ? "byte" : "-";
-    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false});
+    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false, kWarpScope});
     if (g_races.size() <= kRaceDetails) {
       RaceRecord& r = g_races.back();
       r.tail = describe_site(prev.site) + "\t" + describe_site(now.site) + "\t" + region_label(where) + "\t" +
@@ -357,6 +362,9 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
   RaceRecord& r = g_races[it->second];
   bool plain_stores = prev_write && now_write && !(prev.thread & kAtomicBit) && !(now.thread & kAtomicBit);
   if (!plain_stores) r.differ = true;
+  uint8_t scope = prev.bseq != now.bseq ? kGridScope
+                  : (prev.thread & 0x3ff) / 32 != (now.thread & 0x3ff) / 32 ? kBlockScope : kWarpScope;
+  r.scope = std::max(r.scope, scope);
   if (r.serial == g_race_accesses) return it->second;     // this access was counted (another byte of it)
   r.serial = g_race_accesses;
   ++r.count;

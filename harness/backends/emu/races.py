@@ -9,7 +9,9 @@ one line: an unrolled loop), and the report is worded: the first race as the run
 each with its extent, at most SHOWN of them in detail; how many were left out, and what stopped the launch
 when another fault did, are said. A race whose every conflict was two plain stores that left the bytes as they
 were is marked `same value` (benign by GPUVerify's and compute-sanitizer racecheck's convention; still a race
-by the memory model, and still reported)."""
+by the memory model, and still reported). Each race also says its scope, the widest of its conflicts: `warp` (only
+lanes of one warp: a __syncwarp would order them, and a verifier that assumes lock-step warps, GPUVerify's
+`--warp-sync`, calls it race-free), `block` (threads of one block) or `grid` (across blocks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -20,6 +22,8 @@ from . import sites, toolkit_headers
 
 SHOWN = 16                  # races told in detail in one report; the rest are counted
 SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
+SCOPE_NOTES = {"warp": "within one warp", "block": "across warps of one block", "grid": "across blocks"}
+SCOPES = ("warp", "block", "grid")           # narrowest first
 STDERR_PREFIX = "emu-race: "
 _PLURAL = {"index": "indices", "byte": "bytes"}
 
@@ -31,6 +35,7 @@ class Race:
     hi: int
     unit: str               # "index", "byte" or "-" (memory without positions)
     values: str             # "same" (only plain stores of the bytes already there), "differ", "?" (not known)
+    scope: str              # the widest conflict: "warp", "block", "grid" (SCOPES), "?" (not known)
     site_a: str             # the two access sites: `{pc:0x..}` tokens until resolved, then `line N`
     site_b: str
     region: str             # the buffer or __shared__ variable
@@ -48,7 +53,8 @@ class Race:
         return self.values == "same"
 
     def worded(self) -> str:
-        notes = [n for n in (self.extent(), SAME_VALUE_NOTE if self.same_value else "") if n]
+        notes = [n for n in (self.extent(), SCOPE_NOTES.get(self.scope, ""), SAME_VALUE_NOTE if self.same_value else "")
+                 if n]
         return f"{self.text} [{'; '.join(notes)}]" if notes else self.text
 
 
@@ -67,17 +73,28 @@ class Races:
         """Every race of the launch is known to be a same-value write-write race."""
         return bool(self.races) and not self.more and not self.unkeyed and all(r.same_value for r in self.races)
 
+    @property
+    def scope(self) -> str:
+        """The widest scope of the launch's races ("?" where one is not known)."""
+        if not self.races or self.more or self.unkeyed or any(r.scope not in SCOPES for r in self.races):
+            return "?"
+        return max((r.scope for r in self.races), key=SCOPES.index)
+
     def __bool__(self) -> bool:
         return bool(self.races or self.more or self.unkeyed)
 
 
 def _record(line: str) -> Race:
-    count, lo, hi, unit, values, site_a, site_b, region, text = line.split("\t", 8)
-    return Race(int(count), int(lo), int(hi), unit, values, site_a, site_b, region, text)
+    count, lo, hi, unit, values, scope, site_a, site_b, region, text = line.split("\t", 9)
+    return Race(int(count), int(lo), int(hi), unit, values, scope, site_a, site_b, region, text)
 
 
 def _merged_values(a: str, b: str) -> str:
     return "differ" if "differ" in (a, b) else "?" if "?" in (a, b) else "same"
+
+
+def _merged_scope(a: str, b: str) -> str:
+    return "?" if "?" in (a, b) else max(a, b, key=SCOPES.index)
 
 
 def parse(report: str) -> Races:
@@ -113,7 +130,8 @@ def resolve(found: Races, so_path: str) -> Races:
             first = merged[key]
             known = first.count and race.count
             race = replace(first, count=first.count + race.count if known else 0, lo=min(first.lo, race.lo),
-                           hi=max(first.hi, race.hi), values=_merged_values(first.values, race.values))
+                           hi=max(first.hi, race.hi), values=_merged_values(first.values, race.values),
+                           scope=_merged_scope(first.scope, race.scope))
         merged[key] = race
     return replace(found, races=tuple(merged.values()))
 
@@ -139,4 +157,4 @@ def fault(launch: "LaunchInfo | None", found: Races, where: str, stopped_by: "Ex
                 else str(stopped_by))
         lines.append(f"then the launch was stopped by {stop}")
     return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop,
-                    same_value=found.same_value_only)
+                    same_value=found.same_value_only, scope=found.scope)

@@ -112,8 +112,10 @@ def test_two_independent_races_are_both_reported(module):
     # extents: 63 threads after the first in each of 3 blocks on the slot; blocks 1 and 2 on the word; every
     # thread stores 1 into the slot and every block the slot's 1 into the word: same-value races
     same = f"; {races.SAME_VALUE_NOTE}]"
-    assert shared.endswith("[189 racing accesses, index 0" + same) and glob.endswith("[2 racing accesses, index 0" + same)
-    assert err.same_value
+    # the slot's first conflict is within warp 0, later ones cross warps: the scope is the widest
+    assert shared.endswith("[189 racing accesses, index 0; across warps of one block" + same)
+    assert glob.endswith("[2 racing accesses, index 0; across blocks" + same)
+    assert err.same_value and err.scope == "grid"
     text = str(err)
     assert text.startswith("DataRace: two_races<<<3x1x1, 64x1x1, 0>>>: 2 distinct data races in this launch; the "
                            "first: data race on __shared__ 'flag'"), text
@@ -132,7 +134,8 @@ def test_a_race_over_many_elements_and_threads_is_reported_once_with_its_extent(
                     rf".*at line {read} and write by block \(0,0,0\) thread \(32,0,0\) .*at line {write} are unordered "
                     r"\(different warps", err.races[0]), err.races[0]
     # 32 writes of warp 1 met warp 0's reads, 32 reads of warp 1 met warp 0's writes: every slot
-    assert err.races[0].endswith("[64 racing accesses, indices 0..63]")
+    assert err.races[0].endswith("[64 racing accesses, indices 0..63; across warps of one block]")
+    assert err.scope == "block"
     assert not str(err).startswith("DataRace: halves<<<1x1x1, 64x1x1, 0>>>: 1 distinct")   # one race: as before
     _launch(module, "halves", 1)
 
@@ -141,7 +144,7 @@ def test_instructions_of_one_source_line_are_one_race(module):
     err = _race(module, "unrolled", block=8)
     line = _line("for (int k = 0; k < 4; ++k)", "unrolled")
     assert err.distinct == 1, str(err)
-    assert f"at line {line} and write by" in err.races[0] and err.races[0].endswith("indices 0..3]"), err.races[0]
+    assert f"at line {line} and write by" in err.races[0] and err.races[0].endswith("indices 0..3; within one warp]"), err.races[0]
     _launch(module, "unrolled", 1, block=8)
 
 
@@ -181,11 +184,12 @@ def test_a_race_then_a_fault_of_the_runtime_reports_both(module):
 
 
 def test_report_lines_round_trip():
-    found = races.parse("3\t0\t7\tindex\tdiffer\t{pc:0x10}\t{pc:0x20}\t's'\tdata race on 's' index 0 (byte 0): a and b\n"
+    found = races.parse("3\t0\t7\tindex\tdiffer\twarp\t{pc:0x10}\t{pc:0x20}\t's'\tdata race on 's' index 0 (byte 0): a and b\n"
                         "more\t5\t0\n")
     assert found.distinct == 6 and found.races[0].worded() == "data race on 's' index 0 (byte 0): a and b " \
-                                                                "[3 racing accesses, indices 0..7]"
-    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\t?\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
+                                                                "[3 racing accesses, indices 0..7; within one warp]"
+    assert found.scope == "?"           # 5 races without details: their scope is not known
+    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\t?\t?\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
         .worded() == "data race on v byte 2 [byte 2]"
     assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")
 

@@ -1,0 +1,86 @@
+"""Races at particular scalar values: launch one kernel over the domain of its swept scalar parameters.
+
+A race that happens at one value of a parameter (an index `t + offset` that meets another thread's only when
+offset is exactly right) is invisible at every other value, to the detector as to the schedules: no run shows
+a race it does not perform. A spec `name:int32=range(lo,hi)` declares the domain; the sweep launches every
+point of it when the domain has at most `limit` points (exhaustive), else its corners and then points drawn
+from the seed, and stops at the first race. The verdict names the point (`Verdict.at`) to replay it with."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from harness.backends.base import Backend, BuildError, KernelFault, Module
+
+from .scan import Verdict, classify, has_detector
+from .spec import ArgSpec, make_args
+
+# Points per kernel: the emu backend runs a small launch with the detector and five schedules in about 17 ms,
+# so a full sweep stays under half a minute.
+SWEEP_LIMIT = 1024
+
+
+def sweep_points(domains: Mapping[str, range], seed: int, limit: int = SWEEP_LIMIT) -> tuple[list[dict], bool]:
+    """The points of a sweep over `domains` (name -> range) and whether they are all of them. Every
+    combination, in order, when there are at most `limit`; else the corners (each domain's first and last
+    value, in every combination) and then distinct points drawn from `seed`, `limit` in all."""
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit: expected an integer >= 1, got {limit!r}")
+    names = sorted(domains)
+    for name in names:
+        if not isinstance(domains[name], range) or len(domains[name]) == 0:
+            raise ValueError(f"domains: {name} needs a non-empty range, got {domains[name]!r}")
+    if not names:
+        return [{}], True
+    total = math.prod(len(domains[n]) for n in names)
+    if total <= limit:
+        return [dict(zip(names, values)) for values in itertools.product(*(domains[n] for n in names))], True
+    corners = itertools.product(*(sorted({domains[n][0], domains[n][-1]}) for n in names))
+    seen = set(itertools.islice(corners, limit))
+    points = [dict(zip(names, c)) for c in sorted(seen)]
+    rng = np.random.default_rng(seed)
+    while len(points) < limit:
+        c = tuple(int(domains[n][int(rng.integers(len(domains[n])))]) for n in names)
+        if c not in seen:
+            seen.add(c)
+            points.append(dict(zip(names, c)))
+    return points, False
+
+
+def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
+                points: Sequence[dict], args_at: Callable[[dict], tuple[list, tuple[int, ...]]]) -> Verdict:
+    """Launch `kernel` of the loaded `module` at each point (`args_at(point)` gives the arguments and output
+    indices) until one races. The verdict: the first race, else the first other non-clean verdict, else clean;
+    `at` is the point it was found at, `points` how many launches ran."""
+    detector = has_detector(module)
+    first_other = None
+    for i, point in enumerate(points, 1):
+        args, outputs = args_at(point)
+        try:
+            module.launch(kernel, grid, block, shared_bytes, args, outputs)
+            continue
+        except (KernelFault, BuildError) as exc:
+            verdict = replace(classify(exc, detector), at=tuple(sorted(point.items())), points=i)
+        if verdict.kind == "race":
+            return verdict
+        first_other = first_other or verdict
+    return replace(first_other or Verdict("clean", None, ""), points=len(points))
+
+
+def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
+          specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT) -> Verdict:
+    """Load `source` on `backend` and launch `kernel` over the domain of the specs' swept scalars
+    (`range(lo,hi)`; see sweep_points), every other argument generated from `seed` as make_args does. Without
+    a swept scalar this is one launch, as harness.racescan.scan."""
+    domains = {s.name: s.domain for s in specs if s.domain is not None}
+    points, _ = sweep_points(domains, seed, limit)
+    try:
+        module = backend.load(source)
+    except (KernelFault, BuildError) as exc:
+        return classify(exc, has_detector(backend))
+    return scan_points(module, kernel, grid, block, shared_bytes, points,
+                       lambda point: make_args(list(specs), seed, point))
