@@ -1,7 +1,9 @@
 """Where compiled artefacts are cached, and the one way they are stored: a folder per purpose (`cache_dir`),
 entries named by the hash of everything that determines them (`content_key`), built once and renamed into
-place atomically (`cache_entry`); plus `atomic_write` for any file the project writes, and for large outputs
-streamed in place of being held whole, `temp_sibling` (the temporary name to rename) and `check_free_space`."""
+place atomically (`cache_entry`); working folders (`scratch_folder`) and the environment that keeps a
+compiler's own temporaries in one (`tool_env`); plus `atomic_write` for any file the project writes, and for
+large outputs streamed in place of being held whole, `temp_sibling` (the temporary name to rename) and
+`check_free_space`."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +14,7 @@ import shutil
 import socket
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 _SWEPT: set[Path] = set()
 
@@ -41,6 +43,25 @@ def scratch_folder(kind: str) -> Iterator[Path]:
         yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# Where compilers put their own temporaries (nvcc's tmpxft_*, g++'s cc*.s and cc*.res): POSIX tools read TMPDIR,
+# some toolchains TMP or TEMP.
+TEMP_FOLDER_VARIABLES = ("TMPDIR", "TMP", "TEMP")
+
+
+def tool_env(work: "str | Path", base: "Mapping[str, str] | None" = None) -> dict[str, str]:
+    """The environment for a compiler run: `base` (default os.environ) with its temporary folder set to `work`,
+    a `scratch_folder` (or a folder inside one). A compiler killed mid-run cannot remove its temporaries; in
+    `work` they go with the folder or with the next run's sweep, never piling up in the system's temporary
+    folder. `work` must exist: a compiler silently falls back to the system's folder otherwise."""
+    folder = os.path.abspath(work)            # the compiler may run in another working folder
+    if not os.path.isdir(folder):
+        raise ValueError(f"work: the compiler's temporary folder {folder} does not exist (a compiler would "
+                         "silently use the system's temporary folder instead)")
+    env = dict(os.environ if base is None else base)
+    env.update(dict.fromkeys(TEMP_FOLDER_VARIABLES, folder))
+    return env
 
 
 # The machine is part of a temporary's name: on a cache shared by several machines (a network file system), a

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import atomic_write, cache_entry, content_key
+from harness.cache import atomic_write, cache_entry, content_key, tool_env
+from tests.fake_tools import recording_tool, stand_in_system_folder, temporaries_made
 
 
 def test_atomic_write_text_and_bytes_replace_whole_file(tmp_path):
@@ -149,3 +150,28 @@ def test_no_module_makes_temporary_folders_outside_the_cache():
                  for p in (root / pkg).rglob("*.py")
                  if re.search(r"tempfile\.(TemporaryDirectory|mkdtemp|mkstemp|NamedTemporaryFile)", p.read_text())]
     assert offenders == []
+
+
+def test_tool_env_puts_a_compilers_temporaries_in_the_given_folder(tmp_path, monkeypatch):
+    import subprocess
+    system = stand_in_system_folder(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "made.log"
+    tool = recording_tool(tmp_path / "cc", log)
+    subprocess.run([tool], env=tool_env(work), check=True)
+    subprocess.run([tool], check=True)     # negative control: the inherited environment
+    inside, outside = temporaries_made(log)
+    assert inside.parent == work and outside.parent == system
+
+
+def test_tool_env_extends_its_base_and_needs_an_existing_folder(tmp_path, monkeypatch):
+    import os
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(tmp_path)
+    env = tool_env("work", {"LC_ALL": "C", "TMPDIR": "/elsewhere", "TEMP": "/elsewhere"})
+    assert env == {"LC_ALL": "C", "TMPDIR": str(work), "TMP": str(work), "TEMP": str(work)}   # absolute
+    assert tool_env(work)["PATH"] == os.environ["PATH"]                 # the default base: this process's
+    with pytest.raises(ValueError, match=r"^work: .*missing does not exist"):
+        tool_env(tmp_path / "missing")      # a compiler would silently fall back to the system's folder

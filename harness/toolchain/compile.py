@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from reference.modes import Mode
 
-from harness.cache import atomic_write, cache_dir, cache_entry, content_key
+from harness.cache import atomic_write, cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from harness.interrupts import helper_pool
 from cudasrc.signatures import kernel_signatures, strip_comments
 from .finder import Toolchain, find_toolchain
@@ -306,7 +306,7 @@ class CompileResult:
             cmd = [str(tc.nvdisasm), "-c", str(self.cubin)]
         else:
             raise FileNotFoundError("no cuobjdump or nvdisasm found; install qconform's toolchain extra")
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out = _run_tool(cmd, timeout=300)
         if out.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
         atomic_write(cached, out.stdout)
@@ -314,6 +314,14 @@ class CompileResult:
 
     def sass(self, toolchain: Optional[Toolchain] = None) -> dict[str, list[str]]:
         return parse_sass(self.sass_text(toolchain))
+
+
+def _run_tool(cmd: Sequence[str], timeout: float, cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    """Run nvcc or cuobjdump (both write temporaries: tmpxft_*) with their temporaries in a scratch folder
+    (tool_env), not in a compile's cache entry, whose folder may be a caller's `cache` that nothing sweeps:
+    removed after the run, or by the next run's sweep if this one is killed."""
+    with scratch_folder("nvcc") as temps:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=tool_env(temps))
 
 
 def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list[str]:
@@ -353,8 +361,7 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
         work.mkdir()
         (work / "kernel.cu").write_text(code)
         t0 = time.perf_counter()
-        proc = subprocess.run([str(tc.nvcc), *flags, "-o", "kernel.cubin", "kernel.cu"], cwd=work,
-                              capture_output=True, text=True, timeout=900)
+        proc = _run_tool([str(tc.nvcc), *flags, "-o", "kernel.cubin", "kernel.cu"], timeout=900, cwd=work)
         seconds = time.perf_counter() - t0
         log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
         ok = proc.returncode == 0 and (work / "kernel.cubin").is_file()

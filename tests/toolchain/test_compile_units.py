@@ -9,6 +9,8 @@ import pytest
 from harness.toolchain import compile as cc
 from harness.toolchain.compile import KernelResources, SassExpectation
 from reference.modes import Mode
+from tests.fake_tools import (NVCC_RUN, check_made_in_scratch_folders, recording_tool, stand_in_system_folder,
+                              temporaries_made)
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem
@@ -235,6 +237,22 @@ def test_cache_hits_on_the_second_compile_and_keys_on_flags(toolchain, tmp_path)
     assert other.key != first.key and not other.cached
     flags = cc.nvcc_flags("sm_80")
     assert cc.cache_key(GOOD_INT8, flags, "v1") != cc.cache_key(GOOD_INT8, flags, "v2")
+
+
+def test_nvcc_and_cuobjdump_keep_their_temporaries_in_a_scratch_folder(tmp_path, monkeypatch):
+    """Neither in the system's temporary folder (a killed run left tmpxft_* files there) nor in the entry."""
+    from harness.toolchain.finder import Toolchain
+    system = stand_in_system_folder(tmp_path, monkeypatch)
+    log = tmp_path / "made.log"
+    nvcc = recording_tool(tmp_path / "nvcc", log, NVCC_RUN)
+    cuobjdump = recording_tool(tmp_path / "cuobjdump", log, 'echo "code for sm_80"')
+    tc = Toolchain(nvcc=nvcc, ptxas=nvcc, cuobjdump=cuobjdump, nvdisasm=None)
+    result = cc.compile_source(GOOD_INT8, "sm_80", tc, cache=tmp_path / "entries")
+    assert result.ok and result.sass_text(tc) == "code for sm_80\n"
+    made = temporaries_made(log)
+    assert len(made) == 2, made                 # nvcc's compile, cuobjdump's listing
+    check_made_in_scratch_folders(made, tmp_path / "cache" / "nvcc", system)
+    assert sorted(p.name for p in result.entry.iterdir()) == ["kernel.cu", "kernel.cubin", "result.json", "sass.txt"]
 
 
 def test_parallel_compiles_of_one_source_share_one_entry(toolchain, tmp_path):

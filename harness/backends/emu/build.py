@@ -10,7 +10,7 @@ from typing import Sequence
 
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
-from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
+from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from cudasrc.signatures import KernelSignature
 
 from . import gate, toolkit_headers
@@ -37,11 +37,12 @@ def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _compile(cmd: Sequence[str], **kw) -> subprocess.CompletedProcess:
-    """One compiler run; the compiler dies with the thread that started it (a judge process killed mid-build
-    leaves none behind)."""
+def _compile(cmd: Sequence[str], work: Path, cwd: "Path | None" = None) -> subprocess.CompletedProcess:
+    """One compiler run, its temporaries in the scratch folder `work` (tool_env); the compiler dies with the
+    thread that started it (a judge process killed mid-build leaves none behind, nor its temporaries outside
+    the cache). LC_ALL=C: plain ASCII quotes in compiler messages."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=protocol.dies_with_caller(),
-                          **kw)
+                          env=tool_env(work, dict(os.environ, LC_ALL="C")), cwd=cwd)
 
 
 def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
@@ -52,7 +53,8 @@ def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
     def make(tmp: Path) -> None:
         cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
                "-o", str(tmp)]
-        r = _compile(cmd, env=dict(os.environ, LC_ALL="C"))
+        with scratch_folder("emu") as work:
+            r = _compile(cmd, work)
         if r.returncode != 0:
             raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
 
@@ -83,7 +85,6 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             cpp = work / "module.cpp"
             cpp.write_text(rw.source)
             obj = work / "module.o"
-            env = dict(os.environ, LC_ALL="C")      # plain ASCII quotes in compiler messages
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
@@ -93,13 +94,13 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                         *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
                         *toolchain.link_flags()]
             try:
-                r = _compile(compile_cmd, env=env, cwd=work)
+                r = _compile(compile_cmd, work, cwd=work)
             finally:
                 gate.finish_device_compile(device_check, name)    # nvcc's message first: a GPU build's verdict
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
             gate.check_object(obj, (work / "module.s").read_text(errors="replace"), name, sanitize or race)
-            r = _compile(link_cmd, env=env)
+            r = _compile(link_cmd, work)
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
 

@@ -26,6 +26,7 @@ from typing import Optional
 
 from harness.backends import protocol
 from harness.backends.base import BuildError
+from harness.cache import tool_env
 
 GATE_ARCH = "sm_90"
 # 20011/20014: a __host__ __device__ function calling a host function is only a warning by default; an error here
@@ -89,9 +90,9 @@ def macro_flags(flags) -> tuple[str, ...]:
 
 
 def start_device_compile(source: str, name: str, work: Path, flags=()) -> Optional[subprocess.Popen]:
-    """Start nvcc's device-side compile of `source` in `work` with the macro definitions among `flags` (None
-    without nvcc); finish_device_compile collects it. The file keeps the source's name, so nvcc's messages
-    name it."""
+    """Start nvcc's device-side compile of `source` in `work` (the build's scratch folder, which also holds
+    nvcc's own temporaries: tool_env) with the macro definitions among `flags` (None without nvcc);
+    finish_device_compile collects it. The file keeps the source's name, so nvcc's messages name it."""
     nvcc, _ = nvcc_gate()
     if nvcc is None:
         return None
@@ -101,7 +102,7 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
     return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, *macro_flags(flags), "-o", "device.ptx", safe], cwd=work / "gate",
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=tool_env(work),
                             preexec_fn=protocol.dies_with_caller())
 
 

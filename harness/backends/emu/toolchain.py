@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import scratch_folder
+from harness.cache import scratch_folder, tool_env
 
 RUNTIME_DIR = Path(__file__).resolve().parent
 FIBER_ENV = "QCONFORM_EMU_FIBER"      # auto | asm | boost | ucontext
@@ -95,7 +95,7 @@ def boost_context_usable(cxx: str) -> bool:
         src.write_text(_BOOST_PROBE)
         try:
             r = subprocess.run([cxx, "-std=c++17", str(src), "-o", str(exe), "-lboost_context"],
-                               capture_output=True, timeout=120)
+                               capture_output=True, timeout=120, env=tool_env(tmp))
             return r.returncode == 0 and subprocess.run([str(exe)], timeout=30).returncode == 0
         except (OSError, subprocess.TimeoutExpired):
             return False
@@ -110,7 +110,7 @@ def accepts_flags(cxx: str, flags: tuple[str, ...]) -> bool:
         src.write_text("int probe(int x) { volatile char a[65536]; a[x] = 1; return a[0]; }\n")
         try:
             r = subprocess.run([cxx, *flags, "-Werror", "-c", str(src), "-o", str(tmp / "probe.o")],
-                               capture_output=True, timeout=120)
+                               capture_output=True, timeout=120, env=tool_env(tmp))
         except (OSError, subprocess.TimeoutExpired):
             return False
         return r.returncode == 0
