@@ -19,8 +19,9 @@ from harness.backends.base import Backend, BuildError, KernelFault, Module
 from .scan import Verdict, classify, has_detector
 from .spec import ArgSpec, make_args
 
-# Points per kernel: the emu backend runs a small launch with the detector and five schedules in about 17 ms,
-# so a full sweep stays under half a minute.
+# Points per kernel. One point is one launch with the detector and the five schedules: 1.6 ms for a 64-thread
+# kernel with small buffers (tests/bench/test_bench_race.py), about 17 ms with 2^17-element buffers, so a full
+# sweep stays under 20 s.
 SWEEP_LIMIT = 1024
 
 

@@ -94,3 +94,20 @@ def test_bench_race_detector_overhead(benchmark, kernel, race_check):
         _results[kernel] = out
     finally:
         be.close()
+
+
+def test_bench_sweep_over_a_parameter_domain(benchmark):
+    """A sweep (harness.racescan.sweep) over the 127 values of the race corpus's one-value race twin: the cost of
+    one point (a 64-thread launch with the detector and 5 schedules) bounds a sweep of SWEEP_LIMIT points."""
+    from pathlib import Path
+
+    from harness.racescan import read_entry, sweep
+    entry = read_entry(Path(__file__).resolve().parents[1] / "race_corpus" / "scalar_value_race_fixed.cu")
+    be = EmuBackend(timeout_s=300, race_check=True)
+    try:
+        verdict = benchmark(lambda: sweep(be, entry.source, entry.kernel, entry.grid, entry.block, 0, entry.args, 17))
+        assert verdict.kind == "clean" and verdict.points == 127
+        if benchmark.stats:
+            benchmark.extra_info["ms_per_point"] = round(benchmark.stats.stats.min * 1e3 / verdict.points, 2)
+    finally:
+        be.close()
