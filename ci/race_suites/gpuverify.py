@@ -25,7 +25,10 @@ verifier-only meaning (`__axiom`, device functions declared but never defined, w
 as arbitrary) make the file unrunnable with that reason. GPUVerify's front end force-includes its CUDA header:
 a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
-value, at least 16); an access past them hits the guard pages (OutOfBounds: could not run as a race verdict).
+value, at least 16); an access past them hits the guard pages (OutOfBounds), and the file runs again with buffers
+grown to cover the element reached, up to 2^24 elements (the host program's sizes are not known here; the JSON
+keeps `buffers_grown_to`); an OutOfBounds past that, or on __shared__ memory, stands as the kernel's fault.
+A kernel that declares `extern __shared__` is launched with 48 KiB of it (the header does not give the size).
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ from harness.backends.base import Symbol
 
 from harness.racescan import has_detector, sweep_points
 
-from .run import build_failed, matching_brace, run_kernels
+from .run import Launch, build_failed, matching_brace, run_kernels
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
 # GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
@@ -113,6 +116,12 @@ def record_name(path: Path, root: Path) -> str:
 GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
 GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
 GV_MIN_ELEMENTS = 1 << 17
+# A kernel that reads or writes past the end of a global buffer sized so is given buffers grown to cover the
+# element it reached (the host program would have allocated them; the script cannot know how much), up to this
+# many elements, and run again; past it the OutOfBounds stands.
+GV_MAX_ELEMENTS = 1 << 24
+GV_DYNAMIC_SHARED = 48 * 1024        # bytes of `extern __shared__` per block: the default limit of a launch
+_PAST_END = re.compile(r"\(arg \d+, (?P<size>\d+) x \w+\) \d+ byte\(s\) past its end \(element (?P<element>\d+) of \d+\)")
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
 
@@ -313,14 +322,20 @@ def function_pointer_symbols(sig, values: dict) -> str:
                    if isinstance(values.get(n), str))
 
 
-def make_args(sig, module, header: dict, values: dict, rng: np.random.Generator) -> list:
-    """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
-    `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
-    GV_MIN_ELEMENTS, for loops over `100 * blockDim.x` elements and fixed-size tables; guard pages catch what
-    still overruns), and the scalar values chosen from the preconditions."""
+def buffer_elements(header: dict, min_elements: int = GV_MIN_ELEMENTS) -> int:
+    """Elements of each pointer parameter's buffer (see make_args)."""
     threads = math.prod(header["block"]) * math.prod(header["grid"])
     span = max([16] + [int(v) for v in header["defines"].values() if v.isdigit()])
-    n = max(threads * span, GV_MIN_ELEMENTS)
+    return max(threads * span, min_elements)
+
+
+def make_args(sig, module, header: dict, values: dict, rng: np.random.Generator,
+              min_elements: int = GV_MIN_ELEMENTS) -> list:
+    """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
+    `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
+    min_elements (GV_MIN_ELEMENTS), for loops over `100 * blockDim.x` elements and fixed-size tables; guard
+    pages catch what still overruns), and the scalar values chosen from the preconditions."""
+    n = buffer_elements(header, min_elements)
     args = []
     for ctype, name in sig.params:
         base = element_ctype(ctype).replace("volatile ", "").replace("__restrict", "").strip()
@@ -376,9 +391,34 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         module = backend.load(code, flags=flags, name=rel.replace("/", "_") + ".cu")
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
-    launches = [(sig.name, header["grid"], header["block"],
-                 lambda point, sig=sig, values=values: make_args(sig, module, header, {**values, **point}, rng), points)
-                for sig, values, points in chosen]
     rec["requires_not_honoured"] = ignored
     rec["scalars"] = {sig.name: values for sig, values, _ in chosen}      # what to replay a verdict with
-    return run_kernels(rec, module, launches)
+    # `extern __shared__`: its size is the host program's launch argument, which the header does not give; GPUVerify
+    # takes it as unbounded. The most a block gets without opting in is the adapter's stand-in.
+    dynamic_shared = GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0
+    size = GV_MIN_ELEMENTS
+    while True:
+        launches = [Launch(sig.name, header["grid"], header["block"],
+                           lambda point, sig=sig, values=values, size=size:
+                           make_args(sig, module, header, {**values, **point}, rng, size), points, dynamic_shared)
+                    for sig, values, points in chosen]
+        rec["kernels"] = {}
+        run_kernels(rec, module, launches)
+        grown = _grown_size(rec, buffer_elements(header, size))
+        if grown is None:
+            return rec
+        rec["buffers_grown_to"] = size = grown
+
+
+def _grown_size(rec: dict, size: int) -> "int | None":
+    """The buffer size (make_args' elements) that covers the element a kernel's OutOfBounds past the end of a
+    global buffer of `size` reached, rounded up by a power of two, when at most GV_MAX_ELEMENTS; else None."""
+    factor = 1
+    for k in rec["kernels"].values():
+        m = _PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else None
+        if m:
+            factor = max(factor, -(-(int(m.group("element")) + 1) // int(m.group("size"))))
+    if factor == 1:
+        return None
+    grown = size * (1 << (factor - 1).bit_length())
+    return grown if grown <= GV_MAX_ELEMENTS else None

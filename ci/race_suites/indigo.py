@@ -25,7 +25,7 @@ from harness.backends.base import Struct
 
 from harness.racescan.scan import has_detector
 
-from .run import build_failed, matching_brace, run_kernels
+from .run import Launch, build_failed, matching_brace, run_kernels
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 LAYOUTS = (("generatedCodes/CUDA", "lib"), ("codes/cuda", "include"))     # (codes, headers): Indigo3, Indigo2
@@ -203,7 +203,7 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     graph_buffers: dict = {}
     items = inputs.edges if edge_based else inputs.nodes
     grid, tpb = launch_geometry(source, path, items)
-    launches = [(sig.name, (grid,), (tpb,), lambda point, sig=sig: kernel_args(sig, inputs, module, edge_based,
-                                                                       graph_buffers))
+    launches = [Launch(sig.name, (grid,), (tpb,), lambda point, sig=sig: kernel_args(sig, inputs, module, edge_based,
+                                                                             graph_buffers))
                 for sig in kernel_signatures(source)]
     return run_kernels(rec, module, launches)

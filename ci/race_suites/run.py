@@ -2,6 +2,8 @@
 backend says into one verdict per kernel and per file."""
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 from harness.racescan import Verdict, classify, scan_points
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
@@ -32,23 +34,36 @@ def build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:
     return rec
 
 
-def run_kernels(rec: dict, module, launches) -> dict:
-    """Launch each (kernel, grid, block, make_args[, points]) and keep every kernel's verdict in rec["kernels"];
-    set the file's verdict: a race if any kernel reported one, else the first of order-dependent, unsupported,
-    unchecked, fault, clean that any kernel had. `points` (default one, `{}`): the scalar values to launch at,
-    `make_args(point)` giving the arguments (harness.racescan.scan_points: the first race ends the sweep).
+class Launch(NamedTuple):
+    """One kernel of a file to run: `make_args(point)` gives its arguments at each of `points` (the scalar values
+    of a sweep; one launch by default)."""
+    kernel: str
+    grid: tuple
+    block: tuple
+    make_args: Callable[[dict], list]
+    points: list = [{}]
+    shared_bytes: int = 0          # dynamic shared memory (`extern __shared__`)
+
+
+def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
+    """Launch each kernel and keep its verdict in rec["kernels"]; set the file's verdict: a race if any kernel
+    reported one, else the first of order-dependent, unsupported, unchecked, fault, clean that any kernel had.
+    A kernel with several points is swept (harness.racescan.scan_points: the first race ends the sweep).
     With the detector on, a race is its DataRace alone (harness.racescan.classify): schedules that disagree
     without one are `order-dependent`, an UninitializedRead is a `fault`."""
     kinds = []
-    for name, grid, block, make_args, *sweep in launches:
-        points = sweep[0] if sweep else [{}]
+    for launch in launches:
         try:
-            v = scan_points(module, name, grid, block, 0, points, lambda point: (make_args(point), ()))
+            v = scan_points(module, launch.kernel, launch.grid, launch.block, launch.shared_bytes, launch.points,
+                            lambda point: (launch.make_args(point), ()))
         except (LookupError, ValueError) as exc:
             v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
-        rec["kernels"][name] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races,
-                                "same_value": v.same_value, "scope": v.scope, "grid": list(grid), "block": list(block),
-                                **({"at": dict(v.at), "points": v.points} if sweep else {})}
+        swept = len(launch.points) > 1
+        rec["kernels"][launch.kernel] = {
+            "verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races, "same_value": v.same_value,
+            "scope": v.scope, "grid": list(launch.grid), "block": list(launch.block),
+            **({"shared_bytes": launch.shared_bytes} if launch.shared_bytes else {}),
+            **({"at": dict(v.at), "points": v.points} if swept else {})}
         kinds.append(v.kind)
     order = ("race", "order-dependent", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"

@@ -114,6 +114,14 @@ __global__ void keep_last(int* last, const int* x) {
 """
 
 
+GV_STRIDED = """//pass
+//--blockDim=32 --gridDim=1
+
+__global__ void spread(float* a, int n) {
+  __requires(n == %d);
+  a[threadIdx.x * (n / 32)] = 1.0f;       // the host program allocates n elements; the script does not know
+}
+"""
 GV_ONE_VALUE = """//xfail:NOT_ALL_VERIFIED
 //--blockDim=64 --gridDim=1
 //kernel.cu:9:23: error: possible write-write race on y
@@ -227,6 +235,10 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
              "same": GV_RACY.replace("last[0] = x[threadIdx.x];", "last[0] = 7;"),
              "lock_step": "//pass\n//--blockDim=32 --gridDim=1 --warp-sync=32\n\n"
                           "__global__ void rotate(int* a) { a[threadIdx.x] = a[(threadIdx.x + 1) % 32]; }\n",
+             "dynamic": "//pass\n//--blockDim=32 --gridDim=1\n\n__global__ void rotate(float* a) {\n"
+                        "  extern __shared__ float s[];\n  s[threadIdx.x] = a[threadIdx.x];\n  __syncthreads();\n"
+                        "  a[threadIdx.x] = s[(threadIdx.x + 1) % 32];\n}\n",
+             "strided": GV_STRIDED % 300_000, "too_far": GV_STRIDED % 20_000_000,
              "one_value": GV_ONE_VALUE, "one_value_fixed": GV_ONE_VALUE.replace("y[63] = 63;", "y[255] = 63;"),
              "nullptr": "//xfail:NOT_ALL_VERIFIED\n//--blockDim=4 --gridDim=1\n//null pointer access\n\n"
                         "__global__ void k(int* a) { a[0] = 0; }\n",
@@ -251,11 +263,24 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     summary = capsys.readouterr().out
     assert "racy: 5 selected, 5 ran, race reported on 3 (recall 60.0%)" in summary
     assert "DataRace only, racy: 3 of 5 that ran (60.0%); 1 of them only same-value stores" in summary
-    assert ("benign where the file is verified with --warp-sync): racy 2 of 5 (40.0%), race-free 0 of 2 (0.0%)"
+    assert ("benign where the file is verified with --warp-sync): racy 2 of 5 (40.0%), race-free 0 of 5 (0.0%)"
             in summary)
     assert records["lock_step"]["verdict"] == "race" and records["lock_step"]["warp_scope"]   # lanes of one warp
     assert not records["one_value"]["warp_scope"]             # thread 63 is in warp 1
-    assert "race-free: 3 selected, 2 ran, race reported on 1 (false alarms 50.0%)" in summary
+    # buffers grown to cover the element reached (2^19 >= 31 * 9375 + 1), then clean; past 2^24 the fault stands
+    assert records["strided"]["verdict"] == "clean" and records["strided"]["buffers_grown_to"] == 1 << 19
+    # far past the end: no element to grow to (the write lands beyond the guard pages), the crash stands
+    assert records["too_far"]["verdict"] == "fault" and records["too_far"]["fault"] == "KernelCrash"
+    assert "buffers_grown_to" not in records["too_far"]
+    past = {"kernels": {"k": {"fault": "OutOfBounds", "detail": "read of 'a' (arg 0, 131072 x float32) 4 byte(s) "
+                                                                  "past its end (element 300000 of 131072)"}}}
+    assert gpuverify._grown_size(past, 1 << 17) == 1 << 19             # 3 x the buffer: rounded up to 4 x
+    assert gpuverify._grown_size(past, 1 << 23) is None                  # 2^25 would pass GV_MAX_ELEMENTS
+    past["kernels"]["k"]["fault"] = "DataRace"
+    assert gpuverify._grown_size(past, 1 << 17) is None
+    # extern __shared__: the launch gets 48 KiB of it (without, the first store is past the end of the area)
+    assert records["dynamic"]["verdict"] == "clean" and records["dynamic"]["kernels"]["rotate"]["shared_bytes"] == 49152
+    assert "race-free: 6 selected, 5 ran, race reported on 1 (false alarms 20.0%)" in summary
     assert "not scored x1: xfail:NOT_ALL_VERIFIED for another error than a race" in summary
 
 

@@ -243,8 +243,9 @@ def test_the_seeds_red0_race_on_a_single_schedule(seed_sets, backend, set_name, 
         grid, block, shared, args, outputs = _topk_two_warps(args)
     with pytest.raises(DataRace, match=r"__shared__ 'red' \(line \d+\) index 0 .*read by block \(0,0,0\) thread "
                                        r"\(\d+,0,0\) \(warp [1-9]\d* lane \d+\) at line \d+ and write by block \(0,0,0\) "
-                                       r"thread \(0,0,0\) \(warp 0 lane 0\) at line \d+ .*different warps"):
+                                       r"thread \(0,0,0\) \(warp 0 lane 0\) at line \d+ .*different warps") as race:
         backend.load(code).launch(kernel, grid, block, shared, args, outputs)
+    assert race.value.scope == "block", str(race.value)       # a __syncthreads orders it; a __syncwarp would not
     fixed = code.replace(body, body.replace(read, read + " __syncthreads();"))
     grid, block, shared, args, outputs = build_launch(set_name, kernel, SEED_VALUE)
     if kernel == "moe_topk_idx":
