@@ -50,6 +50,18 @@ class KernelFault(RuntimeError):
         where = f"{launch}: " if launch else ""
         super().__init__(f"{type(self).__name__}: {where}{detail}")
 
+    def __reduce__(self):
+        # Exceptions pickle as cls(*args), which a fault's keyword fields do not survive: a verdict raised in a
+        # process pool or a Dask worker must reach the caller whole, not as an unpickling error.
+        return _rebuilt_fault, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt_fault(cls: type, args: tuple, state: dict) -> KernelFault:
+    fault = cls.__new__(cls)
+    Exception.__init__(fault, *args)
+    fault.__dict__.update(state)
+    return fault
+
 
 class OutOfBounds(KernelFault):
     """A write (or, under a sanitizer, a read) outside a buffer: a guard band was changed."""
