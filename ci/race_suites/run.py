@@ -30,7 +30,7 @@ def matching_brace(text: str, i: int) -> int:
 
 def build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:
     v = classify(exc, detector)
-    rec.update(verdict=v.kind, fault=v.fault, detail=v.detail, races=0, data_race=False)
+    rec.update(verdict=v.kind, fault=v.fault, detail=v.detail[:500], races=0, data_race=False)
     return rec
 
 
@@ -60,7 +60,7 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
             v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
         swept = len(launch.points) > 1
         rec["kernels"][launch.kernel] = {
-            "verdict": v.kind, "fault": v.fault, "detail": v.detail, "races": v.races, "same_value": v.same_value,
+            "verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races, "same_value": v.same_value,
             "scope": v.scope, "grid": list(launch.grid), "block": list(launch.block),
             **({"shared_bytes": launch.shared_bytes} if launch.shared_bytes else {}),
             **({"at": dict(v.at), "points": v.points} if swept else {})}

@@ -1,6 +1,6 @@
 """The `qconform` command line. In: the command line. Out: the exit status, and whatever the stage writes. Each
 subcommand is its own module here (`report`, `check`, `replay`, `mutate`, `extract`, `golden`, `doctor`,
-`make_model`, `export_weights`, `generate`, `replay_launch`; the table COMMANDS): it parses its arguments and
+`make_model`, `export_weights`, `generate`, `replay_launch`, `racescan`; the table COMMANDS): it parses its arguments and
 calls into a stage (cases, judging, reports, model, mutation, toolchain); `main` dispatches to them."""
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ COMMANDS = [
     ("export-weights", "harness.cli.export_weights"),
     ("generate", "harness.cli.generate"),
     ("replay-launch", "harness.cli.replay_launch"),
+    ("racescan", "harness.cli.racescan"),
 ]
 
 

@@ -32,15 +32,36 @@ class CorpusEntry:
     differential_sees: bool            # whether differing thread schedules can show the race (racy entries)
 
 
-def _dims(text: str, what: str, path: Path) -> tuple[int, ...]:
-    if not re.fullmatch(r"\d+(,\d+){0,2}", text):
-        raise ValueError(f"{path}: launch {what}={text!r} is not 1 to 3 comma-separated sizes")
+def _dims(text: str, what: str, where: str) -> tuple[int, ...]:
+    if not re.fullmatch(r"\d+(,\d+){0,2}", text) or 0 in (int(v) for v in text.split(",")):
+        raise ValueError(f"{where}: launch {what}={text!r} is not 1 to 3 comma-separated positive sizes")
     return tuple(int(v) for v in text.split(","))
 
 
-def read_entry(path: "str | Path") -> CorpusEntry:
-    path = Path(path)
-    source = path.read_text()
+@dataclass(frozen=True)
+class LaunchLine:
+    kernel: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shared_bytes: int
+
+
+def parse_launch(text: str, where: str) -> LaunchLine:
+    """`KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]`; a ValueError names `where` and the rule broken."""
+    launch = text.split()
+    fields = dict(f.split("=", 1) for f in launch[1:] if "=" in f)
+    if not launch or "=" in launch[0] or len(fields) != len(launch) - 1 or "grid" not in fields \
+            or "block" not in fields or set(fields) - {"grid", "block", "shared"}:
+        raise ValueError(f"{where}: launch {text!r} is not `KERNEL grid=.. block=.. [shared=..]`")
+    shared = fields.get("shared", "0")
+    if not shared.isdigit():
+        raise ValueError(f"{where}: launch shared={shared!r} is not a number of bytes")
+    return LaunchLine(launch[0], _dims(fields["grid"], "grid", where), _dims(fields["block"], "block", where),
+                      int(shared))
+
+
+def read_header(source: str) -> dict[str, str]:
+    """The `// key: value` lines of the source's leading comment (qconform-race, class, launch, args, differential)."""
     header: dict[str, str] = {}
     for line in source.splitlines():
         m = re.match(r"^//\s*(qconform-race|class|launch|args|differential):\s*(.*?)\s*$", line)
@@ -48,16 +69,19 @@ def read_entry(path: "str | Path") -> CorpusEntry:
             header[m.group(1)] = m.group(2)
         elif not line.startswith("//"):
             break
+    return header
+
+
+def read_entry(path: "str | Path") -> CorpusEntry:
+    path = Path(path)
+    source = path.read_text()
+    header = read_header(source)
     missing = [k for k in ("qconform-race", "class", "launch", "args") if k not in header]
     if missing:
         raise ValueError(f"{path}: the header lacks {', '.join(missing)} (see harness.racescan.corpus)")
     if header["qconform-race"] not in LABELS:
         raise ValueError(f"{path}: label {header['qconform-race']!r} is not one of {', '.join(LABELS)}")
-    launch = header["launch"].split()
-    fields = dict(f.split("=", 1) for f in launch[1:] if "=" in f)
-    if not launch or "grid" not in fields or "block" not in fields or set(fields) - {"grid", "block", "shared"}:
-        raise ValueError(f"{path}: launch {header['launch']!r} is not `KERNEL grid=.. block=.. [shared=..]`")
-    return CorpusEntry(path, source, header["qconform-race"] == "racy", header["class"], launch[0],
-                       _dims(fields["grid"], "grid", path), _dims(fields["block"], "block", path),
-                       int(fields.get("shared", "0")), parse_args(header["args"]),
+    launch = parse_launch(header["launch"], str(path))
+    return CorpusEntry(path, source, header["qconform-race"] == "racy", header["class"], launch.kernel,
+                       launch.grid, launch.block, launch.shared_bytes, parse_args(header["args"]),
                        not header.get("differential", "").startswith("missed"))

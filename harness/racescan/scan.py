@@ -23,7 +23,7 @@ class Verdict:
     kind: str                  # one of KINDS: race | order-dependent (schedules disagree, no race by the memory
     #                            model) | fault (another kernel fault) | clean | unsupported | unchecked (tool limit)
     fault: Optional[str]       # the fault or error class, where there was one
-    detail: str                # the backend's message (first 500 characters)
+    detail: str                # the backend's message, whole
     races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
     same_value: bool = False   # each of them two plain stores that left the bytes as they were (DataRace.same_value)
     scope: str = ""            # the races' widest conflict, "warp", "block", "grid" or "?" (DataRace.scope), else ""
@@ -48,7 +48,7 @@ def _kind(exc: KernelFault, detector: bool) -> str:
 
 def classify(exc: BaseException, detector: bool = False) -> Verdict:
     """The verdict of `exc`; `detector`: the backend ran the happens-before race detector (see RACE_FAULTS)."""
-    name, detail = type(exc).__name__, str(exc)[:500]
+    name, detail = type(exc).__name__, str(exc)
     if isinstance(exc, (UnsupportedConstruct, BuildError)):
         return Verdict("unsupported", name, detail)
     if isinstance(exc, KernelFault):
@@ -66,12 +66,12 @@ def has_detector(backend: "Backend | Module") -> bool:
 
 
 def scan(backend: "Backend | Module", source: "str | None", kernel: str, grid: Sequence[int], block: Sequence[int],
-         shared_bytes: int, args: Sequence[object], outputs: Sequence[int] = ()) -> Verdict:
+         shared_bytes: int, args: Sequence[object], outputs: Sequence[int] = (), name: str = "kernel.cu") -> Verdict:
     """Load `source` on `backend` (or use the loaded module `backend`, with source None), launch `kernel` once
-    (the backend runs its schedules and checks) and classify the result. Bad launch arguments (ValueError)
-    are the caller's error and propagate."""
+    (the backend runs its schedules and checks) and classify the result. `name`: the file name the compilers'
+    messages give the source. Bad launch arguments (ValueError) are the caller's error and propagate."""
     try:
-        module = backend.load(source) if source is not None else backend
+        module = backend.load(source, name=name) if source is not None else backend
         module.launch(kernel, grid, block, shared_bytes, args, outputs)
     except (KernelFault, BuildError) as exc:
         return classify(exc, has_detector(backend))

@@ -73,14 +73,14 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
 
 
 def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
-          specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT) -> Verdict:
+          specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT, name: str = "kernel.cu") -> Verdict:
     """Load `source` on `backend` and launch `kernel` over the domain of the specs' swept scalars
     (`range(lo,hi)`; see sweep_points), every other argument generated from `seed` as make_args does. Without
-    a swept scalar this is one launch, as harness.racescan.scan."""
+    a swept scalar this is one launch, as harness.racescan.scan. `name`: the source's file name in messages."""
     domains = {s.name: s.domain for s in specs if s.domain is not None}
     points, _ = sweep_points(domains, seed, limit)
     try:
-        module = backend.load(source)
+        module = backend.load(source, name=name)
     except (KernelFault, BuildError) as exc:
         return classify(exc, has_detector(backend))
     return scan_points(module, kernel, grid, block, shared_bytes, points,

@@ -11,7 +11,7 @@ from harness.cli.options import jobs, seed, token_list, usable_cores
 
 SEEDED = [["report", "--backend", "reference"], ["check", "--source", "x.cu"], ["mutate", "--source", "x.cu"],
           ["generate"], ["make-model", "--preset", "tiny", "--out", "m.gguf"],
-          ["replay-launch", "--lane", "fast", "--fed", "1", "--launch", "0"]]
+          ["replay-launch", "--lane", "fast", "--fed", "1", "--launch", "0"], ["racescan", "x.cu"]]
 
 
 def usage_error(argv, capsys) -> str:

@@ -1,0 +1,160 @@
+"""`qconform racescan FILE.cu`: does one kernel of any CUDA source race? It runs on the CPU backend, with the
+happens-before race detector, on inputs generated from a recorded seed.
+
+The launch and the arguments come from the file's leading comment, the race corpus's header:
+`// launch: KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]` and `// args: name:dtype[count]=fill ...`
+(harness.racescan.spec). --kernel, --grid, --block, --shared and --args take precedence over the header. A
+scalar declared `range(lo,hi)` is swept over its domain (harness.racescan.sweep), and --at NAME=VALUE runs
+one point of it, which is how a found race is replayed.
+Exit status: 0 clean; 1 a race or another kernel fault; 2 bad input; 3 nothing was checked (the source does
+not build on the CPU backend, or the emulator's own limits stopped the run).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+from harness.cli.options import non_negative_int, path_name, positive_float, positive_int, seed as seed_value
+
+EXIT_CLEAN, EXIT_FAULT, EXIT_UNCHECKED = 0, 1, 3
+
+
+def _point(text: str) -> dict[str, int]:
+    """`name=value[,name=value]`: one point of the swept scalars."""
+    point = {}
+    for item in text.split(","):
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise argparse.ArgumentTypeError(f"expected NAME=VALUE[,NAME=VALUE], got {text!r}")
+        try:
+            point[name.strip()] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name.strip()}: expected an integer value, got {value!r}") from None
+    return point
+
+
+def register(sub) -> None:
+    p = sub.add_parser("racescan", help="run one kernel of any .cu file under the race detector")
+    p.add_argument("source", type=path_name, help="CUDA C file (its leading comment may give launch and args)")
+    p.add_argument("--kernel", help="the __global__ kernel to run (default: the header's launch line)")
+    p.add_argument("--grid", help="grid size X[,Y,Z] (default: the header's)")
+    p.add_argument("--block", help="block size X[,Y,Z] (default: the header's)")
+    p.add_argument("--shared", type=non_negative_int, help="dynamic shared memory in bytes (default: the header's, else 0)")
+    p.add_argument("--args", dest="arg_specs",
+                   help="argument specs, one per kernel parameter: 'x:float32[256]=random(-1,1) y:float32[256]!out "
+                        "n:int32=256 k:int32=range(0,64)' (default: the header's args line)")
+    p.add_argument("--seed", type=seed_value, default=None, help="seed of every input (default: random, printed)")
+    p.add_argument("--at", type=_point, default=None, help="run one point of the swept scalars: NAME=VALUE[,...]")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="most launches of a sweep (default: harness.racescan.SWEEP_LIMIT, 1024)")
+    p.add_argument("--race-check", choices=("on", "off"), default="on",
+                   help="the happens-before detector (default on); off: the thread schedules alone")
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
+    p.set_defaults(func=run)
+
+
+def _launch(args, header: dict):
+    from harness.racescan import parse_launch, parse_args
+    where = args.source
+    if "launch" in header:
+        line = parse_launch(header["launch"], f"{where}: header")
+    elif args.kernel and args.grid and args.block:
+        line = None
+    else:
+        raise ValueError(f"{where}: no `// launch: KERNEL grid=.. block=..` line in its leading comment; give "
+                         "--kernel, --grid and --block")
+    text = " ".join([args.kernel or line.kernel, f"grid={args.grid or ','.join(map(str, line.grid))}",
+                     f"block={args.block or ','.join(map(str, line.block))}",
+                     f"shared={args.shared if args.shared is not None else (line.shared_bytes if line else 0)}"])
+    launch = parse_launch(text, "--kernel/--grid/--block")
+    spec_text = args.arg_specs if args.arg_specs is not None else header.get("args")
+    if spec_text is None:
+        raise ValueError(f"{where}: no `// args: ...` line in its leading comment; give --args")
+    return launch, parse_args(spec_text)
+
+
+def _dims(d) -> str:
+    return "x".join(map(str, d))
+
+
+def _named(items) -> str:
+    return ", ".join(f"{k}={v}" for k, v in items)
+
+
+def _verdict_line(v) -> str:
+    what = [v.fault] if v.fault else []
+    if v.races:
+        what.append(f"{v.races} distinct race{'s' if v.races > 1 else ''}")
+    if v.scope:
+        what.append(f"scope {v.scope}")
+    if v.same_value:
+        what.append("same-value stores only")
+    return f"verdict: {v.kind.upper()}" + (f" ({', '.join(what)})" if what else "")
+
+
+def run(args) -> int:
+    from harness.backends.emu.backend import EmuBackend
+    from harness.cli.lifecycle import check_input
+    from cudasrc.signatures import kernel_signatures
+    from harness.racescan import SWEEP_LIMIT, make_args, read_header, scan, sweep, sweep_points
+    path = check_input(args.source, "source")
+    if not path.is_file():
+        raise ValueError(f"source: {args.source} is not a file")
+    source = path.read_text(errors="replace")
+    launch, specs = _launch(args, read_header(source))
+    signatures = {k.name: k for k in kernel_signatures(source)}
+    if launch.kernel not in signatures:
+        raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
+                         f"(it has: {', '.join(signatures) or 'none'})")
+    params = signatures[launch.kernel].params
+    if len(specs) != len(params):
+        where = "--args" if args.arg_specs is not None else f"{args.source}: header args"
+        raise ValueError(f"{where}: {len(specs)} spec(s) for the {len(params)} parameters of {launch.kernel} "
+                         f"({', '.join(n for _, n in params)})")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    domains = {s.name: s.domain for s in specs if s.domain is not None}
+    limit = args.limit or SWEEP_LIMIT
+    if args.at is not None:
+        make_args(specs, seed, args.at)             # the point is checked against the domains before any build
+        points = [args.at]
+    else:
+        points, exhaustive = sweep_points(domains, seed, limit)
+    if args.at is not None:
+        plan = "the point " + _named(args.at.items())
+    elif domains:
+        plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
+                + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items()))
+    else:
+        plan = "one launch"
+    print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
+          f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
+    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
+    try:
+        if args.at is not None:
+            arrays, outputs = make_args(specs, seed, args.at)
+            verdict = scan(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, arrays,
+                           outputs, name=path.name)
+        else:
+            verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
+                            seed, limit, name=path.name)
+    finally:
+        backend.close()
+    where = f" at {_named(verdict.at)}" if verdict.at else ""
+    print(_verdict_line(verdict) + where + (f" (launch {verdict.points} of {len(points)})" if len(points) > 1 else ""))
+    if verdict.detail:
+        print(verdict.detail)
+    if verdict.kind in ("clean", "unsupported", "unchecked"):
+        return {"clean": EXIT_CLEAN}.get(verdict.kind, EXIT_UNCHECKED)
+    replay = [f"qconform racescan {args.source}", f"--seed {seed}"]
+    replay += [f"--{o.replace('_', '-')} {getattr(args, o)}" for o in ("kernel", "grid", "block", "shared")
+               if getattr(args, o) is not None]
+    if args.arg_specs is not None:
+        replay.append(f"--args '{args.arg_specs}'")
+    point = dict(verdict.at) or args.at
+    if point:
+        replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))
+    if args.race_check == "off":
+        replay.append("--race-check off")
+    print("replay: " + " ".join(replay), file=sys.stderr)
+    return EXIT_FAULT

@@ -1,0 +1,70 @@
+"""`qconform racescan FILE.cu`: one kernel of any source under the race detector, its launch and arguments
+from the file's header or the options; a race at one parameter value found by the sweep and replayed with
+--at; exit 0 clean, 1 a race or fault, 2 bad input, 3 nothing checked."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+CORPUS = Path(__file__).resolve().parents[1] / "race_corpus"
+ONE_VALUE = str(CORPUS / "scalar_value_race.cu")
+
+
+def test_the_sweep_finds_the_race_and_prints_its_replay(capsys):
+    assert main(["racescan", ONE_VALUE, "--seed", "17"]) == 1
+    out, err = capsys.readouterr()
+    assert "stamp<<<1, 64, 0>>>, seed 17, 127 points (every one) of header_at in [1, 128)" in out
+    assert "verdict: RACE (DataRace, 1 distinct race, scope block) at header_at=63 (launch 63 of 127)" in out
+    assert "data race on 'y' index 63" in out
+    replay = err.strip().splitlines()[-1]
+    assert replay == f"replay: qconform racescan {ONE_VALUE} --seed 17 --at header_at=63"
+    assert main(replay.split()[2:]) == 1                      # the replay races again, at that one point
+    assert "the point header_at=63" in capsys.readouterr().out
+    assert main(["racescan", ONE_VALUE, "--seed", "17", "--at", "header_at=62"]) == 0     # its neighbour: clean
+    assert main(["racescan", str(CORPUS / "scalar_value_race_fixed.cu"), "--seed", "17"]) == 0
+
+
+def test_options_replace_the_header_and_same_value_races_are_marked(tmp_path, capsys):
+    src = tmp_path / "flag.cu"
+    src.write_text("__global__ void flag(int* done, int* y) {\n  done[0] = 1;\n  y[threadIdx.x] = threadIdx.x;\n}\n")
+    argv = ["racescan", str(src), "--kernel", "flag", "--grid", "2", "--block", "32", "--args",
+            "done:int32[1] y:int32[64]", "--seed", "5"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "flag<<<2, 32, 0>>>, seed 5, one launch" in out and "scope grid, same-value stores only" in out
+    assert main(argv + ["--race-check", "off"]) == 0          # the schedules cannot see a same-value race
+    assert "verdict: CLEAN" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "no `// launch: KERNEL grid=.. block=..` line in its leading comment; give --kernel, --grid and --block"),
+    (["--kernel", "k", "--grid", "1", "--block", "4"], "no `// args: ...` line in its leading comment; give --args"),
+    (["--kernel", "other", "--grid", "1", "--block", "4", "--args", "y:int32[4]"],
+     "--kernel: no __global__ kernel 'other'"),
+    (["--kernel", "k", "--grid", "0", "--block", "4", "--args", "y:int32[4]"], "is not 1 to 3 comma-separated positive"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4] n:int32=2"],
+     "--args: 2 spec(s) for the 1 parameters of k (y)"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4]", "--at", "n=1"],
+     "at: n is not a swept scalar"),
+])
+def test_bad_input_is_named_and_nothing_runs(tmp_path, capsys, extra, message):
+    src = tmp_path / "plain.cu"
+    src.write_text("__global__ void k(int* y) { y[threadIdx.x] = 1; }\n")
+    assert main(["racescan", str(src), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_file_an_outside_point_and_a_source_that_does_not_build(tmp_path, capsys):
+    assert main(["racescan", str(tmp_path / "nope.cu")]) == 2
+    assert "source: no such file" in capsys.readouterr().err
+    assert main(["racescan", ONE_VALUE, "--at", "header_at=500"]) == 2
+    assert "at: header_at=500 is outside its domain [1, 128)" in capsys.readouterr().err
+    bad = tmp_path / "bad.cu"
+    bad.write_text("// launch: k grid=1 block=4\n// args: y:int32[4]!out\n"
+                   "__global__ void k(int* y) { y[threadIdx.x] = not_declared; }\n")
+    assert main(["racescan", str(bad), "--seed", "1"]) == 3      # nothing was checked
+    out = capsys.readouterr().out
+    assert "verdict: UNSUPPORTED (BuildError)" in out and "bad.cu" in out
