@@ -141,7 +141,8 @@ def run(args) -> int:
     finally:
         backend.close()
     where = f" at {_named(verdict.at)}" if verdict.at else ""
-    print(_verdict_line(verdict) + where + (f" (launch {verdict.points} of {len(points)})" if len(points) > 1 else ""))
+    ran = f" ({verdict.points} of {len(points)} launches run)" if len(points) > 1 else ""
+    print(_verdict_line(verdict) + where + ran)
     if verdict.detail:
         print(verdict.detail)
     if verdict.kind in ("clean", "unsupported", "unchecked"):

@@ -17,7 +17,7 @@ def test_the_sweep_finds_the_race_and_prints_its_replay(capsys):
     assert main(["racescan", ONE_VALUE, "--seed", "17"]) == 1
     out, err = capsys.readouterr()
     assert "stamp<<<1, 64, 0>>>, seed 17, 127 points (every one) of header_at in [1, 128)" in out
-    assert "verdict: RACE (DataRace, 1 distinct race, scope block) at header_at=63 (launch 63 of 127)" in out
+    assert "verdict: RACE (DataRace, 1 distinct race, scope block) at header_at=63 (63 of 127 launches run)" in out
     assert "data race on 'y' index 63" in out
     replay = err.strip().splitlines()[-1]
     assert replay == f"replay: qconform racescan {ONE_VALUE} --seed 17 --at header_at=63"
