@@ -41,7 +41,7 @@ class Launch(NamedTuple):
     grid: tuple
     block: tuple
     make_args: Callable[[dict], list]
-    points: list = [{}]
+    points: tuple = ({},)
     shared_bytes: int = 0          # dynamic shared memory (`extern __shared__`)
 
 
