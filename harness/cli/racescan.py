@@ -96,6 +96,7 @@ def _verdict_line(v) -> str:
 def run(args) -> int:
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
+    from harness.judging.progress import Progress
     from cudasrc.signatures import kernel_signatures
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, scan, sweep, sweep_points
     path = check_input(args.source, "source")
@@ -136,8 +137,9 @@ def run(args) -> int:
             verdict = scan(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, arrays,
                            outputs, name=path.name)
         else:
-            verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
-                            seed, limit, name=path.name)
+            with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
+                verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes,
+                                specs, seed, limit, name=path.name, tick=bar.advance)
     finally:
         backend.close()
     where = f" at {_named(verdict.at)}" if verdict.at else ""

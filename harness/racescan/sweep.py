@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -53,10 +53,11 @@ def sweep_points(domains: Mapping[str, range], seed: int, limit: int = SWEEP_LIM
 
 
 def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
-                points: Sequence[dict], args_at: Callable[[dict], tuple[list, tuple[int, ...]]]) -> Verdict:
+                points: Sequence[dict], args_at: Callable[[dict], tuple[list, tuple[int, ...]]],
+                tick: Optional[Callable[[], None]] = None) -> Verdict:
     """Launch `kernel` of the loaded `module` at each point (`args_at(point)` gives the arguments and output
-    indices) until one races. The verdict: the first race, else the first other non-clean verdict, else clean;
-    `at` is the point it was found at, `points` how many launches ran."""
+    indices) until one races; `tick()` after each launch (progress). The verdict: the first race, else the first
+    other non-clean verdict, else clean; `at` is the point it was found at, `points` how many launches ran."""
     detector = has_detector(module)
     first_other = None
     for i, point in enumerate(points, 1):
@@ -66,6 +67,9 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
             continue
         except (KernelFault, BuildError) as exc:
             verdict = replace(classify(exc, detector), at=tuple(sorted(point.items())), points=i)
+        finally:
+            if tick is not None:
+                tick()
         if verdict.kind == "race":
             return verdict
         first_other = first_other or verdict
@@ -73,10 +77,12 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
 
 
 def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
-          specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT, name: str = "kernel.cu") -> Verdict:
+          specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT, name: str = "kernel.cu",
+          tick: Optional[Callable[[], None]] = None) -> Verdict:
     """Load `source` on `backend` and launch `kernel` over the domain of the specs' swept scalars
     (`range(lo,hi)`; see sweep_points), every other argument generated from `seed` as make_args does. Without
-    a swept scalar this is one launch, as harness.racescan.scan. `name`: the source's file name in messages."""
+    a swept scalar this is one launch, as harness.racescan.scan. `name`: the source's file name in messages;
+    `tick()` after each launch (progress)."""
     domains = {s.name: s.domain for s in specs if s.domain is not None}
     points, _ = sweep_points(domains, seed, limit)
     try:
@@ -84,4 +90,4 @@ def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block
     except (KernelFault, BuildError) as exc:
         return classify(exc, has_detector(backend))
     return scan_points(module, kernel, grid, block, shared_bytes, points,
-                       lambda point: make_args(list(specs), seed, point))
+                       lambda point: make_args(list(specs), seed, point), tick)

@@ -24,7 +24,11 @@ def test_the_sweep_finds_the_race_and_prints_its_replay(capsys):
     assert main(replay.split()[2:]) == 1                      # the replay races again, at that one point
     assert "the point header_at=63" in capsys.readouterr().out
     assert main(["racescan", ONE_VALUE, "--seed", "17", "--at", "header_at=62"]) == 0     # its neighbour: clean
+    capsys.readouterr()
     assert main(["racescan", str(CORPUS / "scalar_value_race_fixed.cu"), "--seed", "17"]) == 0
+    out, err = capsys.readouterr()
+    assert "verdict: CLEAN (127 of 127 launches run)" in out
+    assert "racescan: 127/127 launches done" in err           # progress, as plain lines in a log
 
 
 def test_options_replace_the_header_and_same_value_races_are_marked(tmp_path, capsys):

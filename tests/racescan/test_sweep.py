@@ -74,5 +74,6 @@ def test_a_race_at_one_value_is_found_by_the_sweep_only(detector):
     assert verdict.kind == "race" and verdict.fault == "DataRace"
     assert verdict.at == (("header_at", 63),) and verdict.points == 63      # stops at the first race
     twin = read_entry(CORPUS / "scalar_value_race_fixed.cu")
-    clean = sweep(detector, twin.source, twin.kernel, twin.grid, twin.block, 0, twin.args, 17)
-    assert clean.kind == "clean" and clean.points == 127 and clean.at == ()
+    ticks = []
+    clean = sweep(detector, twin.source, twin.kernel, twin.grid, twin.block, 0, twin.args, 17, tick=lambda: ticks.append(1))
+    assert clean.kind == "clean" and clean.points == 127 and clean.at == () and len(ticks) == 127
