@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
 import sys
 
 from harness.cli.options import non_negative_int, path_name, positive_float, positive_int, seed as seed_value
@@ -119,15 +120,11 @@ def run(args) -> int:
     if args.at is not None:
         make_args(specs, seed, args.at)             # the point is checked against the domains before any build
         points = [args.at]
+        plan = "the point " + _named(args.at.items())
     else:
         points, exhaustive = sweep_points(domains, seed, limit)
-    if args.at is not None:
-        plan = "the point " + _named(args.at.items())
-    elif domains:
         plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
-                + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items()))
-    else:
-        plan = "one launch"
+                + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
@@ -149,11 +146,11 @@ def run(args) -> int:
         print(verdict.detail)
     if verdict.kind in ("clean", "unsupported", "unchecked"):
         return {"clean": EXIT_CLEAN}.get(verdict.kind, EXIT_UNCHECKED)
-    replay = [f"qconform racescan {args.source}", f"--seed {seed}"]
-    replay += [f"--{o.replace('_', '-')} {getattr(args, o)}" for o in ("kernel", "grid", "block", "shared")
+    replay = [f"qconform racescan {shlex.quote(args.source)}", f"--seed {seed}"]
+    replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
                if getattr(args, o) is not None]
     if args.arg_specs is not None:
-        replay.append(f"--args '{args.arg_specs}'")
+        replay.append(f"--args {shlex.quote(args.arg_specs)}")
     point = dict(verdict.at) or args.at
     if point:
         replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))

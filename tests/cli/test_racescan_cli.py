@@ -3,6 +3,7 @@ from the file's header or the options; a race at one parameter value found by th
 --at; exit 0 clean, 1 a race or fault, 2 bad input, 3 nothing checked."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,11 @@ def test_options_replace_the_header_and_same_value_races_are_marked(tmp_path, ca
     argv = ["racescan", str(src), "--kernel", "flag", "--grid", "2", "--block", "32", "--args",
             "done:int32[1] y:int32[64]", "--seed", "5"]
     assert main(argv) == 1
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "flag<<<2, 32, 0>>>, seed 5, one launch" in out and "scope grid, same-value stores only" in out
+    replay = err.strip().splitlines()[-1]
+    assert "--kernel flag --grid 2 --block 32 --args 'done:int32[1] y:int32[64]'" in replay
+    assert main(shlex.split(replay)[2:]) == 1                   # the printed command, as a shell reads it
     assert main(argv + ["--race-check", "off"]) == 0          # the schedules cannot see a same-value race
     assert "verdict: CLEAN" in capsys.readouterr().out
 
