@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ci.race_suites import gpuverify, indigo  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
+from harness.cache import atomic_write  # noqa: E402
 
 RESTART_EVERY = 8
 
@@ -203,9 +203,8 @@ def main(argv: "list[str] | None" = None) -> int:
           f"{time.time() - t0:.0f} s")
     print(summarize(records))
     if args.out:
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(json.dumps({"seed": args.seed, "backend": backend.describe(), "records": records}, indent=1))
-        os.replace(tmp, args.out)
+        atomic_write(args.out, json.dumps({"seed": args.seed, "backend": backend.describe(), "records": records},
+                                          indent=1))
     return 0
 
 

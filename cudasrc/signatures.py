@@ -50,14 +50,29 @@ _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+
 _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
 
-def _closing_paren(text: str, i: int) -> int:
-    """Index of the ')' closing the '(' at text[i] (comments already stripped; parameter lists hold no strings)."""
-    depth = 0
-    for j in range(i, len(text)):
-        depth += (text[j] == "(") - (text[j] == ")")
-        if depth == 0:
-            return j
-    raise ValueError(f"unbalanced '(' in the parameter list at offset {i}")
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def closing_bracket(text: str, i: int) -> int:
+    """Index of the bracket closing the `(`, `[` or `{` at text[i], string and character literals skipped
+    (comments already stripped); ValueError naming the offset if there is none."""
+    open_c = text[i]
+    close_c = _CLOSING[open_c]
+    depth, j = 0, i
+    while j < len(text):
+        c = text[j]
+        if c in "\"'":
+            j += 1
+            while j < len(text) and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+        elif c == open_c:
+            depth += 1
+        elif c == close_c:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    raise ValueError(f"unbalanced '{open_c}' at offset {i}")
 
 
 def _split_params(body: str) -> list[str]:
@@ -118,7 +133,7 @@ def kernel_signatures(code: str) -> list[KernelSignature]:
     typedefs = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
     sigs = []
     for m in _GLOBAL.finditer(clean):
-        body = clean[m.end():_closing_paren(clean, m.end() - 1)].strip()
+        body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()
         params = tuple(_split_param(p) for p in _split_params(body)) if body and body != "void" else ()
         params = _resolve_typedefs(params, typedefs) if typedefs else params
         sigs.append(KernelSignature(m.group(1), params, clean.count("\n", 0, m.start()) + 1))

@@ -41,13 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import kernel_signatures, strip_comments
+from cudasrc.signatures import closing_bracket, kernel_signatures, strip_comments
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
 from harness.backends.base import Symbol
 
 from harness.racescan import has_detector, sweep_points
 
-from .run import Launch, build_failed, matching_brace, run_kernels
+from .run import Launch, build_failed, run_kernels
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
 # GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
@@ -62,17 +62,6 @@ GV_DROPPED = ("__requires", "__ensures", "__assert", "__assume", "__invariant", 
 _GV_DROPPED_CALL = re.compile(r"\b(?:" + "|".join(GV_DROPPED) + r")\s*\(")
 
 
-def _call_end(code: str, start: int) -> int:
-    """The index just past the parenthesis that closes the call whose arguments begin at `start`."""
-    depth, j = 1, start
-    while depth:
-        if j >= len(code):
-            raise ValueError(f"source: unbalanced parentheses after {code[max(0, start - 20):start]!r}")
-        depth += {"(": 1, ")": -1}.get(code[j], 0)
-        j += 1
-    return j
-
-
 def device_source(text: str) -> str:
     """The file without comments and with every specification call replaced by `((void)0)` (newlines kept, so
     line numbers stay true)."""
@@ -81,7 +70,7 @@ def device_source(text: str) -> str:
     for m in _GV_DROPPED_CALL.finditer(code):
         if m.start() < pos:          # nested in a call already dropped
             continue
-        j = _call_end(code, m.end())
+        j = closing_bracket(code, m.end() - 1) + 1
         out += [code[pos:m.start()], "((void)0)", "\n" * code.count("\n", m.start(), j)]
         pos = j
     out.append(code[pos:])
@@ -113,6 +102,8 @@ def record_name(path: Path, root: Path) -> str:
     """A file's name in the records: its folder for a test suite's kernel.cu, else its path without .cu."""
     rel = path.relative_to(root)
     return str(rel.parent if path.name == "kernel.cu" else rel.with_suffix(""))
+
+
 GV_RACE_TEXT = re.compile(r"\brace\b|(?<!not-)\bracy\b|\b(?:Write|Read) by thread\b", re.IGNORECASE)
 GV_LAUNCH_FLAGS = ("--blockDim", "--gridDim")
 GV_MIN_ELEMENTS = 1 << 17
@@ -224,7 +215,7 @@ def _requires_of(body: str) -> list[str]:
     """The conditions of the `__requires(...)` calls in a kernel body, `__implies(__enabled(), c)` unwrapped."""
     out = []
     for m in re.finditer(r"__requires\s*\(", body):
-        cond = body[m.end():_call_end(body, m.end()) - 1].strip()
+        cond = body[m.end():closing_bracket(body, m.end() - 1)].strip()
         wrapped = re.fullmatch(r"__implies\s*\(\s*__enabled\s*\(\s*\)\s*,(.*)\)", cond, re.S)
         out.append((wrapped.group(1) if wrapped else cond).strip())
     return out
@@ -270,7 +261,7 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     considered, to sweep over)."""
     m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
     body = source[m.end():] if m else source
-    body = body[:matching_brace(body, body.index("{")) + 1] if "{" in body else body
+    body = body[:closing_bracket(body, body.index("{")) + 1] if "{" in body else body
     names = {n for t, n in sig.params if not t.endswith("*")}
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
     dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
@@ -329,7 +320,7 @@ def buffer_elements(header: dict, min_elements: int = GV_MIN_ELEMENTS) -> int:
     return max(threads * span, min_elements)
 
 
-def make_args(sig, module, header: dict, values: dict, rng: np.random.Generator,
+def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
               min_elements: int = GV_MIN_ELEMENTS) -> list:
     """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
     `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
@@ -380,9 +371,9 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
     code = implicit_includes(device_source(text))
-    chosen, ignored = [], []
+    chosen, ignored, uncommented = [], [], strip_comments(text)
     for sig in kernel_signatures(code):
-        values, unhonoured, domains = scalar_values(sig, strip_comments(text), header["block"], rng, header["grid"])
+        values, unhonoured, domains = scalar_values(sig, uncommented, header["block"], rng, header["grid"])
         ignored += unhonoured
         # the drawn values first, then the declared domain swept (a race at one value of a parameter)
         chosen.append((sig, values, [{}] + sweep_points(domains, seed)[0] if domains else [{}]))
@@ -400,7 +391,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     while True:
         launches = [Launch(sig.name, header["grid"], header["block"],
                            lambda point, sig=sig, values=values, size=size:
-                           make_args(sig, module, header, {**values, **point}, rng, size), points, dynamic_shared)
+                           make_args(sig, header, {**values, **point}, rng, size), points, dynamic_shared)
                     for sig, values, points in chosen]
         rec["kernels"] = {}
         run_kernels(rec, module, launches)

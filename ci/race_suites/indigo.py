@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import kernel_signatures, strip_comments
+from cudasrc.signatures import closing_bracket, kernel_signatures, strip_comments
 from cudasrc.types import SCALAR_DTYPES
 from harness.backends.base import Struct
 
 from harness.racescan.scan import has_detector
 
-from .run import Launch, build_failed, matching_brace, run_kernels
+from .run import Launch, build_failed, run_kernels
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 LAYOUTS = (("generatedCodes/CUDA", "lib"), ("codes/cuda", "include"))     # (codes, headers): Indigo3, Indigo2
@@ -77,7 +77,7 @@ def device_code(source: str) -> str:
         if text[head_start:].startswith("#"):
             head_start = text.find("\n", head_start) + 1
         head = text[head_start:k]
-        end = matching_brace(text, k)
+        end = closing_bracket(text, k)
         is_function = re.search(r"\)\s*(?:const\s*)?$", head) and not re.search(r"=\s*$", head)
         if is_function and "__global__" not in head and "__device__" not in head:
             out.append(text[pos:head_start])

@@ -9,25 +9,6 @@ from harness.racescan import Verdict, classify, scan_points
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
 
 
-def matching_brace(text: str, i: int) -> int:
-    """The index of the brace closing the one at `i` (string and character literals skipped); ValueError if none."""
-    depth, j = 0, i
-    while j < len(text):
-        c = text[j]
-        if c in "\"'":
-            j += 1
-            while j < len(text) and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    raise ValueError("unbalanced braces")
-
-
 def build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:
     v = classify(exc, detector)
     rec.update(verdict=v.kind, fault=v.fault, detail=v.detail[:500], races=0, data_race=False)

@@ -99,7 +99,7 @@ def run(args) -> int:
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
     from cudasrc.signatures import kernel_signatures
-    from harness.racescan import SWEEP_LIMIT, make_args, read_header, scan, sweep, sweep_points
+    from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     path = check_input(args.source, "source")
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
@@ -129,14 +129,9 @@ def run(args) -> int:
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
     try:
-        if args.at is not None:
-            arrays, outputs = make_args(specs, seed, args.at)
-            verdict = scan(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, arrays,
-                           outputs, name=path.name)
-        else:
-            with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
-                verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes,
-                                specs, seed, limit, name=path.name, tick=bar.advance)
+        with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
+            verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
+                            seed, name=path.name, tick=bar.advance, points=points)
     finally:
         backend.close()
     where = f" at {_named(verdict.at)}" if verdict.at else ""
@@ -144,8 +139,10 @@ def run(args) -> int:
     print(_verdict_line(verdict) + where + ran)
     if verdict.detail:
         print(verdict.detail)
-    if verdict.kind in ("clean", "unsupported", "unchecked"):
-        return {"clean": EXIT_CLEAN}.get(verdict.kind, EXIT_UNCHECKED)
+    if verdict.kind == "clean":
+        return EXIT_CLEAN
+    if verdict.kind in ("unsupported", "unchecked"):
+        return EXIT_UNCHECKED
     replay = [f"qconform racescan {shlex.quote(args.source)}", f"--seed {seed}"]
     replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
                if getattr(args, o) is not None]

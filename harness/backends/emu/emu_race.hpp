@@ -324,14 +324,22 @@ std::string record_line(const RaceRecord& r, uint64_t count, bool settled = true
   return head + r.tail;
 }
 
+// What a conflict between `prev` and `now` spans.
+uint8_t conflict_scope(const Access& prev, const Access& now) {
+  if (prev.bseq != now.bseq) return kGridScope;
+  return (prev.thread & 0x3ff) / 32 != (now.thread & 0x3ff) / 32 ? kBlockScope : kWarpScope;
+}
+
 std::string race_text(const Access& prev, bool prev_write, const Access& now, bool now_write, const Place& where) {
-  const RaceThread& me = g_race_thr[now.thread & 0x3ff];
   std::string why;
-  int t = prev.thread & 0x3ff, u = now.thread & 0x3ff;
-  if (prev.bseq != now.bseq) why = "different blocks, and not both atomic";
-  else if (t / 32 != u / 32) why = "different warps in the same barrier interval (" + std::to_string(me.epoch) +
-                                   " __syncthreads passed)";
-  else why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
+  switch (conflict_scope(prev, now)) {
+    case kGridScope: why = "different blocks, and not both atomic"; break;
+    case kBlockScope:
+      why = "different warps in the same barrier interval (" +
+            std::to_string(g_race_thr[now.thread & 0x3ff].epoch) + " __syncthreads passed)";
+      break;
+    default: why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
+  }
   return "data race on " + describe_location(where) + ": " + describe_access(prev, prev_write) + " and " +
          describe_access(now, now_write) + " are unordered (" + why + ")";
 }
@@ -362,9 +370,7 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
   RaceRecord& r = g_races[it->second];
   bool plain_stores = prev_write && now_write && !(prev.thread & kAtomicBit) && !(now.thread & kAtomicBit);
   if (!plain_stores) r.differ = true;
-  uint8_t scope = prev.bseq != now.bseq ? kGridScope
-                  : (prev.thread & 0x3ff) / 32 != (now.thread & 0x3ff) / 32 ? kBlockScope : kWarpScope;
-  r.scope = std::max(r.scope, scope);
+  r.scope = std::max(r.scope, conflict_scope(prev, now));
   if (r.serial == g_race_accesses) return it->second;     // this access was counted (another byte of it)
   r.serial = g_race_accesses;
   ++r.count;

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
-from cudasrc.signatures import KernelSignature, kernel_signatures, strip_comments
+from cudasrc.signatures import KernelSignature, closing_bracket, kernel_signatures, strip_comments
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
@@ -58,22 +58,12 @@ def _skip_string(text: str, i: int) -> int:
     return j + 1
 
 
-def _matching(text: str, i: int, open_c: str = "(", close_c: str = ")") -> int:
+def _matching(text: str, i: int) -> int:
     """Index of the bracket closing the one at text[i]."""
-    depth, j = 0, i
-    while j < len(text):
-        c = text[j]
-        if c in "\"'":
-            j = _skip_string(text, j)
-            continue
-        if c == open_c:
-            depth += 1
-        elif c == close_c:
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    raise UnsupportedConstruct(None, f"unbalanced '{open_c}' at line {_line_of(text, i)}")
+    try:
+        return closing_bracket(text, i)
+    except ValueError:
+        raise UnsupportedConstruct(None, f"unbalanced '{text[i]}' at line {_line_of(text, i)}") from None
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -261,7 +251,7 @@ def device_symbols(clean: str) -> list[str]:
         if "=" in decl:       # the initializer may hold braces: the declaration runs to the next top-level ';'
             stop = end
             while stop < len(clean) and clean[stop] != ";":
-                stop = _matching(clean, stop, "{", "}") + 1 if clean[stop] == "{" else stop + 1
+                stop = _matching(clean, stop) + 1 if clean[stop] == "{" else stop + 1
             decl = clean[m.start(1):stop]
         parts = _split_top(decl, ",")
         first = _declarator_name(re.sub(r"\b(?:static|extern|const|volatile|__device__|__constant__)\b", " ",
