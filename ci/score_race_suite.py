@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
-suites (graph codes) and GPUVerify's CUDA test suite.
+suites (graph codes), GPUVerify's CUDA test suite and benchmarks, and faial's labelled examples.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -10,7 +10,8 @@ reported when any of its kernels' verdict is a race (harness.racescan.classify, 
 or a kernel that hits the tool's limits cannot be scored, and the reason is kept. Prints progress to stderr and
 a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
-The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/gpuverify.py.
+The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/gpuverify.py,
+ci/race_suites/faial.py.
 """
 from __future__ import annotations
 
@@ -27,9 +28,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import gpuverify, indigo  # noqa: E402
+from ci.race_suites import faial, gpuverify, indigo  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
+from harness.racescan import reading  # noqa: E402
+
+READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, reading.FAIAL_BLOCK,
+                                reading.FAIAL_GRID, reading.FAIAL_ALL_LEVELS)}
+READING_NOTES = {
+    reading.GPUVERIFY.name: "GPUVerify: same-value stores benign",
+    reading.GPUVERIFY_WARP_SYNC.name: "with --warp-sync also races within one warp",
+    reading.FAIAL_BLOCK.name: "faial: same-value stores benign, races across blocks outside its block-level claim",
+    reading.FAIAL_GRID.name: "with --grid-level only races across blocks",
+    reading.FAIAL_ALL_LEVELS.name: "with --all-levels every scope"}
 
 RESTART_EVERY = 8
 
@@ -77,6 +88,10 @@ def open_suite(root: Path) -> "Suite | None":
         return Suite("GPUVerify", files, lambda f: gpuverify.read_header(f.read_text(errors="replace"))["label"],
                      lambda f: gpuverify.record_name(f, gv).split("/")[0], lambda f: gpuverify.record_name(f, gv),
                      lambda backend, f, seed: gpuverify.score_file(backend, f, gv, seed), None)
+    cases = faial.suite_cases(root)
+    if cases:
+        return Suite("faial", cases, lambda c: c.label, lambda c: faial.FAIAL_EXAMPLES, lambda c: c.name,
+                     lambda backend, c, seed: faial.score_case(backend, c, root, seed), None)
     return None
 
 
@@ -86,15 +101,10 @@ def _fault_label(rec: dict) -> str:
     return f"{rec['fault'] or '-'}" + (f" x{races}" if races > 1 else "")
 
 
-def _lock_step(rec: dict) -> bool:
-    """The file is verified assuming warps run in lock step (GPUVerify's --warp-sync)."""
-    return any(f.startswith("--warp-sync") for f in rec.get("flags", ()))
-
-
-def _benign_to_gpuverify(rec: dict) -> bool:
-    """Every race the detector reported is one GPUVerify does not count: same-value stores (its default), or
-    races between lanes of one warp in a file it verifies with --warp-sync."""
-    return rec.get("same_value") or (rec.get("warp_scope") and _lock_step(rec))
+def _counted_by_its_reading(rec: dict) -> bool:
+    """Whether the suite's own notion of a race (rec["reading"], set by the adapter: GPUVerify's or faial's)
+    counts any race the detector reported (harness.racescan.reading)."""
+    return READINGS[rec["reading"]].counts(tuple(k) for k in rec.get("kinds", ()))
 
 
 def summarize(records: list[dict]) -> str:
@@ -110,14 +120,15 @@ def summarize(records: list[dict]) -> str:
             lines.append(f"DataRace only, {label}: {len(hits)} of {len(recs)} that ran ({share})"
                          + (f"; {same} of them only same-value stores" if same else "")
                          + (f"; {warp} only within one warp" if warp else ""))
-        if any("flags" in r for r in records):      # GPUVerify's labels: what its own reading of a race gives
+        readings = sorted({r["reading"] for r in records if r.get("reading")})
+        if readings:        # a verifier's labels: what its own notion of a race gives
             parts = []
             for label in ("racy", "race-free"):
                 recs = [r for r in records if r["label"] == label and r["verdict"] in RAN]
-                hits = [r for r in recs if r in detector and not _benign_to_gpuverify(r)]
+                hits = [r for r in recs if r in detector and _counted_by_its_reading(r)]
                 parts.append(f"{label} {len(hits)} of {len(recs)}" + (f" ({len(hits) / len(recs):.1%})" if recs else ""))
-            lines.append("DataRace read as GPUVerify reads a race (same-value stores benign; races within one warp "
-                         "benign where the file is verified with --warp-sync): " + ", ".join(parts))
+            lines.append(f"DataRace read as the suite's verifier reads a race ({'; '.join(READING_NOTES[n] for n in readings)}): "
+                         + ", ".join(parts))
     for label in ("racy", "race-free"):
         recs = [r for r in records if r["label"] == label]
         ran = [r for r in recs if r["verdict"] in RAN]
@@ -148,7 +159,8 @@ def summarize(records: list[dict]) -> str:
 def main(argv: "list[str] | None" = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated, "
-                    "Indigo2Suite checkout, or GPUVerify checkout (testsuite/CUDA)")
+                    "Indigo2Suite checkout, GPUVerify checkout (testsuite/CUDA), GPUVerifyBenchmarks checkout, or faial "
+                    "checkout (examples/drf/test.ml)")
     ap.add_argument("--per-label", type=int, default=None,
                     help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify")
     ap.add_argument("--seed", type=int, default=0, help="seed of the selection and of every input (default 0)")
@@ -164,7 +176,7 @@ def main(argv: "list[str] | None" = None) -> int:
     if suite is None:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
                  f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify) nor "
-                 f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks)")
+                 f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial)")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label is not None and args.per_label < 1:

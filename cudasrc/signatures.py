@@ -112,12 +112,26 @@ def is_function_pointer(ctype: str) -> bool:
 
 
 _TYPEDEF = re.compile(r"\btypedef\s+([^;{}()]+?)\s+([A-Za-z_]\w*)\s*;")
+# Enumerations passed by value are integers: `enum Mode { ... }`, `enum class Mode : uint8_t { ... }` (the
+# underlying type given, else int, which holds every enumerator of an unscoped enum that fits one) and
+# `typedef enum { ... } Mode;`.
+_ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?([A-Za-z_]\w*)\s*(?::\s*([^{;]+?))?\s*\{")
+_TYPEDEF_ENUM = re.compile(r"\btypedef\s+enum\b[^{;]*\{[^}]*\}\s*([A-Za-z_]\w*)\s*;")
+
+
+def _type_names(clean: str) -> dict[str, str]:
+    """name -> the type it stands for: the source's simple typedefs and its enumerations."""
+    names = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
+    names.update({m.group(1): "int" for m in _TYPEDEF_ENUM.finditer(clean)})
+    names.update({m.group(1): re.sub(r"\s+", " ", (m.group(2) or "int").strip()) for m in _ENUM.finditer(clean)})
+    return names
 
 
 def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """Parameter types with the source's simple typedefs (`typedef int data_type;`) spelled out."""
+    """Parameter types with the source's simple typedefs (`typedef int data_type;`) and enumerations spelled out."""
     out = []
     for ctype, name in params:
+        ctype = re.sub(r"^(const\s+)?enum\s+(?:class\s+|struct\s+)?", r"\1", ctype)    # C's `enum Mode m`
         for _ in range(8):        # typedefs of typedefs, never a cycle
             new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: typedefs.get(m.group(0), m.group(0)), ctype)
             if new == ctype:
@@ -127,10 +141,36 @@ def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, s
     return tuple(out)
 
 
-def kernel_signatures(code: str) -> list[KernelSignature]:
-    """Every `__global__ void name(params)` in the source, in order; simple typedefs of the source resolved."""
+def enumerations(code: str) -> dict[str, tuple[int, ...]]:
+    """name -> the values of each enumeration of the source whose enumerators are implicit or integer literals
+    (`enum Mode { A, B = 4, C }` -> (0, 4, 5); `typedef enum { ... } Mode;` too); others are left out."""
     clean = strip_comments(code)
-    typedefs = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
+    out = {}
+    for m in list(_ENUM.finditer(clean)) + list(_TYPEDEF_ENUM.finditer(clean)):
+        open_at = clean.index("{", m.start())
+        body = clean[open_at + 1:closing_bracket(clean, open_at)]
+        values, nxt = [], 0
+        for item in filter(None, (p.strip() for p in body.split(","))):
+            name, eq, init = (x.strip() for x in item.partition("="))
+            if eq:
+                try:
+                    nxt = int(init, 0)
+                except ValueError:
+                    values = None
+                    break
+            values.append(nxt)
+            nxt += 1
+        if values:
+            out[m.group(1)] = tuple(values)
+    return out
+
+
+def kernel_signatures(code: str, resolve: bool = True) -> list[KernelSignature]:
+    """Every `__global__ void name(params)` in the source, in order; with `resolve`, simple typedefs and
+    enumerations of the source resolved (an enumeration by value is its underlying integer type), else the
+    parameter types as declared."""
+    clean = strip_comments(code)
+    typedefs = _type_names(clean) if resolve else {}
     sigs = []
     for m in _GLOBAL.finditer(clean):
         body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()

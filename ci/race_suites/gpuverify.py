@@ -41,11 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import closing_bracket, kernel_signatures, strip_comments
+from cudasrc.signatures import closing_bracket, enumerations, kernel_signatures, strip_comments
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
 from harness.backends.base import Symbol
 
 from harness.racescan import has_detector, sweep_points
+from harness.racescan.reading import GPUVERIFY, GPUVERIFY_WARP_SYNC
 
 from .run import Launch, build_failed, run_kernels
 
@@ -59,15 +60,14 @@ GV_DROPPED = ("__requires", "__ensures", "__assert", "__assume", "__invariant", 
               "__global_requires", "__global_ensures", "__global_assert", "__candidate_invariant",
               "__candidate_global_invariant", "__function_wide_invariant", "__function_wide_candidate_invariant",
               "__requires_fresh_array", "__non_temporal_loads_begin", "__non_temporal_loads_end")
-_GV_DROPPED_CALL = re.compile(r"\b(?:" + "|".join(GV_DROPPED) + r")\s*\(")
 
 
-def device_source(text: str) -> str:
-    """The file without comments and with every specification call replaced by `((void)0)` (newlines kept, so
-    line numbers stay true)."""
+def device_source(text: str, dropped: tuple = GV_DROPPED) -> str:
+    """The file without comments and with every call of the `dropped` specification functions replaced by
+    `((void)0)` (newlines kept, so line numbers stay true)."""
     code = strip_comments(text)
     out, pos = [], 0
-    for m in _GV_DROPPED_CALL.finditer(code):
+    for m in re.finditer(r"\b(?:" + "|".join(map(re.escape, dropped)) + r")\s*\(", code):
         if m.start() < pos:          # nested in a call already dropped
             continue
         j = closing_bracket(code, m.end() - 1) + 1
@@ -251,14 +251,15 @@ def integer_expression(text: str, dims: dict) -> "int | None":
 
 
 def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
-                  grid: tuple = (1, 1, 1)) -> tuple[dict, list[str], dict]:
+                  grid: tuple = (1, 1, 1), sweep_all: bool = False) -> tuple[dict, list[str], dict]:
     """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
     `x < 100`, `sz == blockDim.x * 2`, `w == 32*8`, `i == 1 | i == 2`: the first alternative), others a seeded
-    draw from [1, 64] (inside the bounds); a function-pointer parameter the device function its
+    draw from [1, 64] (inside the bounds), an enumeration's from its enumerators; a function-pointer parameter the device function its
     `__requires(f == name)` names; `__is_pow2(n)` holds when n is fixed to a power of two.
     Returns (name -> int value or function name, the preconditions left unhonoured, name -> range: the domain
     of each integer parameter that preconditions bound on both sides, every value of which the verifier
-    considered, to sweep over)."""
+    considered, to sweep over; with `sweep_all`, of every integer parameter not fixed, a missing bound being
+    the draw's)."""
     m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
     body = source[m.end():] if m else source
     body = body[:closing_bracket(body, body.index("{")) + 1] if "{" in body else body
@@ -301,8 +302,21 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
         lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
         values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
     values.update({name: fixed[name] for name in opaque if name in fixed})
-    domains = {name: range(low[name], high[name] + 1) for name in sorted(names - opaque)
-               if name in low and name in high and name not in fixed and low[name] <= high[name]}
+    # An enumeration holds one of its enumerators: drawn from them, and its domain (when they are consecutive).
+    declared = next((s.params for s in kernel_signatures(source, resolve=False) if s.name == sig.name), ())
+    enums = enumerations(source)
+    enum_domains = {}
+    for ctype, name in declared:
+        enum = enums.get(re.sub(r"^(?:const\s+)?(?:enum\s+)?(?:class\s+|struct\s+)?", "", ctype).strip())
+        if enum and name in values and name not in fixed:
+            values[name] = int(rng.choice(enum))
+            if sorted(enum) == list(range(min(enum), max(enum) + 1)):
+                enum_domains[name] = range(min(enum), max(enum) + 1)
+    integers = {n for t, n in sig.params if SCALAR_DTYPES.get(t.replace("const ", "").strip(), np.dtype("f4")).kind in "iu"}
+    domains = {name: range(low.get(name, 1), high.get(name, max(64, low.get(name, 1))) + 1)
+               for name in sorted(names - opaque) if name not in fixed
+               and (name in low and name in high or sweep_all and name in integers)}
+    domains = {name: r for name, r in {**domains, **enum_domains}.items() if len(r)}
     return values, ignored, domains
 
 
@@ -357,8 +371,9 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     text = path.read_text(errors="replace")
     header = read_header(text)
     rel = record_name(path, root)
+    lock_step = any(f.startswith("--warp-sync") for f in header["flags"])
     rec = {"file": rel, "algorithm": rel.split("/")[0], "label": header["label"], "kernels": {},
-           "flags": header["flags"]}
+           "flags": header["flags"], "reading": (GPUVERIFY_WARP_SYNC if lock_step else GPUVERIFY).name}
     if header["label"] is None:
         rec.update(verdict="not scored", fault=None, detail=header["reason"], races=0, data_race=False)
         return rec
@@ -395,13 +410,13 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
                     for sig, values, points in chosen]
         rec["kernels"] = {}
         run_kernels(rec, module, launches)
-        grown = _grown_size(rec, buffer_elements(header, size))
+        grown = grown_size(rec, buffer_elements(header, size))
         if grown is None:
             return rec
         rec["buffers_grown_to"] = size = grown
 
 
-def _grown_size(rec: dict, size: int) -> "int | None":
+def grown_size(rec: dict, size: int) -> "int | None":
     """The buffer size (make_args' elements) that covers the element a kernel's OutOfBounds past the end of a
     global buffer of `size` reached, rounded up by a power of two, when at most GV_MAX_ELEMENTS; else None."""
     factor = 1

@@ -42,7 +42,7 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
         swept = len(launch.points) > 1
         rec["kernels"][launch.kernel] = {
             "verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races, "same_value": v.same_value,
-            "scope": v.scope, "grid": list(launch.grid), "block": list(launch.block),
+            "scope": v.scope, "kinds": [list(k) for k in v.kinds], "grid": list(launch.grid), "block": list(launch.block),
             **({"shared_bytes": launch.shared_bytes} if launch.shared_bytes else {}),
             **({"at": dict(v.at), "points": v.points} if swept else {})}
         kinds.append(v.kind)
@@ -53,6 +53,8 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
         else (None, "no kernel", 0)
     # The memory-model verdict: any kernel's DataRace (another kernel's differential report may come first).
     rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
+    # (scope, same value) of every race the detector reported, all kernels (harness.racescan.reading).
+    rec["kinds"] = [k for kernel in rec["kernels"].values() if kernel["fault"] == "DataRace" for k in kernel["kinds"]]
     # Every race the detector reported was two plain stores of the same bytes (GPUVerify calls these benign).
     rec["same_value"] = rec["data_race"] and all(k["same_value"] for k in rec["kernels"].values()
                                                  if k["fault"] == "DataRace")

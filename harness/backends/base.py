@@ -75,6 +75,9 @@ class RaceDetected(KernelFault):
     """Different thread schedules gave different results for the same launch."""
 
 
+RACE_SCOPES = ("warp", "block", "grid")      # a race's scope, narrowest first (DataRace.scope, DataRace.kinds)
+
+
 class DataRace(KernelFault):
     """Two accesses to the same memory, at least one a write and not both atomic, that the CUDA memory model
     leaves unordered within one launch (the emu's happens-before detector), whatever values they carry.
@@ -85,17 +88,22 @@ class DataRace(KernelFault):
     same_value: every race of the launch is two plain stores that left the bytes as they were (a same-value
     write-write race: benign by GPUVerify's and compute-sanitizer racecheck's convention, a race all the same);
     scope: the widest conflict of the launch's races: "warp" (only lanes of one warp: ordered under the lock-step
-    execution that GPUs before Volta had), "block", "grid", or "?" where not known."""
+    execution that GPUs before Volta had), "block", "grid", or "?" where not known;
+    kinds: (scope, same value) of each distinct race, so that a reader with another notion of a race (a verifier
+    that calls same-value stores benign, or checks one block's threads only) can count the races it would;
+    races whose details the runtime did not keep are one ("?", False)."""
 
     def __init__(self, launch: "LaunchInfo | None", detail: str, *, races: Sequence[str] = (),
                  distinct: "int | None" = None, stopped_by: "str | None" = None, same_value: bool = False,
-                 scope: str = "?", tool_limit: bool = False, coverage: "dict | None" = None):
+                 scope: str = "?", kinds: Sequence[tuple[str, bool]] = (), tool_limit: bool = False,
+                 coverage: "dict | None" = None):
         super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
         self.races = tuple(races)
         self.distinct = len(self.races) if distinct is None else distinct
         self.stopped_by = stopped_by
         self.same_value = same_value
         self.scope = scope
+        self.kinds = tuple((str(s), bool(v)) for s, v in kinds)
 
 
 class BarrierDivergence(KernelFault):

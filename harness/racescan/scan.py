@@ -27,6 +27,7 @@ class Verdict:
     races: int = 0             # distinct races the happens-before detector reported (DataRace), else 0
     same_value: bool = False   # each of them two plain stores that left the bytes as they were (DataRace.same_value)
     scope: str = ""            # the races' widest conflict, "warp", "block", "grid" or "?" (DataRace.scope), else ""
+    kinds: tuple = ()          # (scope, same value) of each distinct race (DataRace.kinds)
     at: tuple = ()             # (name, value) of the swept scalars at the launch that gave the verdict (sweep)
     points: int = 1            # launches run to reach the verdict (a sweep runs several)
 
@@ -56,7 +57,7 @@ def classify(exc: BaseException, detector: bool = False) -> Verdict:
             return Verdict("unchecked", name, detail)
         race = isinstance(exc, DataRace)
         return Verdict(_kind(exc, detector), name, detail, exc.distinct if race else 0, race and exc.same_value,
-                       exc.scope if race else "")
+                       exc.scope if race else "", exc.kinds if race else ())
     raise exc
 
 

@@ -29,8 +29,9 @@ def test_a_fault_round_trips_through_pickle(cls):
 
 def test_a_data_race_keeps_its_races_and_marks():
     race = base.DataRace(LAUNCH, "data race on 's'", races=("race one", "race two"), distinct=3,
-                         stopped_by="OutOfBounds: y", same_value=True, scope="warp")
+                         stopped_by="OutOfBounds: y", same_value=True, scope="warp",
+                         kinds=(("warp", True), ("?", False)))
     back = pickle.loads(pickle.dumps(race))
-    assert (back.races, back.distinct, back.stopped_by, back.same_value, back.scope, back.launch) == \
-        (("race one", "race two"), 3, "OutOfBounds: y", True, "warp", LAUNCH)
+    assert (back.races, back.distinct, back.stopped_by, back.same_value, back.scope, back.kinds, back.launch) == \
+        (("race one", "race two"), 3, "OutOfBounds: y", True, "warp", (("warp", True), ("?", False)), LAUNCH)
     assert not back.tool_limit and pickle.loads(pickle.dumps(base.ResourceExhausted(None, "x"))).tool_limit

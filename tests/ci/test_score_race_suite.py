@@ -263,8 +263,8 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     summary = capsys.readouterr().out
     assert "racy: 5 selected, 5 ran, race reported on 3 (recall 60.0%)" in summary
     assert "DataRace only, racy: 3 of 5 that ran (60.0%); 1 of them only same-value stores" in summary
-    assert ("benign where the file is verified with --warp-sync): racy 2 of 5 (40.0%), race-free 0 of 5 (0.0%)"
-            in summary)
+    assert ("(GPUVerify: same-value stores benign; with --warp-sync also races within one warp): racy 2 of 5 (40.0%), "
+            "race-free 0 of 5 (0.0%)" in summary)
     assert records["lock_step"]["verdict"] == "race" and records["lock_step"]["warp_scope"]   # lanes of one warp
     assert not records["one_value"]["warp_scope"]             # thread 63 is in warp 1
     # buffers grown to cover the element reached (2^19 >= 31 * 9375 + 1), then clean; past 2^24 the fault stands
@@ -274,10 +274,10 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert "buffers_grown_to" not in records["too_far"]
     past = {"kernels": {"k": {"fault": "OutOfBounds", "detail": "read of 'a' (arg 0, 131072 x float32) 4 byte(s) "
                                                                   "past its end (element 300000 of 131072)"}}}
-    assert gpuverify._grown_size(past, 1 << 17) == 1 << 19             # 3 x the buffer: rounded up to 4 x
-    assert gpuverify._grown_size(past, 1 << 23) is None                  # 2^25 would pass GV_MAX_ELEMENTS
+    assert gpuverify.grown_size(past, 1 << 17) == 1 << 19             # 3 x the buffer: rounded up to 4 x
+    assert gpuverify.grown_size(past, 1 << 23) is None                  # 2^25 would pass GV_MAX_ELEMENTS
     past["kernels"]["k"]["fault"] = "DataRace"
-    assert gpuverify._grown_size(past, 1 << 17) is None
+    assert gpuverify.grown_size(past, 1 << 17) is None
     # extern __shared__: the launch gets 48 KiB of it (without, the first store is past the end of the area)
     assert records["dynamic"]["verdict"] == "clean" and records["dynamic"]["kernels"]["rotate"]["shared_bytes"] == 49152
     assert "race-free: 6 selected, 5 ran, race reported on 1 (false alarms 20.0%)" in summary
@@ -303,3 +303,79 @@ def test_a_gpuverify_benchmarks_layout_and_an_adapter_failure(scorer, tmp_path, 
     assert records["CUDA50/0_Simple/demo/copy"]["verdict"] == "clean"
     broken = records["CUDA50/0_Simple/demo/broken"]
     assert broken["verdict"] == "unchecked" and broken["fault"] == "HarnessError", broken
+
+
+FAIAL_FILES = {     # written here in the form of faial's examples/drf (its test.ml labels each entry)
+    "racy.cu": "__global__ void saxpy(float a, float *x, float *y) {\n"
+               "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  y[i] = a * x[i] + y[i + 1];\n}\n",
+    "drf.cu": "__global__ void saxpy(float a, float *x, float *y) {\n"
+              "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  y[i] = a * x[i] + y[i];\n}\n",
+    "same.cu": "__global__ void saxpy(float *x, float *y) {\n  int i = threadIdx.x;\n  y[0] = 0;\n"
+               "  y[i + 1] = x[i];\n}\n",
+    "blocks.cu": "//pass\n//--blockDim=32 --gridDim=2\n__global__ void saxpy(float *x, float *y) {\n"
+                 "  y[threadIdx.x] = x[threadIdx.x] + blockIdx.x;\n}\n",
+    "param.cu": "__global__ void saxpy(int n, float *y) {\n  int i = threadIdx.x;\n"
+                "  if (i < n) y[i] = y[i + 1];\n}\n",
+    "enum.cu": "enum Mode { NEAR = 0, FAR };\n__global__ void saxpy(float *y, Mode mode) {\n  int i = threadIdx.x;\n"
+               "  if (i % 4 == 0) y[i + mode] = 2 * y[i];\n}\n",
+    "assumed.cu": "__global__ void saxpy(int n, float *y) {\n  int i = threadIdx.x;\n  assert(i < n);\n"
+                  "  y[i] = 2 * y[i];\n}\n",
+    "todo.cu": "__global__ void saxpy(float *y) { y[0] = threadIdx.x; }\n",
+}
+FAIAL_TEST_ML = """open Stage0
+let tests = [
+  "racy.cu", [], 1;
+  "racy.cu", ["--tid1"; "0"; "--tid2"; "1"], 1;   (* steers the search only: the same case *)
+  "drf.cu", [], 0;
+  "same.cu", [], 0;
+  "blocks.cu", [], 0;
+  "blocks.cu", ["--grid-level"], 1;
+  "param.cu", [], 1;
+  "param.cu", ["-p"; "n=1"], 0;
+  "enum.cu", [], 0;
+  "assumed.cu", [], 0;
+  "drf.cu", ["-DUNUSED"], 2;
+]
+
+let unsupported : Fpath.t list =
+  [
+    (* not checked yet *)
+    "todo.cu";
+  ] |> List.map (fun x -> Fpath.(v "." / x))
+"""
+
+
+def test_scores_a_miniature_faial_suite(scorer, tmp_path, capsys):
+    from ci.race_suites import faial
+    drf = tmp_path / "examples" / "drf"
+    drf.mkdir(parents=True)
+    for name, text in FAIAL_FILES.items():
+        (drf / name).write_text(text)
+    (drf / "test.ml").write_text(FAIAL_TEST_ML)
+    cases = faial.suite_cases(tmp_path)
+    assert [c.name for c in cases] == ["racy.cu", "drf.cu", "same.cu", "blocks.cu", "blocks.cu --grid-level",
+                                       "param.cu", "param.cu -p n=1", "enum.cu", "assumed.cu", "drf.cu -DUNUSED",
+                                       "todo.cu"]
+    assert faial.run_options(("-p", "n=0", "--index=[0]", "--gridDim=[2,2]", "--all-levels")) == \
+        ("", {"grid": (2, 2, 1)}, {}, {"n": 0}, "all")
+    assert faial.run_options(("--unknown-flag",))[0] == "--unknown-flag"
+    out = tmp_path / "verdicts.json"
+    assert scorer.main([str(tmp_path), "--race-check", "on", "--out", str(out), "--timeout", "60"]) == 0
+    records = {r["file"]: r for r in json.loads(out.read_text())["records"]}
+    assert records["racy.cu"]["verdict"] == "race" and records["racy.cu"]["block"] == [1024, 1, 1]   # faial's default
+    assert records["drf.cu"]["verdict"] == "clean"                                       # negative control
+    assert records["same.cu"]["verdict"] == "race" and records["same.cu"]["kinds"] == [["block", True]]
+    assert records["blocks.cu"]["kinds"] == records["blocks.cu --grid-level"]["kinds"] == [["grid", False]]
+    assert records["blocks.cu"]["reading"] == "faial" and records["blocks.cu --grid-level"]["reading"] == "faial --grid-level"
+    swept = records["param.cu"]["kernels"]["saxpy"]          # n swept over 1..64 after the draw: a race needs n >= 2
+    at = swept["at"].get("n", records["param.cu"]["scalars"]["saxpy"]["n"])      # the sweep's point, or the draw
+    assert records["param.cu"]["verdict"] == "race" and at >= 2
+    fixed = records["param.cu -p n=1"]           # -p fixes n: one launch, no sweep
+    assert fixed["verdict"] == "clean" and fixed["scalars"]["saxpy"]["n"] == 1 and "points" not in fixed["kernels"]["saxpy"]
+    assert records["enum.cu"]["verdict"] == "clean" and records["enum.cu"]["kernels"]["saxpy"]["points"] == 3
+    assert records["assumed.cu"]["verdict"] == "clean"      # the assert is faial's assumption: dropped, not run
+    assert records["drf.cu -DUNUSED"]["verdict"] == records["todo.cu"]["verdict"] == "not scored"
+    summary = capsys.readouterr().out
+    assert "DataRace only, race-free: 2 of 6 that ran (33.3%); 1 of them only same-value stores" in summary
+    assert "racy 3 of 3 (100.0%), race-free 0 of 6 (0.0%)" in summary        # as faial reads a race
+    assert "not scored x1: in test.ml's `unsupported` list" in summary

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.backends.base import DataRace, KernelFault, LaunchInfo
+from harness.backends.base import RACE_SCOPES as SCOPES, DataRace, KernelFault, LaunchInfo
 
 from . import sites, toolkit_headers
 
 SHOWN = 16                  # races told in detail in one report; the rest are counted
 SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
 SCOPE_NOTES = {"warp": "within one warp", "block": "across warps of one block", "grid": "across blocks"}
-SCOPES = ("warp", "block", "grid")           # narrowest first
 STDERR_PREFIX = "emu-race: "
 _PLURAL = {"index": "indices", "byte": "bytes"}
 
@@ -156,5 +155,6 @@ def fault(launch: "LaunchInfo | None", found: Races, where: str, stopped_by: "Ex
         stop = (f"{type(stopped_by).__name__}: {stopped_by.detail}" if isinstance(stopped_by, KernelFault)
                 else str(stopped_by))
         lines.append(f"then the launch was stopped by {stop}")
+    kinds = tuple((r.scope, r.same_value) for r in found.races) + ((("?", False),) if found.more or found.unkeyed else ())
     return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop,
-                    same_value=found.same_value_only, scope=found.scope)
+                    same_value=found.same_value_only, scope=found.scope, kinds=kinds)

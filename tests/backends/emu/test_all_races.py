@@ -116,6 +116,7 @@ def test_two_independent_races_are_both_reported(module):
     assert shared.endswith("[189 racing accesses, index 0; across warps of one block" + same)
     assert glob.endswith("[2 racing accesses, index 0; across blocks" + same)
     assert err.same_value and err.scope == "grid"
+    assert err.kinds == (("block", True), ("grid", True))          # each race's own scope, for a reader's count
     text = str(err)
     assert text.startswith("DataRace: two_races<<<3x1x1, 64x1x1, 0>>>: 2 distinct data races in this launch; the "
                            "first: data race on __shared__ 'flag'"), text
@@ -189,6 +190,8 @@ def test_report_lines_round_trip():
     assert found.distinct == 6 and found.races[0].worded() == "data race on 's' index 0 (byte 0): a and b " \
                                                                 "[3 racing accesses, indices 0..7; within one warp]"
     assert found.scope == "?"           # 5 races without details: their scope is not known
+    err = races.fault(None, found, "schedule forward", None)
+    assert err.kinds == (("warp", False), ("?", False))     # the five without details: one entry, scope unknown
     assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\t?\t?\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
         .worded() == "data race on v byte 2 [byte 2]"
     assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")

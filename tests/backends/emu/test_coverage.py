@@ -370,3 +370,28 @@ def test_pointer_to_struct_takes_its_bytes(load):
     assert list(recs["id"]) == list(range(8))
     with pytest.raises(ValueError, match="pointee type 'rec_t'; pass its bytes"):
         mod.launch("stamp", (1,), (8,), 0, [np.zeros(12, np.int32)])
+
+
+ENUMS = r"""
+enum Mode { COPY = 0, DOUBLE, TRIPLE };
+typedef enum { SMALL = 4, LARGE = 16 } Size;
+enum class Step : unsigned char { ONE = 1, TWO };
+__global__ void scaled(Mode mode, enum Mode again, Size size, const Step step, const int* x, int* y) {
+  int i = threadIdx.x;
+  y[i] = x[i] * (int(mode) + 1) + int(again) * 100 + int(size) * 1000 + int(step) * 10000;
+}
+"""
+
+
+def test_enumerations_by_value_are_their_integer_types(load):
+    from cudasrc.signatures import enumerations, kernel_signatures
+    sig, = kernel_signatures(ENUMS)
+    assert sig.params[:4] == (("int", "mode"), ("int", "again"), ("int", "size"), ("const unsigned char", "step"))
+    declared, = kernel_signatures(ENUMS, resolve=False)
+    assert declared.params[:4] == (("Mode", "mode"), ("enum Mode", "again"), ("Size", "size"), ("const Step", "step"))
+    assert enumerations(ENUMS) == {"Mode": (0, 1, 2), "Size": (4, 16), "Step": (1, 2)}
+    assert enumerations("enum Flags { A = 1 << 2, B };") == {}        # not a literal: no values claimed
+    x, y = np.arange(8, dtype=np.int32), np.zeros(8, np.int32)
+    load(ENUMS).launch("scaled", (1,), (8,), 0, [np.int32(2), np.int32(1), np.int32(16), np.uint8(2), x, y],
+                       outputs=(5,))
+    np.testing.assert_array_equal(y, x * 3 + 100 + 16000 + 20000)

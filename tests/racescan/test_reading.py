@@ -1,0 +1,32 @@
+"""harness.racescan.reading: which races a verifier's narrower notion of a race counts."""
+from __future__ import annotations
+
+import pytest
+
+from harness.racescan import MEMORY_MODEL, Reading
+from harness.racescan.reading import FAIAL_BLOCK, FAIAL_GRID, GPUVERIFY, GPUVERIFY_WARP_SYNC
+
+
+def test_the_memory_model_counts_every_race():
+    assert MEMORY_MODEL.counts([("warp", True)]) and MEMORY_MODEL.counts([("grid", False)])
+    assert not MEMORY_MODEL.counts([])
+
+
+def test_verifiers_readings():
+    same_block, diff_warp, diff_grid = ("block", True), ("warp", False), ("grid", False)
+    assert not GPUVERIFY.counts([same_block]) and GPUVERIFY.counts([same_block, diff_warp])
+    assert not GPUVERIFY_WARP_SYNC.counts([diff_warp, same_block]) and GPUVERIFY_WARP_SYNC.counts([diff_grid])
+    assert not FAIAL_BLOCK.counts([diff_grid]) and FAIAL_BLOCK.counts([diff_grid, diff_warp])
+    assert not FAIAL_GRID.counts([diff_warp]) and FAIAL_GRID.counts([diff_grid])
+
+
+def test_a_race_of_unknown_scope_always_counts():
+    assert FAIAL_GRID.counts([("?", False)]) and GPUVERIFY_WARP_SYNC.counts([("?", False)])
+    assert not GPUVERIFY.counts([("?", True)])          # known to be same-value: benign to GPUVerify
+
+
+def test_a_reading_names_its_bad_scopes():
+    with pytest.raises(ValueError, match=r"scopes: expected a non-empty subset of \('warp', 'block', 'grid'\), got \['cta'\]"):
+        Reading("bad", frozenset({"cta"}))
+    with pytest.raises(ValueError, match="non-empty"):
+        Reading("none", frozenset())
