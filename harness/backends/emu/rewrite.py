@@ -170,7 +170,7 @@ _DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", 
 
 
 def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
-    out, pos, slot, names = [], 0, 0, []
+    out, pos, slot, names, file_scope = [], 0, 0, [], []
     depth = _BraceDepth(clean)
     for m in _SHARED.finditer(clean):
         if m.start() < pos:
@@ -179,9 +179,7 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         semi = clean.find(";", m.end())
         if semi < 0:
             raise UnsupportedConstruct(None, f"__shared__ declaration without ';' (line {line})")
-        if depth.at(m.start()) == 0:
-            raise UnsupportedConstruct(None, f"__shared__ variable at file scope (line {line}) is not supported by "
-                                             "emu; declare it inside the kernel")
+        at_file_scope = depth.at(m.start()) == 0
         decl = _ALIGN.sub(" ", clean[m.end():semi])
         if "=" in decl or "(" in decl:
             raise UnsupportedConstruct(None, f"__shared__ declaration with an initializer (line {line})")
@@ -201,22 +199,59 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                 if not re.fullmatch(r"\[\]", dims) or stars:
                     raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
                                                      "`extern __shared__ T name[];`")
-                stmts.append(f"{base_type}* const {name} = reinterpret_cast<{base_type}*>("
-                             f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}))));")
+                stmts.append((name, f"{base_type}* const {name} = reinterpret_cast<{base_type}*>("
+                                    f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}))));"))
             else:
                 if "[]" in dims:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")
-                stmts.append(f"auto& {name} = ::emu::shared_var<{base_type}{stars}{dims}>({slot}, \"{name}\", {line});")
+                stmts.append((name, f"auto& {name} = ::emu::shared_var<{base_type}{stars}{dims}>({slot}, \"{name}\", {line});"))
                 names.append((name, line))
                 slot += 1
         start = m.start()
         out.append(clean[pos:start])
-        out.append(" ".join(stmts) + "\n" * clean.count("\n", start, semi + 1))
+        if at_file_scope:     # declared in each function that names it (below); the same slot: one per block
+            file_scope += stmts
+            out.append("\n" * clean.count("\n", start, semi + 1))
+        else:
+            out.append(" ".join(s for _, s in stmts) + "\n" * clean.count("\n", start, semi + 1))
         pos = semi + 1
     out.append(clean[pos:])
     if slot > 512:
         raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source")
-    return "".join(out), names
+    text = "".join(out)
+    return (_declare_in_functions(text, file_scope) if file_scope else text), names
+
+
+def _opening_paren(text: str, close: int) -> int:
+    """The position of the `(` that the `)` at `close` closes (a parameter list: no strings inside)."""
+    level = 0
+    for i in range(close, -1, -1):
+        level += (text[i] == ")") - (text[i] == "(")
+        if level == 0:
+            return i
+    raise UnsupportedConstruct(None, f"unbalanced parentheses before line {_line_of(text, close)}")
+
+
+def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
+    """`text` with each file-scope __shared__ variable (name, its declaration as a local reference) declared at
+    the top of every function body at file scope that names it: every kernel and device function of a block
+    then reaches the block's one slot. A body is a top-level `{` right after a `)` (a parameter list); a
+    parameter of the same name hides the variable, as in C++."""
+    out, pos = [], 0
+    depth = _BraceDepth(text)
+    for m in re.finditer(r"\)\s*\{", text):
+        brace = m.end() - 1
+        if brace < pos or depth.at(brace) != 0:
+            continue
+        body = text[brace:closing_bracket(text, brace) + 1]
+        params = text[_opening_paren(text, m.start()):m.start()]
+        used = [decl for name, decl in variables
+                if re.search(r"(?<![.\w>])" + re.escape(name) + r"\b", body) and not re.search(rf"\b{name}\b", params)]
+        if used:
+            out += [text[pos:brace + 1], " ", " ".join(used), " "]
+            pos = brace + 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 # ---- module symbols: file-scope __device__ / __constant__ variables --------------------------------------

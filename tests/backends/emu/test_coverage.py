@@ -395,3 +395,40 @@ def test_enumerations_by_value_are_their_integer_types(load):
     load(ENUMS).launch("scaled", (1,), (8,), 0, [np.int32(2), np.int32(1), np.int32(16), np.uint8(2), x, y],
                        outputs=(5,))
     np.testing.assert_array_equal(y, x * 3 + 100 + 16000 + 20000)
+
+
+FILE_SCOPE_SHARED = r"""
+__shared__ float tile[64];
+__shared__ int hits, unused;
+extern __shared__ float spill[];
+__device__ float neighbour(int t) { return tile[(t + 1) % 64]; }
+__global__ void rotate(const float* x, float* y, int* count) {
+  int t = threadIdx.x, g = blockIdx.x * 64 + t;
+  tile[t] = x[g];
+  spill[t] = 2.0f * x[g];
+  if (t == 0) hits = 0;
+  __syncthreads();
+  atomicAdd(&hits, 1);
+  __syncthreads();
+  y[g] = neighbour(t) + spill[(t + 2) % 64];
+  if (t == 0) count[blockIdx.x] = hits;
+}
+__global__ void shadowed(float* tile) { tile[threadIdx.x] = 1.0f; }   // the parameter hides the variable
+__global__ void racy(float* y) { tile[0] = threadIdx.x; y[threadIdx.x] = 0.0f; }
+"""
+
+
+def test_shared_variables_at_file_scope_are_one_slot_per_block(load, emu):
+    mod = load(FILE_SCOPE_SHARED)
+    x, y, count = np.arange(128, dtype=np.float32), np.zeros(128, np.float32), np.zeros(2, np.int32)
+    mod.launch("rotate", (2,), (64,), 64 * 4, [x, y, count], outputs=(1, 2))
+    want = [np.roll(part, -1) + 2 * np.roll(part, -2) for part in (x[:64], x[64:])]
+    np.testing.assert_array_equal(y, np.concatenate(want))
+    np.testing.assert_array_equal(count, [64, 64])              # each block its own `hits`
+    buf = np.zeros(32, np.float32)
+    mod.launch("shadowed", (1,), (32,), 0, [buf], outputs=(0,))
+    assert (buf == 1.0).all()
+    from harness.backends.base import DataRace
+    assert emu.race_check                              # the detector is on by default
+    with pytest.raises(DataRace, match=r"__shared__ 'tile' \(line 2\) index 0"):
+        mod.launch("racy", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
