@@ -23,7 +23,8 @@ that only steer faial's
 search (`--tid1`, `--tid2`, `--index`, `--logic`) change nothing here, so entries that differ only in them are
 one case. The rest is GPUVerify's adapter: `__requires`/`__assume` dropped (simple preconditions on scalars
 honoured), seeded inputs from the case's name, buffers grown after an overrun past their end, 48 KiB of
-`extern __shared__` memory for a kernel that declares it.
+`extern __shared__` memory for a kernel that declares it, a seeded buffer behind each file-scope `__device__ T*`
+variable (the host program's cudaMemcpyToSymbol).
 """
 from __future__ import annotations
 
@@ -197,6 +198,7 @@ def score_case(backend, case: Case, root: Path, seed: int) -> dict:
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
     rec["scalars"] = {sig.name: values for sig, values, _ in chosen}
+    rec["device_pointers"] = gpuverify.device_pointers(module, code, gpuverify.buffer_elements(header), rng)
     dynamic_shared = gpuverify.GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0
     size = gpuverify.GV_MIN_ELEMENTS
     while True:

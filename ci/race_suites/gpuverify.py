@@ -29,6 +29,8 @@ value, at least 16); an access past them hits the guard pages (OutOfBounds), and
 grown to cover the element reached, up to 2^24 elements (the host program's sizes are not known here; the JSON
 keeps `buffers_grown_to`); an OutOfBounds past that, or on __shared__ memory, stands as the kernel's fault.
 A kernel that declares `extern __shared__` is launched with 48 KiB of it (the header does not give the size).
+A file-scope `__device__ T* p;` is pointed at a seeded resident buffer of the same size (the host program would
+set it with cudaMemcpyToSymbol).
 """
 from __future__ import annotations
 
@@ -334,6 +336,25 @@ def buffer_elements(header: dict, min_elements: int = GV_MIN_ELEMENTS) -> int:
     return max(threads * span, min_elements)
 
 
+_DEVICE_POINTER = re.compile(r"^[ \t]*__device__\s+((?:const\s+)?[A-Za-z_][\w \t]*?)\s*\*\s*([A-Za-z_]\w*)\s*;", re.M)
+
+
+def device_pointers(module, code: str, elements: int, rng: np.random.Generator) -> dict[str, str]:
+    """Point each file-scope `__device__ T* name;` of the code at a resident buffer of `elements` seeded values
+    (what the host program does with cudaMalloc and cudaMemcpyToSymbol; else the kernel dereferences null).
+    Returns name -> its element type, for the record."""
+    done = {}
+    for m in _DEVICE_POINTER.finditer(code):
+        ctype, name = re.sub(r"\s+", " ", m.group(1).replace("const", "")).strip(), m.group(2)
+        dtype = SCALAR_DTYPES.get(ctype)
+        if dtype is None:
+            continue
+        values = rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)
+        module.set_symbol(name, module.alloc(name, (elements,), dtype, values.astype(dtype)))
+        done[name] = ctype
+    return done
+
+
 def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
               min_elements: int = GV_MIN_ELEMENTS) -> list:
     """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
@@ -399,6 +420,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         return build_failed(rec, exc, has_detector(backend))
     rec["requires_not_honoured"] = ignored
     rec["scalars"] = {sig.name: values for sig, values, _ in chosen}      # what to replay a verdict with
+    rec["device_pointers"] = device_pointers(module, code, buffer_elements(header), rng)
     # `extern __shared__`: its size is the host program's launch argument, which the header does not give; GPUVerify
     # takes it as unbounded. The most a block gets without opting in is the adapter's stand-in.
     dynamic_shared = GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0

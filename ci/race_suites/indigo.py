@@ -108,10 +108,13 @@ def random_graph(rng: np.random.Generator, nodes: int, degree: int) -> tuple[np.
     return nindex, np.array(nlist, np.int32), rng.integers(1, 10, len(nlist)).astype(np.int32)
 
 
+MIN_NODES, DEGREE = 16, 3
+
+
 class Inputs:
     """Arguments for a kernel of the suite, by parameter name, from one seeded graph."""
 
-    def __init__(self, seed: int, nodes: int = 16, degree: int = 3):
+    def __init__(self, seed: int, nodes: int = MIN_NODES, degree: int = DEGREE):
         self.rng = np.random.default_rng(seed)
         self.nindex, self.nlist, self.eweight = random_graph(self.rng, nodes, degree)
         self.nodes, self.edges = nodes, len(self.nlist)
@@ -153,12 +156,30 @@ class Inputs:
         return dtype.type(value)
 
 
-def launch_geometry(source: str, path: Path, items: int) -> tuple[int, int]:
+def threads_per_block(source: str) -> int:
     m = re.search(r"\bThreadsPerBlock\s*=\s*(\d+)", source)
-    tpb = int(m.group(1)) if m else 256
+    return int(m.group(1)) if m else 256
+
+
+def threads_per_item(path: Path, tpb: int) -> int:
+    """A vertex (or edge) gets a block, a warp or a thread, as the file's style says."""
     tags = set(path.stem.split("_"))
-    per_item = tpb if "Block" in tags else 32 if "Warp" in tags else 1
-    return max(1, math.ceil(items * per_item / tpb)), tpb
+    return tpb if "Block" in tags else 32 if "Warp" in tags else 1
+
+
+def launch_geometry(source: str, path: Path, items: int) -> tuple[int, int]:
+    tpb = threads_per_block(source)
+    return max(1, math.ceil(items * threads_per_item(path, tpb) / tpb)), tpb
+
+
+def graph_nodes(source: str, path: Path, degree: int = DEGREE) -> int:
+    """Vertices of the file's graph: MIN_NODES, or more where a launch over them would fit in one block, for a
+    race between blocks needs two (a vertex per thread with 512 threads per block: 513 vertices; an edge per
+    thread: 171 vertices of degree 3, an even count so that the graph has exactly nodes x degree edges)."""
+    tpb = threads_per_block(source)
+    items = tpb // threads_per_item(path, tpb) + 1          # one item more than a block holds
+    nodes = -(-items // degree) if "_E_" in path.name else items
+    return max(MIN_NODES, nodes + nodes % 2)
 
 
 def kernel_args(sig, inputs: Inputs, module, edge_based: bool, graph_buffers: dict):
@@ -198,7 +219,7 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
         module = backend.load(source, name=path.name)
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
-    inputs = Inputs(seed)
+    inputs = Inputs(seed, graph_nodes(source, path))
     edge_based = "_E_" in path.name
     graph_buffers: dict = {}
     items = inputs.edges if edge_based else inputs.nodes

@@ -124,6 +124,12 @@ def _aggregate(arg: object, ctype: str, what: str, size: int) -> "Struct | Symbo
         raise ValueError(f"{what}: a by-value parameter of type {ctype!r} (a struct, or a typedef'd function "
                          f"pointer) takes a numpy structured scalar (np.void) of {size} bytes, a Struct, or a "
                          f"Symbol naming a __device__ variable that holds the value; got {type(arg).__name__}")
+    return check_struct(arg, size, what)
+
+
+def check_struct(arg: Struct, size: int, what: str) -> Struct:
+    """A Struct checked against the compiled size (`size` bytes) of the struct it fills: its pointer fields at
+    distinct 8-byte-aligned offsets inside it, each a resident Buffer."""
     if arg.value.dtype.itemsize != size:
         raise ValueError(f"{what}: the compiled struct is {size} bytes, the value has {arg.value.dtype.itemsize} "
                          f"(dtype {arg.value.dtype}); lay it out as the C struct, padding included")

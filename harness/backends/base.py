@@ -187,8 +187,9 @@ class Struct:
     """A by-value argument of a struct (or struct-wrapped array) parameter: `value`, a numpy structured scalar
     laid out as the C struct (np.void; its size must equal the compiled parameter's), with the device-pointer
     fields at the byte offsets in `pointers` set to resident buffers (Module.alloc). The kernel uses those
-    buffers in place: they are neither copied per schedule nor guard-checked, so pass through a struct only
-    what the kernel reads (a graph in CSR form), and outputs as plain pointer parameters."""
+    buffers in place: they are neither copied per schedule nor guard-checked (the race detector watches them),
+    so pass through a struct only what the kernel reads (a graph in CSR form), and outputs as plain pointer
+    parameters."""
     value: np.void
     pointers: tuple[tuple[int, Buffer], ...] = ()
 
@@ -266,9 +267,11 @@ class Module(ABC):
     def free(self, buf: Buffer) -> None:
         raise NotImplementedError(f"{type(self).__name__}: resident buffers are not supported by this backend")
 
-    def set_symbol(self, name: str, array: np.ndarray) -> None:
+    def set_symbol(self, name: str, array: "np.ndarray | Buffer | Struct") -> None:
         """Set the module's file-scope `__constant__` / `__device__` variable `name` for the launches that
-        follow (as cudaMemcpyToSymbol does): `array`'s bytes must fill it exactly."""
+        follow (as cudaMemcpyToSymbol does): `array`'s bytes must fill it exactly. A resident Buffer sets a
+        pointer variable (`__device__ float* y;`) to its address; a Struct, a struct variable with pointer
+        fields."""
         raise NotImplementedError(f"{type(self).__name__}: setting module symbols is not supported by this backend")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from harness.backends.base import Backend, BuildError, DataRace, KernelFault, Module, UnsupportedConstruct
+from harness.backends.base import (Backend, BuildError, DataRace, KernelFault, LaunchRefused, Module,
+                                   UnsupportedConstruct)
 
 # The faults that report a race. With the happens-before detector on, only its report is a race: an
 # unordered conflicting pair by the memory model (DataRace). The schedules' faults then say something else:
@@ -50,7 +51,7 @@ def _kind(exc: KernelFault, detector: bool) -> str:
 def classify(exc: BaseException, detector: bool = False) -> Verdict:
     """The verdict of `exc`; `detector`: the backend ran the happens-before race detector (see RACE_FAULTS)."""
     name, detail = type(exc).__name__, str(exc)
-    if isinstance(exc, (UnsupportedConstruct, BuildError)):
+    if isinstance(exc, (UnsupportedConstruct, BuildError, LaunchRefused)):    # no device runs it: no race verdict
         return Verdict("unsupported", name, detail)
     if isinstance(exc, KernelFault):
         if exc.tool_limit:

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from harness.backends.args import BufferArg, ResidentArg, ScalarArg, plan_args
+from harness.backends.args import BufferArg, ResidentArg, ScalarArg, check_struct, plan_args
 from harness.backends import faults
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
                                    Module, OutOfBounds, ResourceExhausted, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
@@ -279,7 +279,7 @@ class EmuModule(Module):
         self._sizes: Optional[dict[str, tuple[int, ...]]] = None
         self._buffers = ResidentBook(backend._worker, "emu")
         self._symbols: Optional[dict[str, tuple[int, bool]]] = None   # name -> (bytes, writable), from the worker
-        self._symbol_values: dict[str, bytes] = {}                     # set_symbol's, sent with every launch
+        self._symbol_values: dict[str, "bytes | Struct"] = {}          # set_symbol's, sent with every launch
         self.last_stats: dict = {}
 
     @property
@@ -322,12 +322,24 @@ class EmuModule(Module):
                              f" (it has: {', '.join(known) or 'none'})")
         return known[name]
 
-    def set_symbol(self, name: str, array: np.ndarray) -> None:
+    def set_symbol(self, name: str, array: "np.ndarray | Buffer | Struct") -> None:
         size, writable = self._symbol(name, "name")
         if not writable:
             raise ValueError(f"name: {name!r} is declared const, so the host cannot set it")
+        if isinstance(array, Buffer):           # a pointer variable: the buffer's address, resolved at launch
+            array = Struct(np.void(bytes(8)), ((0, array),))
+        if isinstance(array, Struct):
+            if not isinstance(array.value, np.void):
+                raise ValueError(f"array: Struct.value must be a numpy structured scalar (np.void), got "
+                                 f"{type(array.value).__name__}")
+            check_struct(array, size, f"array: symbol {name!r}")
+            for off, buf in array.pointers:
+                self._buffers.live(buf, f"array: symbol {name!r} pointer at offset {off}")
+            self._symbol_values[name] = array
+            return
         if not isinstance(array, (np.ndarray, np.generic)):
-            raise ValueError(f"array: expected a numpy array or scalar for symbol {name!r}, got {type(array).__name__}")
+            raise ValueError(f"array: expected a numpy array or scalar, a resident Buffer or a Struct for symbol "
+                             f"{name!r}, got {type(array).__name__}")
         if array.nbytes != size:
             raise ValueError(f"array: symbol {name!r} is {size} bytes, the array has {array.nbytes} "
                              f"({array.dtype}, shape {np.shape(array)})")
@@ -384,6 +396,9 @@ class EmuModule(Module):
                 size, _ = self._symbol(p.value.name, what)
                 if size != sizes[p.index]:
                     raise ValueError(f"{what}: symbol {p.value.name!r} is {size} bytes, the parameter {sizes[p.index]}")
+        for sym, value in self._symbol_values.items():      # set_symbol's pointers: still held by the worker
+            for off, buf in getattr(value, "pointers", ()):
+                self._buffers.live(buf, f"symbol {sym!r} (set_symbol) pointer at offset {off}")
         be = self.backend
         sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
         staging = be._staging

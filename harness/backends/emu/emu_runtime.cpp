@@ -41,6 +41,7 @@ namespace emu {
 // Fault codes (mirrored in harness/emu/native.py).
 enum FaultCode : int {
   OK = 0, BARRIER_DIVERGENCE = 1, DEADLOCK = 2, SHARED_OOB = 3, UNSUPPORTED = 4, TRAP = 5, BAD_LAUNCH = 6,
+  LAUNCH_REFUSED = 7,   // more static __shared__ memory than any GPU gives a block: no device could launch it
   TOOL_LIMIT = 8,   // the tool's own memory (shadow, stacks) could not be had: unchecked, never the kernel's fault
 };
 // WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
@@ -613,8 +614,10 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
   if (s.ptr) return s.ptr;
   size_t off = (g_shared_top + align - 1) / align * align;
   if (off + bytes + kSharedGuard > kSharedArena)
-    fiber_fault(SHARED_OOB, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
-                ") does not fit in " + std::to_string(kSharedArena) + " bytes of shared memory");
+    fiber_fault(LAUNCH_REFUSED, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
+                ", " + std::to_string(bytes) + " bytes) does not fit in " + std::to_string(kSharedArena) +
+                " bytes of shared memory, more than any GPU gives a block (ptxas accepts at most 48 KiB of static "
+                "__shared__ memory per kernel)");
   s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line; s.elem = elem;
   g_used_slots[g_nused++] = id;
   std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start

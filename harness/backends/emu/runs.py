@@ -222,6 +222,16 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
+    # Resident buffers reached through pointers in by-value structs and in set_symbol's variables: used in place,
+    # and watched by the race detector like the buffers passed as pointers.
+    reached = [(f"{buf.name} (through {spec.names[i]})", buf) for i, a in enumerate(spec.args) if isinstance(a, Struct)
+               for _, buf in a.pointers]
+    reached += [(f"{buf.name} (through __device__ variable {name})", buf) for name, v in spec.symbols.items()
+                if isinstance(v, Struct) for _, buf in v.pointers]
+    passed = {a.id for a in spec.args if isinstance(a, Buffer)}
+    reached = list({buf.id: (name, buf) for name, buf in reversed(reached) if buf.id not in passed}.values())
+    spec.symbols = {name: _by_value(mod, v, resident).tobytes() if isinstance(v, Struct) else v
+                    for name, v in spec.symbols.items()}
     mod.reset_symbols(spec.symbols)
     spec.args = [_by_value(mod, a, resident) if isinstance(a, (Struct, Symbol)) else a for a in spec.args]
     staged = staged or {}
@@ -240,53 +250,64 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     out = Outcome()
     results: dict[int, np.ndarray] = {}
     nblocks = spec.grid[0] * spec.grid[1] * spec.grid[2]
-    try:
-        for r, sched in enumerate(plan):
-            sample = spec.block_sample if r >= FULL_RUNS or (r == 1 and not _unwritten_candidates(spec, runs[0])) \
-                else None
-            out.sampled.append(sample is not None)
-            print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}", file=sys.stderr, flush=True)
-            NativeModule.bump_progress()
-            bufs = dict(in_place)
-            for i in copied:
-                a = spec.args[i]
-                nbytes = a.nbytes
-                if i in spec.outputs:
-                    bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
-                else:
-                    bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
-            for i, b in bufs.items():     # where the buffers lie: a fault in their guard pages names the argument
-                print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
-                      flush=True)
-            argv, keep = _argv(spec, bufs)
-            mod.reset_symbols(spec.symbols)
-            s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
-            # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
-            # then reads as "depends on the poison", not as "output never written".
-            detect = spec.race and r == 0
-            if detect:    # the memory the kernel may write; const inputs cannot take part in a race
-                mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
-                                for i in copied] +
-                               [(addr, size, f"__device__ variable '{name}'", 0)
-                                for name, (addr, size, writable) in mod.symbols.items() if writable])
-            try:
-                rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
-                                  sched.shared_poison, r == 0, sample)
-                if detect:
-                    out.races, out.race_where = mod.race_report(), f"schedule {sched}{_on(sample, nblocks)}"
-            finally:
-                if detect:
-                    out.race_accesses = mod.race_end()
+    def run_schedule(r: int, sched: Schedule, sample, detect: bool, record: bool):
+        """One run of the plan: (return code, message, the copied arrays after it, guard damage); with `detect`,
+        under the race detector (its races into `out`); with `record`, its statistics kept in `out`."""
+        print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}"
+              + ("" if record else " again, under the race detector"), file=sys.stderr, flush=True)
+        NativeModule.bump_progress()
+        bufs = dict(in_place)
+        for i in copied:
+            a = spec.args[i]
+            nbytes = a.nbytes
+            if i in spec.outputs:
+                bufs[i] = DeviceBuffer(mod, nbytes, None, sched.poison, spec.sanitize)
+            else:
+                bufs[i] = DeviceBuffer(mod, nbytes, before[i] if i in before else a, 0, spec.sanitize)
+        for i, b in bufs.items():     # where the buffers lie: a fault in their guard pages names the argument
+            print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
+                  flush=True)
+        argv, keep = _argv(spec, bufs)
+        mod.reset_symbols(spec.symbols)
+        s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
+        # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
+        # then reads as "depends on the poison", not as "output never written".
+        if detect:    # the memory the kernel may write; const inputs cannot take part in a race
+            mod.race_begin([(bufs[i].ptr, bufs[i].nbytes, spec.names[i], spec.args[i].dtype.itemsize)
+                            for i in copied] +
+                           [(resident[buf.id].storage.ptr, resident[buf.id].storage.nbytes, name, buf.dtype.itemsize)
+                            for name, buf in reached] +
+                           [(addr, size, f"__device__ variable '{name}'", 0)
+                            for name, (addr, size, writable) in mod.symbols.items() if writable])
+        try:
+            rc, msg = mod.run(kernel, argv, spec.grid, spec.block, spec.shared_bytes, sched.policy, sched.seed,
+                              sched.shared_poison, r == 0 and record, sample)
+            if detect:
+                out.races, out.race_where = mod.race_report(), f"schedule {sched}{_on(sample, nblocks)}"
+        finally:
+            if detect:
+                accesses = mod.race_end()
+                out.race_accesses = accesses if record else out.race_accesses
+        if record:
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
             out.kernel_cpu_ms.append((time.thread_time() - c0) * 1e3)
             out.switches.append(mod.switches() - s0)
             if r == 0:
                 out.printf = mod.printf_output()
-            results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
-            damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
-            for i in copied:
-                bufs[i].release()
+        results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
+        damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
+        for i in copied:
+            bufs[i].release()
+        del keep
+        return rc, msg, results, damaged
+
+    try:
+        for r, sched in enumerate(plan):
+            sample = spec.block_sample if r >= FULL_RUNS or (r == 1 and not _unwritten_candidates(spec, runs[0])) \
+                else None
+            out.sampled.append(sample is not None)
+            rc, msg, results, damaged = run_schedule(r, sched, sample, spec.race and r == 0, True)
             if rc:
                 out.arrays = _returned(spec, results)
                 out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched}{_on(sample, nblocks)})")
@@ -300,8 +321,16 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 out.arrays = _returned(spec, results)
                 return out
             runs.append(results)
-            del keep
         out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before), out.sampled)
+        if spec.race and out.fault and out.fault[0] == "RaceDetected":
+            # The schedules disagree and run 0 had no race: a race may lie on a path only another schedule took.
+            # Each other schedule runs again under the detector; its races, if any, are the verdict.
+            for r in range(1, len(plan)):
+                sample = spec.block_sample if out.sampled[r] else None
+                run_schedule(r, plan[r], sample, True, False)
+                if out.races:       # the race explains the disagreement
+                    out.fault = None
+                    break
         out.arrays = _returned(spec, runs[0])
         return out
     finally:

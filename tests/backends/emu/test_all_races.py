@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from harness.backends import DataRace
+from harness.backends import DataRace, RaceDetected
 from harness.backends.emu import races
 from harness.backends.emu.backend import EmuBackend
 
@@ -261,3 +261,28 @@ def test_a_race_says_whether_its_stores_left_the_bytes_as_they_were(backend, mod
     assert err.value.same_value == (expect == ["same"])
     if mode != 4:
         mod.launch("stores", (1,), (64,), 0, [y, np.array([mode], np.int32), np.int32(1)])   # the twin: clean
+
+
+LATE_PATH = r"""
+__global__ void late_path(int* flag, int* y) {
+  // Thread 31 raises the flag; a thread that sees it raised stores its index. The forward order runs
+  // threads 0..30 before 31 (no race on that path), the reverse order runs 31 first: then 0..30 all store.
+  if (threadIdx.x == 31) atomicExch(flag, 1);
+  else if (atomicAdd(flag, 0) == 1) y[0] = threadIdx.x;
+}
+__global__ void late_path_fixed(int* flag, int* y) {
+  if (threadIdx.x == 31) atomicExch(flag, 1);
+  else if (atomicAdd(flag, 0) == 1) atomicMax(y, threadIdx.x);
+}
+"""
+
+
+def test_a_race_on_a_path_only_another_schedule_takes_is_found_by_running_it_again(emu):
+    mod = emu.load(LATE_PATH)
+    with pytest.raises(DataRace) as err:
+        mod.launch("late_path", (1,), (32,), 0, [np.zeros(1, np.int32), np.zeros(1, np.int32)])
+    assert "(schedule reverse" in str(err.value) and "at line 6" in err.value.races[0], str(err.value)
+    # the twin's stores are atomic: the schedules still disagree (which thread raised y first), and the reruns
+    # under the detector find no race, so the verdict stays the schedules' RaceDetected
+    with pytest.raises(RaceDetected):
+        mod.launch("late_path_fixed", (1,), (32,), 0, [np.zeros(1, np.int32), np.zeros(1, np.int32)])

@@ -432,3 +432,53 @@ def test_shared_variables_at_file_scope_are_one_slot_per_block(load, emu):
     assert emu.race_check                              # the detector is on by default
     with pytest.raises(DataRace, match=r"__shared__ 'tile' \(line 2\) index 0"):
         mod.launch("racy", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
+
+
+DEVICE_POINTERS = r"""
+struct Out { int n; float* data; };
+__device__ float* d_y;                 // set by the host, as cudaMemcpyToSymbol would
+__device__ Out d_out;
+__global__ void through_symbols(const float* x) {
+  int i = threadIdx.x;
+  d_y[i] = 2.0f * x[i];
+  if (i < d_out.n) d_out.data[i] = x[i] + 1.0f;
+}
+__global__ void racy_through_symbol(const float* x) { d_y[0] = x[threadIdx.x]; }
+__global__ void racy_through_struct(Out o, const float* x) { o.data[0] = x[threadIdx.x]; }
+"""
+
+
+def test_pointer_variables_set_by_the_host_and_races_through_them(load):
+    from harness.backends.base import DataRace, Struct
+    mod = load(DEVICE_POINTERS)
+    x = np.arange(32, dtype=np.float32)
+    y, out = mod.alloc("y", (32,), np.float32), mod.alloc("out", (32,), np.float32, np.zeros(32, np.float32))
+    mod.set_symbol("d_y", y)
+    value = np.zeros((), np.dtype([("n", "<i4"), ("pad", "<i4"), ("data", "<u8")]))[()]
+    value["n"] = 8
+    mod.set_symbol("d_out", Struct(value, ((8, out),)))
+    mod.launch("through_symbols", (1,), (32,), 0, [x])
+    np.testing.assert_array_equal(mod.read(y), 2 * x)
+    np.testing.assert_array_equal(mod.read(out), np.where(np.arange(32) < 8, x + 1, 0))
+    with pytest.raises(DataRace, match=r"data race on 'y \(through __device__ variable d_y\)' index 0"):
+        mod.launch("racy_through_symbol", (1,), (32,), 0, [x])
+    with pytest.raises(DataRace, match=r"data race on 'out \(through o\)' index 0"):
+        mod.launch("racy_through_struct", (1,), (32,), 0, [Struct(value, ((8, out),)), x])
+    with pytest.raises(ValueError, match=r"symbol 'd_out': the compiled struct is 16 bytes, the value has 8"):
+        mod.set_symbol("d_out", Struct(np.void(bytes(8))))
+    with pytest.raises(ValueError, match=r"pointer offset 4 must be a multiple of 8"):
+        mod.set_symbol("d_out", Struct(value, ((4, out),)))
+    mod.free(y)
+    with pytest.raises(ValueError, match=r"symbol 'd_y' \(set_symbol\) pointer at offset 0: .* not a live resident buffer"):
+        mod.launch("through_symbols", (1,), (32,), 0, [x])
+
+
+def test_more_static_shared_memory_than_any_gpu_gives_a_block_is_a_refused_launch(load):
+    from harness.backends.base import LaunchRefused
+    from harness.racescan import classify
+    mod = load("__global__ void big(float* y) {\n  __shared__ float tile[100000];\n"
+               "  tile[threadIdx.x] = 1.0f;\n  y[threadIdx.x] = tile[threadIdx.x];\n}\n")
+    with pytest.raises(LaunchRefused, match=r"static __shared__ 'tile' \(line 2, 400000 bytes\) does not fit in "
+                                            r"262144 bytes of shared memory, more than any GPU gives a block") as err:
+        mod.launch("big", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
+    assert classify(err.value, True).kind == "unsupported"      # no device runs it: no race verdict either way
