@@ -45,7 +45,10 @@ def strip_comments(code: str) -> str:
 
 
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*(<[^;{}()]*>)?\s*\(")
+# What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
+# instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*(<[^;{}]*>)?\s*(?:static\s+|inline\s+|extern\s+)*$")
 # A function-pointer parameter: `ret (*name)(args)`.
 _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
@@ -104,6 +107,16 @@ def _split_param(text: str) -> tuple[str, str]:
         raise ValueError(f"kernel parameter {text!r}: multi-dimensional array parameters are not supported")
     ctype = m.group(1) + ("*" if dims else "")
     return normalize_ctype(ctype), m.group(2)
+
+
+def _named_param(text: str, i: int, names: list) -> tuple[str, str]:
+    """A parameter of an explicit instantiation, whose name may be left out: the template's own name for it
+    (`arg<i>` when the template is not in sight)."""
+    name = names[i] if i < len(names) else f"arg{i}"
+    text = re.sub(r"\s+", " ", text.strip())
+    if re.search(r"\b" + re.escape(name) + r"\s*(?:\[[^\]]*\]\s*)*$", text):
+        return _split_param(text)
+    return _split_param(f"{text} {name}")
 
 
 def is_function_pointer(ctype: str) -> bool:
@@ -166,18 +179,42 @@ def enumerations(code: str) -> dict[str, tuple[int, ...]]:
 
 
 def kernel_signatures(code: str, resolve: bool = True) -> list[KernelSignature]:
-    """Every `__global__ void name(params)` in the source, in order; with `resolve`, simple typedefs and
-    enumerations of the source resolved (an enumeration by value is its underlying integer type), else the
-    parameter types as declared."""
+    """Every launchable `__global__ void name(params)` in the source, in order: the kernels that are not
+    templates, and each explicit instantiation of a template kernel (`template __global__ void k<float, 4>(...);`,
+    named `k<float,4>`, its parameters as the instantiation spells them). A template kernel's own definition is
+    not launchable (template_kernels names those). With `resolve`, simple typedefs and enumerations of the source
+    resolved (an enumeration by value is its underlying integer type), else the parameter types as declared."""
     clean = strip_comments(code)
     typedefs = _type_names(clean) if resolve else {}
-    sigs = []
+    sigs, template_params = [], {}
     for m in _GLOBAL.finditer(clean):
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        instantiation = head is not None and head.group(1) is None and m.group(2) is not None
         body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()
-        params = tuple(_split_param(p) for p in _split_params(body)) if body and body != "void" else ()
+        texts = _split_params(body) if body and body != "void" else []
+        if head is not None and not instantiation:      # a template's definition or declaration: its names
+            template_params.setdefault(m.group(1), [_split_param(p)[1] for p in texts])
+            continue
+        if instantiation:     # `template __global__ void k<float>(const float*, float*);`: names may be left out
+            params = tuple(_named_param(p, i, template_params.get(m.group(1), [])) for i, p in enumerate(texts))
+        else:
+            params = tuple(_split_param(p) for p in texts)
         params = _resolve_typedefs(params, typedefs) if typedefs else params
-        sigs.append(KernelSignature(m.group(1), params, clean.count("\n", 0, m.start()) + 1))
+        name = m.group(1) + (re.sub(r"\s+", "", m.group(2)) if instantiation else "")
+        sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1))
     return sigs
+
+
+def template_kernels(code: str) -> list[str]:
+    """Names of the template kernels the source defines (`template <...> __global__ void k(...) {...}`), each
+    once; only their explicit instantiations can be launched (kernel_signatures)."""
+    clean = strip_comments(code)
+    names = []
+    for m in _GLOBAL.finditer(clean):
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        if head is not None and head.group(1) is not None and m.group(1) not in names:
+            names.append(m.group(1))
+    return names
 
 
 def source_sha256(code: str) -> str:

@@ -262,7 +262,8 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     of each integer parameter that preconditions bound on both sides, every value of which the verifier
     considered, to sweep over; with `sweep_all`, of every integer parameter not fixed, a missing bound being
     the draw's)."""
-    m = re.search(r"\b" + re.escape(sig.name) + r"\s*\(", source)
+    # a template instantiation's preconditions are in its template's body
+    m = re.search(r"\b" + re.escape(sig.name.split("<")[0]) + r"\s*(?:<[^;{}()]*>)?\s*\(", source)
     body = source[m.end():] if m else source
     body = body[:closing_bracket(body, body.index("{")) + 1] if "{" in body else body
     names = {n for t, n in sig.params if not t.endswith("*")}
@@ -322,10 +323,15 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     return values, ignored, domains
 
 
+def _ident(kernel: str) -> str:
+    """A kernel's name as part of a C identifier (`k<float,4>` -> `k_float_4_`)."""
+    return re.sub(r"\W", "_", kernel)
+
+
 def function_pointer_symbols(sig, values: dict) -> str:
     """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
     (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
-    return "".join(f"\n__device__ {t} {GV_SYMBOL}{sig.name}_{n} = {values[n]};" for t, n in sig.params
+    return "".join(f"\n__device__ {t} {GV_SYMBOL}{_ident(sig.name)}_{n} = {values[n]};" for t, n in sig.params
                    if isinstance(values.get(n), str))
 
 
@@ -379,7 +385,7 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
         elif base in SCALAR_DTYPES:
             args.append(SCALAR_DTYPES[base].type(values[name]))
         elif isinstance(values.get(name), str):
-            args.append(Symbol(f"{GV_SYMBOL}{sig.name}_{name}"))
+            args.append(Symbol(f"{GV_SYMBOL}{_ident(sig.name)}_{name}"))
         else:
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")

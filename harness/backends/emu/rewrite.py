@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
-from cudasrc.signatures import KernelSignature, closing_bracket, kernel_signatures, strip_comments
+from cudasrc.signatures import KernelSignature, closing_bracket, kernel_signatures, strip_comments, template_kernels
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
@@ -33,7 +33,6 @@ _UNSUPPORTED = [
     (r"\b__pipeline_\w+|\bcuda::memcpy_async\b", "asynchronous copies"),
     (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
     (r"\b__(?:ballot|any|all)\s*\(", "legacy warp votes without _sync"),
-    (r"\btemplate\s*<[^;{}]*>\s*(?:static\s+)?__global__", "template kernels"),
 ]
 
 
@@ -345,6 +344,11 @@ def rewrite(code: str, filename: str = "kernel.cu") -> Rewritten:
     except ValueError as exc:
         raise UnsupportedConstruct(None, f"kernel signature: {exc}") from None
     if not kernels:
+        templates = template_kernels(code)
+        if templates:
+            raise UnsupportedConstruct(None, f"template kernel(s) {', '.join(templates)} with no explicit "
+                                             f"instantiation (`template __global__ void {templates[0]}<...>(...);`): "
+                                             "emu launches the instantiations a source makes")
         raise UnsupportedConstruct(None, "no __global__ kernel in the source")
     seen: dict[str, int] = {}
     for k in kernels:

@@ -482,3 +482,39 @@ def test_more_static_shared_memory_than_any_gpu_gives_a_block_is_a_refused_launc
                                             r"262144 bytes of shared memory, more than any GPU gives a block") as err:
         mod.launch("big", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
     assert classify(err.value, True).kind == "unsupported"      # no device runs it: no race verdict either way
+
+
+TEMPLATES = r"""
+template <typename T, int N>
+__global__ void scale(const T* x, T* y, T a) {
+  __shared__ T tile[N];
+  tile[threadIdx.x] = a * x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = tile[(threadIdx.x + 1) % N];
+}
+template __global__ void scale<float, 32>(const float*, float*, float);
+template __global__ void scale< int, 64 >(const int*, int*, int);
+template <int N> __global__ void racy(int* y) { y[0] = N + threadIdx.x; }
+template __global__ void racy<7>(int*);
+template <typename T> __global__ void never_made(T* y) { y[0] = T(); }
+"""
+
+
+def test_template_kernels_launch_by_their_explicit_instantiations(load):
+    from cudasrc.signatures import kernel_signatures, template_kernels
+    from harness.backends.base import DataRace
+    sigs = {s.name: s.params for s in kernel_signatures(TEMPLATES)}
+    assert sigs == {"scale<float,32>": (("const float*", "x"), ("float*", "y"), ("float", "a")),   # the template's names
+                    "scale<int,64>": (("const int*", "x"), ("int*", "y"), ("int", "a")), "racy<7>": (("int*", "y"),)}
+    assert template_kernels(TEMPLATES) == ["scale", "racy", "never_made"]
+    mod = load(TEMPLATES)
+    x, y = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    mod.launch("scale<float,32>", (1,), (32,), 0, [x, y, np.float32(2)], outputs=(1,))
+    np.testing.assert_array_equal(y, 2 * np.roll(x, -1))
+    xi, yi = np.arange(64, dtype=np.int32), np.zeros(64, np.int32)
+    mod.launch("scale<int,64>", (1,), (64,), 0, [xi, yi, np.int32(3)], outputs=(1,))
+    np.testing.assert_array_equal(yi, 3 * np.roll(xi, -1))
+    with pytest.raises(DataRace, match=r"racy<7><<<1x1x1, 32x1x1, 0>>>: data race on 'y' index 0"):
+        mod.launch("racy<7>", (1,), (32,), 0, [np.zeros(1, np.int32)])
+    with pytest.raises(ValueError, match="never_made"):
+        mod.launch("never_made", (1,), (32,), 0, [np.zeros(1, np.int32)])
