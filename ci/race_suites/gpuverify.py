@@ -252,29 +252,47 @@ def integer_expression(text: str, dims: dict) -> "int | None":
     return value(tree)
 
 
+def _kernel_body(kernel: str, source: str) -> str:
+    """The body of the kernel's definition (its template's, for an instantiation `k<float>`); the whole source
+    when it is not found. Prototypes and instantiations (`...);`) are passed over."""
+    for m in re.finditer(r"\b" + re.escape(kernel.split("<")[0]) + r"\s*(?:<[^;{}()]*>)?\s*\(", source):
+        close = closing_bracket(source, m.end() - 1)
+        rest = source[close + 1:].lstrip()
+        if rest.startswith("{"):
+            start = len(source) - len(rest)
+            return source[start:closing_bracket(source, start) + 1]
+    return source
+
+
+_POW2 = re.compile(r"__is_pow2\s*\(\s*(\w+)\s*\)|\(?\s*\(?\s*(\w+)\s*&\s*\(\s*\2\s*-\s*1\s*\)\s*\)\s*==\s*0\s*\)?")
+
+
 def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
                   grid: tuple = (1, 1, 1), sweep_all: bool = False) -> tuple[dict, list[str], dict]:
     """Values for the kernel's scalar parameters: those its simple `__requires` fix or bound (`n == 1024`,
     `x < 100`, `sz == blockDim.x * 2`, `w == 32*8`, `i == 1 | i == 2`: the first alternative), others a seeded
     draw from [1, 64] (inside the bounds), an enumeration's from its enumerators; a function-pointer parameter the device function its
-    `__requires(f == name)` names; `__is_pow2(n)` holds when n is fixed to a power of two.
+    `__requires(f == name)` names; a power of two (`__is_pow2(n)`, `(n & (n - 1)) == 0`) is drawn among the
+    powers of two inside the bounds; an order between two scalars (`stride < N`) is made to hold by moving the
+    side that nothing fixes.
     Returns (name -> int value or function name, the preconditions left unhonoured, name -> range: the domain
     of each integer parameter that preconditions bound on both sides, every value of which the verifier
     considered, to sweep over; with `sweep_all`, of every integer parameter not fixed, a missing bound being
     the draw's)."""
-    # a template instantiation's preconditions are in its template's body
-    m = re.search(r"\b" + re.escape(sig.name.split("<")[0]) + r"\s*(?:<[^;{}()]*>)?\s*\(", source)
-    body = source[m.end():] if m else source
-    body = body[:closing_bracket(body, body.index("{")) + 1] if "{" in body else body
+    body = _kernel_body(sig.name, source)
     names = {n for t, n in sig.params if not t.endswith("*")}
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
     dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
-    fixed, low, high, ignored, later = {}, {}, {}, [], []
+    fixed, low, high, ignored, later, orders = {}, {}, {}, [], [], []
     for cond in _requires_of(body):
         first = re.split(r"\|\|?", cond)[0].strip()
-        pow2 = re.fullmatch(r"__is_pow2\s*\(\s*(\w+)\s*\)", first)
-        if pow2:
-            later.append((cond, pow2.group(1)))
+        pow2 = _POW2.fullmatch(first)
+        if pow2 and (pow2.group(1) or pow2.group(2)) in names:
+            later.append((cond, pow2.group(1) or pow2.group(2)))
+            continue
+        order = re.fullmatch(r"(\w+)\s*(>=|<=|<|>)\s*(\w+)", first)
+        if order and order.group(1) in names and order.group(3) in names:
+            orders.append((cond, *order.groups()))
             continue
         c = re.fullmatch(r"(\w+)\s*(==|>=|<=|<|>|!=)\s*(.+)", first)
         if not c or c.group(1) not in names:
@@ -296,14 +314,31 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
             high[name] = min(high.get(name, value), value - (op == "<"))
         elif op == "!=" and value in (1, 64):
             low[name] = 2 if value == 1 else low.get(name, 1)
-    for cond, name in later:             # a power of two: holds if the value is fixed to one, else not honoured
-        v = fixed.get(name)
-        if not (isinstance(v, int) and v > 0 and v & (v - 1) == 0):
-            ignored.append(cond)
-    values = {}
+    values, pow2 = {}, {name for _, name in later}
     for name in sorted(names - opaque):
         lo, hi = low.get(name, 1), high.get(name, max(64, low.get(name, 1)))
-        values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
+        if name in pow2 and name not in fixed:
+            powers = [1 << k for k in range(63) if lo <= 1 << k <= hi]
+            values[name] = int(rng.choice(powers)) if powers else int(rng.integers(lo, hi + 1))
+        else:
+            values[name] = fixed.get(name, int(rng.integers(lo, hi + 1)))
+    for cond, name in later:             # a power of two: drawn so, or fixed to one; else not honoured
+        v = values.get(name)
+        if not (isinstance(v, int) and v > 0 and v & (v - 1) == 0):
+            ignored.append(cond)
+    for cond, a, op, b in orders:        # `a < b`: move the side nothing fixes, keeping its other rules
+        if op in (">", ">="):
+            a, op, b = b, "<" if op == ">" else "<=", a
+        gap = 1 if op == "<" else 0
+        if values[a] + gap <= values[b]:
+            continue
+        if b not in fixed:
+            want = values[a] + gap
+            values[b] = 1 << (want - 1).bit_length() if b in pow2 else want + int(rng.integers(0, 64))
+        elif a not in fixed and values[b] - gap >= low.get(a, 1):
+            values[a] = values[b] - gap
+        if not values[a] + gap <= values[b] or values[b] > high.get(b, values[b]):
+            ignored.append(cond)
     values.update({name: fixed[name] for name in opaque if name in fixed})
     # An enumeration holds one of its enumerators: drawn from them, and its domain (when they are consecutive).
     declared = next((s.params for s in kernel_signatures(source, resolve=False) if s.name == sig.name), ())
@@ -316,8 +351,10 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
             if sorted(enum) == list(range(min(enum), max(enum) + 1)):
                 enum_domains[name] = range(min(enum), max(enum) + 1)
     integers = {n for t, n in sig.params if SCALAR_DTYPES.get(t.replace("const ", "").strip(), np.dtype("f4")).kind in "iu"}
+    # a sweep would break a power of two or an order between scalars: those keep their drawn values
+    kept = pow2 | {n for _, a, _, b in orders for n in (a, b)}
     domains = {name: range(low.get(name, 1), high.get(name, max(64, low.get(name, 1))) + 1)
-               for name in sorted(names - opaque) if name not in fixed
+               for name in sorted(names - opaque) if name not in fixed and name not in kept
                and (name in low and name in high or sweep_all and name in integers)}
     domains = {name: r for name, r in {**domains, **enum_domains}.items() if len(r)}
     return values, ignored, domains

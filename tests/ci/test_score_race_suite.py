@@ -202,6 +202,21 @@ __global__ void k(int* a, op_t f, unsigned m, int lo, int sz) {
     chosen, unhonoured, _ = gpuverify.scalar_values(arith, src, (32, 2, 1), np.random.default_rng(2), (3, 1, 1))
     assert chosen == {"n": 64, "w": 256, "q": 6} and unhonoured == ["__is_pow2(q)"]   # 6 is not a power of two
     assert "__device__ op_t __qconform_gv_k_f = twice;" in gpuverify.function_pointer_symbols(sig, values)
+    # a power of two drawn as one, an order between two scalars made to hold; the template's body is found past
+    # its prototype and its explicit instantiation (a precondition read from another function's body would not)
+    src = """template <int D> __global__ void k(unsigned* d, unsigned stride, unsigned N);
+template __global__ void k<1>(unsigned* d, unsigned stride, unsigned N);
+__device__ unsigned other(unsigned x) { return x; }
+template <int D> __global__ void k(unsigned* d, unsigned stride, unsigned N) {
+  __requires((stride & (stride - 1)) == 0);
+  __requires(stride < N);
+  __requires(stride > 1);
+}"""
+    inst, = kernel_signatures(src)
+    for seed in range(20):
+        got, unhonoured, swept = gpuverify.scalar_values(inst, src, (32, 1, 1), np.random.default_rng(seed))
+        s, n = got["stride"], got["N"]
+        assert s > 1 and s & (s - 1) == 0 and s < n and unhonoured == [] and swept == {}, got
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
     header = gpuverify.read_header("//pass\n//--blockDim=2 --gridDim=1\n")
