@@ -327,6 +327,9 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
         if not (isinstance(v, int) and v > 0 and v & (v - 1) == 0):
             ignored.append(cond)
     for cond, a, op, b in orders:        # `a < b`: move the side nothing fixes, keeping its other rules
+        if a not in values or b not in values:       # a scalar of a type the adapter gives no value
+            ignored.append(cond)
+            continue
         if op in (">", ">="):
             a, op, b = b, "<" if op == ">" else "<=", a
         gap = 1 if op == "<" else 0

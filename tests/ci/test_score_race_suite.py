@@ -217,6 +217,8 @@ template <int D> __global__ void k(unsigned* d, unsigned stride, unsigned N) {
         got, unhonoured, swept = gpuverify.scalar_values(inst, src, (32, 1, 1), np.random.default_rng(seed))
         s, n = got["stride"], got["N"]
         assert s > 1 and s & (s - 1) == 0 and s < n and unhonoured == [] and swept == {}, got
+    opaque, = kernel_signatures(src.replace("unsigned stride", "uint stride"))      # `uint`: no value to order
+    assert "stride < N" in gpuverify.scalar_values(opaque, src, (32, 1, 1), np.random.default_rng(0))[1]
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
     header = gpuverify.read_header("//pass\n//--blockDim=2 --gridDim=1\n")
