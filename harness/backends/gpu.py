@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
-from cudasrc.signatures import KernelSignature, kernel_signatures
+from cudasrc.signatures import KernelSignature, kernel_signatures, template_kernels
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
@@ -397,7 +397,7 @@ class GpuBackend(Backend):
             raise ValueError("source: expected non-empty CUDA C source text")
         flags = validate_flags(flags)
         sigs = kernel_signatures(source)
-        if not sigs:
+        if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
@@ -489,6 +489,9 @@ class GpuModule(Module):
         self.backend.request({"op": "resolve", "key": self.key, "name": name})
 
     def _signature(self, name: str) -> KernelSignature:
+        if name not in self.signatures and (name in template_kernels(self.source) or "<" in name):
+            raise BuildError(f"kernel {name!r} is a template kernel (or an instantiation of one): this backend "
+                             "finds kernels by their C name, which a template or static kernel does not have")
         try:
             return self.signatures[name]
         except KeyError:

@@ -518,3 +518,5 @@ def test_template_kernels_launch_by_their_explicit_instantiations(load):
         mod.launch("racy<7>", (1,), (32,), 0, [np.zeros(1, np.int32)])
     with pytest.raises(ValueError, match="never_made"):
         mod.launch("never_made", (1,), (32,), 0, [np.zeros(1, np.int32)])
+    with pytest.raises(ValueError, match="scale is a template: launch one of its instantiations"):
+        mod.launch("scale", (1,), (32,), 0, [x, y, np.float32(2)], outputs=(1,))
