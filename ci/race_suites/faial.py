@@ -41,7 +41,7 @@ from harness.racescan import has_detector, sweep_points
 from harness.racescan.reading import FAIAL_ALL_LEVELS, FAIAL_BLOCK, FAIAL_GRID
 
 from . import gpuverify
-from .run import Launch, build_failed, run_kernels
+from .run import build_failed
 
 FAIAL_EXAMPLES = "examples/drf"
 DEFAULT_BLOCK = (1024, 1, 1)          # faial's default launch (protocols/gv_parser.ml)
@@ -197,18 +197,4 @@ def score_case(backend, case: Case, root: Path, seed: int) -> dict:
         module = backend.load(code, flags=flags, name=re.sub(r"\W", "_", case.name) + ".cu")
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
-    rec["scalars"] = {sig.name: values for sig, values, _ in chosen}
-    rec["device_pointers"] = gpuverify.device_pointers(module, code, gpuverify.buffer_elements(header), rng)
-    dynamic_shared = gpuverify.GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0
-    size = gpuverify.GV_MIN_ELEMENTS
-    while True:
-        launches = [Launch(sig.name, header["grid"], header["block"],
-                           lambda point, sig=sig, values=values, size=size:
-                           gpuverify.make_args(sig, header, {**values, **point}, rng, size), points, dynamic_shared)
-                    for sig, values, points in chosen]
-        rec["kernels"] = {}
-        run_kernels(rec, module, launches)
-        grown = gpuverify.grown_size(rec, gpuverify.buffer_elements(header, size))
-        if grown is None:
-            return rec
-        rec["buffers_grown_to"] = size = grown
+    return gpuverify.run_growing(rec, module, code, header, chosen, rng)

@@ -465,6 +465,13 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
     rec["requires_not_honoured"] = ignored
+    return run_growing(rec, module, code, header, chosen, rng)
+
+
+def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: np.random.Generator) -> dict:
+    """Run each (signature, scalar values, sweep points) of `chosen` at the header's launch with seeded inputs
+    (make_args), the file-scope pointer variables set (device_pointers), and again with larger buffers while a
+    kernel overruns their end (grown_size). Shared by the GPUVerify and faial adapters."""
     rec["scalars"] = {sig.name: values for sig, values, _ in chosen}      # what to replay a verdict with
     rec["device_pointers"] = device_pointers(module, code, buffer_elements(header), rng)
     # `extern __shared__`: its size is the host program's launch argument, which the header does not give; GPUVerify
