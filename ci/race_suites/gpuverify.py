@@ -18,7 +18,8 @@ The launch is the header's --blockDim/--gridDim (a block of more than 1024 threa
 cannot run: not scored as run), -DNAME=VALUE become build flags. GPUVerify's specification calls have no
 runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` (line numbers kept); simple
 `__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
-`f == someDeviceFunction` for a function pointer), the rest are dropped and listed in the JSON; a scalar that
+`f == someDeviceFunction` for a function pointer, `(n & (n - 1)) == 0` and `__is_pow2(n)`, `stride < N` between two
+scalars), the rest are dropped and listed in the JSON; a scalar that
 preconditions bound on both sides is swept over that domain after the drawn launch (harness.racescan.sweep_points:
 the verifier's proof covers every value, and a race may need one). Constructs with
 verifier-only meaning (`__axiom`, device functions declared but never defined, whose result the verifier takes
