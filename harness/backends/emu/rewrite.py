@@ -180,13 +180,23 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
             raise UnsupportedConstruct(None, f"__shared__ declaration without ';' (line {line})")
         at_file_scope = depth.at(m.start()) == 0
         decl = _ALIGN.sub(" ", clean[m.end():semi])
-        if "=" in decl or "(" in decl:
-            raise UnsupportedConstruct(None, f"__shared__ declaration with an initializer (line {line})")
+        # An initializer (`= ...`, or `(...)` outside the array bounds, which may hold parentheses): CUDA forbids
+        # one on a __shared__ variable, and nvcc refuses it.
+        if "=" in decl or "(" in re.sub(r"\[[^\]]*\]", "[]", decl):
+            raise UnsupportedConstruct(None, f"__shared__ declaration with an initializer (line {line}): CUDA "
+                                             "allows none on a __shared__ variable")
+        # The type may come before the keyword: `extern float __shared__ s[];`, `volatile int __shared__ x;`.
+        start = max(clean.rfind(c, 0, m.start()) for c in ";{}\n") + 1
+        prefix = _ALIGN.sub(" ", clean[start:m.start()])
+        extern = bool(m.group(1)) or re.search(r"\bextern\b", prefix) is not None
+        prefix_type = re.sub(r"\b(?:extern|static)\b", " ", prefix).strip()
+        if not re.search(r"\b(?!volatile\b|const\b)[A-Za-z_]\w*", prefix_type):
+            start, prefix_type = m.start(), ""      # qualifiers only (`volatile __shared__ float v;`): they stay
         pieces = _split_top(decl, ",")
         first = re.match(r"^(.*?)(\**\s*[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)*)$", pieces[0].strip(), re.S)
-        if not first or not first.group(1).strip():
+        if not first or not (first.group(1).strip() or prefix_type):
             raise UnsupportedConstruct(None, f"__shared__ declaration {decl.strip()!r} (line {line}) is not understood")
-        base_type = re.sub(r"\s+", " ", first.group(1)).strip()
+        base_type = re.sub(r"\s+", " ", f"{prefix_type} {first.group(1)}").strip()
         declarators = [first.group(2)] + pieces[1:]
         stmts = []
         for text in declarators:
@@ -194,7 +204,7 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
             if not dm:
                 raise UnsupportedConstruct(None, f"__shared__ declarator {text.strip()!r} (line {line}) is not understood")
             stars, name, dims = dm.group(1), dm.group(2), re.sub(r"\s+", "", dm.group(3))
-            if m.group(1):   # extern: the dynamic shared area sized at launch
+            if extern:       # the dynamic shared area sized at launch
                 if not re.fullmatch(r"\[\]", dims) or stars:
                     raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
                                                      "`extern __shared__ T name[];`")
@@ -203,10 +213,12 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
             else:
                 if "[]" in dims:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")
-                stmts.append((name, f"auto& {name} = ::emu::shared_var<{base_type}{stars}{dims}>({slot}, \"{name}\", {line});"))
+                bounds = "".join(f"[{d}]" if re.fullmatch(r"\w+", d) else f"[({d})]"      # `[N >> 1]`: inside a
+                                 for d in re.findall(r"\[([^\]]*)\]", dims))               # template argument
+                stmts.append((name, f"auto& {name} = ::emu::shared_var<{base_type}{stars}{bounds}>({slot}, \"{name}\", {line});"))
                 names.append((name, line))
                 slot += 1
-        start = m.start()
+        start = max(start, pos)
         out.append(clean[pos:start])
         if at_file_scope:     # declared in each function that names it (below); the same slot: one per block
             file_scope += stmts

@@ -520,3 +520,25 @@ def test_template_kernels_launch_by_their_explicit_instantiations(load):
         mod.launch("never_made", (1,), (32,), 0, [np.zeros(1, np.int32)])
     with pytest.raises(ValueError, match="scale is a template: launch one of its instantiations"):
         mod.launch("scale", (1,), (32,), 0, [x, y, np.float32(2)], outputs=(1,))
+
+
+SHARED_FORMS = r"""
+#define B 8
+__global__ void forms(const float* x, float* y) {
+  __shared__ float rows[B][(B + 2) * 4];
+  volatile __shared__ float v[(B >> 1) + 1];
+  extern float __shared__ dyn[];
+  int t = threadIdx.x;
+  rows[t][t] = x[t];
+  dyn[t] = 2.0f * x[t];
+  if (t < (B >> 1) + 1) v[t] = 3.0f;
+  __syncthreads();
+  y[t] = rows[(t + 1) % B][(t + 1) % B] + dyn[t] + v[t % ((B >> 1) + 1)];
+}
+"""
+
+
+def test_shared_declarations_in_real_codes_forms_run(load):
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    load(SHARED_FORMS).launch("forms", (1,), (8,), 8 * 4, [x, y], outputs=(1,))
+    np.testing.assert_array_equal(y, np.roll(x, -1) + 2 * x + 3)

@@ -71,3 +71,20 @@ def test_bad_arguments_to_load(emu):
         emu.load("   ")
     with pytest.raises(ValueError, match=r"flags: each flag must be a string starting with '-'"):
         emu.load("__global__ void k(float* y){ y[0]=1; }", flags=("O3",))
+
+
+def test_shared_declarations_in_the_forms_real_code_writes():
+    out = rewrite("#define B 8\n__global__ void k(float* y) {\n"
+                  "  __shared__ float rows[B][(B + 2) * 4];\n"          # parentheses in a bound
+                  "  volatile __shared__ float v[(B >> 1) + 1];\n"       # a qualifier first; `>>` in a bound
+                  "  extern float __shared__ dyn[];\n"                   # the type before the keyword
+                  "  static __shared__ int n;\n"
+                  "  y[0] = rows[0][0] + v[0] + dyn[0] + n;\n}\n").source
+    assert 'auto& rows = ::emu::shared_var<float[B][((B+2)*4)]>(0, "rows", 3);' in out
+    assert 'volatile auto& v = ::emu::shared_var<float[((B>>1)+1)]>(1, "v", 4);' in out
+    assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in out
+    assert "extern" not in out.split("dyn_shared")[0].splitlines()[-1]
+    with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\): CUDA allows none"):
+        rewrite("__global__ void k(float* y) {\n  __shared__ float s = 1.0f;\n}\n")
+    with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\)"):
+        rewrite("__global__ void k(float* y) {\n  __shared__ float s[2](1.0f);\n}\n")
