@@ -133,6 +133,20 @@ def _operands(text: str) -> list[str]:
     return out
 
 
+# `mov.u32 %0, %%laneid;`: a read of a PTX special register, as the CUDA expression it equals.
+_LINEAR_TID = "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
+_LANE = f"({_LINEAR_TID} & 31u)"
+SPECIAL_REGISTERS = {
+    "laneid": _LANE, "warpsize": "32u",
+    "lanemask_eq": f"(1u << {_LANE})", "lanemask_lt": f"((1u << {_LANE}) - 1u)",
+    "lanemask_le": f"((2u << {_LANE}) - 1u)", "lanemask_gt": f"(~((2u << {_LANE}) - 1u))",
+    "lanemask_ge": f"(~((1u << {_LANE}) - 1u))",
+    **{f"{reg}.{a}": f"{var}.{a}" for reg, var in (("tid", "threadIdx"), ("ntid", "blockDim"), ("ctaid", "blockIdx"),
+                                                   ("nctaid", "gridDim")) for a in "xyz"},
+}
+_SPECIAL_MOVE = re.compile(r"mov\.(?:u32|b32|s32)\s+%(\d+)\s*,\s*%%([\w.]+)\s*;?")
+
+
 def _rewrite_asm(clean: str) -> str:
     out, pos = [], 0
     for m in _ASM.finditer(clean):
@@ -145,9 +159,22 @@ def _rewrite_asm(clean: str) -> str:
         sections = _split_top(body, ":")
         template = _asm_template(sections[0]).strip()
         instr = template.split()[0] if template.split() else "(empty asm)"
+        special = _SPECIAL_MOVE.fullmatch(template)
+        if special and special.group(2) in SPECIAL_REGISTERS:
+            ops = _operands(sections[1] if len(sections) > 1 else "")
+            if int(special.group(1)) >= len(ops):
+                raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}) names operand "
+                                                 f"%{special.group(1)}, which it does not have")
+            value = SPECIAL_REGISTERS[special.group(2)]
+            out.append(clean[pos:m.start()])
+            out.append(f"(({ops[int(special.group(1))]}) = (unsigned)({value}))"
+                       + "\n" * clean.count("\n", m.start(), close + 1))
+            pos = close + 1
+            continue
         if instr.rstrip(";") != MMA_S8:
             raise UnsupportedConstruct(None, f"inline PTX instruction {instr!r} (line {line}) is not supported by emu; "
-                                             f"only {MMA_S8} is emulated")
+                                             f"only {MMA_S8} and moves from the special registers "
+                                             f"{', '.join('%' + r for r in SPECIAL_REGISTERS)} are emulated")
         ops = _operands(sections[1] if len(sections) > 1 else "") + _operands(sections[2] if len(sections) > 2 else "")
         groups = [[int(x) for x in re.findall(r"%(\d+)", g)] for g in re.findall(r"\{([^}]*)\}", template)]
         if [len(g) for g in groups] != [4, 4, 2, 4] or max(max(g) for g in groups) >= len(ops):

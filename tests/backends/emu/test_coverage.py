@@ -542,3 +542,28 @@ def test_shared_declarations_in_real_codes_forms_run(load):
     x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
     load(SHARED_FORMS).launch("forms", (1,), (8,), 8 * 4, [x, y], outputs=(1,))
     np.testing.assert_array_equal(y, np.roll(x, -1) + 2 * x + 3)
+
+
+SPECIAL_REGISTERS = r"""
+__global__ void lanes(unsigned* out) {
+  unsigned lane, lt, ge, tid, ctaid;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
+  asm("mov.u32 %0, %%lanemask_ge;" : "=r"(ge));
+  asm("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  asm("mov.u32 %0, %%ctaid.x;" : "=r"(ctaid));
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[5 * i] = lane; out[5 * i + 1] = lt; out[5 * i + 2] = ge; out[5 * i + 3] = tid; out[5 * i + 4] = ctaid;
+}
+"""
+
+
+def test_reads_of_ptx_special_registers(load):
+    out = np.zeros(5 * 128, np.uint32)
+    load(SPECIAL_REGISTERS).launch("lanes", (2,), (64,), 0, [out], outputs=(0,))
+    got = out.reshape(128, 5)
+    t = np.arange(64, dtype=np.uint64)
+    lane = t % 32
+    want = np.stack([lane, (1 << lane) - 1, (~((1 << lane) - 1)) & 0xFFFFFFFF, t, np.zeros(64)], 1).astype(np.uint32)
+    np.testing.assert_array_equal(got[:64], want)
+    np.testing.assert_array_equal(got[64:, 4], 1)
