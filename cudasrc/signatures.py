@@ -187,12 +187,10 @@ def kernel_signatures(code: str, resolve: bool = True) -> list[KernelSignature]:
     clean = strip_comments(code)
     typedefs = _type_names(clean) if resolve else {}
     sigs, template_params = [], {}
-    for m in _GLOBAL.finditer(clean):
-        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
-        instantiation = head is not None and head.group(1) is None and m.group(2) is not None
+    for m, template, instantiation in _globals(clean):
         body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()
         texts = _split_params(body) if body and body != "void" else []
-        if head is not None and not instantiation:      # a template's definition or declaration: its names
+        if template:      # a template's definition or declaration: its parameter names
             template_params.setdefault(m.group(1), [_split_param(p)[1] for p in texts])
             continue
         if instantiation:     # `template __global__ void k<float>(const float*, float*);`: names may be left out
@@ -208,13 +206,20 @@ def kernel_signatures(code: str, resolve: bool = True) -> list[KernelSignature]:
 def template_kernels(code: str) -> list[str]:
     """Names of the template kernels the source defines (`template <...> __global__ void k(...) {...}`), each
     once; only their explicit instantiations can be launched (kernel_signatures)."""
-    clean = strip_comments(code)
     names = []
-    for m in _GLOBAL.finditer(clean):
-        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
-        if head is not None and head.group(1) is not None and m.group(1) not in names:
+    for m, template, _ in _globals(strip_comments(code)):
+        if template and m.group(1) not in names:
             names.append(m.group(1))
     return names
+
+
+def _globals(clean: str):
+    """Each `__global__ void name` of the source: (its match, whether it is a template's definition or
+    declaration, whether it is an explicit instantiation `template __global__ void k<...>(...)`)."""
+    for m in _GLOBAL.finditer(clean):
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        instantiation = head is not None and head.group(1) is None and m.group(2) is not None
+        yield m, head is not None and not instantiation, instantiation
 
 
 def source_sha256(code: str) -> str:

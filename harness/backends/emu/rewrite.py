@@ -260,34 +260,30 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
 
 
-def _opening_paren(text: str, close: int) -> int:
-    """The position of the `(` that the `)` at `close` closes (a parameter list: no strings inside)."""
-    level = 0
-    for i in range(close, -1, -1):
-        level += (text[i] == ")") - (text[i] == "(")
-        if level == 0:
-            return i
-    raise UnsupportedConstruct(None, f"unbalanced parentheses before line {_line_of(text, close)}")
-
-
 def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
     """`text` with each file-scope __shared__ variable (name, its declaration as a local reference) declared at
     the top of every function body at file scope that names it: every kernel and device function of a block
     then reaches the block's one slot. A body is a top-level `{` right after a `)` (a parameter list); a
     parameter of the same name hides the variable, as in C++."""
-    out, pos = [], 0
+    out, pos, i = [], 0, 0
     depth = _BraceDepth(text)
-    for m in re.finditer(r"\)\s*\{", text):
-        brace = m.end() - 1
-        if brace < pos or depth.at(brace) != 0:
+    while (i := text.find("(", i)) >= 0:
+        if depth.at(i) != 0:           # inside a body already handled or a struct: its parentheses are not lists
+            i += 1
             continue
-        body = text[brace:closing_bracket(text, brace) + 1]
-        params = text[_opening_paren(text, m.start()):m.start()]
+        close = _matching(text, i)
+        brace = len(text) - len(text[close + 1:].lstrip())
+        if not text.startswith("{", brace):      # a call, an attribute (`__launch_bounds__(256)`), a prototype
+            i = close + 1
+            continue
+        end = _matching(text, brace)
+        params, body = text[i:close], text[brace:end + 1]
         used = [decl for name, decl in variables
                 if re.search(r"(?<![.\w>])" + re.escape(name) + r"\b", body) and not re.search(rf"\b{name}\b", params)]
         if used:
             out += [text[pos:brace + 1], " ", " ".join(used), " "]
             pos = brace + 1
+        i = end + 1
     out.append(text[pos:])
     return "".join(out)
 

@@ -287,7 +287,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         finally:
             if detect:
                 accesses = mod.race_end()
-                out.race_accesses = accesses if record else out.race_accesses
+                if record:
+                    out.race_accesses = accesses
         if record:
             out.blocks.append(nblocks if sample is None else len(sample))
             out.kernel_ms.append((time.perf_counter() - t0) * 1e3)
