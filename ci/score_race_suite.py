@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
-suites (graph codes), GPUVerify's CUDA test suite and benchmarks, and faial's labelled examples.
+suites (graph codes), GPUVerify's CUDA test suite and benchmarks, faial's labelled examples, and ScoR's scoped
+race microbenchmarks.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -11,7 +12,7 @@ or a kernel that hits the tool's limits cannot be scored, and the reason is kept
 a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
 The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/gpuverify.py,
-ci/race_suites/faial.py.
+ci/race_suites/faial.py, ci/race_suites/scor.py.
 """
 from __future__ import annotations
 
@@ -28,19 +29,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import faial, gpuverify, indigo  # noqa: E402
+from ci.race_suites import faial, gpuverify, indigo, scor  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
 
 READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, reading.FAIAL_BLOCK,
-                                reading.FAIAL_GRID, reading.FAIAL_ALL_LEVELS)}
+                                reading.FAIAL_GRID, reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL)}
 READING_NOTES = {
     reading.GPUVERIFY.name: "GPUVerify: same-value stores benign",
     reading.GPUVERIFY_WARP_SYNC.name: "with --warp-sync also races within one warp",
     reading.FAIAL_BLOCK.name: "faial: same-value stores benign, races across blocks outside its block-level claim",
     reading.FAIAL_GRID.name: "with --grid-level only races across blocks",
-    reading.FAIAL_ALL_LEVELS.name: "with --all-levels every scope"}
+    reading.FAIAL_ALL_LEVELS.name: "with --all-levels every scope",
+    reading.MEMORY_MODEL.name: "ScoR (ScoRD): the scoped memory model's, every scope, any values"}
 
 RESTART_EVERY = 8
 
@@ -92,6 +94,9 @@ def open_suite(root: Path) -> "Suite | None":
     if cases:
         return Suite("faial", cases, lambda c: c.label, lambda c: faial.FAIAL_EXAMPLES, lambda c: c.name,
                      lambda backend, c, seed: faial.score_case(backend, c, root, seed), None)
+    files = scor.suite_files(root)
+    if files:
+        return Suite("ScoR", files, scor.label_of, scor.scope_of, lambda f: f.name, scor.score_file, None)
     return None
 
 
@@ -159,10 +164,11 @@ def summarize(records: list[dict]) -> str:
 def main(argv: "list[str] | None" = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated, "
-                    "Indigo2Suite checkout, GPUVerify checkout (testsuite/CUDA), GPUVerifyBenchmarks checkout, or faial "
-                    "checkout (examples/drf/test.ml)")
+                    "Indigo2Suite checkout, GPUVerify checkout (testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
+                    "checkout (examples/drf/test.ml), or ScoR checkout (microbenchmarks/src)")
     ap.add_argument("--per-label", type=int, default=None,
-                    help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify")
+                    help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify, "
+                         "faial and ScoR")
     ap.add_argument("--seed", type=int, default=0, help="seed of the selection and of every input (default 0)")
     ap.add_argument("--race-check", choices=("on", "off", "default"), default="default",
                     help="the emu happens-before detector, where the backend has one")
@@ -176,7 +182,8 @@ def main(argv: "list[str] | None" = None) -> int:
     if suite is None:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
                  f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify) nor "
-                 f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial)")
+                 f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial) "
+                 f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR)")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label is not None and args.per_label < 1:

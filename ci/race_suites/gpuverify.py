@@ -403,15 +403,17 @@ def device_pointers(module, code: str, elements: int, rng: np.random.Generator) 
 
 
 def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
-              min_elements: int = GV_MIN_ELEMENTS) -> list:
+              min_elements: int = GV_MIN_ELEMENTS, sizes: "dict[str, int] | None" = None) -> list:
     """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
     `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
     min_elements (GV_MIN_ELEMENTS), for loops over `100 * blockDim.x` elements and fixed-size tables; guard
-    pages catch what still overruns), and the scalar values chosen from the preconditions."""
-    n = buffer_elements(header, min_elements)
+    pages catch what still overruns) or, for a parameter `sizes` names, of that many elements (the host
+    program's allocation, where an adapter reads it), and the scalar values chosen from the preconditions."""
+    default = buffer_elements(header, min_elements)
     args = []
     for ctype, name in sig.params:
         base = element_ctype(ctype).replace("volatile ", "").replace("__restrict", "").strip()
+        n = (sizes or {}).get(name, default)
         if ctype.endswith("*"):
             if ctype.count("*") > 1:
                 raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")

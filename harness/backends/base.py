@@ -127,6 +127,16 @@ class KernelTimeout(KernelFault):
     """The launch did not finish in its time limit."""
 
 
+class LaterBlockWait(KernelFault):
+    """A block spins on an atomic that no thread of its block changes while blocks that the CPU backend runs
+    after it have not run yet: on a GPU, whose blocks run at once, another block may release it; the backend runs
+    blocks one after another and cannot tell. The tool's limit (unchecked), never the kernel's fault."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, tool_limit: bool = True,
+                 coverage: "dict | None" = None):
+        super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
+
+
 class UninitializedRead(KernelFault):
     """The result depended on the poison pattern: the kernel read shared memory, or an output, before writing it."""
 

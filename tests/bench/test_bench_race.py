@@ -5,7 +5,12 @@ of the default plan (5 schedules; the detector, when on, watches run 1), once wi
 without; extra_info records run 1's in-worker time (CPU ms), the accesses the detector checked and, for the
 'on' benchmark, the ratio of the whole launch to the 'off' one measured just before it. Two kernels bracket
 the cost: a shared-memory tiled SGEMM (every inner-loop load is a tracked shared access) and a warp-per-row
-int8 GEMV (its weights are const, so untracked: the usual shape of qconform's kernels). The results are
+int8 GEMV (its weights are const, so untracked: the usual shape of qconform's kernels); a histogram of 65536
+atomicAdds on 256 bins prices the atomics' path (release/acquire bookkeeping and the spin check after each).
+A counter that 4096 threads update with seq_cst cuda::atomic operations prices synchronization: each operation
+acquires what every earlier one released (one entry per thread: the cost grows with the square of the threads
+that synchronize on one address). A float sum by atomicAdd, whose schedules disagree, prices the detector's
+reruns of the other schedules. The results are
 checked bit for bit between the two builds (the instrumentation must not change what a kernel computes).
 """
 from __future__ import annotations
@@ -62,15 +67,59 @@ def _gemv(mod):
     return run
 
 
-KERNELS = {"sgemm_shared": (SGEMM, _sgemm), "gemv_int8": (GEMV, _gemv)}
+HISTOGRAM = r"""
+__global__ void histogram(const int* x, unsigned* bins, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    atomicAdd(&bins[x[i] & 255], 1u);
+}
+"""
+N_HIST = 1 << 16             # 65536 atomics over 256 bins: 64 blocks of 256 threads
+
+
+def _histogram(mod):
+    x = np.random.default_rng(INPUT_SEED).integers(0, 1 << 20, N_HIST, dtype=np.int32)
+    bins = np.zeros(256, np.uint32)
+
+    def run():
+        bins[:] = 0
+        mod.launch("histogram", (64,), (256,), 0, [x, bins, np.int32(N_HIST)])
+        return bins.copy()
+    return run
+
+
+SEQ_CST_COUNTER = r"""
+#include <cuda/atomic>
+__global__ void seq_cst_counter(int* count, int* out) {
+  cuda::atomic_ref<int> c(*count);
+  for (int k = 0; k < 4; ++k) c.fetch_add(1);          // seq_cst: each one acquires and releases
+  out[blockIdx.x * blockDim.x + threadIdx.x] = threadIdx.x;
+}
+"""
+
+
+def _seq_cst_counter(mod):
+    count, out = np.zeros(1, np.int32), np.zeros(16 * 256, np.int32)
+
+    def run():
+        count[:] = 0
+        mod.launch("seq_cst_counter", (16,), (256,), 0, [count, out], outputs=(1,))
+        return np.concatenate([count, out])
+    return run
+
+
+# name -> (source, the launch, backend options): the histogram's blocks add into shared bins, so a run on a block
+# sample legitimately gives other counts than the full run; every run covers every block.
+KERNELS = {"sgemm_shared": (SGEMM, _sgemm, {}), "gemv_int8": (GEMV, _gemv, {}),
+           "histogram_atomics": (HISTOGRAM, _histogram, {"block_sampling": "all"}),
+           "seq_cst_counter": (SEQ_CST_COUNTER, _seq_cst_counter, {"block_sampling": "all"})}
 _results: dict[str, np.ndarray] = {}
 
 
 @pytest.mark.parametrize("race_check", [False, True], ids=["off", "on"])
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_bench_race_detector_overhead(benchmark, kernel, race_check):
-    source, make = KERNELS[kernel]
-    be = EmuBackend(timeout_s=300, race_check=race_check)
+    source, make, options = KERNELS[kernel]
+    be = EmuBackend(timeout_s=300, race_check=race_check, **options)
     try:
         mod = be.load(source)
         run = make(mod)
@@ -109,5 +158,37 @@ def test_bench_sweep_over_a_parameter_domain(benchmark):
         assert verdict.kind == "clean" and verdict.points == 127
         if benchmark.stats:
             benchmark.extra_info["ms_per_point"] = round(benchmark.stats.stats.min * 1e3 / verdict.points, 2)
+    finally:
+        be.close()
+
+
+FLOAT_SUM = r"""
+__global__ void float_sum(const float* x, float* total, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(total, x[i]);
+}
+"""
+
+
+@pytest.mark.parametrize("race_check", [False, True], ids=["off", "on"])
+def test_bench_rerun_when_schedules_disagree(benchmark, race_check):
+    """A float sum in atomic order: the schedules give different sums and run 1 has no race, so with the detector
+    each other schedule runs again under it (harness.backends.emu.runs) before the verdict, RaceDetected."""
+    from harness.backends.base import RaceDetected
+    be = EmuBackend(timeout_s=300, race_check=race_check)
+    try:
+        mod = be.load(FLOAT_SUM)
+        x = np.random.default_rng(INPUT_SEED).standard_normal(4096).astype(np.float32)
+
+        def run():
+            with pytest.raises(RaceDetected):
+                mod.launch("float_sum", (16,), (256,), 0, [x, np.zeros(1, np.float32), np.int32(4096)], outputs=(1,))
+        benchmark(run)
+        if benchmark.stats:
+            ms = benchmark.stats.stats.min * 1e3
+            if not race_check:
+                _off_ms["float_sum"] = ms
+            elif "float_sum" in _off_ms:
+                benchmark.extra_info["launch_over_off"] = round(ms / _off_ms["float_sum"], 2)
     finally:
         be.close()

@@ -443,6 +443,7 @@ class EmuModule(Module):
             raise err
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
+        notes += [f"emu: not compared: {why}" for why in outcome.left_out]
         if outcome.race_accesses is not None:
             notes.append(f"emu race detector: no data race in {outcome.race_accesses} checked accesses of run 1")
         if outcome.printf:

@@ -117,10 +117,19 @@ int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
 unsigned activemask();
 long long clock_tick();
+// What the memory model needs to know of an atomic operation: its scope (the threads it is atomic with and can
+// synchronize with: those of its block, or of the device) and whether it acquires or releases by itself
+// (cuda::atomic with a memory order) or only through fences (CUDA's atomicXxx functions are relaxed).
+enum AtomicScope : int { kScopeBlock = 1, kScopeDevice = 2 };
+enum AtomicOrder : int { kRelaxed = 0, kAcquire = 1, kRelease = 2, kAcqRel = 3 };
 // Called before every atomic access (see the atomics section below): the race detector marks the access at
 // `p` as atomic (emu_race.hpp).
-void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line);
-void fence();      // __threadfence / __threadfence_system
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line, int scope, int order);
+// Called after every atomic access: `changed`, whether it changed the bytes at `p`; `seen`, the value it read.
+// A thread that keeps reading the same value at the same address is spinning: it yields to the other threads of
+// its block (emu_runtime.cpp), so that a lock or a flag another warp holds can be released.
+void atomic_done(const volatile void* p, bool changed, uint64_t seen);
+void fence(int scope);      // __threadfence_block (kScopeBlock), __threadfence and __threadfence_system
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -231,11 +240,11 @@ struct KernelEntry {
 #define __exp10f(x) ::exp10f(x)
 
 inline unsigned __activemask() { return ::emu::activemask(); }
-// A device- or system-scope fence releases to the race detector through the thread's next atomic (emu_race.hpp);
-// a block-scope fence orders nothing another block could see.
-inline void __threadfence() { ::emu::fence(); }
-inline void __threadfence_block() {}
-inline void __threadfence_system() { ::emu::fence(); }
+// A fence releases what the thread did before it through the thread's next atomic, and completes the acquire of
+// the thread's earlier atomics (emu_race.hpp); a block-scope fence does either only among threads of its block.
+inline void __threadfence() { ::emu::fence(::emu::kScopeDevice); }
+inline void __threadfence_block() { ::emu::fence(::emu::kScopeBlock); }
+inline void __threadfence_system() { ::emu::fence(::emu::kScopeDevice); }
 inline void __nanosleep(unsigned) {}
 inline long long clock64() { return ::emu::clock_tick(); }
 inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }
@@ -368,37 +377,54 @@ inline double max(float a, double b) { return fmax(a, b); }
 inline double max(double a, float b) { return fmax(a, b); }
 
 // ---- atomics ----------------------------------------------------------------------------------------------
-// ONE mechanism for every atomic operation: each atomicXxx, atomicInc/Dec and cuda::atomic member goes through
-// emu::atomic_rmw / atomic_load / atomic_store, which call emu::atomic_access(address, bytes, is_write, line)
-// first. That hook is the single place the race detector marks an access as atomic (atomic accesses never race
-// with each other; emu_race.hpp). Fibers never preempt each other, so the read-modify-write itself
-// is atomic by construction. `line` is the caller's source line (__builtin_LINE() as a default argument).
-// The value parameters are not deduced (nvcc's overloads convert them: atomicAdd(unsigned*, int) is legal).
+// ONE mechanism for every atomic operation: each atomicXxx (its _block and _system forms), atomicInc/Dec and
+// cuda::atomic member goes through emu::atomic_rmw / atomic_load / atomic_store, which call
+// emu::atomic_access(address, bytes, is_write, line, scope, order) first and emu::atomic_done after. The first is
+// the single place the race detector marks an access as atomic (atomics of a common scope never race with each
+// other; emu_race.hpp); the second lets a spinning thread yield. Fibers switch only at such calls, barriers and
+// warp collectives, so the read-modify-write itself is atomic by construction. `line` is the caller's source
+// line (__builtin_LINE() as a default argument). The value parameters are not deduced (nvcc's overloads convert
+// them: atomicAdd(unsigned*, int) is legal).
 namespace emu {
 template <class T> struct same { using type = T; };
 template <class T> using nd = typename same<T>::type;   // a non-deduced context
+template <class T>
+inline uint64_t seen_bits(const T& v) {
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T) < 8 ? sizeof(T) : 8);
+  return u;
+}
 template <class T, class F>
-inline T atomic_rmw(T* p, F&& update, int line) {
-  atomic_access(p, sizeof(T), true, line);
-  T old = *p;
-  *p = update(old);
+inline T atomic_rmw(T* p, F&& update, int line, int scope = kScopeDevice, int order = kRelaxed) {
+  atomic_access(p, sizeof(T), true, line, scope, order);
+  typename std::remove_cv<T>::type old = *p, now = update(old);
+  *p = now;
+  atomic_done(p, std::memcmp(&old, &now, sizeof(T)) != 0, seen_bits(old));
   return old;
 }
 template <class T>
-inline T atomic_load(const T* p, int line) { atomic_access(p, sizeof(T), false, line); return *p; }
+inline T atomic_load(const T* p, int line, int scope = kScopeDevice, int order = kRelaxed) {
+  atomic_access(p, sizeof(T), false, line, scope, order);
+  typename std::remove_cv<T>::type v = *p;
+  atomic_done(p, false, seen_bits(v));
+  return v;
+}
 template <class T>
-inline void atomic_store(T* p, T v, int line) { atomic_access(p, sizeof(T), true, line); *p = v; }
+inline void atomic_store(T* p, T v, int line, int scope = kScopeDevice, int order = kRelaxed) {
+  atomic_access(p, sizeof(T), true, line, scope, order);
+  typename std::remove_cv<T>::type old = *p;
+  *p = v;
+  atomic_done(p, std::memcmp(&old, &v, sizeof(T)) != 0, seen_bits(old));
+}
 }  // namespace emu
-#define EMU_ATOMIC_2(NAME, EXPR)                                                                              \
+#define EMU_ATOMIC_SCOPED(NAME, SCOPE, EXPR)                                                                  \
   template <class T> inline T NAME(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {                      \
-    return ::emu::atomic_rmw(p, [&](T o) -> T { return EXPR; }, line);                                       \
-  }                                                                                                           \
-  template <class T> inline T NAME##_block(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {              \
-    return NAME(p, v, line);                                                                                  \
-  }                                                                                                           \
-  template <class T> inline T NAME##_system(T* p, ::emu::nd<T> v, int line = __builtin_LINE()) {             \
-    return NAME(p, v, line);                                                                                  \
+    return ::emu::atomic_rmw(p, [&](T o) -> T { return EXPR; }, line, SCOPE);                                \
   }
+#define EMU_ATOMIC_2(NAME, EXPR)                                                                              \
+  EMU_ATOMIC_SCOPED(NAME, ::emu::kScopeDevice, EXPR)                                                          \
+  EMU_ATOMIC_SCOPED(NAME##_block, ::emu::kScopeBlock, EXPR)                                                   \
+  EMU_ATOMIC_SCOPED(NAME##_system, ::emu::kScopeDevice, EXPR)
 EMU_ATOMIC_2(atomicAdd, T(o + v))
 EMU_ATOMIC_2(atomicSub, T(o - v))
 EMU_ATOMIC_2(atomicExch, v)
@@ -412,15 +438,15 @@ EMU_ATOMIC_2(atomicXor, T(o ^ v))
 EMU_ATOMIC_2(atomicInc, o >= v ? T(0) : T(o + 1))
 EMU_ATOMIC_2(atomicDec, (o == 0 || o > v) ? v : T(o - 1))
 #undef EMU_ATOMIC_2
-template <class T> inline T atomicCAS(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
-  return ::emu::atomic_rmw(p, [&](T o) -> T { return o == cmp ? v : o; }, line);
-}
-template <class T> inline T atomicCAS_block(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
-  return atomicCAS(p, cmp, v, line);
-}
-template <class T> inline T atomicCAS_system(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {
-  return atomicCAS(p, cmp, v, line);
-}
+#undef EMU_ATOMIC_SCOPED
+#define EMU_ATOMIC_CAS(NAME, SCOPE)                                                                           \
+  template <class T> inline T NAME(T* p, ::emu::nd<T> cmp, ::emu::nd<T> v, int line = __builtin_LINE()) {    \
+    return ::emu::atomic_rmw(p, [&](T o) -> T { return o == cmp ? v : o; }, line, SCOPE);                    \
+  }
+EMU_ATOMIC_CAS(atomicCAS, ::emu::kScopeDevice)
+EMU_ATOMIC_CAS(atomicCAS_block, ::emu::kScopeBlock)
+EMU_ATOMIC_CAS(atomicCAS_system, ::emu::kScopeDevice)
+#undef EMU_ATOMIC_CAS
 
 #if defined(__SANITIZE_THREAD__)
 // The race detector's build (-fsanitize=thread, no libtsan): g++ instruments loads and stores but leaves

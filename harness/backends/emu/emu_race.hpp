@@ -4,17 +4,26 @@
 // kernel calls one of the __tsan_read/__tsan_write entry points defined below. They look at accesses to the
 // tracked ranges only (the launch's non-const device buffers, the module's writable __device__ variables,
 // the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
-// accesses conflict when they touch the same byte, at least one writes and not both are atomic; a conflict
+// accesses conflict when they touch the same byte, at least one writes and they are not two atomics of a common
+// scope; a conflict
 // is a race unless the CUDA memory model orders the two:
 //   * same thread: program order;
 //   * same block: a __syncthreads between them (each thread counts the barriers it has passed: its epoch);
 //     within one barrier interval, lanes of one warp are ordered only by a warp collective naming both
 //     (__syncwarp, shuffles, votes, the int8 mma): a vector clock over the 32 lanes of the warp, joined at
 //     every collective over its mask. No implicit lock step: lanes of a warp are threads like any other;
-//   * different blocks: atomic-atomic pairs never race; otherwise only a release and an acquire order them: a
-//     thread's __threadfence() followed by an atomic on address A releases its accesses before the fence (and
-//     its block's before the current barrier interval); a later atomic on A by another block acquires them,
-//     for its thread and, after the next __syncthreads, for its whole block. A fence alone orders nothing.
+//   * release and acquire (the PTX memory model's patterns, for threads of one block as for threads of different
+//     blocks): a fence followed by an atomic on address A releases the thread's accesses before the fence (and
+//     its block's before the current barrier interval, and what the thread or its block had acquired: releases
+//     are cumulative); an atomic on A that reads after it (CUDA's atomics are read-modify-writes, so each
+//     continues the release sequence before it: every release made to A so far), followed by a fence
+//     of the reading thread, acquires them, for that thread and, after its next __syncthreads, for its whole
+//     block. cuda::atomic operations with an acquire (release) memory order acquire (release) by themselves. A
+//     fence alone orders nothing, and neither does an atomic alone: CUDA's atomicXxx functions are relaxed;
+//   * scopes: an atomic or a fence of block scope (atomicXxx_block, __threadfence_block, cuda::atomic with
+//     thread_scope_block) acts among the threads of its block only: two atomics on one address never race when
+//     both are of device scope or both threads are in one block, and a release or an acquire reaches another
+//     block only when its fence and its atomic are both of device scope.
 // A race does not stop the launch (the emulator's state stays sound): every distinct race is recorded, distinct
 // by (unordered pair of access sites, buffer or __shared__ variable), with the text of its first occurrence
 // naming both accesses (block, thread, warp/lane, source line as a `{pc:0x..}` token the Python side resolves
@@ -40,25 +49,82 @@ struct Access {            // one recorded access; bseq == 0: none
   uint16_t site;           // index into g_sites: the access's return address (or atomic source line)
 };
 constexpr uint16_t kAtomicBit = 0x8000;
+constexpr uint16_t kBlockAtomicBit = 0x4000;         // with kAtomicBit: a block-scope atomic
 constexpr uintptr_t kLineSite = uintptr_t(1) << 63;   // a site given as a source line, not a return address
 struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads not ordered before another
 
 // atomic_window: after emu::atomic_access, the thread's next accesses to atomic_ptr belong to the atomic
 // operation: one read (a load), or reads up to one write (a read-modify-write or a store).
-// fenced: the thread has executed a __threadfence (at fence_epoch / fence_clock); its later atomics release.
+// fence[s]: the thread's last fence of scope s (kScopeBlock, kScopeDevice) was at that epoch and warp clock (epoch 0
+// and clock 0: none yet); its later atomics release what it did before.
+struct FenceMark { uint32_t epoch, clock; bool set; };
 struct RaceThread {
   uint32_t epoch;
   uint32_t vc[32];
   const volatile void* atomic_ptr;
   int atomic_window;
-  bool fenced;
-  uint32_t fence_epoch, fence_clock;
+  FenceMark fence[kScopeDevice + 1];
+  // The last atomic's address and the version of its release set then, and whether it acquired at once: a
+  // spin that reads the address again takes nothing new.
+  const volatile void* seen_ptr;
+  uint32_t seen_version;
+  bool seen_acquire;
 };
 constexpr int kLoadWindow = 1, kUpdateWindow = 2;
 
 // A release through a fence and an atomic: the accesses of block run `bseq` in barrier intervals before `epoch`,
-// and those of `thread` up to its warp clock `clock`, happen before whatever acquires it.
-struct Release { uint32_t bseq, epoch, clock; uint16_t thread; };
+// and those of `thread` up to its warp clock `clock`, happen before whatever acquires it. `scope`: kScopeBlock
+// (only threads of block run `bseq` can acquire it) or kScopeDevice.
+// `from`: the atomic address whose release list holds it (what a thread acquired from address A need not be
+// released to A again).
+struct Release { uint32_t bseq, epoch, clock; uint16_t thread; uint8_t scope; uintptr_t from; };
+
+// A set of releases, one per (block run, thread, scope): a thread's releases only grow, so its latest covers its
+// earlier ones, and a set holds at most one entry per thread that released. Indexed so that adding one and
+// asking whether the set covers an access cost a hash lookup, not a scan (a hot address that every thread
+// updates with a seq_cst cuda::atomic collects one release per thread of the grid).
+struct ReleaseSet {
+  std::vector<Release> all;
+  std::unordered_map<uint64_t, uint32_t> at;         // (bseq, thread, scope) -> index into `all`
+  std::unordered_map<uint32_t, uint32_t> max_epoch;  // bseq -> the latest barrier epoch released of it
+  uint32_t version = 0;                              // changes with every change of the set
+
+  static uint64_t key(uint32_t bseq, uint16_t thread, uint8_t scope) {
+    return uint64_t(bseq) << 32 | uint64_t(thread) << 8 | scope;
+  }
+  void add(const Release& r) {
+    auto slot = at.emplace(key(r.bseq, r.thread, r.scope), uint32_t(all.size()));
+    if (slot.second) all.push_back(r);
+    else {
+      Release& x = all[slot.first->second];
+      if (!(r.epoch > x.epoch || (r.epoch == x.epoch && r.clock > x.clock))) return;
+      x = r;
+    }
+    uint32_t& e = max_epoch[r.bseq];
+    e = std::max(e, r.epoch);
+    ++version;
+  }
+  void add_all(const ReleaseSet& other) {
+    for (const Release& r : other.all) add(r);
+  }
+  // Whether a release in the set covers access `a`: an earlier barrier interval of its block run, or the
+  // releasing thread's own accesses up to its release.
+  bool covers(uint32_t bseq, uint32_t epoch, uint16_t thread, uint32_t clock) const {
+    if (all.empty()) return false;
+    auto e = max_epoch.find(bseq);
+    if (e == max_epoch.end()) return false;
+    if (epoch < e->second) return true;
+    for (uint8_t scope = 1; scope <= 2; ++scope) {
+      auto it = at.find(key(bseq, thread, scope));
+      if (it != at.end() && all[it->second].epoch == epoch && clock <= all[it->second].clock) return true;
+    }
+    return false;
+  }
+  void clear() {
+    if (all.empty()) return;
+    all.clear(); at.clear(); max_epoch.clear(); ++version;
+  }
+};
 
 struct Tracked {
   uintptr_t lo, hi;
@@ -81,9 +147,10 @@ size_t g_dyn_shadow_cells = 0;
 const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
-std::unordered_map<uintptr_t, std::vector<Release>> g_releases;   // per atomic address, in this launch
-std::vector<Release> g_block_acquired;                // acquired by the running block before its barrier interval
-std::vector<Release> g_thread_acquired[kMaxThreads];  // acquired by a thread within its barrier interval
+std::unordered_map<uintptr_t, ReleaseSet> g_releases;   // per atomic address, in this launch
+ReleaseSet g_block_acquired;                  // acquired by the running block before its barrier interval
+ReleaseSet g_thread_acquired[kMaxThreads];    // acquired by a thread within its barrier interval
+ReleaseSet g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
 
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
@@ -131,8 +198,10 @@ void race_block_start() {
     t.vc[i % 32] = 1;
     t.atomic_ptr = nullptr;
     t.atomic_window = 0;
-    t.fenced = false;
+    std::memset(t.fence, 0, sizeof t.fence);
+    t.seen_ptr = nullptr;
     g_thread_acquired[i].clear();
+    g_thread_pending[i].clear();
   }
   g_block_acquired.clear();
 }
@@ -140,8 +209,8 @@ void race_block_start() {
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
   if (!g_race_on) return;
   ++g_race_thr[id].epoch;
-  std::vector<Release>& mine = g_thread_acquired[id];
-  g_block_acquired.insert(g_block_acquired.end(), mine.begin(), mine.end());
+  ReleaseSet& mine = g_thread_acquired[id];
+  g_block_acquired.add_all(mine);
   mine.clear();
 }
 
@@ -164,27 +233,34 @@ inline bool stale(const Access& a, bool shared) {
   return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_launch_bseq0);
 }
 
-inline bool covers(const std::vector<Release>& rels, const Access& a) {
-  for (const Release& r : rels)
-    if (r.bseq == a.bseq && (a.epoch < r.epoch || ((a.thread & 0x3ff) == r.thread && a.epoch == r.epoch &&
-                                                   a.clock <= r.clock)))
-      return true;
-  return false;
+inline bool covers(const ReleaseSet& rels, const Access& a) {
+  return rels.covers(a.bseq, a.epoch, uint16_t(a.thread & 0x3ff), a.clock);
+}
+
+inline bool acquired(const Access& a, const Fiber* f) {
+  return covers(g_block_acquired, a) || covers(g_thread_acquired[f->linear], a);
 }
 
 // Whether access `a` (not stale) happens before the running thread's current access.
 inline bool ordered(const Access& a, const Fiber* f) {
-  if (a.bseq != g_bseq)                              // another block: only through a fence + atomic release
-    return covers(g_block_acquired, a) || covers(g_thread_acquired[f->linear], a);
+  if (a.bseq != g_bseq) return acquired(a, f);      // another block: only through a release and an acquire
   int t = a.thread & 0x3ff;
   if (t == f->linear) return true;
   const RaceThread& me = g_race_thr[f->linear];
   if (a.epoch < me.epoch) return true;
-  return t / 32 == f->warp && a.clock <= me.vc[t % 32];
+  if (t / 32 == f->warp && a.clock <= me.vc[t % 32]) return true;
+  return acquired(a, f);                             // a lock or a flag between threads of the block
 }
 
-inline bool conflict(const Access& a, const Fiber* f, bool shared, bool atomic) {
-  return !stale(a, shared) && !((a.thread & kAtomicBit) && atomic) && !ordered(a, f);
+// Two atomics are atomic with respect to each other when both are of device scope or both threads are in one
+// block (`flags`: the current access's kAtomicBit and kBlockAtomicBit).
+inline bool morally_strong(const Access& a, uint16_t flags) {
+  return (a.thread & kAtomicBit) && (flags & kAtomicBit) &&
+         (!((a.thread | flags) & kBlockAtomicBit) || a.bseq == g_bseq);
+}
+
+inline bool conflict(const Access& a, const Fiber* f, bool shared, uint16_t atomic) {
+  return !stale(a, shared) && !morally_strong(a, atomic) && !ordered(a, f);
 }
 
 std::string describe_site(uint16_t site) {
@@ -333,13 +409,21 @@ uint8_t conflict_scope(const Access& prev, const Access& now) {
 std::string race_text(const Access& prev, bool prev_write, const Access& now, bool now_write, const Place& where) {
   std::string why;
   switch (conflict_scope(prev, now)) {
-    case kGridScope: why = "different blocks, and not both atomic"; break;
+    case kGridScope:
+      why = (prev.thread & now.thread & kAtomicBit) ? "different blocks, and a block-scope atomic is not atomic for "
+                                                      "another block's threads"
+                                                    : "different blocks, and not both atomic";
+      break;
     case kBlockScope:
       why = "different warps in the same barrier interval (" +
             std::to_string(g_race_thr[now.thread & 0x3ff].epoch) + " __syncthreads passed)";
       break;
     default: why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
   }
+  // The common slip of a lock or a flag: the release was read, but not acquired (no fence after the atomic).
+  if (covers(g_thread_pending[now.thread & 0x3ff], prev))
+    why += "; an atomic of the second thread read what the first released, but no fence of the second thread "
+           "followed that atomic, so it did not acquire it";
   return "data race on " + describe_location(where) + ": " + describe_access(prev, prev_write) + " and " +
          describe_access(now, now_write) + " are unordered (" + why + ")";
 }
@@ -405,7 +489,8 @@ inline Tracked* tracked_range(uintptr_t a) {
   return nullptr;
 }
 
-void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool atomic = false) {
+// `atomic`: 0 for a plain access, else kAtomicBit (with kBlockAtomicBit for a block-scope atomic).
+void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t atomic = 0) {
   settle_pending_stores_if_any();      // the last racing store has been done
   Cell* cells;
   size_t n = size;
@@ -435,7 +520,7 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, bool ato
     if (same) return;
   }
   ++g_race_accesses;
-  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | (atomic ? kAtomicBit : 0)), site_of(pc)};
+  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | atomic), site_of(pc)};
   // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
   // was takes the first byte's new cell (the same checks on the same state give the same outcome).
   const Cell first = cells[0];
@@ -552,30 +637,77 @@ extern "C" void __tsan_vptr_read(void*) {}
 namespace emu {
 // Every atomic operation of device code announces itself here before its plain load/store (emu_device.hpp):
 // the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
-void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line) {
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line, int scope, int order) {
   if (!g_race_on) return;
   Fiber* f = cur();
   RaceThread& me = g_race_thr[f->linear];
-  // Acquire what earlier atomics on this address released, then release through a fence this thread executed.
-  std::vector<Release>& rels = g_releases[reinterpret_cast<uintptr_t>(p)];
-  std::vector<Release>& mine = g_thread_acquired[f->linear];
-  for (const Release& r : rels)
-    if (r.bseq != g_bseq) mine.push_back(r);
-  if (me.fenced) rels.push_back(Release{g_bseq, me.fence_epoch, me.fence_clock, uint16_t(f->linear)});
+  uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  ReleaseSet& rels = g_releases[addr];
+  // What earlier atomics on this address released and this one can read: of another thread, and of a scope (the
+  // release's and this atomic's) that spans both threads. Acquired now with an acquire order, else at the
+  // thread's next fence. A thread that reads the address again before its set changed (a spin) has it already.
+  bool acquire = order & kAcquire;
+  if (me.seen_ptr != p || me.seen_version != rels.version || me.seen_acquire < acquire) {
+    ReleaseSet& into = acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear];
+    for (const Release& r : rels.all) {
+      bool same_block = r.bseq == g_bseq;
+      if (same_block && r.thread == f->linear) continue;
+      if (!same_block && (r.scope == kScopeBlock || scope == kScopeBlock)) continue;
+      into.add(r);
+    }
+  }
+  // What this atomic releases: through the thread's fences before it, or by itself with a release order; and,
+  // cumulatively, what the thread (or its block, at a barrier) had acquired from other addresses, within the
+  // narrower scope.
+  int released = 0;
+  if (order & kRelease) {
+    rels.add(Release{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear), uint8_t(scope), addr});
+    ++me.vc[f->lane];      // the thread's later accesses are not released by it
+    released = scope;
+  } else {
+    for (int s = kScopeBlock; s <= kScopeDevice; ++s)
+      if (me.fence[s].set) {
+        rels.add(Release{g_bseq, me.fence[s].epoch, me.fence[s].clock, uint16_t(f->linear),
+                         uint8_t(std::min(s, scope)), addr});
+        released = std::max(released, std::min(s, scope));
+      }
+  }
+  if (released)
+    for (const ReleaseSet* got : {&g_thread_acquired[f->linear], &g_block_acquired})
+      for (Release r : got->all)
+        if (r.from != addr) {
+          r.scope = uint8_t(std::min(int(r.scope), released));
+          r.from = addr;
+          rels.add(r);
+        }
+  me.seen_ptr = p;
+  me.seen_version = rels.version;
+  me.seen_acquire = acquire;
   me.atomic_window = 0;
-  race_access(reinterpret_cast<uintptr_t>(p), bytes, is_write, uintptr_t(unsigned(line)) | kLineSite, true);
+  race_access(addr, bytes, is_write, uintptr_t(unsigned(line)) | kLineSite,
+              uint16_t(kAtomicBit | (scope == kScopeBlock ? kBlockAtomicBit : 0)));
   me.atomic_ptr = p;
   me.atomic_window = is_write ? kUpdateWindow : kLoadWindow;
 }
 
-// __threadfence / __threadfence_system: the thread's accesses so far are released by its next atomics. Its own
-// clock moves on, so accesses after the fence are not covered by the release.
-void fence() {
+// __threadfence_block (scope kScopeBlock), __threadfence / __threadfence_system (kScopeDevice): the thread's
+// accesses so far are released by its next atomics, and what its atomics so far read is acquired (of another
+// block only with a device-scope fence). Its own clock moves on, so accesses after the fence are not released.
+void fence(int scope) {
   if (!g_race_on) return;
   Fiber* f = cur();
   RaceThread& me = g_race_thr[f->linear];
-  me.fenced = true;
-  me.fence_epoch = me.epoch;
-  me.fence_clock = me.vc[f->lane]++;
+  ReleaseSet& pending = g_thread_pending[f->linear];
+  if (!pending.all.empty()) {
+    ReleaseSet kept;
+    for (const Release& r : pending.all) {
+      if (scope == kScopeDevice || r.bseq == g_bseq) g_thread_acquired[f->linear].add(r);
+      else kept.add(r);
+    }
+    pending = std::move(kept);
+    ++pending.version;
+  }
+  me.seen_ptr = nullptr;      // what the thread acquires from now on no longer matches what it saw
+  me.fence[scope] = FenceMark{me.epoch, me.vc[f->lane]++, true};
 }
 }  // namespace emu

@@ -43,6 +43,7 @@ enum FaultCode : int {
   OK = 0, BARRIER_DIVERGENCE = 1, DEADLOCK = 2, SHARED_OOB = 3, UNSUPPORTED = 4, TRAP = 5, BAD_LAUNCH = 6,
   LAUNCH_REFUSED = 7,   // more static __shared__ memory than any GPU gives a block: no device could launch it
   TOOL_LIMIT = 8,   // the tool's own memory (shadow, stacks) could not be had: unchecked, never the kernel's fault
+  LATER_BLOCK_WAIT = 9,   // a block spins on progress only a block emu runs after it could make: unchecked
 };
 // WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
 // next block barrier before the next warp starts: a legal GPU order that exposes races between warps inside
@@ -62,6 +63,7 @@ constexpr size_t kPage = 4096;
 constexpr int kSharedGuard = 64;                 // sentinel bytes after every shared variable
 constexpr unsigned char kSentinel = 0xC3;
 constexpr size_t kSharedArena = 256 * 1024;      // > any GPU's shared memory per block
+constexpr size_t kStaticSharedLimit = 48 * 1024;  // ptxas: "uses too much shared data (..., 0xc000 max)"
 constexpr int kMaxSharedSlots = 512;
 
 // The saved machine state of a suspended fiber (or of the scheduler).
@@ -78,6 +80,11 @@ struct Fiber : FiberHead {
   int wait_line, wait_kind;
   Context ctx;
   char* stack;    // lowest usable address (a guard page sits below it)
+  // Spinning (atomic_done): the address and value the thread's atomics keep reading, how many times in a row,
+  // the block's progress count when it last yielded, and its yields since the block last made progress.
+  const volatile void* spin_ptr;
+  uint64_t spin_seen, spin_progress;
+  int spin_reads, spin_idle;
 };
 
 inline Fiber* cur() { return static_cast<Fiber*>(g_cur); }
@@ -115,6 +122,7 @@ size_t g_ready_head = 0;
 std::vector<int> g_order;           // scratch for batch releases
 unsigned char* g_shared = nullptr;  // static __shared__ arena
 size_t g_shared_top = 0;
+size_t g_static_shared = 0;         // the block's static __shared__ bytes so far, without emu's guards
 SharedSlot g_slots[kMaxSharedSlots];
 int g_used_slots[kMaxSharedSlots];  // the slots placed in this block, in order (reset and checked per block)
 int g_nused = 0;
@@ -123,6 +131,11 @@ size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
 bool g_capture_printf = false;
 uint64_t g_clock = 0;
+// Events that can end another thread's wait: an atomic that changed memory, a barrier or warp collective that
+// released its threads, a thread that exited. A spinning thread that yields many times while it stays the
+// same is waiting for something no thread of its block will do.
+uint64_t g_progress = 0;
+uint64_t g_blocks_after = 0;         // blocks of the launch that run after the running one
 // __syncthreads_count/_and/_or: the predicates of the threads arriving at the barrier are summed; the release
 // publishes the sum (every released thread reads it before it can reach the next barrier) and starts anew.
 int g_pred_sum = 0, g_pred_result = 0;
@@ -400,6 +413,7 @@ int pop_ready() {
 
 // ---- block barrier ----------------------------------------------------------------------------------
 void release_barrier() {
+  ++g_progress;
   g_pred_result = g_pred_sum;
   g_pred_sum = 0;
   g_order.clear();
@@ -485,6 +499,7 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   f->wait_kind = kind;
   f->wait_line = line;
   if (w.arrived == w.mask) {
+    ++g_progress;
     compute_warp(w);
     race_warp_sync(f->warp, mask);
     w.arrived = 0;
@@ -596,6 +611,7 @@ void thread_exit() {
   Warp& w = g_warps[f->warp];
   unsigned bit = 1u << f->lane;
   f->state = DONE;
+  ++g_progress;
   if (g_exited++ == 0) g_first_exit = f->linear;
   w.exited |= bit;
   if (w.arrived && (w.mask & bit)) {
@@ -613,11 +629,12 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
   SharedSlot& s = g_slots[id];
   if (s.ptr) return s.ptr;
   size_t off = (g_shared_top + align - 1) / align * align;
-  if (off + bytes + kSharedGuard > kSharedArena)
+  g_static_shared = (g_static_shared + align - 1) / align * align + bytes;
+  if (g_static_shared > kStaticSharedLimit || off + bytes + kSharedGuard > kSharedArena)
     fiber_fault(LAUNCH_REFUSED, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
-                ", " + std::to_string(bytes) + " bytes) does not fit in " + std::to_string(kSharedArena) +
-                " bytes of shared memory, more than any GPU gives a block (ptxas accepts at most 48 KiB of static "
-                "__shared__ memory per kernel)");
+                ", " + std::to_string(bytes) + " bytes) brings the kernel's static __shared__ memory to " +
+                std::to_string(g_static_shared) + " bytes, over the " + std::to_string(kStaticSharedLimit) +
+                " bytes ptxas accepts per kernel (0xc000: no GPU build of it exists)");
   s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line; s.elem = elem;
   g_used_slots[g_nused++] = id;
   std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start
@@ -690,6 +707,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_pred_sum = 0; g_pred_result = 0;
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
+  g_static_shared = 0;
   race_block_start();
   for (int u = 0; u < g_nused; ++u) g_slots[g_used_slots[u]].ptr = nullptr;
   g_nused = 0;
@@ -710,6 +728,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
                    unsigned(i / (g_block_dim.x * g_block_dim.y))};
     f->warp = i / 32; f->lane = i % 32;
     f->wait_kind = W_NONE; f->wait_line = 0;
+    f->spin_ptr = nullptr; f->spin_reads = 0; f->spin_idle = 0;
     prepare_fiber(f);
     g_order.push_back(i);
   }
@@ -735,6 +754,39 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
 uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   warp_arrive(kind, mask, line, v, b, c);
   return g_warps[cur()->warp].res[cur()->lane];
+}
+
+// ---- spinning ------------------------------------------------------------------------------------------
+// Fibers switch only at barriers, warp collectives and exits, so a thread that waits in a loop for a lock or a
+// flag another thread releases would keep the fiber forever. After every atomic (emu_device.hpp), a thread whose
+// atomics kept reading the same value at the same address kSpinReads times in a row yields: it goes to the back
+// of the ready queue and the block's other threads run. When it has yielded kStuckYields times with no progress
+// anywhere in its block (g_progress), no thread of the block will release it: a deadlock when no block runs
+// after this one (the kernel's fault: nothing else could), else the emulator's limit, since emu runs blocks one
+// after another and the wait may be for a later block (LATER_BLOCK_WAIT: unchecked).
+constexpr int kSpinReads = 8, kStuckYields = 4096;
+
+void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
+  Fiber* f = cur();
+  if (changed) { ++g_progress; f->spin_reads = 0; f->spin_idle = 0; return; }
+  if (p != f->spin_ptr || seen != f->spin_seen) {
+    f->spin_ptr = p; f->spin_seen = seen; f->spin_reads = 1; f->spin_idle = 0; f->spin_progress = g_progress;
+    return;
+  }
+  if (++f->spin_reads < kSpinReads) return;
+  f->spin_reads = 0;
+  if (f->spin_progress != g_progress) { f->spin_progress = g_progress; f->spin_idle = 0; }
+  if (++f->spin_idle > kStuckYields) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, ": spins on an atomic that keeps reading %llu and that no thread of its block "
+                  "changes", (unsigned long long)seen);
+    if (g_blocks_after == 0)
+      fiber_fault(DEADLOCK, where(f) + buf + ", and no block runs after it: the wait cannot end");
+    fiber_fault(LATER_BLOCK_WAIT, where(f) + buf + "; it may wait for one of the " + std::to_string(g_blocks_after) +
+                " block(s) that emu runs after it (emu runs blocks one after another, a GPU may run them at once)");
+  }
+  push_ready(f->linear);
+  switch_to_sched();
 }
 
 void bad_width(int kind, int width, int line) {
@@ -842,7 +894,9 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   else if (policy == RANDOM)
     for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
   int rc = OK;
+  g_blocks_after = nblocks;
   for (uint64_t b : order) {
+    --g_blocks_after;
     rc = run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]), unsigned(b / (uint64_t(grid[0]) * grid[1])));
     if (rc != OK) break;
     if (progress) ++*progress;      // the parent's watchdog: a launch that keeps finishing blocks is alive

@@ -11,8 +11,9 @@ from typing import Sequence
 # outside the CUDA limits: a caller error, raised as ValueError (see harness.backends.faults.fault_error). Data
 # races stop no launch: they come from race_report (harness.backends.emu.races).
 FAULT_NAMES = {1: "BarrierDivergence", 2: "Deadlock", 3: "OutOfBounds", 4: "UnsupportedConstruct",
-               5: "KernelCrash", 6: "BadLaunch", 7: "LaunchRefused", 8: "ResourceExhausted"}
+               5: "KernelCrash", 6: "BadLaunch", 7: "LaunchRefused", 8: "ResourceExhausted", 9: "LaterBlockWait"}
 TOOL_LIMIT = 8    # the emulator's own memory (fiber stacks, race shadow) could not be had: unchecked
+LATER_BLOCK_WAIT = 9   # a block spins on progress only a block run after it could make: unchecked
 POLICIES = {"forward": 0, "reverse": 1, "random": 2, "warp-greedy": 3}
 
 

@@ -13,7 +13,7 @@ from harness.backends.base import GUARD_BYTES, POISON_BYTES, SENTINEL_BYTE, Buff
 from harness.backends.guards import guard_fault
 
 from . import checks, guarded
-from .native import FAULT_NAMES, NativeModule
+from .native import FAULT_NAMES, LATER_BLOCK_WAIT, NativeModule
 
 DEVICE_ALIGN = 256     # cudaMalloc alignment
 
@@ -98,6 +98,7 @@ class Outcome:
     race_accesses: Optional[int] = None                            # accesses the race detector checked (run 0)
     races: str = ""                      # the detector's record lines of run 0 (harness.backends.emu.races), if any
     race_where: str = ""                 # the schedule (and block sample) they were found under
+    left_out: list[str] = field(default_factory=list)   # schedules not compared, each with the reason
 
 
 class DeviceBuffer:
@@ -245,7 +246,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
-    runs: list[dict[int, np.ndarray]] = []
+    runs: list[Optional[dict[int, np.ndarray]]] = []     # None: a block order left out (LaterBlockWait)
     plan = schedules(spec.schedules, spec.seed, spec.only_schedule)
     out = Outcome()
     results: dict[int, np.ndarray] = {}
@@ -309,6 +310,12 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 else None
             out.sampled.append(sample is not None)
             rc, msg, results, damaged = run_schedule(r, sched, sample, spec.race and r == 0, True)
+            if rc == LATER_BLOCK_WAIT and r >= 2 and not out.races:
+                # Another block order made a block wait for one emu runs after it: this order cannot run here
+                # (blocks run one after another), the orders that ran are compared without it.
+                out.left_out.append(f"schedule {sched}: {msg}")
+                runs.append(None)
+                continue
             if rc:
                 out.arrays = _returned(spec, results)
                 out.fault = (FAULT_NAMES.get(rc, "KernelCrash"), f"{msg} (schedule {sched}{_on(sample, nblocks)})")
@@ -322,11 +329,13 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 out.arrays = _returned(spec, results)
                 return out
             runs.append(results)
-        out.fault = judge(spec, plan, runs, lambda r, i: _initial(spec, plan[r], i, before), out.sampled)
+        ran = [r for r, run in enumerate(runs) if run is not None]
+        out.fault = judge(spec, [plan[r] for r in ran], [runs[r] for r in ran],
+                          lambda k, i: _initial(spec, plan[ran[k]], i, before), [out.sampled[r] for r in ran])
         if spec.race and out.fault and out.fault[0] == "RaceDetected":
             # The schedules disagree and run 0 had no race: a race may lie on a path only another schedule took.
             # Each other schedule runs again under the detector; its races, if any, are the verdict.
-            for r in range(1, len(plan)):
+            for r in ran[1:]:
                 sample = spec.block_sample if out.sampled[r] else None
                 run_schedule(r, plan[r], sample, True, False)
                 if out.races:       # the race explains the disagreement

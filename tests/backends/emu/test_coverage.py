@@ -473,13 +473,20 @@ def test_pointer_variables_set_by_the_host_and_races_through_them(load):
         mod.launch("through_symbols", (1,), (32,), 0, [x])
 
 
-def test_more_static_shared_memory_than_any_gpu_gives_a_block_is_a_refused_launch(load):
+@pytest.mark.parametrize("second", [0, 4097])
+def test_more_static_shared_memory_than_ptxas_accepts_is_a_refused_launch(load, second):
     from harness.backends.base import LaunchRefused
     from harness.racescan import classify
-    mod = load("__global__ void big(float* y) {\n  __shared__ float tile[100000];\n"
-               "  tile[threadIdx.x] = 1.0f;\n  y[threadIdx.x] = tile[threadIdx.x];\n}\n")
-    with pytest.raises(LaunchRefused, match=r"static __shared__ 'tile' \(line 2, 400000 bytes\) does not fit in "
-                                            r"262144 bytes of shared memory, more than any GPU gives a block") as err:
+    # 48 KiB exactly (12288 floats) builds with nvcc; one float more in a second array does not
+    extra = f"  __shared__ float more[{second}];\n  more[threadIdx.x] = 2.0f;\n" if second else ""
+    mod = load("__global__ void big(float* y) {\n  __shared__ float tile[12288];\n"
+               "  tile[threadIdx.x] = 1.0f;\n" + extra + "  y[threadIdx.x] = tile[threadIdx.x];\n}\n")
+    if not second:
+        mod.launch("big", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
+        return
+    with pytest.raises(LaunchRefused, match=r"static __shared__ 'more' \(line 4, 16388 bytes\) brings the kernel's "
+                                            r"static __shared__ memory to 65540 bytes, over the 49152 bytes ptxas "
+                                            r"accepts") as err:
         mod.launch("big", (1,), (32,), 0, [np.zeros(32, np.float32)], outputs=(0,))
     assert classify(err.value, True).kind == "unsupported"      # no device runs it: no race verdict either way
 

@@ -60,13 +60,16 @@ __global__ void blocks_mixed(const float* x, float* y, int* done, int fix) {
 }
 
 // The last block sums what the others published (the CUDA samples' threadFenceReduction): a fence before the
-// atomic counter releases each block's partial result; without it, the last block's reads race.
+// atomic counter releases each block's partial result, a fence after it acquires what the counter's earlier
+// updates released (the PTX model's acquire pattern); without either, the last block's reads race. Fix 3 is
+// the sample as written: the release without the acquire.
 __global__ void last_block_sums(const float* x, float* y, float* partial, unsigned* count, int fix) {
   __shared__ int is_last;
   if (threadIdx.x == 0) {
     partial[blockIdx.x] = x[blockIdx.x * blockDim.x];
     if (fix) __threadfence();
     is_last = atomicAdd(count, 1u) == gridDim.x - 1;
+    if (fix == 1 || fix == 2) __threadfence();
   }
   __syncthreads();
   float s = 0.0f;
@@ -187,6 +190,10 @@ def test_a_fence_and_an_atomic_order_blocks(module):
     with pytest.raises(DataRace, match=rf"'partial' index 1 .*read by block \(0,0,0\) thread \(0,0,0\) .* at line "
                                        rf"{_line('s += partial[b]')} and write by block \(1,0,0\)"):
         run(2)
+    # a release that the last block's atomic reads but no fence of it completes orders nothing
+    with pytest.raises(DataRace, match=r"'partial' index 0 .*different blocks.*no fence of the second thread "
+                                       r"followed that atomic"):
+        run(3)
 
 
 def test_inter_block_race_on_a_device_variable(module):

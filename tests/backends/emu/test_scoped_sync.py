@@ -1,0 +1,173 @@
+"""Scopes, locks and flags in the happens-before detector (emu_race.hpp) and spinning threads in the scheduler
+(emu_runtime.cpp): block-scope atomics and fences act within their block only, a release is acquired only by
+an atomic followed by a fence (or an acquire-order cuda::atomic), releases are cumulative along a chain, and a
+thread that spins on a lock or a flag yields so that the thread holding it can run. Each racy kernel has a
+race-free twin (`fix`), the negative control."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import DataRace
+from harness.backends.base import Deadlock, LaterBlockWait
+from harness.backends.emu.backend import EmuBackend
+from harness.racescan import classify
+
+SOURCE = r"""
+#include <cuda/atomic>
+__device__ int lock_word = 0;
+__device__ int flag = 0;
+__device__ int flag2 = 0;
+
+// Two blocks exchange one word with atomics: of block scope they are not atomic for each other.
+__global__ void scoped_exchange(unsigned* data, int fix) {
+  if (fix) atomicExch(&data[0], blockIdx.x + 1u);
+  else atomicExch_block(&data[0], blockIdx.x + 1u);
+}
+
+// Lane 0 of every warp takes a block-scope spin lock and adds to a counter. The fence after taking the lock
+// acquires what the last holder released (fix); without it the previous holder's update races.
+__global__ void warp_lock(unsigned* data, int fix) {
+  if (threadIdx.x % 32 == 0) {
+    while (atomicCAS_block(&lock_word, 0, 1) != 0) {}
+    if (fix) __threadfence_block();
+    data[0] += 1;
+    __threadfence_block();
+    atomicExch_block(&lock_word, 0);
+  }
+}
+
+// A chain across blocks: block 0 thread 0 publishes, block 0 thread 32 passes it on through a second flag,
+// block 1 reads. The middle thread's release carries what it acquired (cumulativity); without its fence (fix 0)
+// it neither acquires nor releases. Fix 2: the publishing fence is of block scope, which no other block can acquire.
+__global__ void relay(unsigned* data, int fix) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    data[0] = 7;
+    if (fix == 2) __threadfence_block(); else __threadfence();
+    atomicExch(&flag, 1);
+  } else if (blockIdx.x == 0 && threadIdx.x == 32) {
+    while (atomicAdd(&flag, 0) != 1) {}
+    if (fix) __threadfence();
+    atomicExch(&flag2, 1);
+  } else if (blockIdx.x == 1 && threadIdx.x == 0) {
+    while (atomicAdd(&flag2, 0) != 1) {}
+    __threadfence();
+    data[1] = data[0];
+  }
+}
+
+// libcu++ atomics: release and acquire orders synchronize without fences; relaxed ones do not (fix 0).
+__global__ void ordered_flag(unsigned* data, int fix) {
+  cuda::atomic_ref<int, cuda::thread_scope_device> f(flag);
+  if (threadIdx.x == 0) {
+    data[0] = 5;
+    f.store(1, fix ? cuda::memory_order_release : cuda::memory_order_relaxed);
+  } else if (threadIdx.x == 32) {
+    while (f.load(fix ? cuda::memory_order_acquire : cuda::memory_order_relaxed) != 1) {}
+    data[1] = data[0];
+  }
+}
+
+// Block 1 waits for block 0's flag: emu runs the blocks in some order, one after another.
+__global__ void wait_for_block(unsigned* data, int fix) {
+  if (blockIdx.x == 0) {
+    data[0] = 3;
+    __threadfence();
+    atomicExch(&flag, 1);
+  } else {
+    while (atomicAdd(&flag, 0) != 1) {}
+    __threadfence();
+    data[1] = data[0];
+  }
+}
+
+// A lock no one ever releases: the second taker waits for ever, on a GPU too.
+__global__ void never_released(unsigned* data, int fix) {
+  if (threadIdx.x % 32 == 0) {
+    while (atomicCAS(&lock_word, 0, 1) != 0) {}
+    __threadfence();
+    data[0] += 1;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def backend():
+    be = EmuBackend(schedules=1, timeout_s=60)      # one schedule: the detector alone
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="module")
+def module(backend):
+    return backend.load(SOURCE)
+
+
+def _launch(module, kernel, fix, grid=1, block=64):
+    data = np.zeros(4, np.uint32)
+    module.launch(kernel, (grid,), (block,), 0, [data, np.int32(fix)], outputs=())
+    return data
+
+
+def test_block_scope_atomics_of_different_blocks_race(module):
+    with pytest.raises(DataRace, match=r"'data' index 0 .*atomic write by block \(0,0,0\).*atomic write by block "
+                                       r"\(1,0,0\).*a block-scope atomic is not atomic for another block"):
+        _launch(module, "scoped_exchange", 0, grid=2, block=1)
+    _launch(module, "scoped_exchange", 1, grid=2, block=1)
+
+
+def test_a_spin_lock_between_warps_runs_and_orders_its_critical_sections(module):
+    with pytest.raises(DataRace, match=r"'data' index 0 .*different warps.*no fence of the second thread followed"):
+        _launch(module, "warp_lock", 0, block=128)
+    data = _launch(module, "warp_lock", 1, block=128)
+    assert data[0] == 4, "every warp's lane 0 took the lock once"
+
+
+def test_releases_are_cumulative_along_a_chain_and_scoped(module):
+    with pytest.raises(DataRace, match=r"'data' index 0 .*write by block \(0,0,0\) thread \(0,0,0\).*read by block "
+                                       r"\(1,0,0\) thread \(0,0,0\)"):
+        _launch(module, "relay", 0, grid=2)
+    with pytest.raises(DataRace, match=r"'data' index 0 .*different blocks"):
+        _launch(module, "relay", 2, grid=2)
+    data = _launch(module, "relay", 1, grid=2)
+    assert data[1] == 7
+
+
+def test_libcu_memory_orders_synchronize_without_fences(module):
+    with pytest.raises(DataRace, match=r"'data' index 0 .*write by block \(0,0,0\) thread \(0,0,0\).*read by block "
+                                       r"\(0,0,0\) thread \(32,0,0\)"):
+        _launch(module, "ordered_flag", 0)
+    data = _launch(module, "ordered_flag", 1)
+    assert data[1] == 5
+
+
+def test_a_wait_on_a_block_run_later_is_the_tools_limit(module):
+    be = EmuBackend(schedules=1, schedule="reverse", timeout_s=60)
+    try:
+        with pytest.raises(LaterBlockWait, match=r"block \(1,0,0\).*spins on an atomic.*1 block\(s\) that emu runs "
+                                                 r"after it") as info:
+            _launch(be.load(SOURCE), "wait_for_block", 0, grid=2, block=1)
+        assert classify(info.value, True).kind == "unchecked"
+    finally:
+        be.close()
+    data = _launch(module, "wait_for_block", 0, grid=2, block=1)       # forward: block 0 first
+    assert data[1] == 3
+
+
+def test_other_block_orders_that_wait_on_a_later_block_are_left_out_of_the_comparison():
+    be = EmuBackend(timeout_s=60)                     # all schedules: reverse and random block orders wait
+    try:
+        module = be.load(SOURCE)
+        data = np.zeros(4, np.uint32)
+        result = module.launch("wait_for_block", (2,), (1,), 0, [data, np.int32(0)], outputs=())
+        assert data[1] == 3
+        assert any("not compared: schedule reverse" in n and "spins on an atomic" in n for n in result.notes), \
+            result.notes
+    finally:
+        be.close()
+
+
+def test_a_spin_no_thread_can_end_is_a_deadlock(module):
+    with pytest.raises(Deadlock, match=r"spins on an atomic that keeps reading 1 .*no block runs after it"):
+        _launch(module, "never_released", 0, block=64)
