@@ -591,6 +591,7 @@ void race_release_shared_shadow() {
 }  // namespace emu
 
 namespace emu {
+void volatile_read_done(const volatile void* p);     // emu_runtime.cpp: a spin on a volatile load yields
 // Whether [a, a + n) may touch a tracked range: three unsigned range tests, kept inline in the entry points so
 // the loads of untracked memory (const weights, locals) cost a call and these tests only.
 inline bool maybe_tracked(uintptr_t a, size_t n) {
@@ -612,12 +613,20 @@ inline bool maybe_tracked(uintptr_t a, size_t n) {
   EMU_TSAN_ACCESS(__tsan_##KIND##16, 16, WRITE)                                                               \
   EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##2, 2, WRITE) EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##4, 4, WRITE) \
   EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##8, 8, WRITE)                                                       \
-  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##16, 16, WRITE)                                                     \
-  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##1, 1, WRITE) EMU_TSAN_ACCESS(__tsan_volatile_##KIND##2, 2, WRITE)   \
-  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##4, 4, WRITE) EMU_TSAN_ACCESS(__tsan_volatile_##KIND##8, 8, WRITE)   \
-  EMU_TSAN_ACCESS(__tsan_volatile_##KIND##16, 16, WRITE)
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##16, 16, WRITE)
 EMU_TSAN_SIZES(read, false)
 EMU_TSAN_SIZES(write, true)
+// Volatile accesses race like plain ones; a volatile load may also be a spin on a flag, so it may yield.
+#define EMU_TSAN_VOLATILE(SIZE)                                                                                \
+  EMU_TSAN_ACCESS(__tsan_volatile_write##SIZE, SIZE, true)                                                    \
+  extern "C" void __tsan_volatile_read##SIZE(void* p) {                                                       \
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
+    if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
+      ::emu::race_access(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
+    ::emu::volatile_read_done(p);                                                                             \
+  }
+EMU_TSAN_VOLATILE(1) EMU_TSAN_VOLATILE(2) EMU_TSAN_VOLATILE(4) EMU_TSAN_VOLATILE(8) EMU_TSAN_VOLATILE(16)
+#undef EMU_TSAN_VOLATILE
 #undef EMU_TSAN_SIZES
 #undef EMU_TSAN_ACCESS
 extern "C" void __tsan_read_range(void* p, long n) {   // (the signatures are those g++ declares built in)

@@ -85,6 +85,9 @@ struct Fiber : FiberHead {
   const volatile void* spin_ptr;
   uint64_t spin_seen, spin_progress;
   int spin_reads, spin_idle;
+  // Spinning on a volatile load (volatile_read_done): the address read last and how many times in a row.
+  const volatile void* volatile_ptr;
+  int volatile_reads;
 };
 
 inline Fiber* cur() { return static_cast<Fiber*>(g_cur); }
@@ -729,6 +732,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
     f->warp = i / 32; f->lane = i % 32;
     f->wait_kind = W_NONE; f->wait_line = 0;
     f->spin_ptr = nullptr; f->spin_reads = 0; f->spin_idle = 0;
+    f->volatile_ptr = nullptr; f->volatile_reads = 0;
     prepare_fiber(f);
     g_order.push_back(i);
   }
@@ -785,6 +789,21 @@ void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
     fiber_fault(LATER_BLOCK_WAIT, where(f) + buf + "; it may wait for one of the " + std::to_string(g_blocks_after) +
                 " block(s) that emu runs after it (emu runs blocks one after another, a GPU may run them at once)");
   }
+  push_ready(f->linear);
+  switch_to_sched();
+}
+
+// A volatile load of the race build (emu_race.hpp: g++ gives volatile accesses entry points of their own). A thread
+// that reads one volatile address kSpinReads times in a row with no other volatile load between yields, as after
+// atomics: `while (*flag == 0) {}` lets the thread that sets the flag run. Unlike an atomic spin it is never taken
+// for a deadlock: a plain store that would end the wait is not seen as progress, so a wait that never ends runs
+// into the time limit (unchecked). The yield alone is harmless where it is no spin: it is one more legal order.
+void volatile_read_done(const volatile void* p) {
+  if (!g_on_fiber) return;                 // a module's static initialisers run on the worker's own stack
+  Fiber* f = cur();
+  if (p != f->volatile_ptr) { f->volatile_ptr = p; f->volatile_reads = 1; return; }
+  if (++f->volatile_reads < kSpinReads) return;
+  f->volatile_reads = 0;
   push_ready(f->linear);
   switch_to_sched();
 }

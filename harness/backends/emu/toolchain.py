@@ -34,7 +34,9 @@ SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 STACK_PROBE_FLAGS = ("-fstack-clash-protection",)
 # The race detector's build of device code: every load and store calls a __tsan_* entry point of the emu
 # runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports.
-RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1")
+# Volatile accesses get entry points of their own, so that a thread spinning on a volatile load can yield.
+RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "--param=tsan-distinguish-volatile=1",
+              "-g1")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>

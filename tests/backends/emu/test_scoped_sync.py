@@ -81,6 +81,18 @@ __global__ void wait_for_block(unsigned* data, int fix) {
   }
 }
 
+// Thread 0 waits on a volatile flag thread 32 sets. Volatile accesses are plain ones to the detector (no
+// atomicity, no ordering), so the flag races; the point is that the wait ends: the spinning thread yields.
+__global__ void volatile_wait(unsigned* data, int fix) {
+  volatile unsigned* ready = data + 1;
+  if (threadIdx.x == 0) {
+    while (*ready == 0) {}
+    data[2] = *ready + 1;
+  } else if (threadIdx.x == 32) {
+    *ready = 5;
+  }
+}
+
 // A lock no one ever releases: the second taker waits for ever, on a GPU too.
 __global__ void never_released(unsigned* data, int fix) {
   if (threadIdx.x % 32 == 0) {
@@ -171,3 +183,32 @@ def test_other_block_orders_that_wait_on_a_later_block_are_left_out_of_the_compa
 def test_a_spin_no_thread_can_end_is_a_deadlock(module):
     with pytest.raises(Deadlock, match=r"spins on an atomic that keeps reading 1 .*no block runs after it"):
         _launch(module, "never_released", 0, block=64)
+
+
+def test_a_spin_on_a_volatile_load_yields_and_its_flag_races(module):
+    with pytest.raises(DataRace, match=r"'data' index 1 .*write by block \(0,0,0\) thread \(32,0,0\).*read by "
+                                       r"block \(0,0,0\) thread \(0,0,0\)|'data' index 1 .*read by block \(0,0,0\) "
+                                       r"thread \(0,0,0\).*write by block \(0,0,0\) thread \(32,0,0\)") as info:
+        _launch(module, "volatile_wait", 0)
+    assert "index 2" not in str(info.value), "the value read after the wait is thread 0's own"
+
+
+def test_volatile_rereads_that_are_no_spin_yield_harmlessly_on_every_schedule():
+    """Every thread rereads one volatile input 64 times (a yield every 8 reads): a legal order each time, so
+    the five schedules agree and the sums are exact."""
+    src = r"""
+__global__ void reread(const unsigned* in, unsigned* out) {
+  const volatile unsigned* v = in;
+  unsigned s = 0;
+  for (int i = 0; i < 64; ++i) s += *v + i;
+  out[threadIdx.x] = s;
+}"""
+    be = EmuBackend(timeout_s=60)
+    try:
+        out = np.zeros(64, np.uint32)
+        module = be.load(src)
+        module.launch("reread", (1,), (64,), 0, [np.array([3], np.uint32), out], outputs=(1,))
+        assert (out == 64 * 3 + 63 * 64 // 2).all()
+        assert module.last_stats["switches"][0] >= 64 * 64 // 8, module.last_stats
+    finally:
+        be.close()
