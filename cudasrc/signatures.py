@@ -98,13 +98,16 @@ def _split_param(text: str) -> tuple[str, str]:
     fp = _FUNC_PTR.match(text)
     if fp:      # by value: the pointer to a device function
         return normalize_ctype(f"{fp.group(1)}(*){fp.group(3)}"), fp.group(2)
-    # `T name[]` and `T name[N]` are pointers in a parameter list (array parameters decay).
+    # `T name[]` and `T name[N]` are pointers in a parameter list (array parameters decay). `T name[][M]` decays
+    # to a pointer to rows of M: the launch passes one flat buffer of T, so it is read as a pointer to its
+    # elements (the kernel's own type, `T (*)[M]`, indexes that buffer row by row).
     m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", text)
     if not m or not m.group(1).strip():
         raise ValueError(f"cannot read kernel parameter {text!r}")
     dims = re.findall(r"\[[^\]]*\]", m.group(3))
-    if len(dims) > 1:
-        raise ValueError(f"kernel parameter {text!r}: multi-dimensional array parameters are not supported")
+    if any(not d[1:-1].strip() for d in dims[1:]):
+        raise ValueError(f"kernel parameter {text!r}: only the first bound of an array parameter may be left out "
+                         "(C requires the others)")
     ctype = m.group(1) + ("*" if dims else "")
     return normalize_ctype(ctype), m.group(2)
 

@@ -44,9 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import closing_bracket, enumerations, kernel_signatures, strip_comments
+from cudasrc.signatures import closing_bracket, enumerations, is_function_pointer, kernel_signatures, strip_comments
+from cudasrc.structs import struct_layout
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
-from harness.backends.base import Symbol
+from harness.backends.base import Struct, Symbol
 
 from harness.racescan import has_detector, sweep_points
 from harness.racescan.reading import GPUVERIFY, GPUVERIFY_WARP_SYNC
@@ -403,12 +404,15 @@ def device_pointers(module, code: str, elements: int, rng: np.random.Generator) 
 
 
 def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
-              min_elements: int = GV_MIN_ELEMENTS, sizes: "dict[str, int] | None" = None) -> list:
+              min_elements: int = GV_MIN_ELEMENTS, sizes: "dict[str, int] | None" = None,
+              module=None, code: str = "") -> list:
     """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
     `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
     min_elements (GV_MIN_ELEMENTS), for loops over `100 * blockDim.x` elements and fixed-size tables; guard
     pages catch what still overruns) or, for a parameter `sizes` names, of that many elements (the host
-    program's allocation, where an adapter reads it), and the scalar values chosen from the preconditions."""
+    program's allocation, where an adapter reads it), and the scalar values chosen from the preconditions.
+    A struct passed by value (given the `module` and its `code`) is laid out from its definition: seeded
+    numbers in its scalar fields, a resident buffer of the same size behind each pointer field (by_value_struct)."""
     default = buffer_elements(header, min_elements)
     args = []
     for ctype, name in sig.params:
@@ -429,10 +433,33 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
             args.append(SCALAR_DTYPES[base].type(values[name]))
         elif isinstance(values.get(name), str):
             args.append(Symbol(f"{GV_SYMBOL}{_ident(sig.name)}_{name}"))
+        elif module is not None and re.fullmatch(r"(?:struct\s+)?[A-Za-z_]\w*", base) and \
+                not is_function_pointer(ctype):
+            args.append(by_value_struct(module, struct_layout(code, re.sub(r"^struct\s+", "", base)), name, n, rng))
         else:
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")
     return args
+
+
+def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Generator) -> Struct:
+    """A by-value argument of struct `layout` for parameter `name`: seeded numbers in its scalar fields and, behind
+    each pointer field, a resident buffer of `elements` seeded values (what a host program would cudaMalloc and
+    fill); distinct buffers, so that fields never alias."""
+    value = np.zeros((), layout.dtype)[()]
+    pointers = []
+    for f in layout.fields:
+        if f.pointer:
+            dtype = SCALAR_DTYPES.get(f.ctype)
+            if dtype is None:
+                raise LookupError(f"parameter {name}: field {f.path} points to {f.ctype!r}, which has no "
+                                  "synthesised buffer")
+            init = rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)
+            pointers.append((f.offset, module.alloc(f"{name}.{f.path}", (elements,), dtype, init.astype(dtype))))
+        else:
+            shape = (f.count,) if f.count > 1 else ()
+            value[f.path] = rng.uniform(0.0, 1.0, shape) if f.dtype.kind == "f" else rng.integers(0, 64, shape)
+    return Struct(value, tuple(pointers))
 
 
 def score_file(backend, path: Path, root: Path, seed: int) -> dict:
@@ -484,7 +511,8 @@ def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: n
     while True:
         launches = [Launch(sig.name, header["grid"], header["block"],
                            lambda point, sig=sig, values=values, size=size:
-                           make_args(sig, header, {**values, **point}, rng, size), points, dynamic_shared)
+                           make_args(sig, header, {**values, **point}, rng, size, module=module, code=code),
+                           points, dynamic_shared)
                     for sig, values, points in chosen]
         rec["kernels"] = {}
         run_kernels(rec, module, launches)

@@ -263,10 +263,31 @@ def test_signatures_and_symbols_are_read_from_source():
     sig, = kernel_signatures("static __global__ void k(const Graph g, int (*op)(int, int), float taps[4], "
                              "const int* __restrict__ x) {}")
     assert sig.params == (("const Graph", "g"), ("int (*)(int, int)", "op"), ("float*", "taps"), ("const int*", "x"))
+    sig, = kernel_signatures("__global__ void k(float x[][N], const int y[4][8][2], int n) {}")
+    assert sig.params == (("float*", "x"), ("const int*", "y"), ("int", "n"))
+    with pytest.raises(ValueError, match=r"kernel parameter 'float x\[4\]\[\]'.*only the first bound"):
+        kernel_signatures("__global__ void k(float x[4][]) {}")
     src = ("__constant__ float c[4] = {1, 2, 3, 4};\nstatic __device__ int n, m[2];\n"
            "__device__ int (*fp)(int) = f;\n__device__ int f(int a) { return a; }\n"
            "__device__ float g(float);\n__global__ void k(int* o) { __shared__ int s; }\n")
     assert device_symbols(src) == ["c", "n", "m", "fp"]
+
+
+ROWS = r"""
+#define M 4
+__device__ float at(float a[][M], int r, int c) { return a[r][c]; }
+__global__ void rows(float a[][M], float out[2][M], int n) {
+  int r = blockIdx.x, c = threadIdx.x;
+  if (r < n) out[r][c] = at(a, r, c) * 2.0f + r;
+}
+"""
+
+
+def test_multi_dimensional_array_parameters_index_a_flat_buffer_by_rows(load):
+    a = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    load(ROWS).launch("rows", (2,), (4,), 0, [a, out, np.int32(2)], outputs=(1,))
+    np.testing.assert_array_equal(out, a * 2 + np.repeat([0.0, 1.0], 4))
 
 
 LIBCUXX = r"""

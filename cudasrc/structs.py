@@ -1,0 +1,151 @@
+"""C struct layouts read out of CUDA source without a compiler, for by-value struct arguments of anyone's kernels.
+
+Fields may be scalars, pointers, fixed arrays of them and nested structs (named, or anonymous and declared in
+place); they are laid out as C lays them out with natural alignment, which the host (x86-64 LP64) and the GPU
+share for these types. Anything else (unions, bit fields, vector types, unknown type names) is a LookupError
+that names the struct and the field, never a guess."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .signatures import closing_bracket, strip_comments
+from .types import SCALAR_DTYPES
+
+POINTER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Field:
+    path: str           # 's.p' for a field of a nested struct
+    offset: int         # bytes from the start of the outermost struct
+    ctype: str          # the scalar type, or the pointee's for a pointer
+    pointer: bool
+    count: int = 1      # elements of a fixed array
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.uint64) if self.pointer else SCALAR_DTYPES[self.ctype]
+
+
+@dataclass(frozen=True)
+class StructLayout:
+    name: str
+    size: int
+    align: int
+    fields: tuple[Field, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """A numpy structured dtype of exactly the C layout (padding included), one entry per field path."""
+        return np.dtype({"names": [f.path for f in self.fields],
+                         "formats": [f.dtype if f.count == 1 else (f.dtype, (f.count,)) for f in self.fields],
+                         "offsets": [f.offset for f in self.fields], "itemsize": self.size})
+
+
+def struct_layout(code: str, name: str) -> StructLayout:
+    """The layout of `struct name { ... }` (or `typedef struct { ... } name;`) as defined in `code`."""
+    clean = strip_comments(code)
+    return _layout_of(clean, name, 0)
+
+
+def _body_of(clean: str, name: str) -> str:
+    tagged = re.search(r"\bstruct\s+" + re.escape(name) + r"\s*\{", clean)
+    if tagged:
+        open_at = tagged.end() - 1
+        return clean[open_at + 1:closing_bracket(clean, open_at)]
+    for m in re.finditer(r"\btypedef\s+struct\s*(?:[A-Za-z_]\w*\s*)?\{", clean):
+        open_at = m.end() - 1
+        close = closing_bracket(clean, open_at)
+        if re.match(r"\s*" + re.escape(name) + r"\s*;", clean[close + 1:]):
+            return clean[open_at + 1:close]
+    raise LookupError(f"struct {name}: no definition in the source")
+
+
+def _layout_of(clean: str, name: str, depth: int) -> StructLayout:
+    if depth > 16:
+        raise LookupError(f"struct {name}: nested more than 16 deep")
+    return _layout_body(clean, name, _body_of(clean, name), depth)
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    parts, level, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "{([":
+            level += 1
+        elif c in "})]":
+            level -= 1
+        elif c == sep and level == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+_DECLARATOR = re.compile(r"^(\**)\s*([A-Za-z_]\w*)\s*((?:\[\s*\d+\s*\]\s*)*)$")
+
+
+def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
+    fields: list[Field] = []
+    offset, align = 0, 1
+    for decl in _split_top(body, ";"):
+        decl = re.sub(r"\s+", " ", decl)
+        if re.match(r"(?:union|enum)\b", decl) or ":" in decl.replace("::", ""):
+            raise LookupError(f"struct {name}: field '{decl}' (unions, enumerations declared in place and bit "
+                              "fields are not laid out here)")
+        inner = re.match(r"^struct\s*(?:[A-Za-z_]\w*\s*)?\{", decl)
+        if inner:                     # struct { ... } a, b[2];
+            close = closing_bracket(decl, inner.end() - 1)
+            member = _layout_body(clean, f"{name}::(anonymous)", decl[inner.end():close], depth + 1)
+            declarators = _split_top(decl[close + 1:], ",")
+            base = None
+        else:
+            first = re.match(r"^((?:const |volatile )*(?:struct )?[A-Za-z_][\w:]*(?: (?:int|long|char|short|"
+                             r"double))*)\s*(.*)$", decl)
+            if not first:
+                raise LookupError(f"struct {name}: cannot read field '{decl}'")
+            base = re.sub(r"\b(?:const|volatile)\b", "", first.group(1)).strip()
+            declarators = _split_top(first.group(2), ",")
+            member = None
+        for d in declarators:
+            m = _DECLARATOR.match(d.strip())
+            if not m:
+                raise LookupError(f"struct {name}: cannot read field declarator '{d}' in '{decl}'")
+            stars, field, dims = m.group(1), m.group(2), [int(x) for x in re.findall(r"\d+", m.group(3))]
+            count = int(np.prod(dims)) if dims else 1
+            if stars:
+                if len(stars) > 1:
+                    raise LookupError(f"struct {name}: field '{field}' is a pointer to a pointer")
+                pointee = re.sub(r"^struct ", "", base) if base else None
+                size = a = POINTER_BYTES
+                offset = -(-offset // a) * a
+                for k in range(count):
+                    fields.append(Field(f"{field}" + (f"[{k}]" if dims else ""), offset + k * size,
+                                        pointee or "?", True))
+            else:
+                if member is None:
+                    tag = re.sub(r"^struct ", "", base)
+                    if tag in SCALAR_DTYPES:
+                        dt = SCALAR_DTYPES[tag]
+                        size = a = dt.itemsize
+                        offset = -(-offset // a) * a
+                        fields.append(Field(field, offset, tag, False, count))
+                        offset += size * count
+                        align = max(align, a)
+                        continue
+                    sub = _layout_of(clean, tag, depth + 1)
+                else:
+                    sub = member
+                size, a = sub.size, sub.align
+                offset = -(-offset // a) * a
+                for k in range(count):
+                    prefix = field + (f"[{k}]" if dims else "")
+                    fields += [Field(f"{prefix}.{f.path}", offset + k * size + f.offset, f.ctype, f.pointer, f.count)
+                               for f in sub.fields]
+            offset += size * count
+            align = max(align, a)
+    if not fields:
+        raise LookupError(f"struct {name}: no fields")
+    return StructLayout(name, -(-offset // align) * align, align, tuple(fields))

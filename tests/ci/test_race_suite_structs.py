@@ -1,0 +1,96 @@
+"""Structs passed by value to the labelled suites' kernels (GPUVerify's `pointers_in_structs`): the layout read
+from the source (cudasrc.structs) agrees with the host compiler's, and the adapter's argument (seeded fields, a
+resident buffer behind each pointer) lets the detector see a race through a struct's pointer, and no race in the
+race-free twin."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from cudasrc.structs import struct_layout
+
+LAYOUTS = r"""
+typedef struct { float x, y; } Pair;
+struct Inner { short s; char c; };
+struct Mixed {
+  char tag;
+  double scale;
+  int taps[3], *out;
+  struct { unsigned short u; int* p; } nested[2];
+  struct Inner in;
+  Pair pair;
+  bool on;
+};
+"""
+
+
+def test_layouts_agree_with_the_host_compiler(tmp_path):
+    layout = struct_layout(LAYOUTS, "Mixed")
+    fields = {f.path: f for f in layout.fields}
+    assert [f.path for f in layout.fields] == ["tag", "scale", "taps", "out", "nested[0].u", "nested[0].p",
+                                               "nested[1].u", "nested[1].p", "in.s", "in.c", "pair.x", "pair.y",
+                                               "on"]
+    assert fields["out"].pointer and fields["out"].ctype == "int" and fields["taps"].count == 3
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++ to compare the layout with")
+    asserts = "".join(f"static_assert(offsetof(struct Mixed, {f.path}) == {f.offset}, \"{f.path}\");\n"
+                      for f in layout.fields)
+    src = tmp_path / "layout.cpp"
+    src.write_text("#include <cstddef>\n" + LAYOUTS + asserts +
+                   f"static_assert(sizeof(struct Mixed) == {layout.size}, \"size\");\n")
+    r = subprocess.run([cxx, "-std=gnu++17", "-fsyntax-only", str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert layout.dtype.itemsize == layout.size == 88
+
+
+@pytest.mark.parametrize("decl, rule", [
+    ("struct U { union { int a; float b; } v; };", r"field 'union"),
+    ("struct B { int flag : 1; };", r"bit fields"),
+    ("struct P { int** pp; };", r"field 'pp' is a pointer to a pointer"),
+    ("struct V { float4 v; };", r"struct float4: no definition"),
+])
+def test_what_is_not_laid_out_is_named(decl, rule):
+    with pytest.raises(LookupError, match=rule):
+        struct_layout(decl, decl.split()[1])
+
+
+STRUCT_KERNEL = r"""//pass
+//--blockDim=32 --gridDim=2
+
+struct S {
+  int n;
+  struct {
+    int* p;
+    int* q;
+  } s;
+};
+
+__global__ void k(struct S A) {
+  int i = threadIdx.x + blockDim.x * blockIdx.x;
+  %s
+}
+"""
+
+
+def test_a_race_through_a_struct_pointer_is_found_and_its_twin_is_clean(tmp_path):
+    from ci.race_suites import gpuverify
+    from harness.backends.emu.backend import EmuBackend
+    root = tmp_path / "testsuite" / "CUDA"
+    bodies = {"twin": "A.s.p[i] = A.s.q[i] + A.n;",
+              "racy": "A.s.p[i %% 16] = A.s.q[i] + A.n;     // 64 threads, 16 slots"}
+    for name, body in bodies.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "kernel.cu").write_text(STRUCT_KERNEL % body.replace("%%", "%"))
+    backend = EmuBackend(timeout_s=60, block_sampling="all")
+    try:
+        twin = gpuverify.score_file(backend, root / "twin" / "kernel.cu", root, 0)
+        racy = gpuverify.score_file(backend, root / "racy" / "kernel.cu", root, 0)
+    finally:
+        backend.close()
+    assert twin["verdict"] == "clean", json.dumps(twin)[:2000]
+    assert racy["verdict"] == "race" and racy["fault"] == "DataRace", json.dumps(racy)[:2000]
+    assert "A.s.p" in racy["kernels"]["k"]["detail"]
