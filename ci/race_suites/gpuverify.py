@@ -22,8 +22,9 @@ runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` 
 scalars), the rest are dropped and listed in the JSON; a scalar that
 preconditions bound on both sides is swept over that domain after the drawn launch (harness.racescan.sweep_points:
 the verifier's proof covers every value, and a race may need one). Constructs with
-verifier-only meaning (`__axiom`, device functions declared but never defined, whose result the verifier takes
-as arbitrary) make the file unrunnable with that reason. GPUVerify's front end force-includes its CUDA header:
+verifier-only meaning (`__axiom`) make the file unrunnable with that reason. A device function declared but never
+defined, whose result the verifier takes as arbitrary, gets a body (arbitrary_results: the k-th call of every
+thread returns one seeded value; a void one does nothing); one returning other than a scalar is unrunnable. GPUVerify's front end force-includes its CUDA header:
 a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
 value, at least 16); an access past them hits the guard pages (OutOfBounds), and the file runs again with buffers
@@ -187,14 +188,59 @@ def unrunnable(header: dict, source: str) -> "str | None":
     for pattern, why in GV_VERIFIER_ONLY:
         if re.search(pattern, code):
             return f"verifier-only construct: {why}"
-    for m in re.finditer(r"__device__[\w\s*]*?\b(\w+)\s*\([^;{)]*\)\s*;", code):
-        if not re.search(r"__device__[\w\s*]*?\b" + m.group(1) + r"\s*\([^;{)]*\)\s*\{", code):
-            return (f"verifier-only construct: __device__ {m.group(1)}() is declared, never defined (the verifier "
-                    "takes any value it could return; a build needs its body)")
+    scalar_names = {m.group(2) for m in re.finditer(r"\btypedef\s+([\w ]+?)\s+(\w+)\s*;", code)
+                    if re.sub(r"\s+", " ", m.group(1)) in SCALAR_DTYPES}
+    for ret, name, _ in undefined_device_functions(code):
+        if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names:
+            return (f"verifier-only construct: __device__ {name}() is declared, never defined, and returns "
+                    f"{ret!r}, for which the adapter makes no arbitrary value (the verifier takes any value)")
     if re.search(r"\bcurandStateMtgp32", code):
         return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
                 "sets up (curandMakeMTGP32KernelState); the adapter makes none")
     return None
+
+
+_DECLARED = re.compile(r"(?:\bextern\s+)?__device__\s+((?:[A-Za-z_]\w*\s+)*?[A-Za-z_]\w*\s*\**)\s*\b(\w+)\s*"
+                       r"\(([^;{)]*)\)\s*;")
+
+
+def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
+    """(return type, name, parameter list) of each `__device__` function the code declares and never defines."""
+    clean = strip_comments(code)
+    out = []
+    for m in _DECLARED.finditer(clean):
+        name = m.group(2)
+        if not re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", clean) and \
+                name not in {n for _, n, _ in out}:
+            ret = re.sub(r"\b(?:static|inline|__forceinline__|__noinline__|const)\b", " ", m.group(1))
+            out.append((re.sub(r"\s+", " ", ret).strip(), name, m.group(3).strip()))
+    return out
+
+
+def arbitrary_results(code: str, header: dict, seed: int) -> str:
+    """Bodies for the `__device__` functions the code declares and never defines, appended after it. The verifier
+    takes a call's result as arbitrary (and a body-less function as touching no memory): here a void one does
+    nothing, and the k-th call of every thread returns the same seeded value (0 half the time, so that
+    `while (nondet())` ends; else in [1, 64), which fits any integer type and an offset into the buffers). One value
+    per call index honours `__uniform_int` assumptions on it, and two calls differ, as the verifier allows."""
+    functions = undefined_device_functions(code)
+    if not functions:
+        return ""
+    threads = math.prod(header["block"]) * math.prod(header["grid"])
+    calls, draw = f"{GV_SYMBOL}calls", f"{GV_SYMBOL}arbitrary"
+    out = [f"\n__device__ unsigned {calls}[{threads}];",
+           f"__device__ unsigned long long {draw}() {{",
+           "  unsigned long long t = ((blockIdx.z * (unsigned long long)gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)"
+           " * (blockDim.x * blockDim.y * blockDim.z) + (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x"
+           " + threadIdx.x;",
+           f"  unsigned long long z = ({calls}[t]++ + 1ULL) * 0x9E3779B97F4A7C15ULL + {seed & 0xFFFFFFFF}ULL;",
+           "  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL; z ^= z >> 31;",
+           "  return (z & 1) ? 0 : 1 + (z >> 1) % 63;",
+           "}"]
+    for ret, name, params in functions:
+        body = "{}" if ret == "void" else f"{{ return ({ret}){draw}(); }}"
+        out.append(f"__device__ {ret} {name}({params}) {body}")
+    return "\n".join(out) + "\n"
 
 
 GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
@@ -483,6 +529,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
     code = implicit_includes(device_source(text))
+    code += arbitrary_results(code, header, seed)
     chosen, ignored, uncommented = [], [], strip_comments(text)
     for sig in kernel_signatures(code):
         values, unhonoured, domains = scalar_values(sig, uncommented, header["block"], rng, header["grid"])

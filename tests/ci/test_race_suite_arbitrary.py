@@ -1,0 +1,67 @@
+"""Device functions that a verifier's test declares and never defines (GPUVerify's `nondet()`, faial's `get()`):
+the verifier takes each call's result as arbitrary, and the adapters give them bodies (gpuverify.arbitrary_results)
+so that such files run. Two calls return different values, so a race that needs them to differ is found, and its
+twin with one call is clean; `while (nondet())` ends; a function returning a pointer stays the adapter's limit."""
+from __future__ import annotations
+
+import pytest
+
+from ci.race_suites import gpuverify
+
+HEAD = "//pass\n//--blockDim=64 --gridDim=2\n\n"
+OFFSETS = HEAD + r"""
+__device__ unsigned int get(int);
+
+__global__ void shift(float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  %s
+}
+"""
+CASES = {
+    "two_calls": OFFSETS % "int a = get(i), b = get(i);\n  y[i + a] = y[i + b] + 1.0f;",
+    "one_call": OFFSETS % "int a = get(i);\n  y[i + a] = y[i + a] + 1.0f;",
+    "loops": HEAD + "__device__ char nondet();\n__device__ void touch(int);\n"
+                    "__global__ void spin(int* out) {\n  int n = 0;\n  while (nondet()) { while (nondet()) ++n; touch(n); }\n"
+                    "  out[blockIdx.x * blockDim.x + threadIdx.x] = n;\n}\n",
+    "pointer": HEAD + "__device__ int* where();\n__global__ void k() { *where() = 1; }\n",
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    from harness.backends.emu.backend import EmuBackend
+    root = tmp_path_factory.mktemp("gv") / "testsuite" / "CUDA"
+    for name, text in CASES.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "kernel.cu").write_text(text)
+    backend = EmuBackend(timeout_s=60, block_sampling="all")
+    try:
+        return {name: gpuverify.score_file(backend, root / name / "kernel.cu", root, 0) for name in CASES}
+    finally:
+        backend.close()
+
+
+def test_two_calls_differ_so_the_race_they_make_is_found(verdicts):
+    racy, twin = verdicts["two_calls"], verdicts["one_call"]
+    assert racy["verdict"] == "race" and racy["fault"] == "DataRace", racy
+    assert "'y'" in racy["kernels"]["shift"]["detail"]
+    assert twin["verdict"] == "clean", twin       # the negative control: one offset for every thread
+
+
+def test_a_loop_on_an_arbitrary_condition_ends_and_void_functions_do_nothing(verdicts):
+    assert verdicts["loops"]["verdict"] == "clean", verdicts["loops"]
+
+
+def test_a_function_returning_a_pointer_is_the_adapters_limit(verdicts):
+    rec = verdicts["pointer"]
+    assert rec["verdict"] == "unsupported" and "where() is declared, never defined, and returns 'int*'" in rec["detail"]
+
+
+def test_every_threads_kth_call_gets_one_seeded_value():
+    code = CASES["two_calls"]
+    assert gpuverify.undefined_device_functions(code) == [("unsigned int", "get", "int")]
+    a = gpuverify.arbitrary_results(code, {"block": (64, 1, 1), "grid": (2, 1, 1)}, 0)
+    assert "__qconform_gv_calls[128]" in a and "unsigned int get(int) { return (unsigned int)" in a
+    assert a == gpuverify.arbitrary_results(code, {"block": (64, 1, 1), "grid": (2, 1, 1)}, 0)
+    assert a != gpuverify.arbitrary_results(code, {"block": (64, 1, 1), "grid": (2, 1, 1)}, 1)
+    assert gpuverify.arbitrary_results(HEAD + "__global__ void k() {}\n", {"block": (1, 1, 1), "grid": (1, 1, 1)}, 0) == ""
