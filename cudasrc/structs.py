@@ -15,6 +15,7 @@ from .signatures import closing_bracket, strip_comments
 from .types import SCALAR_DTYPES
 
 POINTER_BYTES = 8
+MAX_PARAM_BYTES = 32764     # CUDA's limit on a kernel's parameters (12.1 and later): no by-value struct is larger
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,9 @@ def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
                                for f in sub.fields]
             offset += size * count
             align = max(align, a)
+        if offset > MAX_PARAM_BYTES:
+            raise LookupError(f"struct {name}: larger than {MAX_PARAM_BYTES} bytes at field '{decl}', more than a "
+                              "kernel's parameters may hold")
     if not fields:
         raise LookupError(f"struct {name}: no fields")
     return StructLayout(name, -(-offset // align) * align, align, tuple(fields))

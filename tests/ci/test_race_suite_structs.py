@@ -52,6 +52,8 @@ def test_layouts_agree_with_the_host_compiler(tmp_path):
     ("struct B { int flag : 1; };", r"bit fields"),
     ("struct P { int** pp; };", r"field 'pp' is a pointer to a pointer"),
     ("struct V { float4 v; };", r"struct float4: no definition"),
+    ("struct H { int a[100000000]; };", r"struct H: larger than 32764 bytes at field 'int a\[100000000\]'"),
+    ("struct R { struct Q q; }; struct Q { struct R r; };", r"nested more than 16 deep"),
 ])
 def test_what_is_not_laid_out_is_named(decl, rule):
     with pytest.raises(LookupError, match=rule):
