@@ -223,8 +223,10 @@ template <int D> __global__ void k(unsigned* d, unsigned stride, unsigned N) {
     assert "2048 threads per block" in why
     header = gpuverify.read_header("//pass\n//--blockDim=2 --gridDim=1\n")
     assert "__axiom" in gpuverify.unrunnable(header, "__axiom(blockIdx.x == 1);\n__global__ void k() {}")
-    assert "declared, never defined" in gpuverify.unrunnable(
-        header, "__device__ int nondet(void);\n__global__ void k(int* a) { while (nondet()) { a[0] = 1; } }")
+    assert gpuverify.unrunnable(     # an arbitrary result gets a body (arbitrary_results); a struct result does not
+        header, "__device__ int nondet(void);\n__global__ void k(int* a) { while (nondet()) { a[0] = 1; } }") is None
+    assert "declared, never defined, and returns 'struct S'" in gpuverify.unrunnable(
+        header, "struct S { int a; };\n__device__ struct S pick(void);\n__global__ void k() { pick(); }")
     assert gpuverify.unrunnable(header, "__device__ int one(void);\n__device__ int one(void) { return 1; }") \
         is None
     assert "MTGP32" in gpuverify.unrunnable(header, "__global__ void k(curandStateMtgp32_t* s) {}")
