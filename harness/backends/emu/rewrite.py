@@ -23,7 +23,8 @@ MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 # (pattern, construct named in the error). Checked on comment-stripped source.
 _UNSUPPORTED = [
     (r"<<<", "host-side kernel launch `<<<...>>>`"),
-    (r"\btexture\s*<|\btex[123]D\w*\s*\(|\btex1Dfetch\s*\(", "texture fetches"),
+    (r"\btexture\s*<", "texture references (`texture<...>`, removed in CUDA 12: nvcc refuses them too)"),
+    (r"\btex[123]D\w*\s*\(|\btex1Dfetch\s*\(", "texture fetches"),
     (r"\bsurf[123]D\w*\s*\(", "surface loads/stores"),
     (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),

@@ -34,6 +34,7 @@ def test_mma_asm_becomes_a_warp_collective():
 @pytest.mark.parametrize("snippet,named", [
     ('asm volatile("bar.sync 0;");', r"inline PTX instruction 'bar.sync'"),
     ("float v = tex1Dfetch(t, 0);", r"texture fetches"),
+    ("texture<float, 1> t;", r"texture references \(`texture<...>`, removed in CUDA 12"),
     ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
     ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
     ("cooperative_groups::this_grid().sync();", r"grid sync"),
