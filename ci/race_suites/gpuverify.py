@@ -451,14 +451,15 @@ def device_pointers(module, code: str, elements: int, rng: np.random.Generator) 
 
 def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
               min_elements: int = GV_MIN_ELEMENTS, sizes: "dict[str, int] | None" = None,
-              module=None, code: str = "") -> list:
+              module=None, code: str = "", resident: "dict | None" = None) -> list:
     """Seeded random buffers for the pointer parameters, sized from the launch (every thread of the grid owns
     `span` elements: the largest -D constant, at least 16, so that `A[gid * WIDTH + i]` fits; and at least
     min_elements (GV_MIN_ELEMENTS), for loops over `100 * blockDim.x` elements and fixed-size tables; guard
     pages catch what still overruns) or, for a parameter `sizes` names, of that many elements (the host
     program's allocation, where an adapter reads it), and the scalar values chosen from the preconditions.
     A struct passed by value (given the `module` and its `code`) is laid out from its definition: seeded
-    numbers in its scalar fields, a resident buffer of the same size behind each pointer field (by_value_struct)."""
+    numbers in its scalar fields, a resident buffer of the same size behind each pointer field (by_value_struct;
+    `resident` keeps those buffers from one call to the next, refilled, so that a sweep allocates them once)."""
     default = buffer_elements(header, min_elements)
     args = []
     for ctype, name in sig.params:
@@ -481,17 +482,20 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
             args.append(Symbol(f"{GV_SYMBOL}{_ident(sig.name)}_{name}"))
         elif module is not None and re.fullmatch(r"(?:struct\s+)?[A-Za-z_]\w*", base) and \
                 not is_function_pointer(ctype):
-            args.append(by_value_struct(module, struct_layout(code, re.sub(r"^struct\s+", "", base)), name, n, rng))
+            args.append(by_value_struct(module, struct_layout(code, re.sub(r"^struct\s+", "", base)), name, n, rng,
+                                        resident))
         else:
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")
     return args
 
 
-def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Generator) -> Struct:
+def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Generator,
+                    resident: "dict | None" = None) -> Struct:
     """A by-value argument of struct `layout` for parameter `name`: seeded numbers in its scalar fields and, behind
     each pointer field, a resident buffer of `elements` seeded values (what a host program would cudaMalloc and
-    fill); distinct buffers, so that fields never alias."""
+    fill); distinct buffers, so that fields never alias. A buffer found in `resident` (by parameter, field and
+    size) is refilled with new values instead of allocated again."""
     value = np.zeros((), layout.dtype)[()]
     pointers = []
     for f in layout.fields:
@@ -500,8 +504,15 @@ def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Gen
             if dtype is None:
                 raise LookupError(f"parameter {name}: field {f.path} points to {f.ctype!r}, which has no "
                                   "synthesised buffer")
-            init = rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)
-            pointers.append((f.offset, module.alloc(f"{name}.{f.path}", (elements,), dtype, init.astype(dtype))))
+            init = (rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)).astype(dtype)
+            key = (name, f.path, elements)
+            if resident is not None and key in resident:
+                module.write(resident[key], init)
+            else:
+                buf = module.alloc(f"{name}.{f.path}", (elements,), dtype, init)
+                if resident is not None:
+                    resident[key] = buf
+            pointers.append((f.offset, resident[key] if resident is not None else buf))
         else:
             shape = (f.count,) if f.count > 1 else ()
             value[f.path] = rng.uniform(0.0, 1.0, shape) if f.dtype.kind == "f" else rng.integers(0, 64, shape)
@@ -554,11 +565,12 @@ def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: n
     # `extern __shared__`: its size is the host program's launch argument, which the header does not give; GPUVerify
     # takes it as unbounded. The most a block gets without opting in is the adapter's stand-in.
     dynamic_shared = GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0
-    size = GV_MIN_ELEMENTS
+    size, resident = GV_MIN_ELEMENTS, {}
     while True:
         launches = [Launch(sig.name, header["grid"], header["block"],
                            lambda point, sig=sig, values=values, size=size:
-                           make_args(sig, header, {**values, **point}, rng, size, module=module, code=code),
+                           make_args(sig, header, {**values, **point}, rng, size, module=module, code=code,
+                                     resident=resident),
                            points, dynamic_shared)
                     for sig, values, points in chosen]
         rec["kernels"] = {}

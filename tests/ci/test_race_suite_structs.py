@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from cudasrc.structs import struct_layout
@@ -96,3 +97,24 @@ def test_a_race_through_a_struct_pointer_is_found_and_its_twin_is_clean(tmp_path
     assert twin["verdict"] == "clean", json.dumps(twin)[:2000]
     assert racy["verdict"] == "race" and racy["fault"] == "DataRace", json.dumps(racy)[:2000]
     assert "A.s.p" in racy["kernels"]["k"]["detail"]
+
+
+def test_a_sweep_refills_the_struct_buffers_instead_of_allocating_more():
+    from ci.race_suites import gpuverify
+    from harness.backends.emu.backend import EmuBackend
+    code = STRUCT_KERNEL % "A.s.p[i] = A.s.q[i] + A.n;"
+    header = gpuverify.read_header(code)
+    backend = EmuBackend(timeout_s=60)
+    try:
+        module = backend.load(gpuverify.device_source(code))
+        sig = next(s for s in gpuverify.kernel_signatures(code) if s.name == "k")
+        rng, resident = np.random.default_rng(0), {}
+        first, = gpuverify.make_args(sig, header, {}, rng, 64, module=module, code=code, resident=resident)
+        p_before = module.read(first.pointers[0][1]).copy()
+        second, = gpuverify.make_args(sig, header, {}, rng, 64, module=module, code=code, resident=resident)
+        assert [b for _, b in first.pointers] == [b for _, b in second.pointers] and len(resident) == 2
+        assert not np.array_equal(module.read(second.pointers[0][1]), p_before)     # new seeded values
+        third, = gpuverify.make_args(sig, header, {}, rng, 64, module=module, code=code)      # no cache: new ones
+        assert third.pointers[0][1] != first.pointers[0][1]
+    finally:
+        backend.close()
