@@ -119,6 +119,7 @@ GV_MAX_ELEMENTS = 1 << 24
 GV_DYNAMIC_SHARED = 48 * 1024        # bytes of `extern __shared__` per block: the default limit of a launch
 _PAST_END = re.compile(r"\(arg \d+, (?P<size>\d+) x \w+\) \d+ byte\(s\) past its end \(element (?P<element>\d+) of \d+\)")
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
+GV_MAX_ARBITRARY_THREADS = 1 << 24     # a call counter per thread for arbitrary results: at most 64 MiB of them
 GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
 
 
@@ -194,6 +195,10 @@ def unrunnable(header: dict, source: str) -> "str | None":
         if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names:
             return (f"verifier-only construct: __device__ {name}() is declared, never defined, and returns "
                     f"{ret!r}, for which the adapter makes no arbitrary value (the verifier takes any value)")
+        if ret != "void" and threads * math.prod(header["grid"]) > GV_MAX_ARBITRARY_THREADS:
+            return (f"verifier-only construct: __device__ {name}() is declared, never defined, and called by "
+                    f"{threads * math.prod(header['grid'])} threads; the adapter counts each thread's calls for "
+                    f"at most {GV_MAX_ARBITRARY_THREADS}")
     if re.search(r"\bcurandStateMtgp32", code):
         return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
                 "sets up (curandMakeMTGP32KernelState); the adapter makes none")
@@ -226,8 +231,13 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
     functions = undefined_device_functions(code)
     if not functions:
         return ""
-    threads = math.prod(header["block"]) * math.prod(header["grid"])
     calls, draw = f"{GV_SYMBOL}calls", f"{GV_SYMBOL}arbitrary"
+    if all(ret == "void" for ret, _, _ in functions):
+        return "\n" + "\n".join(f"__device__ void {name}({params}) {{}}" for _, name, params in functions) + "\n"
+    threads = math.prod(header["block"]) * math.prod(header["grid"])
+    if threads > GV_MAX_ARBITRARY_THREADS:
+        raise LookupError(f"{threads} threads call functions with arbitrary results; the adapter counts each "
+                          f"thread's calls for at most {GV_MAX_ARBITRARY_THREADS} threads")
     out = [f"\n__device__ unsigned {calls}[{threads}];",
            f"__device__ unsigned long long {draw}() {{",
            "  unsigned long long t = ((blockIdx.z * (unsigned long long)gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)"

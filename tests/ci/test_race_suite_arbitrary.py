@@ -65,3 +65,14 @@ def test_every_threads_kth_call_gets_one_seeded_value():
     assert a == gpuverify.arbitrary_results(code, {"block": (64, 1, 1), "grid": (2, 1, 1)}, 0)
     assert a != gpuverify.arbitrary_results(code, {"block": (64, 1, 1), "grid": (2, 1, 1)}, 1)
     assert gpuverify.arbitrary_results(HEAD + "__global__ void k() {}\n", {"block": (1, 1, 1), "grid": (1, 1, 1)}, 0) == ""
+
+
+def test_void_functions_need_no_call_counter_and_huge_grids_are_refused_by_name():
+    void_only = HEAD + "__device__ void touch(int);\n__global__ void k() { touch(1); }\n"
+    assert gpuverify.arbitrary_results(void_only, {"block": (1024, 1, 1), "grid": (65535, 65535, 1)}, 0) == \
+        "\n__device__ void touch(int) {}\n"
+    huge = gpuverify.read_header("//pass\n//--blockDim=1024 --gridDim=[65535,65535]\n")
+    why = gpuverify.unrunnable(huge, CASES["two_calls"])
+    assert "get() is declared, never defined, and called by 4397912294400 threads" in why
+    with pytest.raises(LookupError, match="at most 16777216 threads"):
+        gpuverify.arbitrary_results(CASES["two_calls"], huge, 0)
