@@ -53,7 +53,7 @@ from harness.backends.base import Struct, Symbol
 from harness.racescan import has_detector, sweep_points
 from harness.racescan.reading import GPUVERIFY, GPUVERIFY_WARP_SYNC
 
-from .run import Launch, build_failed, run_kernels
+from .run import Launch, build_failed, inline_includes, run_kernels
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
 # GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
@@ -490,6 +490,8 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
             args.append(SCALAR_DTYPES[base].type(values[name]))
         elif isinstance(values.get(name), str):
             args.append(Symbol(f"{GV_SYMBOL}{_ident(sig.name)}_{name}"))
+        elif base in VECTOR_BYTES:     # a CUDA vector type by value (`uchar4 color`): seeded elements
+            args.append(vector_value(base, rng))
         elif module is not None and re.fullmatch(r"(?:struct\s+)?[A-Za-z_]\w*", base) and \
                 not is_function_pointer(ctype):
             args.append(by_value_struct(module, struct_layout(code, re.sub(r"^struct\s+", "", base)), name, n, rng,
@@ -498,6 +500,23 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")
     return args
+
+
+_VECTOR_ELEMENTS = {"char": "i1", "uchar": "u1", "short": "i2", "ushort": "u2", "int": "i4", "uint": "u4",
+                    "long": "i8", "ulong": "u8", "longlong": "i8", "ulonglong": "u8", "float": "f4", "double": "f8",
+                    "half": "f2", "__half": "f2"}
+
+
+def vector_value(ctype: str, rng: np.random.Generator) -> np.void:
+    """A CUDA vector type's value (`float4`, `uchar4`, `double4_16a`, `half2`) as a structured scalar of its size:
+    seeded elements (integers in [0, 64), floats in [0, 1))."""
+    m = re.fullmatch(r"(__half|half|[a-z]+?)([1-4])(?:_(?:16|32)a)?", ctype)
+    element = np.dtype(_VECTOR_ELEMENTS[m.group(1)])
+    n = int(m.group(2))
+    dtype = np.dtype({"names": ["v"], "formats": [(element, (n,))], "offsets": [0], "itemsize": VECTOR_BYTES[ctype]})
+    value = np.zeros((), dtype)[()]
+    value["v"] = rng.uniform(0.0, 1.0, n) if element.kind == "f" else rng.integers(0, 64, n)
+    return value
 
 
 def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Generator,
@@ -541,7 +560,9 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     if header["label"] is None:
         rec.update(verdict="not scored", fault=None, detail=header["reason"], races=0, data_race=False)
         return rec
-    why = unrunnable(header, text)
+    # the headers beside the file, as GPUVerify's front end found them (`#line` keeps the file's own line numbers)
+    full = inline_includes(path, required=False, line_markers=True)
+    why = unrunnable(header, full)
     if why:
         fault = "Launch" if why.startswith("launch") else "VerifierOnly" if why.startswith("verifier") \
             else "UnsupportedConstruct"
@@ -549,7 +570,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         return rec
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
-    code = implicit_includes(device_source(text))
+    code = implicit_includes(device_source(full))
     code += arbitrary_results(code, header, seed)
     chosen, ignored, uncommented = [], [], strip_comments(text)
     for sig in kernel_signatures(code):

@@ -25,7 +25,7 @@ from harness.backends.base import Struct
 
 from harness.racescan.scan import has_detector
 
-from .run import Launch, build_failed, run_kernels
+from .run import Launch, build_failed, inline_includes, run_kernels
 
 RACE_TAGS = {"RaceBug", "SyncBug"}
 LAYOUTS = (("generatedCodes/CUDA", "lib"), ("codes/cuda", "include"))     # (codes, headers): Indigo3, Indigo2
@@ -45,25 +45,6 @@ def label_of(path: Path) -> "str | None":
 
 
 # ---- device code -------------------------------------------------------------------------------------------
-def inline_includes(path: Path, lib: Path, seen: "set[Path] | None" = None) -> str:
-    """The file with its `#include "local.h"` lines replaced by the files (from its folder or lib/), once each."""
-    seen = set() if seen is None else seen
-    out = []
-    for line in path.read_text().splitlines():
-        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-        if m:
-            inc = next((d / m.group(1) for d in (path.parent, lib) if (d / m.group(1)).is_file()), None)
-            if inc is None:
-                raise FileNotFoundError(f"{path.name}: include {m.group(1)!r} not found")
-            if inc not in seen:
-                seen.add(inc)
-                out.append(inline_includes(inc, lib, seen))
-            out.append("")
-            continue
-        out.append(line)
-    return "\n".join(out)
-
-
 def device_code(source: str) -> str:
     """Drop every top-level function definition that is not __global__ or __device__ (host code), keeping line
     count; keep declarations, structs, typedefs, constants and preprocessor lines."""
@@ -215,7 +196,7 @@ def score_file(backend, path: Path, lib: Path, seed: int) -> dict:
     from harness.backends.base import BuildError, KernelFault
     rec = {"file": path.name, "algorithm": path.parent.name, "label": label_of(path), "kernels": {}}
     try:
-        source = device_code(inline_includes(path, lib))
+        source = device_code(inline_includes(path, (lib,)))
         module = backend.load(source, name=path.name)
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))

@@ -2,11 +2,42 @@
 backend says into one verdict per kernel and per file."""
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import re
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
 
 from harness.racescan import Verdict, classify, scan_points
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
+
+
+def inline_includes(path: Path, dirs: Sequence[Path] = (), seen: "set[Path] | None" = None, *,
+                    required: bool = True, line_markers: bool = False) -> str:
+    """The file with each `#include "local.h"` line replaced by the file it names (looked up in the including
+    file's folder, then in `dirs`), once each, recursively: what the suite's own build found beside the file.
+    `required`: an include found nowhere is a FileNotFoundError, else its line stays (the build then says so).
+    `line_markers`: `#line` directives around each inlined file keep the including file's line numbers true."""
+    seen = set() if seen is None else seen
+    out = []
+    for i, line in enumerate(path.read_text(errors="replace").splitlines()):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        inc = next((d / m.group(1) for d in (path.parent, *dirs) if (d / m.group(1)).is_file()), None) if m else None
+        if m and inc is None and required:
+            raise FileNotFoundError(f"{path.name}: include {m.group(1)!r} not found")
+        if inc is None:
+            out.append(line)
+            continue
+        inc = inc.resolve()
+        if inc in seen:              # included before: the line stays, empty
+            out.append("")
+            continue
+        seen.add(inc)
+        body = inline_includes(inc, dirs, seen, required=required, line_markers=line_markers)
+        if line_markers:             # `#line N` numbers the line after it: the one after the include
+            out.append(f'#line 1 "{inc.name}"\n{body}\n#line {i + 2} "{path.name}"')
+        else:
+            out += [body, ""]
+    return "\n".join(out)
 
 
 def build_failed(rec: dict, exc: BaseException, detector: bool) -> dict:

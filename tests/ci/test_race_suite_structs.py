@@ -118,3 +118,48 @@ def test_a_sweep_refills_the_struct_buffers_instead_of_allocating_more():
         assert third.pointers[0][1] != first.pointers[0][1]
     finally:
         backend.close()
+
+
+def test_cuda_vector_types_by_value_take_seeded_elements():
+    from ci.race_suites import gpuverify
+    rng = np.random.default_rng(0)
+    for ctype, size, kind in (("uchar4", 4, "u"), ("float3", 12, "f"), ("double4_16a", 32, "f"), ("half2", 4, "f")):
+        value = gpuverify.vector_value(ctype, rng)
+        assert value.dtype.itemsize == size and value["v"].dtype.kind == kind, (ctype, value.dtype)
+
+
+HEADER_BESIDE = "__device__ int twice(int v) {\n  return 2 * v;\n}\n"
+WITH_HEADER = r"""//pass
+//--blockDim=64 --gridDim=1
+
+#include "helpers.h"
+#include "helpers.h"
+#include "missing_everywhere.h"
+
+__global__ void k(int* y, uchar4 c) {
+  y[threadIdx.x %% 2] = twice(c.x);
+}
+"""
+
+
+def test_headers_beside_a_file_are_inlined_and_its_line_numbers_stay_true(tmp_path):
+    from ci.race_suites import gpuverify
+    from ci.race_suites.run import inline_includes
+    from harness.backends.emu.backend import EmuBackend
+    root = tmp_path / "testsuite" / "CUDA"
+    (root / "beside").mkdir(parents=True)
+    (root / "beside" / "helpers.h").write_text(HEADER_BESIDE)
+    (root / "beside" / "kernel.cu").write_text((WITH_HEADER % ()).replace('#include "missing_everywhere.h"\n', "\n"))
+    full = inline_includes(root / "beside" / "kernel.cu", required=False, line_markers=True)
+    assert full.count("return 2 * v;") == 1 and '#line 1 "helpers.h"' in full and '#line 5 "kernel.cu"' in full
+    with pytest.raises(FileNotFoundError, match="include 'missing_everywhere.h' not found"):
+        (root / "beside" / "other.cu").write_text(WITH_HEADER % ())
+        inline_includes(root / "beside" / "other.cu")
+    assert '#include "missing_everywhere.h"' in inline_includes(root / "beside" / "other.cu", required=False)
+    backend = EmuBackend(timeout_s=60)
+    try:
+        rec = gpuverify.score_file(backend, root / "beside" / "kernel.cu", root, 0)
+    finally:
+        backend.close()
+    assert rec["verdict"] == "race", rec          # 64 threads store into 2 slots
+    assert "at line 9 and write" in rec["kernels"]["k"]["detail"], rec["kernels"]["k"]["detail"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci.race_suites import gpuverify, indigo
+from ci.race_suites.run import inline_includes
 
 SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "score_race_suite.py"
 
@@ -66,7 +67,7 @@ def test_labels_and_device_code(suite):
     assert indigo.label_of(Path("A_NoRaceBug_NoSyncBug.cu")) == "race-free"
     assert indigo.label_of(Path("A_RaceBug_BoundsBug.cu")) is None
     path = next((suite / "generatedCodes" / "CUDA" / "TOY-CUDA").glob("*_RaceBug_NoBoundsBug.cu"))
-    full = indigo.inline_includes(path, suite / "lib")
+    full = inline_includes(path, (suite / "lib",))
     dev = indigo.device_code(full)
     assert "host_helper" in full and "int main" in full
     assert "printf" not in dev and "cudaMalloc" not in dev and "<<<" not in dev and "host_driver" not in dev
