@@ -45,8 +45,18 @@ class Rewritten:
     symbols: list[str]                     # file-scope __device__ / __constant__ variables, in order
 
 
+_LINE_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*line[ \t]+(\d+)", re.M)
+
+
 def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
+    """The line of text[pos] as the compiler numbers it: a `#line N` directive numbers the line after it N (a
+    source with headers inlined keeps its own line numbers that way)."""
+    last = None
+    for last in _LINE_DIRECTIVE.finditer(text, 0, pos):
+        pass
+    if last is None:
+        return text.count("\n", 0, pos) + 1
+    return int(last.group(1)) + text.count("\n", text.find("\n", last.end()) + 1, pos)
 
 
 def _skip_string(text: str, i: int) -> int:

@@ -89,3 +89,13 @@ def test_shared_declarations_in_the_forms_real_code_writes():
         rewrite("__global__ void k(float* y) {\n  __shared__ float s = 1.0f;\n}\n")
     with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\)"):
         rewrite("__global__ void k(float* y) {\n  __shared__ float s[2](1.0f);\n}\n")
+
+
+def test_lines_follow_line_directives():
+    """A source whose headers were inlined with `#line` markers names its own lines (the suites' adapters)."""
+    src = ('#line 1 "helpers.h"\n__device__ int twice(int v) { return 2 * v; }\n#line 7 "kernel.cu"\n'
+           "__global__ void k(float* y){\n  __shared__ float s[4] = {0};\n}\n")
+    with pytest.raises(UnsupportedConstruct, match=r"__shared__ declaration with an initializer \(line 8\)"):
+        rewrite(src)
+    with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\)"):
+        rewrite("__global__ void k(float* y){\n  __shared__ float s[4] = {0};\n}\n")
