@@ -65,10 +65,9 @@ def closing_bracket(text: str, i: int) -> int:
     while j < len(text):
         c = text[j]
         if c in "\"'":
-            j += 1
-            while j < len(text) and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-        elif c == open_c:
+            j = skip_string(text, j)
+            continue
+        if c == open_c:
             depth += 1
         elif c == close_c:
             depth -= 1
@@ -76,6 +75,35 @@ def closing_bracket(text: str, i: int) -> int:
                 return j
         j += 1
     raise ValueError(f"unbalanced '{open_c}' at offset {i}")
+
+
+def skip_string(text: str, i: int) -> int:
+    """Index just past the string or character literal starting at text[i]."""
+    q = text[i]
+    j = i + 1
+    while j < len(text) and text[j] != q:
+        j += 2 if text[j] == "\\" else 1
+    return j + 1
+
+
+def split_top_level(text: str, sep: str) -> list[str]:
+    """Split at `sep` outside (), [], {} and string literals."""
+    parts, depth, start, j = [], 0, 0, 0
+    while j < len(text):
+        c = text[j]
+        if c in "\"'":
+            j = skip_string(text, j)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:j])
+            start = j + 1
+        j += 1
+    parts.append(text[start:])
+    return parts
 
 
 def _split_params(body: str) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .signatures import closing_bracket, strip_comments
+from .signatures import closing_bracket, split_top_level, strip_comments
 from .types import SCALAR_DTYPES
 
 POINTER_BYTES = 8
@@ -72,20 +72,24 @@ def _layout_of(clean: str, name: str, depth: int) -> StructLayout:
 
 
 def _split_top(text: str, sep: str) -> list[str]:
-    parts, level, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "{([":
-            level += 1
-        elif c in "})]":
-            level -= 1
-        elif c == sep and level == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+    """The non-empty pieces of `text` split at `sep` outside brackets, stripped."""
+    return [p.strip() for p in split_top_level(text, sep) if p.strip()]
 
 
 _DECLARATOR = re.compile(r"^(\**)\s*([A-Za-z_]\w*)\s*((?:\[\s*\d+\s*\]\s*)*)$")
+
+
+def _element(clean: str, base: "str | None", pointer: bool, depth: int) -> tuple[int, int, tuple[Field, ...]]:
+    """Size, alignment and fields (offsets from 0; a scalar's or pointer's path empty) of one element of type
+    `base` (a pointer to it with `pointer`; None: a struct declared in place, whose pointee is told as '?')."""
+    tag = re.sub(r"^struct ", "", base) if base else "?"
+    if pointer:
+        return POINTER_BYTES, POINTER_BYTES, (Field("", 0, tag, True),)
+    if tag in SCALAR_DTYPES:
+        size = SCALAR_DTYPES[tag].itemsize
+        return size, size, (Field("", 0, tag, False),)
+    sub = _layout_of(clean, tag, depth + 1)
+    return sub.size, sub.align, sub.fields
 
 
 def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
@@ -99,7 +103,8 @@ def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
         inner = re.match(r"^struct\s*(?:[A-Za-z_]\w*\s*)?\{", decl)
         if inner:                     # struct { ... } a, b[2];
             close = closing_bracket(decl, inner.end() - 1)
-            member = _layout_body(clean, f"{name}::(anonymous)", decl[inner.end():close], depth + 1)
+            sub = _layout_body(clean, f"{name}::(anonymous)", decl[inner.end():close], depth + 1)
+            member = (sub.size, sub.align, sub.fields)
             declarators = _split_top(decl[close + 1:], ",")
             base = None
         else:
@@ -115,36 +120,18 @@ def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
             if not m:
                 raise LookupError(f"struct {name}: cannot read field declarator '{d}' in '{decl}'")
             stars, field, dims = m.group(1), m.group(2), [int(x) for x in re.findall(r"\d+", m.group(3))]
+            if len(stars) > 1:
+                raise LookupError(f"struct {name}: field '{field}' is a pointer to a pointer")
             count = int(np.prod(dims)) if dims else 1
-            if stars:
-                if len(stars) > 1:
-                    raise LookupError(f"struct {name}: field '{field}' is a pointer to a pointer")
-                pointee = re.sub(r"^struct ", "", base) if base else None
-                size = a = POINTER_BYTES
-                offset = -(-offset // a) * a
-                for k in range(count):
-                    fields.append(Field(f"{field}" + (f"[{k}]" if dims else ""), offset + k * size,
-                                        pointee or "?", True))
-            else:
-                if member is None:
-                    tag = re.sub(r"^struct ", "", base)
-                    if tag in SCALAR_DTYPES:
-                        dt = SCALAR_DTYPES[tag]
-                        size = a = dt.itemsize
-                        offset = -(-offset // a) * a
-                        fields.append(Field(field, offset, tag, False, count))
-                        offset += size * count
-                        align = max(align, a)
-                        continue
-                    sub = _layout_of(clean, tag, depth + 1)
-                else:
-                    sub = member
-                size, a = sub.size, sub.align
-                offset = -(-offset // a) * a
+            size, a, element = member if member and not stars else _element(clean, base, bool(stars), depth)
+            offset = -(-offset // a) * a
+            if len(element) == 1 and not element[0].path and not element[0].pointer:     # scalars: one field
+                fields.append(Field(field, offset, element[0].ctype, False, count))
+            else:                     # pointers and structs: a field per element, at its own offset
                 for k in range(count):
                     prefix = field + (f"[{k}]" if dims else "")
-                    fields += [Field(f"{prefix}.{f.path}", offset + k * size + f.offset, f.ctype, f.pointer, f.count)
-                               for f in sub.fields]
+                    fields += [Field(f"{prefix}.{f.path}" if f.path else prefix, offset + k * size + f.offset,
+                                     f.ctype, f.pointer, f.count) for f in element]
             offset += size * count
             align = max(align, a)
         if offset > MAX_PARAM_BYTES:

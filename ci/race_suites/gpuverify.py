@@ -47,7 +47,7 @@ import numpy as np
 
 from cudasrc.signatures import closing_bracket, enumerations, is_function_pointer, kernel_signatures, strip_comments
 from cudasrc.structs import struct_layout
-from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
+from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, VECTOR_ELEMENTS, element_ctype
 from harness.backends.base import Struct, Symbol
 
 from harness.racescan import has_detector, sweep_points
@@ -191,14 +191,15 @@ def unrunnable(header: dict, source: str) -> "str | None":
             return f"verifier-only construct: {why}"
     scalar_names = {m.group(2) for m in re.finditer(r"\btypedef\s+([\w ]+?)\s+(\w+)\s*;", code)
                     if re.sub(r"\s+", " ", m.group(1)) in SCALAR_DTYPES}
+    grid_threads = threads * math.prod(header["grid"])
     for ret, name, _ in undefined_device_functions(code):
         if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names:
             return (f"verifier-only construct: __device__ {name}() is declared, never defined, and returns "
                     f"{ret!r}, for which the adapter makes no arbitrary value (the verifier takes any value)")
-        if ret != "void" and threads * math.prod(header["grid"]) > GV_MAX_ARBITRARY_THREADS:
+        if ret != "void" and grid_threads > GV_MAX_ARBITRARY_THREADS:
             return (f"verifier-only construct: __device__ {name}() is declared, never defined, and called by "
-                    f"{threads * math.prod(header['grid'])} threads; the adapter counts each thread's calls for "
-                    f"at most {GV_MAX_ARBITRARY_THREADS}")
+                    f"{grid_threads} threads; the adapter counts each thread's calls for at most "
+                    f"{GV_MAX_ARBITRARY_THREADS}")
     if re.search(r"\bcurandStateMtgp32", code):
         return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
                 "sets up (curandMakeMTGP32KernelState); the adapter makes none")
@@ -443,6 +444,12 @@ def buffer_elements(header: dict, min_elements: int = GV_MIN_ELEMENTS) -> int:
 _DEVICE_POINTER = re.compile(r"^[ \t]*__device__\s+((?:const\s+)?[A-Za-z_][\w \t]*?)\s*\*\s*([A-Za-z_]\w*)\s*;", re.M)
 
 
+def seeded(dtype: np.dtype, shape, rng: np.random.Generator) -> np.ndarray:
+    """Seeded values of `dtype` and `shape`: floats in [0, 1), integers in [0, 64) (valid indices, small counts)."""
+    values = rng.uniform(0.0, 1.0, shape) if dtype.kind == "f" else rng.integers(0, 64, shape)
+    return values.astype(dtype)
+
+
 def device_pointers(module, code: str, elements: int, rng: np.random.Generator) -> dict[str, str]:
     """Point each file-scope `__device__ T* name;` of the code at a resident buffer of `elements` seeded values
     (what the host program does with cudaMalloc and cudaMemcpyToSymbol; else the kernel dereferences null).
@@ -453,8 +460,7 @@ def device_pointers(module, code: str, elements: int, rng: np.random.Generator) 
         dtype = SCALAR_DTYPES.get(ctype)
         if dtype is None:
             continue
-        values = rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)
-        module.set_symbol(name, module.alloc(name, (elements,), dtype, values.astype(dtype)))
+        module.set_symbol(name, module.alloc(name, (elements,), dtype, seeded(dtype, elements, rng)))
         done[name] = ctype
     return done
 
@@ -480,8 +486,7 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
                 raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")
             if base in SCALAR_DTYPES:
                 dtype = SCALAR_DTYPES[base]
-                arr = rng.uniform(0.0, 1.0, n) if dtype.kind == "f" else rng.integers(0, 64, n)
-                args.append(arr.astype(dtype))
+                args.append(seeded(dtype, n, rng))
             elif base in VECTOR_BYTES:
                 args.append(rng.integers(0, 64, n * VECTOR_BYTES[base] // 4).astype(np.int32))
             else:       # a struct: random bytes (its fields are numbers here; a pointer field would be garbage)
@@ -502,20 +507,15 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
     return args
 
 
-_VECTOR_ELEMENTS = {"char": "i1", "uchar": "u1", "short": "i2", "ushort": "u2", "int": "i4", "uint": "u4",
-                    "long": "i8", "ulong": "u8", "longlong": "i8", "ulonglong": "u8", "float": "f4", "double": "f8",
-                    "half": "f2", "__half": "f2"}
-
-
 def vector_value(ctype: str, rng: np.random.Generator) -> np.void:
     """A CUDA vector type's value (`float4`, `uchar4`, `double4_16a`, `half2`) as a structured scalar of its size:
     seeded elements (integers in [0, 64), floats in [0, 1))."""
     m = re.fullmatch(r"(__half|half|[a-z]+?)([1-4])(?:_(?:16|32)a)?", ctype)
-    element = np.dtype(_VECTOR_ELEMENTS[m.group(1)])
+    element = VECTOR_ELEMENTS[m.group(1)]
     n = int(m.group(2))
     dtype = np.dtype({"names": ["v"], "formats": [(element, (n,))], "offsets": [0], "itemsize": VECTOR_BYTES[ctype]})
     value = np.zeros((), dtype)[()]
-    value["v"] = rng.uniform(0.0, 1.0, n) if element.kind == "f" else rng.integers(0, 64, n)
+    value["v"] = seeded(element, n, rng)
     return value
 
 
@@ -525,26 +525,23 @@ def by_value_struct(module, layout, name: str, elements: int, rng: np.random.Gen
     each pointer field, a resident buffer of `elements` seeded values (what a host program would cudaMalloc and
     fill); distinct buffers, so that fields never alias. A buffer found in `resident` (by parameter, field and
     size) is refilled with new values instead of allocated again."""
+    resident = {} if resident is None else resident
     value = np.zeros((), layout.dtype)[()]
     pointers = []
     for f in layout.fields:
-        if f.pointer:
-            dtype = SCALAR_DTYPES.get(f.ctype)
-            if dtype is None:
-                raise LookupError(f"parameter {name}: field {f.path} points to {f.ctype!r}, which has no "
-                                  "synthesised buffer")
-            init = (rng.uniform(0.0, 1.0, elements) if dtype.kind == "f" else rng.integers(0, 64, elements)).astype(dtype)
-            key = (name, f.path, elements)
-            if resident is not None and key in resident:
-                module.write(resident[key], init)
-            else:
-                buf = module.alloc(f"{name}.{f.path}", (elements,), dtype, init)
-                if resident is not None:
-                    resident[key] = buf
-            pointers.append((f.offset, resident[key] if resident is not None else buf))
+        if not f.pointer:
+            value[f.path] = seeded(f.dtype, (f.count,) if f.count > 1 else (), rng)
+            continue
+        dtype = SCALAR_DTYPES.get(f.ctype)
+        if dtype is None:
+            raise LookupError(f"parameter {name}: field {f.path} points to {f.ctype!r}, which has no "
+                              "synthesised buffer")
+        init, key = seeded(dtype, elements, rng), (name, f.path, elements)
+        if key in resident:
+            module.write(resident[key], init)
         else:
-            shape = (f.count,) if f.count > 1 else ()
-            value[f.path] = rng.uniform(0.0, 1.0, shape) if f.dtype.kind == "f" else rng.integers(0, 64, shape)
+            resident[key] = module.alloc(f"{name}.{f.path}", (elements,), dtype, init)
+        pointers.append((f.offset, resident[key]))
     return Struct(value, tuple(pointers))
 
 

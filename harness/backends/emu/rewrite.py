@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
-from cudasrc.signatures import KernelSignature, closing_bracket, kernel_signatures, strip_comments, template_kernels
+from cudasrc.signatures import (KernelSignature, closing_bracket, kernel_signatures, skip_string, split_top_level,
+                                strip_comments, template_kernels)
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
@@ -59,41 +60,12 @@ def _line_of(text: str, pos: int) -> int:
     return int(last.group(1)) + text.count("\n", text.find("\n", last.end()) + 1, pos)
 
 
-def _skip_string(text: str, i: int) -> int:
-    """Index just past the string or char literal starting at text[i]."""
-    q = text[i]
-    j = i + 1
-    while j < len(text) and text[j] != q:
-        j += 2 if text[j] == "\\" else 1
-    return j + 1
-
-
 def _matching(text: str, i: int) -> int:
     """Index of the bracket closing the one at text[i]."""
     try:
         return closing_bracket(text, i)
     except ValueError:
         raise UnsupportedConstruct(None, f"unbalanced '{text[i]}' at line {_line_of(text, i)}") from None
-
-
-def _split_top(text: str, sep: str) -> list[str]:
-    """Split at `sep` outside brackets and string literals."""
-    parts, depth, start, j = [], 0, 0, 0
-    while j < len(text):
-        c = text[j]
-        if c in "\"'":
-            j = _skip_string(text, j)
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(text[start:j])
-            start = j + 1
-        j += 1
-    parts.append(text[start:])
-    return parts
 
 
 class _BraceDepth:
@@ -108,7 +80,7 @@ class _BraceDepth:
         while j < pos:
             c = text[j]
             if c in "\"'":
-                j = _skip_string(text, j)
+                j = skip_string(text, j)
                 continue
             depth += (c == "{") - (c == "}")
             j += 1
@@ -136,7 +108,7 @@ def _operands(text: str) -> list[str]:
     if not text:
         return []
     out = []
-    for op in _split_top(text, ","):
+    for op in split_top_level(text, ","):
         m = re.match(r'\s*(?:\[\w+\]\s*)?"([^"]*)"\s*\((.*)\)\s*$', op, re.S)
         if not m:
             raise UnsupportedConstruct(None, f"inline asm operand {op.strip()!r} is not supported by emu")
@@ -167,7 +139,7 @@ def _rewrite_asm(clean: str) -> str:
         close = _matching(clean, open_paren)
         body = clean[open_paren + 1:close]
         line = _line_of(clean, m.start())
-        sections = _split_top(body, ":")
+        sections = split_top_level(body, ":")
         template = _asm_template(sections[0]).strip()
         instr = template.split()[0] if template.split() else "(empty asm)"
         special = _SPECIAL_MOVE.fullmatch(template)
@@ -230,7 +202,7 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         prefix_type = re.sub(r"\b(?:extern|static)\b", " ", prefix).strip()
         if not re.search(r"\b(?!volatile\b|const\b)[A-Za-z_]\w*", prefix_type):
             start, prefix_type = m.start(), ""      # qualifiers only (`volatile __shared__ float v;`): they stay
-        pieces = _split_top(decl, ",")
+        pieces = split_top_level(decl, ",")
         first = re.match(r"^(.*?)(\**\s*[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)*)$", pieces[0].strip(), re.S)
         if not first or not (first.group(1).strip() or prefix_type):
             raise UnsupportedConstruct(None, f"__shared__ declaration {decl.strip()!r} (line {line}) is not understood")
@@ -333,7 +305,7 @@ def device_symbols(clean: str) -> list[str]:
             while stop < len(clean) and clean[stop] != ";":
                 stop = _matching(clean, stop) + 1 if clean[stop] == "{" else stop + 1
             decl = clean[m.start(1):stop]
-        parts = _split_top(decl, ",")
+        parts = split_top_level(decl, ",")
         first = _declarator_name(re.sub(r"\b(?:static|extern|const|volatile|__device__|__constant__)\b", " ",
                                         parts[0]))
         if first is None:
