@@ -19,7 +19,8 @@ cannot run: not scored as run), -DNAME=VALUE become build flags. GPUVerify's spe
 runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` (line numbers kept); simple
 `__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
 `f == someDeviceFunction` for a function pointer, `(n & (n - 1)) == 0` and `__is_pow2(n)`, `stride < N` between two
-scalars), the rest are dropped and listed in the JSON; a scalar that
+scalars), and so is `ids[e] != ids[__other_int(e)]` on a buffer (distinct values: a seeded permutation of its
+indices), the rest are dropped and listed in the JSON; a scalar that
 preconditions bound on both sides is swept over that domain after the drawn launch (harness.racescan.sweep_points:
 the verifier's proof covers every value, and a race may need one). Constructs with
 verifier-only meaning (`__axiom`) make the file unrunnable with that reason. A device function declared but never
@@ -323,6 +324,9 @@ def _kernel_body(kernel: str, source: str) -> str:
     return source
 
 
+# `__requires(p[e] != p[__other_int(e)])`: the values threads read from buffer p at e are distinct (IDs).
+_DISTINCT = re.compile(r"(\w+)\s*\[(.+)\]\s*!=\s*\1\s*\[\s*__other_int\s*\((.+)\)\s*\]", re.S)
+DISTINCT = "distinct"                 # make_args' value of a buffer _DISTINCT asks for: a seeded permutation
 _POW2 = re.compile(r"__is_pow2\s*\(\s*(\w+)\s*\)|\(?\s*\(?\s*(\w+)\s*&\s*\(\s*\2\s*-\s*1\s*\)\s*\)\s*==\s*0\s*\)?")
 
 
@@ -337,13 +341,21 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     Returns (name -> int value or function name, the preconditions left unhonoured, name -> range: the domain
     of each integer parameter that preconditions bound on both sides, every value of which the verifier
     considered, to sweep over; with `sweep_all`, of every integer parameter not fixed, a missing bound being
-    the draw's)."""
+    the draw's). A pointer parameter whose elements a `__requires(p[e] != p[__other_int(e)])` makes distinct
+    between threads gets the value DISTINCT (make_args fills it with a seeded permutation).
+    """
     body = _kernel_body(sig.name, source)
     names = {n for t, n in sig.params if not t.endswith("*")}
+    pointers = {n for t, n in sig.params if t.endswith("*")}
+    distinct = set()
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
     dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
     fixed, low, high, ignored, later, orders = {}, {}, {}, [], [], []
     for cond in _requires_of(body):
+        ids = _DISTINCT.fullmatch(cond)
+        if ids and ids.group(1) in pointers and re.sub(r"\s", "", ids.group(2)) == re.sub(r"\s", "", ids.group(3)):
+            distinct.add(ids.group(1))
+            continue
         first = re.split(r"\|\|?", cond)[0].strip()
         pow2 = _POW2.fullmatch(first)
         if pow2 and (pow2.group(1) or pow2.group(2)) in names:
@@ -419,6 +431,7 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
                for name in sorted(names - opaque) if name not in fixed and name not in kept
                and (name in low and name in high or sweep_all and name in integers)}
     domains = {name: r for name, r in {**domains, **enum_domains}.items() if len(r)}
+    values.update({name: DISTINCT for name in sorted(distinct)})
     return values, ignored, domains
 
 
@@ -431,7 +444,7 @@ def function_pointer_symbols(sig, values: dict) -> str:
     """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
     (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
     return "".join(f"\n__device__ {t} {GV_SYMBOL}{_ident(sig.name)}_{n} = {values[n]};" for t, n in sig.params
-                   if isinstance(values.get(n), str))
+                   if isinstance(values.get(n), str) and not t.endswith("*"))
 
 
 def buffer_elements(header: dict, min_elements: int = GV_MIN_ELEMENTS) -> int:
@@ -484,7 +497,9 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
         if ctype.endswith("*"):
             if ctype.count("*") > 1:
                 raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")
-            if base in SCALAR_DTYPES:
+            if base in SCALAR_DTYPES and values.get(name) == DISTINCT:
+                args.append(distinct_values(SCALAR_DTYPES[base], n, rng, name))
+            elif base in SCALAR_DTYPES:
                 dtype = SCALAR_DTYPES[base]
                 args.append(seeded(dtype, n, rng))
             elif base in VECTOR_BYTES:
@@ -505,6 +520,14 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")
     return args
+
+
+def distinct_values(dtype: np.dtype, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
+    """A seeded permutation of 0..n-1: every element distinct (what `p[e] != p[__other_int(e)]` asks of the
+    elements threads read), and each a valid index into a buffer of n elements (they are IDs, in practice)."""
+    if dtype.kind in "iu" and np.iinfo(dtype).max < n - 1:
+        raise LookupError(f"parameter {name}: its precondition asks {n} distinct values, more than {dtype} holds")
+    return rng.permutation(n).astype(dtype)
 
 
 def vector_value(ctype: str, rng: np.random.Generator) -> np.void:

@@ -4,6 +4,7 @@ limit, detect death, kill and restart. A worker announces each step it enters on
 for the caller (which KernelFault) is harness.backends.faults' job."""
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Protocol
 
@@ -24,6 +26,7 @@ _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 STARTUP_LIMIT_S = 120.0
 
 
+TAIL_CHARS = 20000       # the end of a dead worker's stderr kept beside the lines it keeps whole
 FORGED = "a reply the parent refused to read"     # WorkerDied.how of a worker whose reply was forged
 
 
@@ -39,6 +42,16 @@ class WorkerTimedOut(Exception):
         self.watched = watched      # the limit applied to one block (progress counter), not the request
         self.stderr_tail = stderr_tail      # what the worker printed during the request, before it was stopped
         super().__init__(last_step)
+
+
+@dataclass(frozen=True)
+class LastWords:
+    """How to let a worker speak before it is killed at the time limit: send `signal`, wait up to half of
+    `grace_s` for a stderr line `end`, and where it has not come, send `signal` again and wait the rest (the emu's
+    race detector answers the first at its next tracked access, exactly, and the second at once)."""
+    signal: int
+    end: str
+    grace_s: float = 2.0
 
 
 class ProgressCounter(Protocol):
@@ -65,11 +78,15 @@ class Worker:
     Without it (the gpu's worker) the limit bounds the whole request. inherit: environment variable -> file
     descriptor the worker inherits (the emu's shared staging file); the caller owns those files.
     preload: a library the worker loads first (LD_PRELOAD: AddressSanitizer's runtime). extra_env: more
-    environment for the worker (the emu's sandbox limits)."""
+    environment for the worker (the emu's sandbox limits). last_words: asked for before a worker is killed at
+    the time limit. keep: prefixes of stderr lines that a dead worker's tail keeps whole, however long the
+    rest (the emu's race announcements); the rest is cut to its last TAIL_CHARS."""
 
     def __init__(self, module: str, step_prefix: str, first_step: str, *, preload: Optional[str] = None,
                  progress: "Optional[Callable[[], ProgressCounter]]" = None,
-                 inherit: "Mapping[str, int] | None" = None, extra_env: "Mapping[str, str] | None" = None):
+                 inherit: "Mapping[str, int] | None" = None, extra_env: "Mapping[str, str] | None" = None,
+                 last_words: Optional[LastWords] = None, keep: tuple[str, ...] = ()):
+        self.last_words, self.keep = last_words, keep
         self.preload = preload
         self.extra_env = dict(extra_env or {})
         self.module, self.step_prefix, self.first_step = module, step_prefix, first_step
@@ -92,6 +109,9 @@ class Worker:
             env["LD_PRELOAD"] = self.preload
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0")
         self.err = tempfile.TemporaryFile()
+        # The worker's stderr shares this file's offset: with O_APPEND its writes land at the end even while the
+        # parent seeks to read what it wrote (the last words come while the parent polls for them).
+        fcntl.fcntl(self.err.fileno(), fcntl.F_SETFL, fcntl.fcntl(self.err.fileno(), fcntl.F_GETFL) | os.O_APPEND)
         fds: tuple[int, ...] = ()
         if self.make_progress is not None:
             self.progress = self.make_progress()
@@ -141,6 +161,7 @@ class Worker:
                 counter.advanced()     # start from the current count
             return protocol.receive(self.proc.stdout.fileno(), timeout_s, alive)
         except protocol.Timeout:
+            self._ask_last_words()
             text = self._stderr_since_mark()
             watched = self.progress is not None
             self.close()
@@ -154,9 +175,29 @@ class Worker:
             text = self._stderr_since_mark()
             how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
                    else f"exit status {rc}")
-            tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(self.step_prefix))[-20000:]
+            lines = [ln for ln in text.splitlines() if not ln.startswith(self.step_prefix)]
+            kept = [ln for ln in lines if self.keep and ln.startswith(self.keep)]
+            tail = "\n".join(kept + ["\n".join(ln for ln in lines if not (self.keep and ln.startswith(self.keep)))
+                                     [-TAIL_CHARS:]])
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
+
+    def _ask_last_words(self) -> None:
+        """Signal a worker about to be killed at the time limit, and wait (a short grace) until it has written
+        its last words, died, or the grace is over."""
+        if self.last_words is None:
+            return
+        end = self.last_words.end.encode()
+        for _ in range(2):
+            if not self.alive():
+                return
+            self.proc.send_signal(self.last_words.signal)
+            deadline = time.monotonic() + self.last_words.grace_s / 2
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                self.err.seek(self.err_mark)
+                if end in self.err.read():
+                    return
+                time.sleep(0.01)
 
     def close(self) -> None:
         if self.proc is not None:

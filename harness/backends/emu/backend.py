@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import weakref
 from typing import Optional, Sequence
 
@@ -15,7 +16,7 @@ from harness.backends import faults
 from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, KernelTimeout, LaunchInfo, LaunchResult,
                                    Module, OutOfBounds, ResourceExhausted, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
                                    check_buffer_array)
-from harness.backends.client import FORGED, Worker, WorkerDied, WorkerTimedOut
+from harness.backends.client import FORGED, LastWords, Worker, WorkerDied, WorkerTimedOut
 from harness.backends.emu import guarded, races, sandbox
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
@@ -133,7 +134,9 @@ class EmuBackend(Backend):
                               preload=preload,
                               progress=watchdog.ProgressCounter if watchdog.available() else None,
                               inherit={shm.ENV: self._staging.fd} if self._staging is not None else None,
-                              extra_env=extra_env)
+                              extra_env=extra_env,
+                              last_words=LastWords(signal.SIGUSR1, races.LAST_WORDS_END),
+                              keep=(races.STDERR_PREFIX, races.STATE_PREFIX))
         self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":

@@ -368,6 +368,7 @@ struct PendingStore {
   uint32_t races[kPendingRaces];
   size_t nraces;
 };
+constexpr size_t kPendingReserved = 64;  // stores waiting to be compared at once (one, in practice: see race_access)
 constexpr size_t kRaceDetails = 256;     // records with their text (the Python side shows fewer, merged by line)
 constexpr size_t kRaceKeys = 1 << 16;    // distinct races remembered at all; beyond, races are only counted
 std::vector<RaceRecord> g_races;
@@ -375,7 +376,12 @@ std::unordered_map<uint64_t, uint32_t> g_race_index;   // (site pair, region) ->
 uint64_t g_races_unkeyed = 0;            // racing accesses met after kRaceKeys distinct races
 std::string g_race_report;
 std::vector<PendingStore> g_pending;     // stores done since the last check (at most one, in practice)
-bool g_have_pending = false;             // g_pending is not empty (one load on the hot path)
+// g_pending is not empty, or last words were asked for (one load on the hot path, also set by a signal handler)
+volatile bool g_have_pending = false;
+// Last words (race_last_words) asked for by the parent: 0 not asked, 1 asked (the next tracked access gives them,
+// once every store before it has been done), 2 given.
+volatile sig_atomic_t g_last_words = 0;
+void race_last_words(bool end);
 
 // Compare each pending store's bytes with those it overwrote: a change makes its races `differ`.
 [[gnu::cold, gnu::noinline]] void settle_pending_stores() {
@@ -384,6 +390,10 @@ bool g_have_pending = false;             // g_pending is not empty (one load on 
       for (size_t k = 0; k < p.nraces; ++k) g_races[p.races[k]].differ = true;
   g_pending.clear();
   g_have_pending = false;
+  if (g_last_words == 1) {     // every store so far has been done and compared: exact last words
+    g_last_words = 2;
+    race_last_words(true);
+  }
 }
 
 inline void settle_pending_stores_if_any() {
@@ -441,12 +451,14 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
     if (g_race_index.size() >= kRaceKeys) { ++g_races_unkeyed; return kNoRace; }
     it = g_race_index.emplace(key, uint32_t(g_races.size())).first;
     const char* unit = where.kind == kIndexed ? "index" : where.kind == kBytesOnly ? "byte" : "-";
+    if (g_races.capacity() < kRaceKeys) g_races.reserve(kRaceKeys);   // never moves: race_last_words reads it
     g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false, kWarpScope});
     if (g_races.size() <= kRaceDetails) {
       RaceRecord& r = g_races.back();
       r.tail = describe_site(prev.site) + "\t" + describe_site(now.site) + "\t" + region_label(where) + "\t" +
                race_text(prev, prev_write, now, now_write, where);
-      std::string out = "\nemu-race: " + record_line(r, 0, false) + "\n";   // survives the worker if the launch dies
+      // survives the worker if the launch dies; numbered, so that race_last_words can tell its final state
+      std::string out = "\nemu-race: " + std::to_string(g_races.size() - 1) + "\t" + record_line(r, 0, false) + "\n";
       ssize_t ignored = write(2, out.data(), out.size());
       (void)ignored;
     }
@@ -475,7 +487,69 @@ const std::string& race_report() {
   return g_race_report;
 }
 
+// Last words: the state of every announced record, for a launch that never reaches race_report because the
+// worker is about to die (a memory fault, the CPU time limit) or to be killed (the parent's time limit, which
+// asks for them with SIGUSR1 first; emu_signals.hpp). One `emu-race-state: <n> <count> <lo> <hi> <values>
+// <scope>` line per record announced as `emu-race: <n> ...`, a `more` line, and when `end` (the parent waits for
+// it) `emu-race-end`. May run in a signal handler, so it only reads: g_races and g_pending are reserved so that
+// they never move, formatting is by hand, output is write(2). A store still waiting to be compared leaves its
+// races `differ` when its bytes changed, and `?` when they did not: it may not have been done yet (the handler
+// may have stopped the thread between the store's hook and the store; a store that faulted is never done).
+void race_last_words(bool end) {
+  char buf[192];
+  auto put = [](char*& p, const char* s) { while (*s) *p++ = *s++; };
+  auto num = [](char*& p, long long v) {
+    char tmp[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do { tmp[n++] = char('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) *p++ = '-';
+    while (n) *p++ = tmp[--n];
+  };
+  size_t shown = g_races.size() < kRaceDetails ? g_races.size() : kRaceDetails;
+  for (size_t i = 0; i < shown && g_race_on; ++i) {
+    const RaceRecord& r = g_races[i];
+    const char* values = r.differ ? "differ" : "same";
+    for (const PendingStore& ps : g_pending)
+      for (size_t k = 0; k < ps.nraces && !r.differ; ++k)
+        if (ps.races[k] == i)
+          values = std::memcmp(reinterpret_cast<const void*>(ps.addr), ps.before, ps.n) != 0 ? "differ" : "?";
+    char* p = buf;
+    put(p, "\nemu-race-state: ");
+    num(p, (long long)i); *p++ = '\t';
+    num(p, (long long)r.count); *p++ = '\t';
+    num(p, r.lo); *p++ = '\t';
+    num(p, r.hi); *p++ = '\t';
+    put(p, values); *p++ = '\t';
+    put(p, r.scope <= kGridScope ? kScopeNames[r.scope] : "?");
+    ssize_t ignored = write(2, buf, size_t(p - buf));
+    (void)ignored;
+  }
+  char* p = buf;
+  if (g_race_on && (g_races.size() > kRaceDetails || g_races_unkeyed)) {
+    put(p, "\nemu-race-state: more\t");
+    num(p, (long long)(g_races.size() > kRaceDetails ? g_races.size() - kRaceDetails : 0)); *p++ = '\t';
+    num(p, (long long)g_races_unkeyed);
+  }
+  if (end) put(p, "\nemu-race-end\n");
+  ssize_t ignored = write(2, buf, size_t(p - buf));
+  (void)ignored;
+}
+
+// The parent's SIGUSR1 (emu_signals.hpp): the first asks the next tracked access for exact last words; asked
+// again (no tracked access came: a thread spinning on registers, or no launch), they are given at once.
+void race_last_words_asked() {
+  if (g_race_on && g_last_words == 0) {
+    g_last_words = 1;
+    g_have_pending = true;      // the hot path's one check leads the next access to settle_pending_stores
+  } else if (g_last_words != 2) {
+    g_last_words = 2;
+    race_last_words(true);
+  }
+}
+
 void race_records_clear() {
+  g_last_words = 0;
   g_pending.clear();
   g_have_pending = false;
   g_races.clear();
@@ -555,7 +629,9 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t
     pending.addr = addr;
     pending.n = n;
     std::memcpy(pending.before, reinterpret_cast<const void*>(addr), n);
-    g_pending.push_back(pending);
+    if (g_pending.capacity() < kPendingReserved) g_pending.reserve(kPendingReserved);
+    if (g_pending.size() < kPendingReserved) g_pending.push_back(pending);    // never moves: see race_last_words
+    else for (size_t k = 0; k < pending.nraces; ++k) g_races[pending.races[k]].differ = true;   // never wrongly same
     g_have_pending = true;
   }
 }

@@ -10,6 +10,9 @@
 // (`emu-stack-overflow: ...`, naming the thread): the fiber stacks lie side by side in one pool, so a large
 // frame can leap over the guard page into another mapping, even a buffer's guard pages. Only the running
 // module knows its fibers, so emu_launch installs its own reporter again before every launch.
+// The same goes for the race detector's last words (race_last_words, emu_race.hpp): the final state of the
+// races the running launch announced, written before a memory fault or the CPU time limit ends the worker, and
+// on SIGUSR1, which the parent sends before it kills a worker stopped at its time limit.
 #pragma once
 #include <signal.h>
 #include <ucontext.h>
@@ -46,6 +49,11 @@ void sandbox_trap(int, siginfo_t* si, void*) {
 // fault is the running fiber's stack overflow (stack pointer `sp`, 0 when unknown; faulting address `addr`).
 bool report_stack_overflow(char*& p, unsigned long long sp, unsigned long long addr);
 
+// Defined with the race detector (emu_race.hpp): the `emu-race-state` lines, then, when `end`, `emu-race-end`;
+// and the answer to the parent's SIGUSR1 (at the next tracked access, or at once when asked again).
+void race_last_words(bool end);
+void race_last_words_asked();
+
 inline unsigned long long fault_stack_pointer(void* ctx) {
 #if defined(__x86_64__)
   return static_cast<unsigned long long>(static_cast<ucontext_t*>(ctx)->uc_mcontext.gregs[REG_RSP]);
@@ -63,6 +71,7 @@ void memory_fault(int sig, siginfo_t* si, void* ctx) {
   if (report_stack_overflow(p, fault_stack_pointer(ctx), reinterpret_cast<unsigned long long>(si->si_addr))) {
     ssize_t ignored = write(2, buf, size_t(p - buf));
     (void)ignored;
+    race_last_words(false);
     return;      // SA_RESETHAND: the access runs again and ends the process
   }
   sig_put(p, sig == SIGBUS ? "\nemu-fault: SIGBUS " : "\nemu-fault: SIGSEGV ");
@@ -78,14 +87,20 @@ void memory_fault(int sig, siginfo_t* si, void* ctx) {
   sig_put(p, "\n");
   ssize_t ignored = write(2, buf, size_t(p - buf));
   (void)ignored;
+  race_last_words(false);
   // SA_RESETHAND restored the default action: the faulting access runs again and ends the process.
 }
 
+// SIGUSR1: the parent is about to kill the worker. SIGXCPU: the CPU time limit (SA_RESETHAND: the next one, a
+// second later, ends the process as before).
+void last_words_asked(int) { race_last_words_asked(); }
+void cpu_limit_reached(int) { race_last_words(false); }
+
 alignas(16) char g_signal_stack[64 * 1024];    // a fiber whose stack overflowed cannot run a handler
 
-// This module's SIGSEGV/SIGBUS reporter (at load, and again before each of its launches).
+// This module's reporters (at load, and again before each of its launches): SIGSEGV/SIGBUS, SIGUSR1, SIGXCPU.
 void install_memory_fault_reporter() {
-#if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself
+#if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself (on a stack of its own)
   stack_t ss {};
   ss.ss_sp = g_signal_stack;
   ss.ss_size = sizeof g_signal_stack;
@@ -97,6 +112,14 @@ void install_memory_fault_reporter() {
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
 #endif
+  struct sigaction words {};
+  sigemptyset(&words.sa_mask);
+  words.sa_flags = SA_ONSTACK;
+  words.sa_handler = last_words_asked;
+  sigaction(SIGUSR1, &words, nullptr);
+  words.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  words.sa_handler = cpu_limit_reached;
+  sigaction(SIGXCPU, &words, nullptr);
 }
 
 __attribute__((constructor(101))) void install_signal_reporters() {

@@ -3,7 +3,9 @@
 The runtime's happens-before detector (emu_race.hpp) records each distinct race of a launch, distinct by
 (unordered pair of access sites, buffer or __shared__ variable), and goes on running: a race does not corrupt the
 emulator. It hands them over as record lines (`race_report`), and also writes each new one to stderr at once
-(`emu-race: ` lines), so that a launch that then kills the worker still reports its races. Here the sites are
+(`emu-race: ` lines), so that a launch that then kills the worker still reports its races; the worker's last words
+(written when a memory fault or the CPU limit ends it, and on the parent's SIGUSR1 before a kill at the time limit)
+then give their final counts, extents, values and scopes. Here the sites are
 resolved to source lines, records whose sites resolve to the same two lines are merged (several instructions of
 one line: an unrolled loop), and the report is worded: the first race as the runtime words it, then the others,
 each with its extent, at most SHOWN of them in detail; how many were left out, and what stopped the launch
@@ -14,16 +16,20 @@ lanes of one warp: a __syncwarp would order them, and a verifier that assumes lo
 `--warp-sync`, calls it race-free), `block` (threads of one block) or `grid` (across blocks)."""
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, replace
 
 from harness.backends.base import RACE_SCOPES as SCOPES, DataRace, KernelFault, LaunchInfo
 
 from . import sites, toolkit_headers
 
+VALUES = ("same", "differ", "?")
 SHOWN = 16                  # races told in detail in one report; the rest are counted
 SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
 SCOPE_NOTES = {"warp": "within one warp", "block": "across warps of one block", "grid": "across blocks"}
-STDERR_PREFIX = "emu-race: "
+STDERR_PREFIX = "emu-race: "         # a race announced when first found
+STATE_PREFIX = "emu-race-state: "    # its state in the runtime's last words (emu_race.hpp: race_last_words)
+LAST_WORDS_END = "emu-race-end"      # the end of the last words asked for with SIGUSR1
 _PLURAL = {"index": "indices", "byte": "bytes"}
 
 
@@ -109,8 +115,28 @@ def parse(report: str) -> Races:
 
 
 def from_stderr(text: str) -> Races:
-    """The races a worker announced on stderr before it died (counts and extents not known)."""
-    return Races(tuple(_record(ln[len(STDERR_PREFIX):]) for ln in text.splitlines() if ln.startswith(STDERR_PREFIX)))
+    """The races a worker announced on stderr (`emu-race: <n> <record>`) before it died or was stopped, each
+    updated by the last words the runtime wrote then (`emu-race-state: <n> <count> <lo> <hi> <values> <scope>`,
+    and a `more` line), where it could: without them, counts and extents are not known and values and scopes
+    are `?`."""
+    announced: dict[int, Race] = {}
+    more = unkeyed = 0
+    lines = text.splitlines()
+    for line in lines:      # a line the runtime did not write whole (the kernel shares stderr with it) is not read
+        if line.startswith(STDERR_PREFIX):
+            with suppress(ValueError):
+                number, record = line[len(STDERR_PREFIX):].split("\t", 1)
+                announced[int(number)] = _record(record)
+    for line in lines:
+        fields = line[len(STATE_PREFIX):].split("\t") if line.startswith(STATE_PREFIX) else []
+        with suppress(ValueError):
+            if fields[:1] == ["more"]:
+                more, unkeyed = int(fields[1]), int(fields[2])
+            elif len(fields) == 6 and int(fields[0]) in announced and fields[4] in VALUES and fields[5] in SCOPES:
+                number, count, lo, hi = map(int, fields[:4])
+                announced[number] = replace(announced[number], count=count, lo=lo, hi=hi, values=fields[4],
+                                            scope=fields[5])
+    return Races(tuple(announced[n] for n in sorted(announced)), more, unkeyed)
 
 
 def resolve(found: Races, so_path: str) -> Races:

@@ -168,7 +168,9 @@ def test_a_race_then_an_out_of_bounds_write_reports_both(module):
     assert str(err).splitlines()[-1] == f"then the launch was stopped by {err.stopped_by}"
     # far past the end: the guard pages; the worker dies, and the races it announced are still reported
     err = _race(module, "race_then_oob", extra=(np.int32(4096),))
-    assert err.distinct == 1 and "__shared__ 'flag'" in err.races[0] and err.races[0].endswith(") [index 0]")  # no count
+    # the worker's last words, written as it died, give the race's count and its same-value mark
+    assert err.distinct == 1 and "__shared__ 'flag'" in err.races[0], str(err)
+    assert re.search(r"\) \[\d+ racing accesses, index 0; .*same value: every racing store", err.races[0]), str(err)
     assert err.stopped_by.startswith("OutOfBounds: write to 'y'") and "guard pages" in err.stopped_by, err.stopped_by
     with pytest.raises(Exception) as oob:                          # the twin: the out-of-bounds write alone
         _launch(module, "race_then_oob", 1, extra=(np.int32(0),))
@@ -192,17 +194,24 @@ def test_report_lines_round_trip():
     assert found.scope == "?"           # 5 races without details: their scope is not known
     err = races.fault(None, found, "schedule forward", None)
     assert err.kinds == (("warp", False), ("?", False))     # the five without details: one entry, scope unknown
-    assert races.from_stderr("noise\nemu-race: 0\t2\t2\tbyte\t?\t?\tline 4\tline 4\tv\tdata race on v byte 2\n").races[0] \
-        .worded() == "data race on v byte 2 [byte 2]"
+    announced = "noise\nemu-race: 0\t0\t2\t2\tbyte\t?\t?\tline 4\tline 4\tv\tdata race on v byte 2\n"
+    assert races.from_stderr(announced).races[0].worded() == "data race on v byte 2 [byte 2]"   # nothing more known
+    # the last words give the final state; a line the runtime did not write whole is not read
+    last = races.from_stderr(announced + "emu-race-state: 0\t5\t2\t9\tsame\tblock\nemu-race-state: 0\t7\t2\n"
+                             "emu-race-state: 3\t1\t0\t0\tsame\twarp\nemu-race-state: more\t2\t4\nemu-race: x\n")
+    assert last.races[0].worded() == ("data race on v byte 2 [5 racing accesses, bytes 2..9; across warps of one "
+                                      "block; same value: every racing store left the bytes as they were]")
+    assert len(last.races) == 1 and (last.more, last.unkeyed) == (2, 4)
     assert not races.parse("") and not races.from_stderr("emu-fault: SIGSEGV write at 0x10\n")
 
 
 HANG = r"""
-__global__ void race_then_hang(float* y, int fix) {
+__global__ void race_then_hang(float* y, int fix, int same, int registers) {
   __shared__ int flag;
-  if (!fix || threadIdx.x == 0) flag = threadIdx.x;          // every thread writes the slot
+  if (!fix || threadIdx.x == 0) flag = same ? 7 : threadIdx.x;   // every thread writes the slot
   __syncthreads();
   y[threadIdx.x] = flag;
+  if (threadIdx.x == 0 && registers) while (clock64() >= 0) { }    // a spin with no tracked access at all
   if (threadIdx.x == 0) { volatile int spin = 1; while (spin) { } }    // then the block never finishes
 }
 """
@@ -216,13 +225,47 @@ def test_a_race_then_a_hang_is_reported_as_the_race():
         mod = be.load(HANG)
         y = np.zeros(32, np.float32)
         with pytest.raises(DataRace) as err:
-            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(0)])
+            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(0), np.int32(0), np.int32(0)])
         assert err.value.distinct == 1 and "__shared__ 'flag'" in err.value.races[0], str(err.value)
-        assert not err.value.same_value and "same value" not in str(err.value)   # announced only: not known
+        assert not err.value.same_value and "same value" not in str(err.value)   # each thread its own value
+        # the worker's last words, asked for before the kill: 31 stores met an unordered one, all within a warp
+        assert err.value.races[0].endswith("[31 racing accesses, index 0; within one warp]"), str(err.value)
         assert err.value.stopped_by.startswith("KernelTimeout: a block did not finish within 2 s"), err.value.stopped_by
+        for registers in (0, 1):     # the next tracked access answers; with none (a register spin), the second ask
+            with pytest.raises(DataRace) as same:                  # every store of the same value: so marked
+                mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(0), np.int32(1), np.int32(registers)])
+            assert same.value.same_value and same.value.scope == "warp", str(same.value)
         with pytest.raises(Exception) as hang:                     # the twin: the hang alone
-            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(1)])
+            mod.launch("race_then_hang", (1,), (32,), 0, [y, np.int32(1), np.int32(0), np.int32(0)])
         assert type(hang.value).__name__ == "KernelTimeout" and hang.value.tool_limit
+    finally:
+        be.close()
+
+
+def test_a_race_then_the_cpu_time_limit_keeps_the_races_final_state():
+    """The worker's CPU time limit ends it with SIGXCPU; the runtime's handler writes the last words first."""
+    be = EmuBackend(schedules=1, timeout_s=120, cpu_limit_s=2)
+    try:
+        mod = be.load(HANG)
+        with pytest.raises(DataRace) as err:
+            mod.launch("race_then_hang", (1,), (32,), 0, [np.zeros(32, np.float32), np.int32(0), np.int32(1), np.int32(0)])
+        assert err.value.same_value and err.value.races[0].startswith("data race on __shared__ 'flag'")
+        assert "[31 racing accesses, index 0; within one warp; same value" in err.value.races[0], str(err.value)
+        assert err.value.stopped_by.startswith("KernelTimeout: the worker process used up its CPU time limit (2 s")
+    finally:
+        be.close()
+
+
+def test_without_last_words_a_race_before_a_hang_keeps_only_its_announcement():
+    """The negative control of the last words: a worker killed without being asked leaves the announcement
+    alone, with no count and no same-value mark."""
+    be = EmuBackend(schedules=1, timeout_s=2)
+    be._worker.last_words = None
+    try:
+        mod = be.load(HANG)
+        with pytest.raises(DataRace) as err:
+            mod.launch("race_then_hang", (1,), (32,), 0, [np.zeros(32, np.float32), np.int32(0), np.int32(1), np.int32(0)])
+        assert not err.value.same_value and err.value.scope == "?" and err.value.races[0].endswith("[index 0]")
     finally:
         be.close()
 
