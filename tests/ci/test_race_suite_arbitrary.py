@@ -8,6 +8,8 @@ import pytest
 
 from ci.race_suites import gpuverify
 
+from .gpuverify_cases import score_cases
+
 HEAD = "//pass\n//--blockDim=64 --gridDim=2\n\n"
 OFFSETS = HEAD + r"""
 __device__ unsigned int get(int);
@@ -29,16 +31,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
-    from harness.backends.emu.backend import EmuBackend
-    root = tmp_path_factory.mktemp("gv") / "testsuite" / "CUDA"
-    for name, text in CASES.items():
-        (root / name).mkdir(parents=True)
-        (root / name / "kernel.cu").write_text(text)
-    backend = EmuBackend(timeout_s=60, block_sampling="all")
-    try:
-        return {name: gpuverify.score_file(backend, root / name / "kernel.cu", root, 0) for name in CASES}
-    finally:
-        backend.close()
+    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_two_calls_differ_so_the_race_they_make_is_found(verdicts):

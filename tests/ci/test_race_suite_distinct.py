@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from ci.race_suites import gpuverify
+
+from .gpuverify_cases import score_cases
 from cudasrc.signatures import kernel_signatures
 
 HEAD = "//pass\n//--blockDim=128 --gridDim=4\n\n"
@@ -23,16 +25,7 @@ CASES = {"honoured": SCATTER % "__requires(ids[tid] != ids[__other_int(tid)]);",
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
-    from harness.backends.emu.backend import EmuBackend
-    root = tmp_path_factory.mktemp("gv") / "testsuite" / "CUDA"
-    for name, text in CASES.items():
-        (root / name).mkdir(parents=True)
-        (root / name / "kernel.cu").write_text(text)
-    backend = EmuBackend(timeout_s=60, block_sampling="all")
-    try:
-        return {name: gpuverify.score_file(backend, root / name / "kernel.cu", root, 0) for name in CASES}
-    finally:
-        backend.close()
+    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_distinct_ids_make_the_scatter_race_free(verdicts):
