@@ -7,9 +7,9 @@ without; extra_info records run 1's in-worker time (CPU ms), the accesses the de
 the cost: a shared-memory tiled SGEMM (every inner-loop load is a tracked shared access) and a warp-per-row
 int8 GEMV (its weights are const, so untracked: the usual shape of qconform's kernels); a histogram of 65536
 atomicAdds on 256 bins prices the atomics' path (release/acquire bookkeeping and the spin check after each).
-A counter that 4096 threads update with seq_cst cuda::atomic operations prices synchronization: each operation
-acquires what every earlier one released (one entry per thread: the cost grows with the square of the threads
-that synchronize on one address). A float sum by atomicAdd, whose schedules disagree, prices the detector's
+A counter that 4096 and 16384 threads update with seq_cst cuda::atomic operations prices synchronization: each
+operation acquires what every earlier one released (one entry per thread), by reference to the address's release
+log, so the cost grows with the threads, not with their square as when each acquire copied the entries. A float sum by atomicAdd, whose schedules disagree, prices the detector's
 reruns of the other schedules. The results are
 checked bit for bit between the two builds (the instrumentation must not change what a kernel computes).
 """
@@ -97,21 +97,24 @@ __global__ void seq_cst_counter(int* count, int* out) {
 """
 
 
-def _seq_cst_counter(mod):
-    count, out = np.zeros(1, np.int32), np.zeros(16 * 256, np.int32)
+def _seq_cst_counter(blocks):
+    def make(mod):
+        count, out = np.zeros(1, np.int32), np.zeros(blocks * 256, np.int32)
 
-    def run():
-        count[:] = 0
-        mod.launch("seq_cst_counter", (16,), (256,), 0, [count, out], outputs=(1,))
-        return np.concatenate([count, out])
-    return run
+        def run():
+            count[:] = 0
+            mod.launch("seq_cst_counter", (blocks,), (256,), 0, [count, out], outputs=(1,))
+            return np.concatenate([count, out])
+        return run
+    return make
 
 
 # name -> (source, the launch, backend options): the histogram's blocks add into shared bins, so a run on a block
 # sample legitimately gives other counts than the full run; every run covers every block.
 KERNELS = {"sgemm_shared": (SGEMM, _sgemm, {}), "gemv_int8": (GEMV, _gemv, {}),
            "histogram_atomics": (HISTOGRAM, _histogram, {"block_sampling": "all"}),
-           "seq_cst_counter": (SEQ_CST_COUNTER, _seq_cst_counter, {"block_sampling": "all"})}
+           "seq_cst_counter": (SEQ_CST_COUNTER, _seq_cst_counter(16), {"block_sampling": "all"}),
+           "seq_cst_counter_16k": (SEQ_CST_COUNTER, _seq_cst_counter(64), {"block_sampling": "all"})}
 _results: dict[str, np.ndarray] = {}
 
 

@@ -75,55 +75,101 @@ constexpr int kLoadWindow = 1, kUpdateWindow = 2;
 // A release through a fence and an atomic: the accesses of block run `bseq` in barrier intervals before `epoch`,
 // and those of `thread` up to its warp clock `clock`, happen before whatever acquires it. `scope`: kScopeBlock
 // (only threads of block run `bseq` can acquire it) or kScopeDevice.
-// `from`: the atomic address whose release list holds it (what a thread acquired from address A need not be
-// released to A again).
-struct Release { uint32_t bseq, epoch, clock; uint16_t thread; uint8_t scope; uintptr_t from; };
+struct Release { uint32_t bseq, epoch, clock; uint16_t thread; uint8_t scope; };
 
-// A set of releases, one per (block run, thread, scope): a thread's releases only grow, so its latest covers its
-// earlier ones, and a set holds at most one entry per thread that released. Indexed so that adding one and
-// asking whether the set covers an access cost a hash lookup, not a scan (a hot address that every thread
-// updates with a seq_cst cuda::atomic collects one release per thread of the grid).
-struct ReleaseSet {
-  std::vector<Release> all;
-  std::unordered_map<uint64_t, uint32_t> at;         // (bseq, thread, scope) -> index into `all`
-  std::unordered_map<uint32_t, uint32_t> max_epoch;  // bseq -> the latest barrier epoch released of it
-  uint32_t version = 0;                              // changes with every change of the set
+// Who acquired a release, which decides whether it counts for them: a release of another block counts only when
+// it and the acquiring atomic (and the fence that completed the acquire) are of device scope.
+struct Acquirer {
+  uint32_t bseq;
+  bool device;
+  bool takes(const Release& r) const { return r.bseq == bseq || (r.scope == kScopeDevice && device); }
+};
 
+// The releases made to one atomic address in a launch, as an append-only log: a thread's releases only grow, so
+// each entry supersedes the earlier ones of its (block run, thread, scope), and the set as it was at any moment
+// is the log's prefix up to then. An acquire takes the prefix by reference (its length), not by copy: a hot
+// address that every thread updates with a seq_cst cuda::atomic collects one release per thread of the grid, and
+// copying them on every acquire cost the square of the threads. Indexed so that asking whether a prefix covers
+// an access costs hash lookups (and a binary search only when the key moved on since), not a scan.
+struct ReleaseLog {
+  std::vector<Release> log;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> at;   // (bseq, thread, scope) -> its positions in `log`
+  // bseq -> (position, epoch) each time the latest barrier epoch released of it rose: of any scope [0], of
+  // device scope [1] (what another block can acquire)
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> max_epoch[2];
+
+  uint32_t version() const { return uint32_t(log.size()); }
   static uint64_t key(uint32_t bseq, uint16_t thread, uint8_t scope) {
     return uint64_t(bseq) << 32 | uint64_t(thread) << 8 | scope;
   }
   void add(const Release& r) {
-    auto slot = at.emplace(key(r.bseq, r.thread, r.scope), uint32_t(all.size()));
-    if (slot.second) all.push_back(r);
-    else {
-      Release& x = all[slot.first->second];
+    std::vector<uint32_t>& mine = at[key(r.bseq, r.thread, r.scope)];
+    if (!mine.empty()) {
+      const Release& x = log[mine.back()];
       if (!(r.epoch > x.epoch || (r.epoch == x.epoch && r.clock > x.clock))) return;
-      x = r;
     }
-    uint32_t& e = max_epoch[r.bseq];
-    e = std::max(e, r.epoch);
-    ++version;
+    uint32_t pos = uint32_t(log.size());
+    mine.push_back(pos);
+    log.push_back(r);
+    for (int d = 0; d < 2; ++d) {
+      if (d && r.scope != kScopeDevice) break;
+      auto& rises = max_epoch[d][r.bseq];
+      if (rises.empty() || r.epoch > rises.back().second) rises.emplace_back(pos, r.epoch);
+    }
   }
-  void add_all(const ReleaseSet& other) {
-    for (const Release& r : other.all) add(r);
+  // The last of `marks` (ascending positions, through `pos_of`) before position `len`, or nullptr.
+  template <class V, class F>
+  static const typename V::value_type* before(const V& marks, uint32_t len, F pos_of) {
+    if (marks.empty() || pos_of(marks.front()) >= len) return nullptr;
+    if (pos_of(marks.back()) < len) return &marks.back();
+    auto it = std::partition_point(marks.begin(), marks.end(), [&](const auto& m) { return pos_of(m) < len; });
+    return &*(it - 1);
   }
-  // Whether a release in the set covers access `a`: an earlier barrier interval of its block run, or the
-  // releasing thread's own accesses up to its release.
-  bool covers(uint32_t bseq, uint32_t epoch, uint16_t thread, uint32_t clock) const {
-    if (all.empty()) return false;
-    auto e = max_epoch.find(bseq);
-    if (e == max_epoch.end()) return false;
-    if (epoch < e->second) return true;
-    for (uint8_t scope = 1; scope <= 2; ++scope) {
+  // Whether a release among the first `len` of the log, taken by `who`, covers access `a`: an earlier barrier
+  // interval of its block run, or the releasing thread's own accesses up to its release.
+  bool covers(uint32_t len, const Acquirer& who, uint32_t bseq, uint32_t epoch, uint16_t thread, uint32_t clock) const {
+    bool own_block = bseq == who.bseq;
+    if (!own_block && !who.device) return false;
+    auto e = max_epoch[own_block ? 0 : 1].find(bseq);
+    if (e == max_epoch[own_block ? 0 : 1].end()) return false;
+    const auto* rise = before(e->second, len, [](const std::pair<uint32_t, uint32_t>& m) { return m.first; });
+    if (!rise) return false;
+    if (epoch < rise->second) return true;
+    for (uint8_t scope = own_block ? 1 : 2; scope <= 2; ++scope) {
       auto it = at.find(key(bseq, thread, scope));
-      if (it != at.end() && all[it->second].epoch == epoch && clock <= all[it->second].clock) return true;
+      if (it == at.end()) continue;
+      const uint32_t* pos = before(it->second, len, [](uint32_t m) { return m; });
+      if (pos && log[*pos].epoch == epoch && clock <= log[*pos].clock) return true;
     }
     return false;
   }
-  void clear() {
-    if (all.empty()) return;
-    all.clear(); at.clear(); max_epoch.clear(); ++version;
+};
+
+// What a thread (or a block) acquired: prefixes of address logs, each with who acquired it. Acquiring from one
+// address again only lengthens its prefix.
+struct Acquired {
+  struct Ref { const ReleaseLog* log; uint32_t len; Acquirer who; };
+  std::vector<Ref> refs;
+
+  void add(const ReleaseLog* log, uint32_t len, const Acquirer& who) {
+    if (!len) return;
+    for (Ref& r : refs)
+      if (r.log == log && r.who.bseq == who.bseq && r.who.device == who.device) {
+        r.len = std::max(r.len, len);
+        return;
+      }
+    refs.push_back(Ref{log, len, who});
   }
+  void add_all(const Acquired& other) {
+    for (const Ref& r : other.refs) add(r.log, r.len, r.who);
+  }
+  bool covers(uint32_t bseq, uint32_t epoch, uint16_t thread, uint32_t clock) const {
+    for (const Ref& r : refs)
+      if (r.log->covers(r.len, r.who, bseq, epoch, thread, clock)) return true;
+    return false;
+  }
+  bool empty() const { return refs.empty(); }
+  void clear() { refs.clear(); }
 };
 
 struct Tracked {
@@ -147,10 +193,10 @@ size_t g_dyn_shadow_cells = 0;
 const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
-std::unordered_map<uintptr_t, ReleaseSet> g_releases;   // per atomic address, in this launch
-ReleaseSet g_block_acquired;                  // acquired by the running block before its barrier interval
-ReleaseSet g_thread_acquired[kMaxThreads];    // acquired by a thread within its barrier interval
-ReleaseSet g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
+std::unordered_map<uintptr_t, ReleaseLog> g_releases;   // per atomic address, in this launch (nodes never move)
+Acquired g_block_acquired;                  // acquired by the running block before its barrier interval
+Acquired g_thread_acquired[kMaxThreads];    // acquired by a thread within its barrier interval
+Acquired g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
 
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
@@ -209,7 +255,7 @@ void race_block_start() {
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
   if (!g_race_on) return;
   ++g_race_thr[id].epoch;
-  ReleaseSet& mine = g_thread_acquired[id];
+  Acquired& mine = g_thread_acquired[id];
   g_block_acquired.add_all(mine);
   mine.clear();
 }
@@ -233,7 +279,7 @@ inline bool stale(const Access& a, bool shared) {
   return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_launch_bseq0);
 }
 
-inline bool covers(const ReleaseSet& rels, const Access& a) {
+inline bool covers(const Acquired& rels, const Access& a) {
   return rels.covers(a.bseq, a.epoch, uint16_t(a.thread & 0x3ff), a.clock);
 }
 
@@ -727,46 +773,42 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
   Fiber* f = cur();
   RaceThread& me = g_race_thr[f->linear];
   uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  ReleaseSet& rels = g_releases[addr];
-  // What earlier atomics on this address released and this one can read: of another thread, and of a scope (the
-  // release's and this atomic's) that spans both threads. Acquired now with an acquire order, else at the
-  // thread's next fence. A thread that reads the address again before its set changed (a spin) has it already.
+  ReleaseLog& rels = g_releases[addr];
+  // What earlier atomics on this address released and this one can read (the log so far; a release of another
+  // block counts only when both scopes span the two threads). Acquired now with an acquire order, else at the
+  // thread's next fence. A thread that reads the address again before its log changed (a spin) has it already.
   bool acquire = order & kAcquire;
-  if (me.seen_ptr != p || me.seen_version != rels.version || me.seen_acquire < acquire) {
-    ReleaseSet& into = acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear];
-    for (const Release& r : rels.all) {
-      bool same_block = r.bseq == g_bseq;
-      if (same_block && r.thread == f->linear) continue;
-      if (!same_block && (r.scope == kScopeBlock || scope == kScopeBlock)) continue;
-      into.add(r);
-    }
-  }
+  if (me.seen_ptr != p || me.seen_version != rels.version() || me.seen_acquire < acquire)
+    (acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear])
+        .add(&rels, rels.version(), Acquirer{g_bseq, scope == kScopeDevice});
   // What this atomic releases: through the thread's fences before it, or by itself with a release order; and,
   // cumulatively, what the thread (or its block, at a barrier) had acquired from other addresses, within the
-  // narrower scope.
+  // narrower scope (copied: the scope changes; what came from this address is in its log already).
   int released = 0;
   if (order & kRelease) {
-    rels.add(Release{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear), uint8_t(scope), addr});
+    rels.add(Release{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear), uint8_t(scope)});
     ++me.vc[f->lane];      // the thread's later accesses are not released by it
     released = scope;
   } else {
     for (int s = kScopeBlock; s <= kScopeDevice; ++s)
       if (me.fence[s].set) {
         rels.add(Release{g_bseq, me.fence[s].epoch, me.fence[s].clock, uint16_t(f->linear),
-                         uint8_t(std::min(s, scope)), addr});
+                         uint8_t(std::min(s, scope))});
         released = std::max(released, std::min(s, scope));
       }
   }
   if (released)
-    for (const ReleaseSet* got : {&g_thread_acquired[f->linear], &g_block_acquired})
-      for (Release r : got->all)
-        if (r.from != addr) {
-          r.scope = uint8_t(std::min(int(r.scope), released));
-          r.from = addr;
-          rels.add(r);
-        }
+    for (const Acquired* got : {&g_thread_acquired[f->linear], &g_block_acquired})
+      for (const Acquired::Ref& ref : got->refs)
+        if (ref.log != &rels)
+          for (uint32_t i = 0; i < ref.len; ++i) {
+            Release r = ref.log->log[i];
+            if (!ref.who.takes(r)) continue;
+            r.scope = uint8_t(std::min(int(r.scope), released));
+            rels.add(r);
+          }
   me.seen_ptr = p;
-  me.seen_version = rels.version;
+  me.seen_version = rels.version();
   me.seen_acquire = acquire;
   me.atomic_window = 0;
   race_access(addr, bytes, is_write, uintptr_t(unsigned(line)) | kLineSite,
@@ -782,16 +824,12 @@ void fence(int scope) {
   if (!g_race_on) return;
   Fiber* f = cur();
   RaceThread& me = g_race_thr[f->linear];
-  ReleaseSet& pending = g_thread_pending[f->linear];
-  if (!pending.all.empty()) {
-    ReleaseSet kept;
-    for (const Release& r : pending.all) {
-      if (scope == kScopeDevice || r.bseq == g_bseq) g_thread_acquired[f->linear].add(r);
-      else kept.add(r);
-    }
-    pending = std::move(kept);
-    ++pending.version;
-  }
+  Acquired& pending = g_thread_pending[f->linear];
+  // What its atomics read is acquired: another block's releases only through a device-scope fence. After a
+  // block-scope fence the same reads stay pending for a later device-scope one.
+  for (const Acquired::Ref& ref : pending.refs)
+    g_thread_acquired[f->linear].add(ref.log, ref.len, Acquirer{ref.who.bseq, ref.who.device && scope == kScopeDevice});
+  if (scope == kScopeDevice) pending.clear();
   me.seen_ptr = nullptr;      // what the thread acquires from now on no longer matches what it saw
   me.fence[scope] = FenceMark{me.epoch, me.vc[f->lane]++, true};
 }
