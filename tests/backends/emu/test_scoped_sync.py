@@ -93,6 +93,30 @@ __global__ void volatile_wait(unsigned* data, int fix) {
   }
 }
 
+// An acquire takes what was released before it, not what is released later: thread 32 acquires x[0]'s release,
+// lets thread 0 go on, and sees the flag of x[1]'s release with an atomic; without a fence after that atomic
+// (fix 0) it acquired nothing more, so its read of x[1] races. data: x[0], x[1], out[0], out[1], flag, go.
+__global__ void acquired_before(unsigned* data, int fix) {
+  unsigned *x = data, *out = data + 2, *flag = data + 4, *go = data + 5;
+  if (threadIdx.x == 0) {
+    x[0] = 1;
+    __threadfence();
+    atomicAdd(flag, 1u);                              // release 1
+    while (atomicAdd(go, 0u) == 0) {}
+    x[1] = 2;
+    __threadfence();
+    atomicAdd(flag, 1u);                              // release 2
+  } else if (threadIdx.x == 32) {
+    while (atomicAdd(flag, 0u) < 1) {}
+    __threadfence();                                  // acquires release 1
+    out[0] = x[0];
+    atomicExch(go, 1u);
+    while (atomicAdd(flag, 0u) < 2) {}
+    if (fix) __threadfence();                         // acquires release 2
+    out[1] = x[1];
+  }
+}
+
 // A lock no one ever releases: the second taker waits for ever, on a GPU too.
 __global__ void never_released(unsigned* data, int fix) {
   if (threadIdx.x % 32 == 0) {
@@ -144,6 +168,18 @@ def test_releases_are_cumulative_along_a_chain_and_scoped(module):
         _launch(module, "relay", 2, grid=2)
     data = _launch(module, "relay", 1, grid=2)
     assert data[1] == 7
+
+
+def test_an_acquire_takes_only_what_was_released_before_it(module):
+    def run(fix):
+        data = np.zeros(6, np.uint32)
+        module.launch("acquired_before", (1,), (64,), 0, [data, np.int32(fix)], outputs=())
+        return data
+    with pytest.raises(DataRace) as err:
+        run(0)
+    assert err.value.distinct == 1 and "'data' index 1 " in err.value.races[0], str(err.value)   # x[1] only
+    assert "no fence of the second thread followed that atomic" in err.value.races[0]
+    assert list(run(1)[:4]) == [1, 2, 1, 2]
 
 
 def test_libcu_memory_orders_synchronize_without_fences(module):
