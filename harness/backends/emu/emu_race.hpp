@@ -439,6 +439,7 @@ void race_last_words(bool end);
   if (g_last_words == 1) {     // every store so far has been done and compared: exact last words
     g_last_words = 2;
     race_last_words(true);
+    _exit(kLastWordsExit);     // the last: a race found after them would have no state (the parent kills anyway)
   }
 }
 
@@ -591,6 +592,7 @@ void race_last_words_asked() {
   } else if (g_last_words != 2) {
     g_last_words = 2;
     race_last_words(true);
+    _exit(kLastWordsExit);
   }
 }
 

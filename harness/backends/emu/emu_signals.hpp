@@ -21,6 +21,7 @@
 namespace emu {
 
 constexpr int kSandboxExit = 99;     // exit status of a worker stopped by the sandbox (see sandbox.py)
+constexpr int kLastWordsExit = 98;   // exit status of a worker that gave its last words at the parent's ask
 
 inline void sig_put(char*& p, const char* s) { while (*s) *p++ = *s++; }
 
@@ -91,10 +92,13 @@ void memory_fault(int sig, siginfo_t* si, void* ctx) {
   // SA_RESETHAND restored the default action: the faulting access runs again and ends the process.
 }
 
-// SIGUSR1: the parent is about to kill the worker. SIGXCPU: the CPU time limit (SA_RESETHAND: the next one, a
-// second later, ends the process as before).
+// SIGUSR1: the parent is about to kill the worker (it exits after its last words). SIGXCPU: the CPU time limit
+// (SA_RESETHAND: the signal raised again ends the process as before, and no race is found after the last words).
 void last_words_asked(int) { race_last_words_asked(); }
-void cpu_limit_reached(int) { race_last_words(false); }
+void cpu_limit_reached(int) {
+  race_last_words(false);
+  raise(SIGXCPU);      // blocked until the handler returns, then the default action ends the process at once
+}
 
 alignas(16) char g_signal_stack[64 * 1024];    // a fiber whose stack overflowed cannot run a handler
 
