@@ -116,27 +116,31 @@ def parse(report: str) -> Races:
 
 def from_stderr(text: str) -> Races:
     """The races a worker announced on stderr (`emu-race: <n> <record>`) before it died or was stopped, each
-    updated by the last words the runtime wrote then (`emu-race-state: <n> <count> <lo> <hi> <values> <scope>`,
-    and a `more` line), where it could: without them, counts and extents are not known and values and scopes
-    are `?`."""
-    announced: dict[int, Race] = {}
+    updated by the states the runtime wrote later (`emu-race-state: <n> <count> <lo> <hi> <values> <scope>`, and
+    a `more` line: at the end of a detector run, and in its last words) where it could: without them, counts and
+    extents are not known and values and scopes are `?`. Read in order: an announcement of a number already
+    seen starts another detector run (the reruns of disagreeing schedules), whose states are its own."""
+    races: list[Race] = []
+    current: dict[int, int] = {}       # record number of the current run -> index into races
     more = unkeyed = 0
-    lines = text.splitlines()
-    for line in lines:      # a line the runtime did not write whole (the kernel shares stderr with it) is not read
-        if line.startswith(STDERR_PREFIX):
-            with suppress(ValueError):
-                number, record = line[len(STDERR_PREFIX):].split("\t", 1)
-                announced[int(number)] = _record(record)
-    for line in lines:
-        fields = line[len(STATE_PREFIX):].split("\t") if line.startswith(STATE_PREFIX) else []
+    for line in text.splitlines():     # a line the runtime did not write whole (the kernel shares stderr) is not read
         with suppress(ValueError):
-            if fields[:1] == ["more"]:
-                more, unkeyed = int(fields[1]), int(fields[2])
-            elif len(fields) == 6 and int(fields[0]) in announced and fields[4] in VALUES and fields[5] in SCOPES:
-                number, count, lo, hi = map(int, fields[:4])
-                announced[number] = replace(announced[number], count=count, lo=lo, hi=hi, values=fields[4],
-                                            scope=fields[5])
-    return Races(tuple(announced[n] for n in sorted(announced)), more, unkeyed)
+            if line.startswith(STDERR_PREFIX):
+                number, record = line[len(STDERR_PREFIX):].split("\t", 1)
+                race = _record(record)
+                if int(number) in current:
+                    current = {}
+                current[int(number)] = len(races)
+                races.append(race)
+            elif line.startswith(STATE_PREFIX):
+                fields = line[len(STATE_PREFIX):].split("\t")
+                if fields[0] == "more":
+                    more, unkeyed = int(fields[1]), int(fields[2])
+                elif len(fields) == 6 and int(fields[0]) in current and fields[4] in VALUES and fields[5] in SCOPES:
+                    number, count, lo, hi = map(int, fields[:4])
+                    at = current[number]
+                    races[at] = replace(races[at], count=count, lo=lo, hi=hi, values=fields[4], scope=fields[5])
+    return Races(tuple(races), more, unkeyed)
 
 
 def resolve(found: Races, so_path: str) -> Races:
