@@ -175,10 +175,11 @@ class Worker:
             text = self._stderr_since_mark()
             how = (f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
                    else f"exit status {rc}")
-            lines = [ln for ln in text.splitlines() if not ln.startswith(self.step_prefix)]
-            kept = [ln for ln in lines if self.keep and ln.startswith(self.keep)]
-            tail = "\n".join(kept + ["\n".join(ln for ln in lines if not (self.keep and ln.startswith(self.keep)))
-                                     [-TAIL_CHARS:]])
+            kept, rest = [], []
+            for ln in text.splitlines():
+                if not ln.startswith(self.step_prefix):
+                    (kept if ln.startswith(self.keep) else rest).append(ln)
+            tail = "\n".join(kept + ["\n".join(rest)[-TAIL_CHARS:]])
             self.close()
             raise WorkerDied(how, tail, self._last_step(text)) from None
 
