@@ -531,7 +531,6 @@ const std::string& race_report() {
   if (g_races.size() > kRaceDetails || g_races_unkeyed)
     g_race_report += "more\t" + std::to_string(g_races.size() > kRaceDetails ? g_races.size() - kRaceDetails : 0) +
                      "\t" + std::to_string(g_races_unkeyed) + "\n";
-  if (!g_races.empty()) race_last_words(false);   // final: a later schedule's crash or hang keeps this run's states
   return g_race_report;
 }
 

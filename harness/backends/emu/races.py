@@ -116,10 +116,10 @@ def parse(report: str) -> Races:
 
 def from_stderr(text: str) -> Races:
     """The races a worker announced on stderr (`emu-race: <n> <record>`) before it died or was stopped, each
-    updated by the states the runtime wrote later (`emu-race-state: <n> <count> <lo> <hi> <values> <scope>`, and
-    a `more` line: at the end of a detector run, and in its last words) where it could: without them, counts and
-    extents are not known and values and scopes are `?`. Read in order: an announcement of a number already
-    seen starts another detector run (the reruns of disagreeing schedules), whose states are its own."""
+    updated by the state its last words gave (`emu-race-state: <n> <count> <lo> <hi> <values> <scope>`, and a
+    `more` line) where it could: without them, counts and extents are not known and values and scopes are `?`.
+    Read in order: an announcement of a number already seen starts another detector run, whose states are its
+    own (a request has one detector run with races today: the runs stop at the first that finds any)."""
     races: list[Race] = []
     current: dict[int, int] = {}       # record number of the current run -> index into races
     more = unkeyed = 0

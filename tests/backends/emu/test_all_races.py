@@ -202,7 +202,7 @@ def test_report_lines_round_trip():
     assert last.races[0].worded() == ("data race on v byte 2 [5 racing accesses, bytes 2..9; across warps of one "
                                       "block; same value: every racing store left the bytes as they were]")
     assert len(last.races) == 1 and (last.more, last.unkeyed) == (2, 4)
-    # a second detector run numbers its races from 0 again: its states are its own
+    # announcements numbered from 0 again are another detector run's: its states are its own
     rerun = races.from_stderr(announced + "emu-race-state: 0\t5\t2\t9\tsame\tblock\n" +
                               announced.replace("byte 2", "byte 3") + "emu-race-state: 0\t1\t3\t3\tdiffer\tgrid\n")
     assert [(r.count, r.values, r.scope) for r in rerun.races] == [(5, "same", "block"), (1, "differ", "grid")]
