@@ -192,15 +192,14 @@ def unrunnable(header: dict, source: str) -> "str | None":
             return f"verifier-only construct: {why}"
     scalar_names = {m.group(2) for m in re.finditer(r"\btypedef\s+([\w ]+?)\s+(\w+)\s*;", code)
                     if re.sub(r"\s+", " ", m.group(1)) in SCALAR_DTYPES}
-    grid_threads = threads * math.prod(header["grid"])
-    for ret, name, _ in undefined_device_functions(code):
+    functions = undefined_device_functions(code)
+    for ret, name, _ in functions:
         if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names:
             return (f"verifier-only construct: __device__ {name}() is declared, never defined, and returns "
                     f"{ret!r}, for which the adapter makes no arbitrary value (the verifier takes any value)")
-        if ret != "void" and grid_threads > GV_MAX_ARBITRARY_THREADS:
-            return (f"verifier-only construct: __device__ {name}() is declared, never defined, and called by "
-                    f"{grid_threads} threads; the adapter counts each thread's calls for at most "
-                    f"{GV_MAX_ARBITRARY_THREADS}")
+    too_many = _too_many_callers(functions, header)
+    if too_many:
+        return f"verifier-only construct: {too_many}"
     if re.search(r"\bcurandStateMtgp32", code):
         return ("cuRAND's MTGP32 generator: its state points to parameter tables that only cuRAND's host API "
                 "sets up (curandMakeMTGP32KernelState); the adapter makes none")
@@ -224,6 +223,17 @@ def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _too_many_callers(functions: list[tuple[str, str, str]], header: dict) -> "str | None":
+    """Why the launch has more threads than arbitrary_results counts calls for (a function with a result needs
+    a counter per thread), or None."""
+    threads = math.prod(header["block"]) * math.prod(header["grid"])
+    name = next((name for ret, name, _ in functions if ret != "void"), None)
+    if name is None or threads <= GV_MAX_ARBITRARY_THREADS:
+        return None
+    return (f"__device__ {name}() is declared, never defined, and called by {threads} threads; the adapter counts "
+            f"each thread's calls for at most {GV_MAX_ARBITRARY_THREADS} threads")
+
+
 def arbitrary_results(code: str, header: dict, seed: int) -> str:
     """Bodies for the `__device__` functions the code declares and never defines, appended after it. The verifier
     takes a call's result as arbitrary (and a body-less function as touching no memory): here a void one does
@@ -236,10 +246,10 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
     calls, draw = f"{GV_SYMBOL}calls", f"{GV_SYMBOL}arbitrary"
     if all(ret == "void" for ret, _, _ in functions):
         return "\n" + "\n".join(f"__device__ void {name}({params}) {{}}" for _, name, params in functions) + "\n"
+    too_many = _too_many_callers(functions, header)
+    if too_many:
+        raise LookupError(too_many)
     threads = math.prod(header["block"]) * math.prod(header["grid"])
-    if threads > GV_MAX_ARBITRARY_THREADS:
-        raise LookupError(f"{threads} threads call functions with arbitrary results; the adapter counts each "
-                          f"thread's calls for at most {GV_MAX_ARBITRARY_THREADS} threads")
     out = [f"\n__device__ unsigned {calls}[{threads}];",
            f"__device__ unsigned long long {draw}() {{",
            "  unsigned long long t = ((blockIdx.z * (unsigned long long)gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)"

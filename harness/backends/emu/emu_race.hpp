@@ -111,11 +111,11 @@ struct ReleaseLog {
     uint32_t pos = uint32_t(log.size());
     mine.push_back(pos);
     log.push_back(r);
-    for (int d = 0; d < 2; ++d) {
-      if (d && r.scope != kScopeDevice) break;
-      auto& rises = max_epoch[d][r.bseq];
+    auto rise = [&](std::vector<std::pair<uint32_t, uint32_t>>& rises) {
       if (rises.empty() || r.epoch > rises.back().second) rises.emplace_back(pos, r.epoch);
-    }
+    };
+    rise(max_epoch[0][r.bseq]);
+    if (r.scope == kScopeDevice) rise(max_epoch[1][r.bseq]);
   }
   // The last of `marks` (ascending positions, through `pos_of`) before position `len`, or nullptr.
   template <class V, class F>
@@ -168,7 +168,6 @@ struct Acquired {
       if (r.log->covers(r.len, r.who, bseq, epoch, thread, clock)) return true;
     return false;
   }
-  bool empty() const { return refs.empty(); }
   void clear() { refs.clear(); }
 };
 
@@ -544,14 +543,9 @@ const std::string& race_report() {
 // may have stopped the thread between the store's hook and the store; a store that faulted is never done).
 void race_last_words(bool end) {
   char buf[192];
-  auto put = [](char*& p, const char* s) { while (*s) *p++ = *s++; };
-  auto num = [](char*& p, long long v) {
-    char tmp[24];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-    do { tmp[n++] = char('0' + u % 10); u /= 10; } while (u);
+  auto num = [](char*& p, long long v) {      // the signal reporters' formatting (emu_signals.hpp), signed
     if (v < 0) *p++ = '-';
-    while (n) *p++ = tmp[--n];
+    sig_put_uint(p, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v, 10);
   };
   size_t shown = g_races.size() < kRaceDetails ? g_races.size() : kRaceDetails;
   for (size_t i = 0; i < shown && g_race_on; ++i) {
@@ -562,23 +556,23 @@ void race_last_words(bool end) {
         if (ps.races[k] == i)
           values = std::memcmp(reinterpret_cast<const void*>(ps.addr), ps.before, ps.n) != 0 ? "differ" : "?";
     char* p = buf;
-    put(p, "\nemu-race-state: ");
+    sig_put(p, "\nemu-race-state: ");
     num(p, (long long)i); *p++ = '\t';
     num(p, (long long)r.count); *p++ = '\t';
     num(p, r.lo); *p++ = '\t';
     num(p, r.hi); *p++ = '\t';
-    put(p, values); *p++ = '\t';
-    put(p, r.scope <= kGridScope ? kScopeNames[r.scope] : "?");
+    sig_put(p, values); *p++ = '\t';
+    sig_put(p, kScopeNames[r.scope]);
     ssize_t ignored = write(2, buf, size_t(p - buf));
     (void)ignored;
   }
   char* p = buf;
   if (g_race_on && (g_races.size() > kRaceDetails || g_races_unkeyed)) {
-    put(p, "\nemu-race-state: more\t");
+    sig_put(p, "\nemu-race-state: more\t");
     num(p, (long long)(g_races.size() > kRaceDetails ? g_races.size() - kRaceDetails : 0)); *p++ = '\t';
     num(p, (long long)g_races_unkeyed);
   }
-  if (end) put(p, "\nemu-race-end\n");
+  if (end) sig_put(p, "\nemu-race-end\n");
   ssize_t ignored = write(2, buf, size_t(p - buf));
   (void)ignored;
 }
