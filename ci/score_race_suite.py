@@ -34,11 +34,14 @@ from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
 
-READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, reading.FAIAL_BLOCK,
-                                reading.FAIAL_GRID, reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL)}
+READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, reading.GPUVERIFY_INTRA_GROUP,
+                                reading.GPUVERIFY_WARP_SYNC_INTRA_GROUP, reading.FAIAL_BLOCK, reading.FAIAL_GRID,
+                                reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL)}
 READING_NOTES = {
     reading.GPUVERIFY.name: "GPUVerify: same-value stores benign",
     reading.GPUVERIFY_WARP_SYNC.name: "with --warp-sync also races within one warp",
+    reading.GPUVERIFY_INTRA_GROUP.name: "with --only-intra-group also races across blocks",
+    reading.GPUVERIFY_WARP_SYNC_INTRA_GROUP.name: "with both, also races within one warp and across blocks",
     reading.FAIAL_BLOCK.name: "faial: same-value stores benign, races across blocks outside its block-level claim",
     reading.FAIAL_GRID.name: "with --grid-level only races across blocks",
     reading.FAIAL_ALL_LEVELS.name: "with --all-levels every scope",

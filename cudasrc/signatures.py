@@ -53,12 +53,16 @@ _TEMPLATE_HEAD = re.compile(r"\btemplate\s*(<[^;{}]*>)?\s*(?:static\s+|inline\s+
 _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
 
-_CLOSING = {"(": ")", "[": "]", "{": "}"}
+_CLOSING = {"(": ")", "[": "]", "{": "}", "<": ">"}
+# CUDA's texture fetch functions, by name (a user's `tex2DBilinear` is not one).
+TEXTURE_FETCH = (r"\b(?:tex1Dfetch|tex[123]D(?:Lod|Grad)?|tex[12]DLayered(?:Lod|Grad)?|texCubemap(?:Layered)?(?:Lod|Grad)?"
+                 r"|tex2Dgather)\b")
 
 
 def closing_bracket(text: str, i: int) -> int:
-    """Index of the bracket closing the `(`, `[` or `{` at text[i], string and character literals skipped
-    (comments already stripped); ValueError naming the offset if there is none."""
+    """Index of the bracket closing the `(`, `[`, `{` or `<` at text[i], string and character literals skipped
+    (comments already stripped); ValueError naming the offset if there is none. A `<` is a template argument
+    list's only where the caller knows it is one (`a < b` compares)."""
     open_c = text[i]
     close_c = _CLOSING[open_c]
     depth, j = 0, i
@@ -121,8 +125,22 @@ def _split_params(body: str) -> list[str]:
     return parts
 
 
+def without_default(text: str) -> str:
+    """A parameter without its default argument (`int* p = NULL` -> `int* p`): an `=` outside brackets that is
+    not part of a comparison."""
+    depth = 0
+    for j, c in enumerate(text):
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif c == "=" and depth == 0 and text[j + 1:j + 2] != "=" and text[j - 1:j] not in ("=", "!", "<", ">"):
+            return text[:j]
+    return text
+
+
 def _split_param(text: str) -> tuple[str, str]:
-    text = re.sub(r"\s+", " ", text.strip())
+    text = re.sub(r"\s+", " ", without_default(text).strip())
     fp = _FUNC_PTR.match(text)
     if fp:      # by value: the pointer to a device function
         return normalize_ctype(f"{fp.group(1)}(*){fp.group(3)}"), fp.group(2)

@@ -25,7 +25,9 @@ preconditions bound on both sides is swept over that domain after the drawn laun
 the verifier's proof covers every value, and a race may need one). Constructs with
 verifier-only meaning (`__axiom`) make the file unrunnable with that reason. A device function declared but never
 defined, whose result the verifier takes as arbitrary, gets a body (arbitrary_results: the k-th call of every
-thread returns one seeded value; a void one does nothing); one returning other than a scalar is unrunnable. GPUVerify's front end force-includes its CUDA header:
+thread returns one seeded value; a void one does nothing; CUDA's own, declared again, keeps CUDA's body); one
+returning other than a scalar is unrunnable. Texture references, which GPUVerify reads as arbitrary values and
+CUDA 12 removed, become seeded read-only textures (textures.py). GPUVerify's front end force-includes its CUDA header:
 a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
 value, at least 16); an access past them hits the guard pages (OutOfBounds), and the file runs again with buffers
@@ -46,15 +48,19 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import closing_bracket, enumerations, is_function_pointer, kernel_signatures, strip_comments
+from cudasrc.signatures import (closing_bracket, enumerations, is_function_pointer, kernel_signatures, split_top_level,
+                                strip_comments, without_default)
 from cudasrc.structs import struct_layout
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, VECTOR_ELEMENTS, element_ctype
 from harness.backends.base import Struct, Symbol
+from harness.backends.emu.toolchain import device_api_has
 
 from harness.racescan import has_detector, sweep_points
-from harness.racescan.reading import GPUVERIFY, GPUVERIFY_WARP_SYNC
+from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIFY_WARP_SYNC,
+                                     GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
 from .run import Launch, build_failed, inline_includes, run_kernels
+from .textures import seeded_textures
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
 # GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
@@ -211,15 +217,18 @@ _DECLARED = re.compile(r"(?:\bextern\s+)?__device__\s+((?:[A-Za-z_]\w*\s+)*?[A-Z
 
 
 def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
-    """(return type, name, parameter list) of each `__device__` function the code declares and never defines."""
-    clean = strip_comments(code)
+    """(return type, name, parameter list) of each `__device__` function the code declares and never defines. One
+    that the CUDA device API has (`__saturatef`, which a file may declare again) is left out."""
+    clean = re.sub(r"\b__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)", " ", strip_comments(code))
     out = []
     for m in _DECLARED.finditer(clean):
         name = m.group(2)
-        if not re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", clean) and \
-                name not in {n for _, n, _ in out}:
+        defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", clean)
+        if not defined and not device_api_has(name) and name not in {n for _, n, _ in out}:
             ret = re.sub(r"\b(?:static|inline|__forceinline__|__noinline__|const)\b", " ", m.group(1))
-            out.append((re.sub(r"\s+", " ", ret).strip(), name, m.group(3).strip()))
+            # a default argument stays with the declaration: the definition may not repeat it
+            params = ", ".join(without_default(p).strip() for p in split_top_level(m.group(3), ",") if p.strip())
+            out.append((re.sub(r"\s+", " ", ret).strip(), name, params))
     return out
 
 
@@ -263,6 +272,24 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
         body = "{}" if ret == "void" else f"{{ return ({ret}){draw}(); }}"
         out.append(f"__device__ {ret} {name}({params}) {body}")
     return "\n".join(out) + "\n"
+
+
+_WARP_LANES = f"""__device__ inline unsigned {GV_SYMBOL}warp_lanes() {{
+  unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  unsigned first = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & ~31u;
+  unsigned n = threads - first < 32u ? threads - first : 32u;
+  return n == 32u ? 0xffffffffu : (1u << n) - 1u;
+}}"""
+
+
+def legacy_shuffles(code: str, filename: str) -> str:
+    """Pre-Volta shuffles (`__shfl_up(v, i, w)`), which CUDA 9 deprecated and later releases removed, as the
+    `_sync` ones over every lane of the warp that exists (`__shfl_up_sync(lanes, v, i, w)`; the last warp of a
+    120-thread block has 24): NVIDIA's replacement where the whole warp reaches the shuffle, as the samples that
+    use them do (a warp that does not is then reported by emu, not read as exchanging). The helper goes before
+    a `#line 1` marker, so line numbers stay."""
+    renamed, n = re.subn(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(", rf"\1_sync({GV_SYMBOL}warp_lanes(), ", code)
+    return f'{_WARP_LANES}\n#line 1 "{filename}"\n{renamed}' if n else code
 
 
 GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
@@ -585,8 +612,11 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     header = read_header(text)
     rel = record_name(path, root)
     lock_step = any(f.startswith("--warp-sync") for f in header["flags"])
+    intra_group = "--only-intra-group" in header["flags"]
+    verifier = {(False, False): GPUVERIFY, (True, False): GPUVERIFY_WARP_SYNC, (False, True): GPUVERIFY_INTRA_GROUP,
+                (True, True): GPUVERIFY_WARP_SYNC_INTRA_GROUP}[lock_step, intra_group]
     rec = {"file": rel, "algorithm": rel.split("/")[0], "label": header["label"], "kernels": {},
-           "flags": header["flags"], "reading": (GPUVERIFY_WARP_SYNC if lock_step else GPUVERIFY).name}
+           "flags": header["flags"], "reading": verifier.name}
     if header["label"] is None:
         rec.update(verdict="not scored", fault=None, detail=header["reason"], races=0, data_race=False)
         return rec
@@ -600,7 +630,8 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         return rec
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
-    code = implicit_includes(device_source(full))
+    code = legacy_shuffles(implicit_includes(device_source(full)), path.name)
+    code, textures = seeded_textures(code, seed, path.name)
     code += arbitrary_results(code, header, seed)
     chosen, ignored, uncommented = [], [], strip_comments(text)
     for sig in kernel_signatures(code):
@@ -614,6 +645,8 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     except (KernelFault, BuildError) as exc:
         return build_failed(rec, exc, has_detector(backend))
     rec["requires_not_honoured"] = ignored
+    if textures:
+        rec["seeded_textures"] = textures
     return run_growing(rec, module, code, header, chosen, rng)
 
 

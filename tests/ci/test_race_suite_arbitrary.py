@@ -26,6 +26,11 @@ CASES = {
                     "__global__ void spin(int* out) {\n  int n = 0;\n  while (nondet()) { while (nondet()) ++n; touch(n); }\n"
                     "  out[blockIdx.x * blockDim.x + threadIdx.x] = n;\n}\n",
     "pointer": HEAD + "__device__ int* where();\n__global__ void k() { *where() = 1; }\n",
+    # CUDA's own __saturatef declared again (boxFilter), and a declaration with an attribute and a default argument
+    "declared_again": HEAD + "__device__ float __saturatef(float);\n"
+                             "__device__ static __attribute__((always_inline)) unsigned sad(unsigned a, unsigned c=0);\n"
+                             "__global__ void k(float* y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                             "  y[i] = __saturatef(2.0f) + sad(1u);\n}\n",
 }
 
 
@@ -69,3 +74,12 @@ def test_void_functions_need_no_call_counter_and_huge_grids_are_refused_by_name(
     assert "get() is declared, never defined, and called by 4397912294400 threads" in why
     with pytest.raises(LookupError, match="at most 16777216 threads"):
         gpuverify.arbitrary_results(CASES["two_calls"], huge, 0)
+
+
+def test_cudas_own_function_declared_again_keeps_its_body_and_a_default_argument_stays_declared(verdicts):
+    assert verdicts["declared_again"]["verdict"] == "clean", verdicts["declared_again"]
+    code = CASES["declared_again"]
+    assert gpuverify.undefined_device_functions(code) == [("unsigned", "sad", "unsigned a, unsigned c")]
+    # a name only a class of emu's headers has (cooperative groups' any()) is not CUDA's function
+    assert gpuverify.undefined_device_functions("__device__ int any(int);\n") == [("int", "any", "int")]
+

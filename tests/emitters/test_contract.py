@@ -58,6 +58,11 @@ def test_signature_reader_normalizes_types():
     assert sigs[1].ctypes == ("const __half*",) and normalize_ctype("const __half *") == "const __half*"
 
 
+def test_a_default_argument_is_not_part_of_the_parameter():
+    sig, = kernel_signatures("__global__ void f(int* d, int* sums = NULL, float x=1.0f, bool b = 1 <= 2) {}")
+    assert sig.params == (("int*", "d"), ("int*", "sums"), ("float", "x"), ("bool", "b"))
+
+
 def test_modes_and_shapes_parse():
     assert Mode.parse("INT8_ACT") is Mode.INT8_ACT and Mode.parse("twopass") is Mode.TWO_PASS_INT8
     with pytest.raises(ValueError, match="mode: unknown mode"):

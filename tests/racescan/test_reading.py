@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from harness.racescan import MEMORY_MODEL, Reading
-from harness.racescan.reading import FAIAL_BLOCK, FAIAL_GRID, GPUVERIFY, GPUVERIFY_WARP_SYNC
+from harness.racescan.reading import (FAIAL_BLOCK, FAIAL_GRID, GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIFY_WARP_SYNC,
+                                     GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
 
 def test_the_memory_model_counts_every_race():
@@ -16,6 +17,9 @@ def test_verifiers_readings():
     same_block, diff_warp, diff_grid = ("block", True), ("warp", False), ("grid", False)
     assert not GPUVERIFY.counts([same_block]) and GPUVERIFY.counts([same_block, diff_warp])
     assert not GPUVERIFY_WARP_SYNC.counts([diff_warp, same_block]) and GPUVERIFY_WARP_SYNC.counts([diff_grid])
+    assert not GPUVERIFY_INTRA_GROUP.counts([diff_grid]) and GPUVERIFY_INTRA_GROUP.counts([diff_grid, diff_warp])
+    assert not GPUVERIFY_WARP_SYNC_INTRA_GROUP.counts([diff_grid, diff_warp])
+    assert GPUVERIFY_WARP_SYNC_INTRA_GROUP.counts([("block", False)])
     assert not FAIAL_BLOCK.counts([diff_grid]) and FAIAL_BLOCK.counts([diff_grid, diff_warp])
     assert not FAIAL_GRID.counts([diff_warp]) and FAIAL_GRID.counts([diff_grid])
 

@@ -66,6 +66,20 @@ inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y,
 #undef EMU_VEC3
 #undef EMU_VEC4
 
+// The texture descriptors' enumerations of CUDA's runtime header (texture_types.h), which every .cu file sees:
+// device code may name them in templates and constants although emu runs no texture fetch.
+enum cudaTextureReadMode { cudaReadModeElementType = 0, cudaReadModeNormalizedFloat = 1 };
+enum cudaTextureAddressMode { cudaAddressModeWrap = 0, cudaAddressModeClamp = 1, cudaAddressModeMirror = 2,
+                              cudaAddressModeBorder = 3 };
+enum cudaTextureFilterMode { cudaFilterModePoint = 0, cudaFilterModeLinear = 1 };
+#define cudaTextureType1D 0x01
+#define cudaTextureType2D 0x02
+#define cudaTextureType3D 0x03
+#define cudaTextureTypeCubemap 0x0C
+#define cudaTextureType1DLayered 0xF1
+#define cudaTextureType2DLayered 0xF2
+#define cudaTextureTypeCubemapLayered 0xFC
+
 // ---------------------------------------------------------------------------------------------------
 // __half: IEEE binary16 stored as _Float16; conversions round to nearest even (g++ >= 12).
 struct __half {

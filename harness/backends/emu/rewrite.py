@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
-from cudasrc.signatures import (KernelSignature, closing_bracket, kernel_signatures, skip_string, split_top_level,
-                                strip_comments, template_kernels)
+from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, skip_string,
+                                split_top_level, strip_comments, template_kernels)
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
@@ -25,8 +25,10 @@ MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 _UNSUPPORTED = [
     (r"<<<", "host-side kernel launch `<<<...>>>`"),
     (r"\btexture\s*<", "texture references (`texture<...>`, removed in CUDA 12: nvcc refuses them too)"),
-    (r"\btex[123]D\w*\s*\(|\btex1Dfetch\s*\(", "texture fetches"),
-    (r"\bsurf[123]D\w*\s*\(", "surface loads/stores"),
+    (r"\bsurface\s*<", "surface references (`surface<...>`, removed in CUDA 12: nvcc refuses them too)"),
+    (TEXTURE_FETCH + r"\s*(?:<[^<>;(){}]*>\s*)?\(", "texture fetches"),
+    (r"\bsurf(?:[123]D|[12]DLayered|Cubemap(?:Layered)?)(?:read|write)\s*(?:<[^<>;(){}]*>\s*)?\(",
+     "surface loads/stores"),
     (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
     (r"\bwmma::|\bnvcuda::", "WMMA fragments"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -168,6 +169,19 @@ def runtime_sha256() -> str:
         h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _device_api() -> str:
+    return (RUNTIME_DIR / "emu_device.hpp").read_text()
+
+
+def device_api_has(name: str) -> bool:
+    """Whether the CUDA device API that emu provides (emu_device.hpp) has a function or function-like macro `name`
+    at file scope (`__saturatef`): a source may declare one again, and then must not define it. Members of a
+    class (cooperative groups' `any`) are not such functions."""
+    n = re.escape(name)
+    return re.search(rf"^(?:[A-Za-z_][^;{{}}()\n]*\b{n}|#define {n})\s*\(", _device_api(), re.M) is not None
 
 
 def asan_runtime(cxx: str) -> "str | None":

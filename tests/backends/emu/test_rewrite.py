@@ -35,6 +35,9 @@ def test_mma_asm_becomes_a_warp_collective():
     ('asm volatile("bar.sync 0;");', r"inline PTX instruction 'bar.sync'"),
     ("float v = tex1Dfetch(t, 0);", r"texture fetches"),
     ("texture<float, 1> t;", r"texture references \(`texture<...>`, removed in CUDA 12"),
+    ("float4 v = tex2D<float4>(obj, 0.5f, 0.5f);", r"texture fetches"),
+    ("surface<void, 2> s;", r"surface references \(`surface<...>`"),
+    ("surf2Dwrite(1.0f, s, 0, 0);", r"surface loads/stores"),
     ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
     ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
     ("cooperative_groups::this_grid().sync();", r"grid sync"),
@@ -42,6 +45,12 @@ def test_mma_asm_becomes_a_warp_collective():
 def test_unsupported_constructs_are_named(snippet, named):
     with pytest.raises(UnsupportedConstruct, match=named + r".*line 2"):
         rewrite(f"__global__ void k(float* y){{\n  {snippet}\n}}\n")
+
+
+def test_a_function_of_the_users_named_like_a_texture_fetch_is_not_one():
+    src = ("__device__ float tex2DBilinear(const float* t, float x) { return t[(int)x]; }\n"
+           "__global__ void k(float* y){ y[0] = tex2DBilinear(y, 1.0f); }\n")
+    assert "tex2DBilinear(y, 1.0f)" in rewrite(src).source
 
 
 def test_file_scope_shared_is_declared_where_used_and_uninstantiated_templates_are_named():
