@@ -4,7 +4,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
+from .preprocess import active_source
 from .types import normalize_ctype
 
 
@@ -227,13 +229,19 @@ def enumerations(code: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def kernel_signatures(code: str, resolve: bool = True) -> list[KernelSignature]:
+def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, str] | None" = None
+                      ) -> list[KernelSignature]:
     """Every launchable `__global__ void name(params)` in the source, in order: the kernels that are not
     templates, and each explicit instantiation of a template kernel (`template __global__ void k<float, 4>(...);`,
     named `k<float,4>`, its parameters as the instantiation spells them). A template kernel's own definition is
     not launchable (template_kernels names those). With `resolve`, simple typedefs and enumerations of the source
-    resolved (an enumeration by value is its underlying integer type), else the parameter types as declared."""
+    resolved (an enumeration by value is its underlying integer type), else the parameter types as declared.
+    A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
+    with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own."""
     clean = strip_comments(code)
+    if any(re.search(r"^[ \t]*#", clean[m.end():closing_bracket(clean, m.end() - 1)], re.M)
+           for m, _, _ in _globals(clean)):
+        clean = active_source(clean, defines or {})
     typedefs = _type_names(clean) if resolve else {}
     sigs, template_params = [], {}
     for m, template, instantiation in _globals(clean):

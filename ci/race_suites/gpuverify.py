@@ -477,6 +477,31 @@ def _ident(kernel: str) -> str:
     return re.sub(r"\W", "_", kernel)
 
 
+_TABLE_ENTRY = re.compile(r"(\w+)\s*\[\s*(\d+)\s*\]\s*==\s*([A-Za-z_]\w*)")
+
+
+def function_tables(code: str, requires: "list[str]") -> tuple[str, list[str]]:
+    """`code` with the file-scope `__device__` arrays of function pointers that preconditions fill
+    (`__requires(blockFunction_table[0] == ComputeSobel)`, which the host program would set with
+    cudaMemcpyToSymbol) given those entries as their initializer (the module's image at load, which every run
+    starts from; the other entries null), and the preconditions so honoured. The declaration keeps its line."""
+    entries: dict[str, dict[int, str]] = {}
+    for cond in requires:
+        m = _TABLE_ENTRY.fullmatch(cond.strip())
+        if m and re.search(r"__device__[\w\s*]*?\b" + m.group(3) + r"\s*\(", code):
+            entries.setdefault(m.group(1), {}).setdefault(int(m.group(2)), m.group(3))
+    honoured = []
+    for name, by_index in entries.items():
+        decl = re.search(r"(__device__\s+[A-Za-z_]\w*\s+" + name + r"\s*\[[^\]=;]+\]\s*);", code)
+        if decl is None:
+            continue
+        init = ", ".join(by_index.get(i, "0") for i in range(max(by_index) + 1))
+        code = f"{code[:decl.end(1)]} = {{{init}}};{code[decl.end():]}"
+        honoured += [c for c in requires if (m := _TABLE_ENTRY.fullmatch(c.strip())) and m.group(1) == name
+                     and by_index.get(int(m.group(2))) == m.group(3)]
+    return code, honoured
+
+
 def function_pointer_symbols(sig, values: dict) -> str:
     """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
     (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
@@ -634,9 +659,10 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     code, textures = seeded_textures(code, seed, path.name)
     code += arbitrary_results(code, header, seed)
     chosen, ignored, uncommented = [], [], strip_comments(text)
-    for sig in kernel_signatures(code):
+    code, tables = function_tables(code, _requires_of(uncommented))
+    for sig in kernel_signatures(code, defines=header["defines"]):
         values, unhonoured, domains = scalar_values(sig, uncommented, header["block"], rng, header["grid"])
-        ignored += unhonoured
+        ignored += [c for c in unhonoured if c not in tables]
         # the drawn values first, then the declared domain swept (a race at one value of a parameter)
         chosen.append((sig, values, [{}] + sweep_points(domains, seed)[0] if domains else [{}]))
     code += "".join(function_pointer_symbols(sig, values) for sig, values, _ in chosen)

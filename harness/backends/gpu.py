@@ -27,6 +27,7 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
+from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature, kernel_signatures, template_kernels
 
 from . import faults
@@ -396,7 +397,7 @@ class GpuBackend(Backend):
         if not isinstance(source, str) or not source.strip():
             raise ValueError("source: expected non-empty CUDA C source text")
         flags = validate_flags(flags)
-        sigs = kernel_signatures(source)
+        sigs = kernel_signatures(source, defines=defines_of(flags))
         if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")
         text = prepare_source(source)

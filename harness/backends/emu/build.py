@@ -11,6 +11,7 @@ from typing import Sequence
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
+from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
 from . import gate, toolkit_headers
@@ -68,7 +69,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
-    rw = rewrite(source, name)
+    rw = rewrite(source, name, defines_of(flags))
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +

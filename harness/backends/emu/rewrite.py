@@ -355,12 +355,13 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 """
 
 
-def rewrite(code: str, filename: str = "kernel.cu") -> Rewritten:
-    """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct)."""
+def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None) -> Rewritten:
+    """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
+    build's flags define, with which a kernel's parameter list is read where it has conditionals."""
     clean = strip_comments(code)
     check_unsupported(clean)
     try:
-        kernels = kernel_signatures(code)
+        kernels = kernel_signatures(code, defines=defines)
     except ValueError as exc:
         raise UnsupportedConstruct(None, f"kernel signature: {exc}") from None
     if not kernels:

@@ -132,6 +132,12 @@ def test_load_compiles_prepared_source_once_and_caches(backend, fake):
     assert fake.names().count("compile") == 2           # other flags: another cubin
 
 
+def test_a_parameter_list_with_conditionals_is_read_with_the_builds_macros(backend):
+    src = "__global__ void k(float* y,\n#ifdef SCALED\n  float s,\n#endif\n  int n) { y[0] = n; }\n"
+    assert [p for _, p in backend.load(src).signatures["k"].params] == ["y", "n"]
+    assert [p for _, p in backend.load(src, flags=["-DSCALED"]).signatures["k"].params] == ["y", "s", "n"]
+
+
 def test_compile_error_becomes_build_error(backend):
     with pytest.raises(BuildError, match="planted"):
         backend.load("#error nope\n__global__ void k(float* y) {}")

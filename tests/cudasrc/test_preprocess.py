@@ -1,0 +1,59 @@
+"""cudasrc.preprocess: a source's conditional directives evaluated as its build evaluates them, so that a kernel's
+parameter list with `#ifdef` in it is read with the parameters the build compiles (a user's kernel, the SDK's
+SobelShared); line numbers stay."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cudasrc.preprocess import active_source, defines_of
+from cudasrc.signatures import kernel_signatures
+
+SOURCE = """#define FIXED 2
+__global__ void k(float* y,
+#ifdef WITH_SCALE
+   float scale,
+#endif
+#if FIXED * 2 == 4 && !defined(WIDE) || UNKNOWN
+   short width,
+#elif FIXED
+   int width,
+#else
+   long width,
+#endif
+   int n) { y[threadIdx.x] = n; }
+"""
+
+
+def test_the_build_flags_choose_the_parameters():
+    plain, = kernel_signatures(SOURCE)
+    assert plain.params == (("float*", "y"), ("short", "width"), ("int", "n")) and plain.line == 2
+    flagged, = kernel_signatures(SOURCE, defines=defines_of(["-DWITH_SCALE", "-DWIDE=1", "-O2"]))
+    assert flagged.params == (("float*", "y"), ("float", "scale"), ("int", "width"), ("int", "n"))
+
+
+def test_dropped_branches_become_empty_lines_and_defines_follow_the_flags():
+    out = active_source(SOURCE, {"WIDE": "1"})
+    assert out.count("\n") == SOURCE.count("\n") and "scale" not in out and "short" not in out and "int width" in out
+    assert defines_of(["-DA", "-DB=3", "-UA", "-I."]) == {"B": "3"}
+    assert active_source("#undef FIXED\n#if FIXED\nx\n#endif\n", {"FIXED": "1"}) == "#undef FIXED\n\n\n\n"
+
+
+@pytest.mark.parametrize("text,error", [
+    ("#if F(1)\n#endif\n", "function-like macro F"),
+    ("#if 'a'\n#endif\n", "character literals"),
+    ("#else\n", "#else without #if"),
+    ("#ifdef X\n", "#if without #endif"),
+])
+def test_what_cannot_be_evaluated_is_named(text, error):
+    with pytest.raises(ValueError, match=error):
+        active_source("#define F(x) x\n" + text)
+
+
+def test_a_kernel_with_a_conditional_parameter_runs_on_emu_with_and_without_the_flag(emu):
+    y = np.zeros(32, np.float32)
+    emu.load(SOURCE).launch("k", (1,), (32,), 0, [y, np.int16(8), np.int32(5)], [0])
+    assert (y == 5).all()
+    emu.load(SOURCE, flags=("-DWITH_SCALE",)).launch("k", (1,), (32,), 0,
+                                                       [y, np.float32(2), np.int16(8), np.int32(7)], [0])
+    assert (y == 7).all()
