@@ -8,7 +8,6 @@ import pytest
 
 from ci.race_suites import gpuverify
 
-from .gpuverify_cases import score_cases
 
 HEAD = "//pass\n//--blockDim=64 --gridDim=2\n\n"
 OFFSETS = HEAD + r"""
@@ -33,10 +32,6 @@ CASES = {
                              "  y[i] = __saturatef(2.0f) + sad(1u);\n}\n",
 }
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_two_calls_differ_so_the_race_they_make_is_found(verdicts):

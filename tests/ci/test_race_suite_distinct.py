@@ -9,7 +9,6 @@ import pytest
 
 from ci.race_suites import gpuverify
 
-from .gpuverify_cases import score_cases
 from cudasrc.signatures import kernel_signatures
 
 HEAD = "//pass\n//--blockDim=128 --gridDim=4\n\n"
@@ -22,10 +21,6 @@ __global__ void scatter(const unsigned* ids, const unsigned* value, unsigned* ma
 """
 CASES = {"honoured": SCATTER % "__requires(ids[tid] != ids[__other_int(tid)]);", "without": SCATTER % ""}
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_distinct_ids_make_the_scatter_race_free(verdicts):

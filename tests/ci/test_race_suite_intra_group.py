@@ -3,20 +3,14 @@ blocks is outside its label. The adapter records that reading, and the score cou
 memory model; a race inside a block still counts."""
 from __future__ import annotations
 
-import pytest
 
 from ci import score_race_suite
 
-from .gpuverify_cases import score_cases
 
 KERNEL = "__global__ void k(int* y) {\n  %s = threadIdx.x;\n}\n"
 CASES = {"across": "//pass\n//--blockDim=32 --gridDim=2 --only-intra-group\n\n" + KERNEL % "y[threadIdx.x]",
          "inside": "//pass\n//--blockDim=64 --gridDim=2 --only-intra-group\n\n" + KERNEL % "y[blockIdx.x]"}
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_a_race_between_blocks_is_outside_an_intra_group_label(verdicts):

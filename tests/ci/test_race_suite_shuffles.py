@@ -5,11 +5,9 @@ values is still found."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from ci.race_suites import gpuverify
 
-from .gpuverify_cases import score_cases
 
 HEAD = "//pass\n//--blockDim=120 --gridDim=2\n\n"
 SCAN = r"""
@@ -25,10 +23,6 @@ __global__ void scan(const int* in, int* data) {
 CASES = {"scan": HEAD + SCAN.replace("STORE", "data[id] = value;"),
          "racy": HEAD + SCAN.replace("STORE", "data[blockIdx.x] = value;")}
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_a_scan_with_legacy_shuffles_runs_clean_in_a_partial_warp(verdicts):

@@ -5,11 +5,9 @@ kernel calls through it as the verifier assumed; without the preconditions the t
 crashes."""
 from __future__ import annotations
 
-import pytest
 
 from ci.race_suites import gpuverify
 
-from .gpuverify_cases import score_cases
 
 HEAD = "//pass\n//--blockDim=32 --gridDim=2\n\n"
 TABLE = HEAD + r"""typedef int (*op_t)(int);
@@ -25,10 +23,6 @@ __global__ void apply(int* y, int which) {
 CASES = {"filled": TABLE.replace("REQUIRES", "__requires(table[0] == twice);\n  __requires(table[1] == negate);"),
          "empty": TABLE.replace("REQUIRES", "")}
 
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), CASES)
 
 
 def test_a_table_the_preconditions_fill_is_called_through(verdicts):

@@ -9,7 +9,6 @@ import pytest
 
 from ci.race_suites.textures import PREFIX, seeded_textures
 
-from .gpuverify_cases import score_cases
 
 HEAD = "//pass\n//--blockDim=64 --gridDim=2\n\n"
 DECLS = ("static texture<float, 2, cudaReadModeElementType> image;\n"
@@ -32,11 +31,7 @@ __global__ void copy(float* out) {
   out[0] = tex2D(image, (float)threadIdx.x, (float)blockIdx.x);
 }
 """
-
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory):
-    return score_cases(tmp_path_factory.mktemp("gv"), {"copy": COPY, "racy": RACY})
+CASES = {"copy": COPY, "racy": RACY}
 
 
 def test_a_kernel_reading_texture_references_runs_clean(verdicts):

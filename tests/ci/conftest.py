@@ -1,0 +1,12 @@
+"""The verdicts of a test module's GPUVerify-style files: each module that names its cases in `CASES` (name ->
+file text) gets them scored once, as the adapter scores the suite (gpuverify_cases.score_cases)."""
+from __future__ import annotations
+
+import pytest
+
+from .gpuverify_cases import score_cases
+
+
+@pytest.fixture(scope="module")
+def verdicts(request, tmp_path_factory):
+    return score_cases(tmp_path_factory.mktemp("gv"), request.module.CASES)
