@@ -4,22 +4,98 @@ In: CUDA source (comments removed) and the macros its build defines (`-DNAME=VAL
 with the lines of every branch the preprocessor drops made empty (line numbers stay). `#if`, `#ifdef`,
 `#ifndef`, `#elif`, `#else` and `#endif` are evaluated as the C preprocessor does: with the build's macros and
 the source's own object-like `#define`s and `#undef`s above the line, `defined NAME`, integer arithmetic,
-comparisons and logic, and 0 for an identifier that names no macro. A condition it cannot evaluate (a
+comparisons, logic and `?:` with C's precedence (division truncates toward zero), and 0 for an identifier that
+names no macro. A condition it cannot evaluate (a
 function-like macro, a character literal) is a ValueError naming its line. Macros are not expanded in the
 text: a kernel signature reader needs only to know which parameters exist."""
 from __future__ import annotations
 
-import ast
 import operator
 import re
 from typing import Mapping, Sequence
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-           ast.Mod: operator.mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
+_TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+|\d+|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&^|!~?:()])")
+# C's binary operators, loosest first: each level binds tighter than the one before it
+_LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
+           ("+", "-"), ("*", "/", "%"))
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)             # C truncates toward zero
+    return q if (a < 0) == (b < 0) else -q
+
+
+_APPLY = {"||": lambda a, b: int(bool(a or b)), "&&": lambda a, b: int(bool(a and b)), "|": operator.or_,
+          "^": operator.xor, "&": operator.and_, "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+          "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
+          ">=": lambda a, b: int(a >= b), "<<": operator.lshift, ">>": operator.rshift, "+": operator.add,
+          "-": operator.sub, "*": operator.mul, "/": _c_div, "%": lambda a, b: a - _c_div(a, b) * b}
+
+
+class _Expression:
+    """An integer constant expression with C's precedence and associativity (what `#if` takes once macros and
+    `defined` are replaced by numbers)."""
+
+    def __init__(self, text: str):
+        self.tokens, pos = [], 0
+        while pos < len(text.rstrip()):
+            m = _TOKEN.match(text, pos)
+            if not m:
+                raise ValueError(f"unexpected {text[pos:].strip()[:20]!r}")
+            self.tokens.append(m.group(1))
+            pos = m.end()
+        self.i = 0
+
+    def value(self) -> int:
+        v = self._conditional()
+        if self.i != len(self.tokens):
+            raise ValueError(f"unexpected {self.tokens[self.i]!r}")
+        return v
+
+    def _next(self) -> "str | None":
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def _take(self, token: str) -> None:
+        if self._next() != token:
+            raise ValueError(f"expected {token!r}")
+        self.i += 1
+
+    def _conditional(self) -> int:
+        test = self._binary(0)
+        if self._next() != "?":
+            return test
+        self.i += 1
+        yes = self._conditional()
+        self._take(":")
+        no = self._conditional()
+        return yes if test else no
+
+    def _binary(self, level: int) -> int:
+        if level == len(_LEVELS):
+            return self._unary()
+        left = self._binary(level + 1)
+        while self._next() in _LEVELS[level]:
+            op = self.tokens[self.i]
+            self.i += 1
+            left = _APPLY[op](left, self._binary(level + 1))
+        return left
+
+    def _unary(self) -> int:
+        token = self._next()
+        if token in ("!", "~", "-", "+"):
+            self.i += 1
+            v = self._unary()
+            return {"!": int(not v), "~": ~v, "-": -v, "+": v}[token]
+        if token == "(":
+            self.i += 1
+            v = self._conditional()
+            self._take(")")
+            return v
+        if token is not None and token[0].isdigit():
+            self.i += 1
+            return int(token, 16) if token[:2] in ("0x", "0X") else int(token, 8 if token[0] == "0" else 10)
+        raise ValueError(f"unexpected {token!r}" if token else "unexpected end")
 
 
 def defines_of(flags: Sequence[str]) -> dict[str, str]:
@@ -52,30 +128,10 @@ def _value(text: str, macros: Mapping[str, "str | None"], line: int, depth: int 
         return f"({_value(macros[name] or '0', macros, line, depth + 1)})"
     text = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", text)
     text = re.sub(r"\b[A-Za-z_]\w*\b", identifier, text)
-    py = text.replace("&&", " and ").replace("||", " or ").replace("/", "//")
-    py = re.sub(r"!(?!=)", " not ", py)
     try:
-        return int(_evaluate(ast.parse(py.strip() or "0", mode="eval").body))
-    except (SyntaxError, ValueError, ZeroDivisionError) as exc:
+        return _Expression(text).value()
+    except (ValueError, ZeroDivisionError) as exc:
         raise ValueError(f"line {line}: cannot evaluate `#if {text.strip()}` ({exc})") from None
-
-
-def _evaluate(node: ast.AST) -> int:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp):
-        v = _evaluate(node.operand)
-        return {ast.USub: -v, ast.UAdd: v, ast.Invert: ~v, ast.Not: int(not v)}[type(node.op)]
-    if isinstance(node, ast.BoolOp):
-        values = [_evaluate(v) for v in node.values]
-        return int(all(values) if isinstance(node.op, ast.And) else any(values))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return int(_COMPARE[type(node.ops[0])](_evaluate(node.left), _evaluate(node.comparators[0])))
-    if isinstance(node, ast.IfExp):
-        return _evaluate(node.body) if _evaluate(node.test) else _evaluate(node.orelse)
-    raise ValueError(f"{ast.dump(node)[:60]} is not an integer expression")
 
 
 def active_source(code: str, defines: Mapping[str, str] = {}) -> str:

@@ -39,11 +39,26 @@ def test_dropped_branches_become_empty_lines_and_defines_follow_the_flags():
     assert active_source("#undef FIXED\n#if FIXED\nx\n#endif\n", {"FIXED": "1"}) == "#undef FIXED\n\n\n\n"
 
 
+@pytest.mark.parametrize("condition,taken", [
+    ("!0 == 2", False),              # C: (!0) == 2; not !(0 == 2)
+    ("6 & 3 == 3", False),           # C: 6 & (3 == 3)
+    ("-7 / 2 == -3 && -7 % 2 == -1", True),     # C truncates toward zero
+    ("010 == 8 && 0x10 >> 2 == 4 && 10UL == 10", True),
+    ("0 || 0 ? 0 : 1", True),
+    ("FIXED > 1 ? defined FIXED : 0", True),
+])
+def test_conditions_are_evaluated_as_c_evaluates_them(condition, taken):
+    out = active_source(f"#define FIXED 2\n#if {condition}\nx\n#endif\n")
+    assert ("x" in out) is taken
+
+
 @pytest.mark.parametrize("text,error", [
     ("#if F(1)\n#endif\n", "function-like macro F"),
     ("#if 'a'\n#endif\n", "character literals"),
     ("#else\n", "#else without #if"),
     ("#ifdef X\n", "#if without #endif"),
+    ("#if 1 +\n#endif\n", "cannot evaluate `#if 1 \\+`"),
+    ("#if 1 / 0\n#endif\n", "cannot evaluate"),
 ])
 def test_what_cannot_be_evaluated_is_named(text, error):
     with pytest.raises(ValueError, match=error):
