@@ -56,6 +56,9 @@ _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
 
 _CLOSING = {"(": ")", "[": "]", "{": "}", "<": ">"}
+# a source with conditionals, and a parameter list with a directive in it: read as the build reads it
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef)\b", re.M)
+_DIRECTIVE = re.compile(r"^[ \t]*#", re.M)
 # CUDA's texture fetch functions, by name (a user's `tex2DBilinear` is not one).
 TEXTURE_FETCH = (r"\b(?:tex1Dfetch|tex[123]D(?:Lod|Grad)?|tex[12]DLayered(?:Lod|Grad)?|texCubemap(?:Layered)?(?:Lod|Grad)?"
                  r"|tex2Dgather)\b")
@@ -112,33 +115,29 @@ def split_top_level(text: str, sep: str) -> list[str]:
     return parts
 
 
-def _split_params(body: str) -> list[str]:
-    """Split a parameter list at commas outside (), [], {} and template <>."""
+def _split_declaration(text: str, sep: str) -> list[str]:
+    """Split a declaration's text at `sep` outside (), [], {} and template <>."""
     parts, depth, start = [], 0, 0
-    for j, c in enumerate(body):
-        if c in "([{<":
-            depth += 1
-        elif c in ")]}>":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(body[start:j])
-            start = j + 1
-    parts.append(body[start:])
-    return parts
-
-
-def without_default(text: str) -> str:
-    """A parameter without its default argument (`int* p = NULL` -> `int* p`): an `=` outside brackets that is
-    not part of a comparison."""
-    depth = 0
     for j, c in enumerate(text):
         if c in "([{<":
             depth += 1
         elif c in ")]}>":
             depth -= 1
-        elif c == "=" and depth == 0 and text[j + 1:j + 2] != "=" and text[j - 1:j] not in ("=", "!", "<", ">"):
-            return text[:j]
-    return text
+        elif c == sep and depth == 0:
+            parts.append(text[start:j])
+            start = j + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _split_params(body: str) -> list[str]:
+    return _split_declaration(body, ",")
+
+
+def without_default(text: str) -> str:
+    """A parameter without its default argument (`int* p = NULL` -> `int* p`): what comes before its first `=`
+    outside brackets (a declarator has none; the default may hold comparisons)."""
+    return _split_declaration(text, "=")[0]
 
 
 def _split_param(text: str) -> tuple[str, str]:
@@ -239,8 +238,8 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
     with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own."""
     clean = strip_comments(code)
-    if any(re.search(r"^[ \t]*#", clean[m.end():closing_bracket(clean, m.end() - 1)], re.M)
-           for m, _, _ in _globals(clean)):
+    if _CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
+                                          for m, _, _ in _globals(clean)):
         clean = active_source(clean, defines or {})
     typedefs = _type_names(clean) if resolve else {}
     sigs, template_params = [], {}

@@ -59,7 +59,7 @@ from harness.racescan import has_detector, sweep_points
 from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIFY_WARP_SYNC,
                                      GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
-from .run import Launch, build_failed, inline_includes, run_kernels
+from .run import SPLITMIX_FINISH, SYMBOL_PREFIX, Launch, build_failed, inline_includes, run_kernels, with_definitions
 from .textures import seeded_textures
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
@@ -127,7 +127,7 @@ GV_DYNAMIC_SHARED = 48 * 1024        # bytes of `extern __shared__` per block: t
 _PAST_END = re.compile(r"\(arg \d+, (?P<size>\d+) x \w+\) \d+ byte\(s\) past its end \(element (?P<element>\d+) of \d+\)")
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_MAX_ARBITRARY_THREADS = 1 << 24     # a call counter per thread for arbitrary results: at most 64 MiB of them
-GV_SYMBOL = "__qconform_gv_"          # prefix of the function-pointer variables the adapter appends
+GV_SYMBOL = SYMBOL_PREFIX              # of the variables and functions the adapter appends
 
 
 def read_header(text: str) -> dict:
@@ -265,7 +265,7 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
            " * (blockDim.x * blockDim.y * blockDim.z) + (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x"
            " + threadIdx.x;",
            f"  unsigned long long z = ({calls}[t]++ + 1ULL) * 0x9E3779B97F4A7C15ULL + {seed & 0xFFFFFFFF}ULL;",
-           "  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL; z ^= z >> 31;",
+           f"  {SPLITMIX_FINISH}",
            "  return (z & 1) ? 0 : 1 + (z >> 1) % 63;",
            "}"]
     for ret, name, params in functions:
@@ -289,7 +289,7 @@ def legacy_shuffles(code: str, filename: str) -> str:
     use them do (a warp that does not is then reported by emu, not read as exchanging). The helper goes before
     a `#line 1` marker, so line numbers stay."""
     renamed, n = re.subn(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(", rf"\1_sync({GV_SYMBOL}warp_lanes(), ", code)
-    return f'{_WARP_LANES}\n#line 1 "{filename}"\n{renamed}' if n else code
+    return with_definitions(_WARP_LANES, renamed, filename) if n else code
 
 
 GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
@@ -485,21 +485,22 @@ def function_tables(code: str, requires: "list[str]") -> tuple[str, list[str]]:
     (`__requires(blockFunction_table[0] == ComputeSobel)`, which the host program would set with
     cudaMemcpyToSymbol) given those entries as their initializer (the module's image at load, which every run
     starts from; the other entries null), and the preconditions so honoured. The declaration keeps its line."""
-    entries: dict[str, dict[int, str]] = {}
+    entries: dict[str, dict[int, str]] = {}       # table -> index -> function
+    stated = []                                    # (table, index, function, precondition)
     for cond in requires:
         m = _TABLE_ENTRY.fullmatch(cond.strip())
         if m and re.search(r"__device__[\w\s*]*?\b" + m.group(3) + r"\s*\(", code):
             entries.setdefault(m.group(1), {}).setdefault(int(m.group(2)), m.group(3))
-    honoured = []
+            stated.append((m.group(1), int(m.group(2)), m.group(3), cond))
+    filled = set()
     for name, by_index in entries.items():
         decl = re.search(r"(__device__\s+[A-Za-z_]\w*\s+" + name + r"\s*\[[^\]=;]+\]\s*);", code)
         if decl is None:
             continue
         init = ", ".join(by_index.get(i, "0") for i in range(max(by_index) + 1))
         code = f"{code[:decl.end(1)]} = {{{init}}};{code[decl.end():]}"
-        honoured += [c for c in requires if (m := _TABLE_ENTRY.fullmatch(c.strip())) and m.group(1) == name
-                     and by_index.get(int(m.group(2))) == m.group(3)]
-    return code, honoured
+        filled.add(name)
+    return code, [cond for name, i, func, cond in stated if name in filled and entries[name][i] == func]
 
 
 def function_pointer_symbols(sig, values: dict) -> str:

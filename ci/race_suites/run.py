@@ -9,6 +9,15 @@ from typing import Callable, NamedTuple, Sequence
 from harness.racescan import Verdict, classify, scan_points
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
+SYMBOL_PREFIX = "__qconform_gv_"      # of every name the adapters add to a file (functions, types, variables)
+# splitmix64's finalizer on an `unsigned long long z`: the adapters' seeded values in device code
+SPLITMIX_FINISH = "z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL; z ^= z >> 31;"
+
+
+def with_definitions(definitions: str, code: str, filename: str) -> str:
+    """`definitions` the adapter adds, before `code`, which a `#line 1` marker keeps numbered as the file is (so that
+    reports name the file's own lines)."""
+    return f'{definitions}\n#line 1 "{filename}"\n{code}'
 
 
 def inline_includes(path: Path, dirs: Sequence[Path] = (), seen: "set[Path] | None" = None, *,

@@ -18,7 +18,8 @@ import re
 
 from cudasrc.signatures import TEXTURE_FETCH, closing_bracket
 
-PREFIX = "__qconform_gv_"
+from .run import SPLITMIX_FINISH, SYMBOL_PREFIX as PREFIX, with_definitions
+
 _TEXTURE = re.compile(r"\btexture\s*<")
 _DECLARED = re.compile(r"\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*;")
 _STORAGE = re.compile(r"\b((?:static|extern)\s+)$")
@@ -49,8 +50,7 @@ def _definitions(seed: int) -> str:
         f"template <class T, int Mode> struct {PREFIX}read {{ typedef T type; }};",
         *read_types,
         f"__device__ inline unsigned long long {PREFIX}mix(unsigned long long z) {{",
-        "  z += 0x9E3779B97F4A7C15ULL; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;",
-        "  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL; return z ^ (z >> 31);",
+        f"  z += 0x9E3779B97F4A7C15ULL; {SPLITMIX_FINISH} return z;",
         "}",
         f"template <class C> __device__ inline unsigned long long {PREFIX}texel_key(C c) {{",
         "  if constexpr (std::is_floating_point<C>::value) {",
@@ -107,4 +107,4 @@ def seeded_textures(code: str, seed: int, filename: str) -> tuple[str, list[str]
         pos = close + 1
     out.append(code[pos:])
     renamed = re.sub(_FETCH, f"{PREFIX}fetch", "".join(out))
-    return f'{_definitions(seed)}\n#line 1 "{filename}"\n{renamed}', names
+    return with_definitions(_definitions(seed), renamed, filename), names
