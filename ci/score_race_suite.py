@@ -38,7 +38,7 @@ READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, 
                                 reading.GPUVERIFY_WARP_SYNC_INTRA_GROUP, reading.FAIAL_BLOCK, reading.FAIAL_GRID,
                                 reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL)}
 READING_NOTES = {
-    reading.GPUVERIFY.name: "GPUVerify: same-value stores benign",
+    reading.GPUVERIFY.name: "GPUVerify: same-value stores benign, and stores of the value a racing read saw",
     reading.GPUVERIFY_WARP_SYNC.name: "with --warp-sync also races within one warp",
     reading.GPUVERIFY_INTRA_GROUP.name: "with --only-intra-group also races across blocks",
     reading.GPUVERIFY_WARP_SYNC_INTRA_GROUP.name: "with both, also races within one warp and across blocks",

@@ -76,6 +76,10 @@ class RaceDetected(KernelFault):
 
 
 RACE_SCOPES = ("warp", "block", "grid")      # a race's scope, narrowest first (DataRace.scope, DataRace.kinds)
+# What a race's stores did to the bytes, from the narrowest claim to none (DataRace.kinds): "same" (two plain
+# stores, each leaving the bytes as they were), "kept" (every store wrote the bytes its racing reads and stores
+# saw), "differ", "?" (not known)
+RACE_VALUES = ("same", "kept", "differ", "?")
 
 
 class DataRace(KernelFault):
@@ -89,13 +93,13 @@ class DataRace(KernelFault):
     write-write race: benign by GPUVerify's and compute-sanitizer racecheck's convention, a race all the same);
     scope: the widest conflict of the launch's races: "warp" (only lanes of one warp: ordered under the lock-step
     execution that GPUs before Volta had), "block", "grid", or "?" where not known;
-    kinds: (scope, same value) of each distinct race, so that a reader with another notion of a race (a verifier
-    that calls same-value stores benign, or checks one block's threads only) can count the races it would;
-    races whose details the runtime did not keep are one ("?", False)."""
+    kinds: (scope, values) of each distinct race, values one of RACE_VALUES, so that a reader with another notion
+    of a race (a verifier that calls same-value stores benign, or checks one block's threads only) can count the
+    races it would; races whose details the runtime did not keep are one ("?", "?")."""
 
     def __init__(self, launch: "LaunchInfo | None", detail: str, *, races: Sequence[str] = (),
                  distinct: "int | None" = None, stopped_by: "str | None" = None, same_value: bool = False,
-                 scope: str = "?", kinds: Sequence[tuple[str, bool]] = (), tool_limit: bool = False,
+                 scope: str = "?", kinds: Sequence[tuple[str, str]] = (), tool_limit: bool = False,
                  coverage: "dict | None" = None):
         super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
         self.races = tuple(races)
@@ -103,7 +107,7 @@ class DataRace(KernelFault):
         self.stopped_by = stopped_by
         self.same_value = same_value
         self.scope = scope
-        self.kinds = tuple((str(s), bool(v)) for s, v in kinds)
+        self.kinds = tuple((str(s), str(v)) for s, v in kinds)
 
 
 class BarrierDivergence(KernelFault):

@@ -1,8 +1,9 @@
 """Which of a launch's races count, for a reader whose notion of a race is narrower than the memory model's.
 
 The detector reports every conflicting pair that the CUDA memory model leaves unordered, and marks each race
-with its scope and whether its stores left the bytes as they were (DataRace.kinds). Verifiers and their
-labelled suites read races more narrowly: GPUVerify and faial call two stores of the same value benign,
+with its scope and what its stores did to the bytes (DataRace.kinds). Verifiers and their labelled suites read
+races more narrowly: GPUVerify and faial call two stores of the same value benign (GPUVerify also a store that
+writes the value a racing read saw, and a read that races a store which left the value as it was),
 GPUVerify's `--warp-sync` assumes the lanes of a warp run in lock step (and `--only-intra-group` checks one
 block's threads), and faial checks the threads of one
 block (or, with `--grid-level`, threads of different blocks) only. A Reading says which races count, so that a
@@ -12,34 +13,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from harness.backends.base import RACE_SCOPES
+from harness.backends.base import RACE_SCOPES, RACE_VALUES
 
 
 @dataclass(frozen=True)
 class Reading:
     name: str
     scopes: frozenset = frozenset(RACE_SCOPES)   # the conflicts that count ("warp", "block", "grid")
-    same_value_benign: bool = False              # a race whose every store left the bytes as they were does not
+    benign_values: frozenset = frozenset()      # races whose values are these do not count (RACE_VALUES)
 
     def __post_init__(self):
         unknown = set(self.scopes) - set(RACE_SCOPES)
         if unknown or not self.scopes:
             raise ValueError(f"scopes: expected a non-empty subset of {RACE_SCOPES}, got {sorted(self.scopes)}")
+        if not set(self.benign_values) <= set(BENIGN_CLAIMS):
+            raise ValueError(f"benign_values: expected a subset of {BENIGN_CLAIMS}, got {sorted(self.benign_values)}")
 
-    def counts(self, kinds: Iterable[tuple[str, bool]]) -> bool:
-        """Whether any of the races (DataRace.kinds: (scope, same value) each) counts. A race whose scope is not
-        known counts: a reading never hides what it cannot place."""
-        return any((scope not in RACE_SCOPES or scope in self.scopes) and not (same and self.same_value_benign)
-                   for scope, same in kinds)
+    def counts(self, kinds: Iterable[tuple[str, str]]) -> bool:
+        """Whether any of the races (DataRace.kinds: (scope, values) each) counts. A race whose scope or values
+        are not known counts: a reading never hides what it cannot place."""
+        return any((scope not in RACE_SCOPES or scope in self.scopes) and values not in self.benign_values
+                   for scope, values in kinds)
 
+
+BENIGN_CLAIMS = RACE_VALUES[:2]                 # "same", "kept": the claims a reading may call benign
+# GPUVerify's race instrumentation (unless --no-benign) compares values: a write-write race whose stores write
+# one value, a store that writes what a racing read saw, and a read racing a store that left the value, are benign
+GPUVERIFY_BENIGN = frozenset({"same", "kept"})
+# faial calls two stores of one value benign, and nothing involving a read
+FAIAL_BENIGN = frozenset({"same"})
 
 MEMORY_MODEL = Reading("memory model")
-GPUVERIFY = Reading("GPUVerify", same_value_benign=True)
-GPUVERIFY_WARP_SYNC = Reading("GPUVerify --warp-sync", frozenset({"block", "grid"}), same_value_benign=True)
+GPUVERIFY = Reading("GPUVerify", benign_values=GPUVERIFY_BENIGN)
+GPUVERIFY_WARP_SYNC = Reading("GPUVerify --warp-sync", frozenset({"block", "grid"}), GPUVERIFY_BENIGN)
 # `--only-intra-group`: GPUVerify checked the threads of one block only (races across blocks were not asked)
-GPUVERIFY_INTRA_GROUP = Reading("GPUVerify --only-intra-group", frozenset({"warp", "block"}), same_value_benign=True)
+GPUVERIFY_INTRA_GROUP = Reading("GPUVerify --only-intra-group", frozenset({"warp", "block"}), GPUVERIFY_BENIGN)
 GPUVERIFY_WARP_SYNC_INTRA_GROUP = Reading("GPUVerify --warp-sync --only-intra-group", frozenset({"block"}),
-                                          same_value_benign=True)
-FAIAL_BLOCK = Reading("faial", frozenset({"warp", "block"}), same_value_benign=True)
-FAIAL_GRID = Reading("faial --grid-level", frozenset({"grid"}), same_value_benign=True)
-FAIAL_ALL_LEVELS = Reading("faial --all-levels", same_value_benign=True)
+                                          GPUVERIFY_BENIGN)
+FAIAL_BLOCK = Reading("faial", frozenset({"warp", "block"}), FAIAL_BENIGN)
+FAIAL_GRID = Reading("faial --grid-level", frozenset({"grid"}), FAIAL_BENIGN)
+FAIAL_ALL_LEVELS = Reading("faial --all-levels", benign_values=FAIAL_BENIGN)

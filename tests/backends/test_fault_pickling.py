@@ -30,8 +30,8 @@ def test_a_fault_round_trips_through_pickle(cls):
 def test_a_data_race_keeps_its_races_and_marks():
     race = base.DataRace(LAUNCH, "data race on 's'", races=("race one", "race two"), distinct=3,
                          stopped_by="OutOfBounds: y", same_value=True, scope="warp",
-                         kinds=(("warp", True), ("?", False)))
+                         kinds=(("warp", "same"), ("?", "?")))
     back = pickle.loads(pickle.dumps(race))
     assert (back.races, back.distinct, back.stopped_by, back.same_value, back.scope, back.kinds, back.launch) == \
-        (("race one", "race two"), 3, "OutOfBounds: y", True, "warp", (("warp", True), ("?", False)), LAUNCH)
+        (("race one", "race two"), 3, "OutOfBounds: y", True, "warp", (("warp", "same"), ("?", "?")), LAUNCH)
     assert not back.tool_limit and pickle.loads(pickle.dumps(base.ResourceExhausted(None, "x"))).tool_limit

@@ -218,7 +218,7 @@ template <int D> __global__ void k(unsigned* d, unsigned stride, unsigned N) {
         got, unhonoured, swept = gpuverify.scalar_values(inst, src, (32, 1, 1), np.random.default_rng(seed))
         s, n = got["stride"], got["N"]
         assert s > 1 and s & (s - 1) == 0 and s < n and unhonoured == [] and swept == {}, got
-    opaque, = kernel_signatures(src.replace("unsigned stride", "uint stride"))      # `uint`: no value to order
+    opaque, = kernel_signatures(src.replace("unsigned stride", "opaque_t stride"))  # an unknown type: no value to order
     assert "stride < N" in gpuverify.scalar_values(opaque, src, (32, 1, 1), np.random.default_rng(0))[1]
     why = gpuverify.unrunnable(gpuverify.read_header("//pass\n//--blockDim=2048 --gridDim=1\n"), "")
     assert "2048 threads per block" in why
@@ -283,7 +283,8 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     summary = capsys.readouterr().out
     assert "racy: 5 selected, 5 ran, race reported on 3 (recall 60.0%)" in summary
     assert "DataRace only, racy: 3 of 5 that ran (60.0%); 1 of them only same-value stores" in summary
-    assert ("(GPUVerify: same-value stores benign; with --warp-sync also races within one warp): racy 2 of 5 (40.0%), "
+    assert ("(GPUVerify: same-value stores benign, and stores of the value a racing read saw; with --warp-sync also "
+            "races within one warp): racy 2 of 5 (40.0%), "
             "race-free 0 of 5 (0.0%)" in summary)
     assert records["lock_step"]["verdict"] == "race" and records["lock_step"]["warp_scope"]   # lanes of one warp
     assert not records["one_value"]["warp_scope"]             # thread 63 is in warp 1
@@ -384,8 +385,8 @@ def test_scores_a_miniature_faial_suite(scorer, tmp_path, capsys):
     records = {r["file"]: r for r in json.loads(out.read_text())["records"]}
     assert records["racy.cu"]["verdict"] == "race" and records["racy.cu"]["block"] == [1024, 1, 1]   # faial's default
     assert records["drf.cu"]["verdict"] == "clean"                                       # negative control
-    assert records["same.cu"]["verdict"] == "race" and records["same.cu"]["kinds"] == [["block", True]]
-    assert records["blocks.cu"]["kinds"] == records["blocks.cu --grid-level"]["kinds"] == [["grid", False]]
+    assert records["same.cu"]["verdict"] == "race" and records["same.cu"]["kinds"] == [["block", "same"]]
+    assert records["blocks.cu"]["kinds"] == records["blocks.cu --grid-level"]["kinds"] == [["grid", "differ"]]
     assert records["blocks.cu"]["reading"] == "faial" and records["blocks.cu --grid-level"]["reading"] == "faial --grid-level"
     swept = records["param.cu"]["kernels"]["saxpy"]          # n swept over 1..64 after the draw: a race needs n >= 2
     at = swept["at"].get("n", records["param.cu"]["scalars"]["saxpy"]["n"])      # the sweep's point, or the draw

@@ -9,24 +9,35 @@ from harness.racescan.reading import (FAIAL_BLOCK, FAIAL_GRID, GPUVERIFY, GPUVER
 
 
 def test_the_memory_model_counts_every_race():
-    assert MEMORY_MODEL.counts([("warp", True)]) and MEMORY_MODEL.counts([("grid", False)])
+    assert MEMORY_MODEL.counts([("warp", "same")]) and MEMORY_MODEL.counts([("grid", "differ")])
+    assert MEMORY_MODEL.counts([("block", "kept")])
     assert not MEMORY_MODEL.counts([])
 
 
 def test_verifiers_readings():
-    same_block, diff_warp, diff_grid = ("block", True), ("warp", False), ("grid", False)
+    same_block, diff_warp, diff_grid = ("block", "same"), ("warp", "differ"), ("grid", "differ")
     assert not GPUVERIFY.counts([same_block]) and GPUVERIFY.counts([same_block, diff_warp])
     assert not GPUVERIFY_WARP_SYNC.counts([diff_warp, same_block]) and GPUVERIFY_WARP_SYNC.counts([diff_grid])
     assert not GPUVERIFY_INTRA_GROUP.counts([diff_grid]) and GPUVERIFY_INTRA_GROUP.counts([diff_grid, diff_warp])
     assert not GPUVERIFY_WARP_SYNC_INTRA_GROUP.counts([diff_grid, diff_warp])
-    assert GPUVERIFY_WARP_SYNC_INTRA_GROUP.counts([("block", False)])
+    assert GPUVERIFY_WARP_SYNC_INTRA_GROUP.counts([("block", "differ")])
     assert not FAIAL_BLOCK.counts([diff_grid]) and FAIAL_BLOCK.counts([diff_grid, diff_warp])
     assert not FAIAL_GRID.counts([diff_warp]) and FAIAL_GRID.counts([diff_grid])
 
 
 def test_a_race_of_unknown_scope_always_counts():
-    assert FAIAL_GRID.counts([("?", False)]) and GPUVERIFY_WARP_SYNC.counts([("?", False)])
-    assert not GPUVERIFY.counts([("?", True)])          # known to be same-value: benign to GPUVerify
+    assert FAIAL_GRID.counts([("?", "differ")]) and GPUVERIFY_WARP_SYNC.counts([("?", "differ")])
+    assert not GPUVERIFY.counts([("?", "same")])          # known to be same-value: benign to GPUVerify
+
+
+def test_values_not_known_always_count():
+    assert GPUVERIFY.counts([("block", "?")]) and FAIAL_BLOCK.counts([("block", "?")])
+
+
+def test_gpuverify_but_not_faial_calls_a_store_of_the_value_read_benign():
+    kept = ("block", "kept")
+    assert not GPUVERIFY.counts([kept]) and not GPUVERIFY_INTRA_GROUP.counts([kept])
+    assert FAIAL_BLOCK.counts([kept])                    # faial's benign races are two stores only
 
 
 def test_a_reading_names_its_bad_scopes():
@@ -34,3 +45,5 @@ def test_a_reading_names_its_bad_scopes():
         Reading("bad", frozenset({"cta"}))
     with pytest.raises(ValueError, match="non-empty"):
         Reading("none", frozenset())
+    with pytest.raises(ValueError, match=r"benign_values: expected a subset of \('same', 'kept'\), got \['differ'\]"):
+        Reading("bad", benign_values=frozenset({"differ"}))

@@ -34,7 +34,11 @@
 // writes and each racing store left the bytes as they were (checked after the store: the next tracked access,
 // the next block or the report compares the bytes the store overwrote with what it left). Reads, atomics and
 // stores that changed a byte make it `differ`. GPUVerify and compute-sanitizer's racecheck treat same-value
-// write-write races as benign; here they are still races, and the report says which they are.
+// write-write races as benign; here they are still races, and the report says which they are. GPUVerify also
+// calls a store that races a read benign when it writes the bytes the read saw, and a read that races a store
+// when that store left the bytes as they were: a race whose every store kept the bytes its racing accesses saw,
+// reads included, is `kept` (a store's bytes are compared only when it races; a read that races an earlier store
+// not so compared counts as changed, never wrongly `kept`).
 #pragma once
 #include <dlfcn.h>
 #include <unordered_map>
@@ -50,6 +54,7 @@ struct Access {            // one recorded access; bseq == 0: none
 };
 constexpr uint16_t kAtomicBit = 0x8000;
 constexpr uint16_t kBlockAtomicBit = 0x4000;         // with kAtomicBit: a block-scope atomic
+constexpr uint16_t kKeptBit = 0x2000;                // a plain store compared after it was done: it left its bytes
 constexpr uintptr_t kLineSite = uintptr_t(1) << 63;   // a site given as a source line, not a return address
 struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads not ordered before another
 
@@ -397,17 +402,19 @@ struct RaceRecord {
   const char* unit;         // "index", "byte" or "-" (a region without positions)
   std::string tail;         // the two sites, the region, the message of the first occurrence (detailed records only)
   bool differ;              // a conflict of it was not two plain writes of the same bytes
+  bool changed;             // a conflict of it had an atomic, or a store that changed its bytes (or not compared)
   uint8_t scope;            // the widest of its conflicts: kWarpScope (lanes of one warp), kBlockScope, kGridScope
 };
 // What a conflict spans, which says what would order it: __syncwarp, __syncthreads, or atomics and fences.
 enum : uint8_t { kWarpScope, kBlockScope, kGridScope };
 const char* const kScopeNames[] = {"warp", "block", "grid"};
 constexpr uint32_t kNoRace = UINT32_MAX;
-// A plain store that raced with a plain store, waiting to be compared once it has been done: where, the bytes
-// it overwrote, and the races it took part in.
-constexpr size_t kPendingBytes = 16, kPendingRaces = 4;
+// A plain store that raced, waiting to be compared once it has been done: where (and its shadow cells), the
+// bytes it overwrote, and the races it took part in.
+constexpr size_t kPendingBytes = 16, kPendingRaces = 8;
 struct PendingStore {
   uintptr_t addr;
+  Cell* cells;
   size_t n;
   uint8_t before[kPendingBytes];
   uint32_t races[kPendingRaces];
@@ -428,11 +435,17 @@ volatile bool g_have_pending = false;
 volatile sig_atomic_t g_last_words = 0;
 void race_last_words(bool end);
 
-// Compare each pending store's bytes with those it overwrote: a change makes its races `differ`.
+inline void mark_changed(RaceRecord& r) { r.differ = r.changed = true; }
+
+// Compare each pending store's bytes with those it overwrote: a change makes its races `differ`; a store that
+// left them as they were is marked so in its cells (a later read that races it reads what was there before it).
 [[gnu::cold, gnu::noinline]] void settle_pending_stores() {
-  for (const PendingStore& p : g_pending)
+  for (const PendingStore& p : g_pending) {
     if (std::memcmp(reinterpret_cast<const void*>(p.addr), p.before, p.n) != 0)
-      for (size_t k = 0; k < p.nraces; ++k) g_races[p.races[k]].differ = true;
+      for (size_t k = 0; k < p.nraces; ++k) mark_changed(g_races[p.races[k]]);
+    else
+      for (size_t i = 0; i < p.n; ++i) p.cells[i].w.thread |= kKeptBit;
+  }
   g_pending.clear();
   g_have_pending = false;
   if (g_last_words == 1) {     // every store so far has been done and compared: exact last words
@@ -446,13 +459,17 @@ inline void settle_pending_stores_if_any() {
   if (__builtin_expect(g_have_pending, 0)) settle_pending_stores();
 }
 
+// A record's values: same (two plain stores of the bytes already there), kept (every store of it left the bytes
+// its racing accesses saw, reads included), differ.
+const char* values_name(const RaceRecord& r) { return r.changed ? "differ" : r.differ ? "kept" : "same"; }
+
 // One record as a tab-separated line (the fields races.py reads): count (0: not known), first and last index,
-// unit, values (same, differ, or ? while not known), scope (warp, block, grid, or ? while not known), the two
+// unit, values (same, kept, differ, or ? while not known), scope (warp, block, grid, or ? while not known), the two
 // sites, the region, the message of the first occurrence.
 std::string record_line(const RaceRecord& r, uint64_t count, bool settled = true) {
   char head[128];
   std::snprintf(head, sizeof head, "%llu\t%ld\t%ld\t%s\t%s\t%s\t", (unsigned long long)count, r.lo, r.hi, r.unit,
-                !settled ? "?" : r.differ ? "differ" : "same", !settled ? "?" : kScopeNames[r.scope]);
+                !settled ? "?" : values_name(r), !settled ? "?" : kScopeNames[r.scope]);
   return head + r.tail;
 }
 
@@ -498,7 +515,7 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
     it = g_race_index.emplace(key, uint32_t(g_races.size())).first;
     const char* unit = where.kind == kIndexed ? "index" : where.kind == kBytesOnly ? "byte" : "-";
     if (g_races.capacity() < kRaceKeys) g_races.reserve(kRaceKeys);   // never moves: race_last_words reads it
-    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false, kWarpScope});
+    g_races.push_back(RaceRecord{0, 0, where.index, where.index, unit, {}, false, false, kWarpScope});
     if (g_races.size() <= kRaceDetails) {
       RaceRecord& r = g_races.back();
       r.tail = describe_site(prev.site) + "\t" + describe_site(now.site) + "\t" + region_label(where) + "\t" +
@@ -510,8 +527,11 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
     }
   }
   RaceRecord& r = g_races[it->second];
-  bool plain_stores = prev_write && now_write && !(prev.thread & kAtomicBit) && !(now.thread & kAtomicBit);
-  if (!plain_stores) r.differ = true;
+  bool atomic = (prev.thread | now.thread) & kAtomicBit;
+  if (atomic || !(prev_write && now_write)) r.differ = true;
+  // an atomic, or a read after a store not known to have left its bytes (a store after a read, and two stores,
+  // are compared once the store is done: race_access)
+  if (atomic || (prev_write && !now_write && !(prev.thread & kKeptBit))) r.changed = true;
   r.scope = std::max(r.scope, conflict_scope(prev, now));
   if (r.serial == g_race_accesses) return it->second;     // this access was counted (another byte of it)
   r.serial = g_race_accesses;
@@ -550,9 +570,9 @@ void race_last_words(bool end) {
   size_t shown = g_races.size() < kRaceDetails ? g_races.size() : kRaceDetails;
   for (size_t i = 0; i < shown && g_race_on; ++i) {
     const RaceRecord& r = g_races[i];
-    const char* values = r.differ ? "differ" : "same";
+    const char* values = values_name(r);
     for (const PendingStore& ps : g_pending)
-      for (size_t k = 0; k < ps.nraces && !r.differ; ++k)
+      for (size_t k = 0; k < ps.nraces && !r.changed; ++k)
         if (ps.races[k] == i)
           values = std::memcmp(reinterpret_cast<const void*>(ps.addr), ps.before, ps.n) != 0 ? "differ" : "?";
     char* p = buf;
@@ -640,25 +660,31 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t
   // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
   // was takes the first byte's new cell (the same checks on the same state give the same outcome).
   const Cell first = cells[0];
-  PendingStore pending;          // filled only when two plain stores race (not zeroed: the hot path stays as it was)
+  PendingStore pending;          // filled only when a plain store races (not zeroed: the hot path stays as it was)
   pending.nraces = 0;
+  // A plain store's race whose values are still open waits for the comparison once the store is done.
+  auto compare_later = [&](uint32_t race) {
+    if (race == kNoRace || g_races[race].changed) return;
+    bool known = false;
+    for (size_t k = 0; k < pending.nraces; ++k) known |= pending.races[k] == race;
+    if (!known && pending.nraces < kPendingRaces && n <= kPendingBytes)
+      pending.races[pending.nraces++] = race;
+    else if (!known)
+      mark_changed(g_races[race]);     // too much to keep: said to differ, never wrongly `same` or `kept`
+  };
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
     if (conflict(c.w, f, shared, atomic)) {
       uint32_t race = race_found(c.w, true, now, write, addr + i);
-      if (race != kNoRace && write && !g_races[race].differ) {     // two plain stores: compare once it is done
-        bool known = false;
-        for (size_t k = 0; k < pending.nraces; ++k) known |= pending.races[k] == race;
-        if (!known && pending.nraces < kPendingRaces && n <= kPendingBytes)
-          pending.races[pending.nraces++] = race;
-        else if (!known)
-          g_races[race].differ = true;     // too much to keep: said to differ, never wrongly `same`
-      }
+      if (write && !atomic) compare_later(race);
     }
     if (write) {
       for (const Access& r : c.r)
-        if (conflict(r, f, shared, atomic)) race_found(r, false, now, true, addr + i);
+        if (conflict(r, f, shared, atomic)) {
+          uint32_t race = race_found(r, false, now, true, addr + i);
+          if (!atomic) compare_later(race);
+        }
       c.w = now;
       c.r[0].bseq = c.r[1].bseq = 0;
     } else if (stale(c.r[0], shared) || ordered(c.r[0], f)) {
@@ -669,17 +695,19 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t
   }
   if (__builtin_expect(pending.nraces != 0, 0)) {
     pending.addr = addr;
+    pending.cells = cells;
     pending.n = n;
     std::memcpy(pending.before, reinterpret_cast<const void*>(addr), n);
     if (g_pending.capacity() < kPendingReserved) g_pending.reserve(kPendingReserved);
     if (g_pending.size() < kPendingReserved) g_pending.push_back(pending);    // never moves: see race_last_words
-    else for (size_t k = 0; k < pending.nraces; ++k) g_races[pending.races[k]].differ = true;   // never wrongly same
+    else for (size_t k = 0; k < pending.nraces; ++k) mark_changed(g_races[pending.races[k]]);   // never wrongly same
     g_have_pending = true;
   }
 }
 
 // ---- tracked ranges (from the launch driver) -------------------------------------------------------------
 void race_untrack() {
+  settle_pending_stores_if_any();      // its cells are about to go
   for (Tracked& t : g_tracked) munmap(t.shadow, t.shadow_bytes);
   g_tracked.clear();
   g_tracked_lo = UINTPTR_MAX;
@@ -691,6 +719,7 @@ void race_untrack() {
 bool race_ensure_shared_shadow() {
   if (!g_shared_shadow && !(g_shared_shadow = map_shadow(kSharedArena))) return false;
   if (g_dyn_shadow_cells < g_dyn_cap) {
+    settle_pending_stores_if_any();
     if (g_dyn_shadow) munmap(g_dyn_shadow, g_dyn_shadow_cells * sizeof(Cell));
     g_dyn_shadow_cells = 0;
     if (!(g_dyn_shadow = map_shadow(g_dyn_cap))) return false;
@@ -700,6 +729,7 @@ bool race_ensure_shared_shadow() {
 }
 
 void race_release_shared_shadow() {
+  settle_pending_stores_if_any();
   if (g_shared_shadow) munmap(g_shared_shadow, kSharedArena * sizeof(Cell));
   if (g_dyn_shadow) munmap(g_dyn_shadow, g_dyn_shadow_cells * sizeof(Cell));
   g_shared_shadow = g_dyn_shadow = nullptr;

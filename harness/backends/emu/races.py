@@ -11,7 +11,8 @@ one line: an unrolled loop), and the report is worded: the first race as the run
 each with its extent, at most SHOWN of them in detail; how many were left out, and what stopped the launch
 when another fault did, are said. A race whose every conflict was two plain stores that left the bytes as they
 were is marked `same value` (benign by GPUVerify's and compute-sanitizer racecheck's convention; still a race
-by the memory model, and still reported). Each race also says its scope, the widest of its conflicts: `warp` (only
+by the memory model, and still reported); one whose every store left the bytes as its racing accesses saw them,
+reads included, is marked `kept value` (GPUVerify also calls those benign). Each race also says its scope, the widest of its conflicts: `warp` (only
 lanes of one warp: a __syncwarp would order them, and a verifier that assumes lock-step warps, GPUVerify's
 `--warp-sync`, calls it race-free), `block` (threads of one block) or `grid` (across blocks)."""
 from __future__ import annotations
@@ -19,13 +20,13 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import dataclass, replace
 
-from harness.backends.base import RACE_SCOPES as SCOPES, DataRace, KernelFault, LaunchInfo
+from harness.backends.base import RACE_SCOPES as SCOPES, RACE_VALUES as VALUES, DataRace, KernelFault, LaunchInfo
 
 from . import sites, toolkit_headers
 
-VALUES = ("same", "differ", "?")
 SHOWN = 16                  # races told in detail in one report; the rest are counted
-SAME_VALUE_NOTE = "same value: every racing store left the bytes as they were"
+VALUE_NOTES = {"same": "same value: every racing store left the bytes as they were",
+               "kept": "kept value: every racing store left the bytes as its racing reads and stores saw them"}
 SCOPE_NOTES = {"warp": "within one warp", "block": "across warps of one block", "grid": "across blocks"}
 STDERR_PREFIX = "emu-race: "         # a race announced when first found
 STATE_PREFIX = "emu-race-state: "    # its state in the runtime's last words (emu_race.hpp: race_last_words)
@@ -39,7 +40,8 @@ class Race:
     lo: int                 # smallest and largest element index (or byte offset, unit "byte") raced on
     hi: int
     unit: str               # "index", "byte" or "-" (memory without positions)
-    values: str             # "same" (only plain stores of the bytes already there), "differ", "?" (not known)
+    values: str             # "same" (only plain stores of the bytes already there), "kept" (stores and reads, each
+                            # store of the bytes the others saw), "differ", "?" (not known)
     scope: str              # the widest conflict: "warp", "block", "grid" (SCOPES), "?" (not known)
     site_a: str             # the two access sites: `{pc:0x..}` tokens until resolved, then `line N`
     site_b: str
@@ -58,8 +60,7 @@ class Race:
         return self.values == "same"
 
     def worded(self) -> str:
-        notes = [n for n in (self.extent(), SCOPE_NOTES.get(self.scope, ""), SAME_VALUE_NOTE if self.same_value else "")
-                 if n]
+        notes = [n for n in (self.extent(), SCOPE_NOTES.get(self.scope, ""), VALUE_NOTES.get(self.values, "")) if n]
         return f"{self.text} [{'; '.join(notes)}]" if notes else self.text
 
 
@@ -95,7 +96,8 @@ def _record(line: str) -> Race:
 
 
 def _merged_values(a: str, b: str) -> str:
-    return "differ" if "differ" in (a, b) else "?" if "?" in (a, b) else "same"
+    """What two records of one line pair claim together: the weaker claim."""
+    return max(a, b, key=VALUES.index)
 
 
 def _merged_scope(a: str, b: str) -> str:
@@ -185,6 +187,6 @@ def fault(launch: "LaunchInfo | None", found: Races, where: str, stopped_by: "Ex
         stop = (f"{type(stopped_by).__name__}: {stopped_by.detail}" if isinstance(stopped_by, KernelFault)
                 else str(stopped_by))
         lines.append(f"then the launch was stopped by {stop}")
-    kinds = tuple((r.scope, r.same_value) for r in found.races) + ((("?", False),) if found.more or found.unkeyed else ())
+    kinds = tuple((r.scope, r.values) for r in found.races) + ((("?", "?"),) if found.more or found.unkeyed else ())
     return DataRace(launch, "\n".join(lines), races=worded, distinct=found.distinct, stopped_by=stop,
                     same_value=found.same_value_only, scope=found.scope, kinds=kinds)

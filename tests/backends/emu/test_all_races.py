@@ -111,12 +111,12 @@ def test_two_independent_races_are_both_reported(module):
                     rf"line {done} are unordered \(different blocks", glob), glob
     # extents: 63 threads after the first in each of 3 blocks on the slot; blocks 1 and 2 on the word; every
     # thread stores 1 into the slot and every block the slot's 1 into the word: same-value races
-    same = f"; {races.SAME_VALUE_NOTE}]"
+    same = f"; {races.VALUE_NOTES['same']}]"
     # the slot's first conflict is within warp 0, later ones cross warps: the scope is the widest
     assert shared.endswith("[189 racing accesses, index 0; across warps of one block" + same)
     assert glob.endswith("[2 racing accesses, index 0; across blocks" + same)
     assert err.same_value and err.scope == "grid"
-    assert err.kinds == (("block", True), ("grid", True))          # each race's own scope, for a reader's count
+    assert err.kinds == (("block", "same"), ("grid", "same"))          # each race's own scope, for a reader's count
     text = str(err)
     assert text.startswith("DataRace: two_races<<<3x1x1, 64x1x1, 0>>>: 2 distinct data races in this launch; the "
                            "first: data race on __shared__ 'flag'"), text
@@ -193,7 +193,7 @@ def test_report_lines_round_trip():
                                                                 "[3 racing accesses, indices 0..7; within one warp]"
     assert found.scope == "?"           # 5 races without details: their scope is not known
     err = races.fault(None, found, "schedule forward", None)
-    assert err.kinds == (("warp", False), ("?", False))     # the five without details: one entry, scope unknown
+    assert err.kinds == (("warp", "differ"), ("?", "?"))     # the five without details: one entry, scope unknown
     announced = "noise\nemu-race: 0\t0\t2\t2\tbyte\t?\t?\tline 4\tline 4\tv\tdata race on v byte 2\n"
     assert races.from_stderr(announced).races[0].worded() == "data race on v byte 2 [byte 2]"   # nothing more known
     # the last words give the final state; a line the runtime did not write whole is not read
@@ -287,6 +287,17 @@ __global__ void stores(float* y, const int* what, int fix) {
   }
   if (mode == 4 && threadIdx.x == 5) slot[0] = 3;                // a read races with a store
   if (mode == 4 && threadIdx.x == 9) y[0] = slot[0];
+  // every thread stores 7 and reads it back (the last stores 8 in mode 6): a store after another's read
+  // (read through a volatile pointer: the compiler would take the value just stored)
+  volatile int* seen = slot;
+  if (mode == 5 || mode == 6) {
+    slot[0] = mode == 6 && threadIdx.x == 63 ? 8 : 7;
+    if (seen[0] == 8) y[0] = 1;
+  }
+  if (mode == 7) {                                               // a read after a store
+    if (threadIdx.x < 32) slot[0] = 7;
+    else if (seen[0] != 7) y[0] = 1;
+  }
   __syncthreads();
   if (threadIdx.x == 0) y[1] = slot[0];
 }
@@ -294,19 +305,27 @@ __global__ void stores(float* y, const int* what, int fix) {
 
 
 @pytest.mark.parametrize("mode, expect", [(0, ["same"]), (1, ["differ"]), (2, ["differ"]), (3, ["same", "differ"]),
-                                          (4, ["differ"])],
-                         ids=["same-value", "own-values", "one-differs", "one-of-each", "read-write"])
+                                          (4, ["differ"]), (5, ["same", "kept"]), (6, ["differ", "differ"]),
+                                          (7, ["same", "kept"])],
+                         ids=["same-value", "own-values", "one-differs", "one-of-each", "read-write",
+                              "store-after-read-kept", "store-after-read-changed", "read-after-kept-store"])
 def test_a_race_says_whether_its_stores_left_the_bytes_as_they_were(backend, mode, expect):
     """Only a race made of plain stores that each left the bytes as they were is marked `same value`; one store
-    that changed a byte (the last thread of 64: mode 2), a read, or another race does not carry the mark over."""
+    that changed a byte (the last thread of 64: mode 2), a read, or another race does not carry the mark over.
+    A race of stores and reads is `kept value` when each store wrote the bytes its racing accesses saw: a store
+    after a read of the value it writes (mode 5), a read after a store compared and found to have left its bytes
+    (mode 7). A store not compared (it raced nothing: thread 5 of mode 4) or one that changed the value read
+    (thread 63 of mode 6) leaves the race `differ`."""
     mod = backend.load(VALUES)
     y = np.zeros(2, np.float32)
     with pytest.raises(DataRace) as err:
         mod.launch("stores", (1,), (64,), 0, [y, np.array([mode], np.int32), np.int32(0)])
-    marks = ["same" if r.endswith(f"{races.SAME_VALUE_NOTE}]") else "differ" for r in err.value.races]
+    marks = [next((v for v, note in races.VALUE_NOTES.items() if r.endswith(f"{note}]")), "differ")
+             for r in err.value.races]
     assert marks == expect, str(err.value)
     assert err.value.same_value == (expect == ["same"])
-    if mode != 4:
+    assert [values for _, values in err.value.kinds] == expect
+    if mode < 4:
         mod.launch("stores", (1,), (64,), 0, [y, np.array([mode], np.int32), np.int32(1)])   # the twin: clean
 
 
