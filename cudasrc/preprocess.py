@@ -15,6 +15,7 @@ import re
 from typing import Mapping, Sequence
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
+CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef)\b", re.M)     # a source that has any conditional
 _TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+|\d+|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&^|!~?:()])")
 # C's binary operators, loosest first: each level binds tighter than the one before it
 _LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),

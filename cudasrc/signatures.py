@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from .preprocess import active_source
+from .preprocess import CONDITIONAL, active_source
 from .types import normalize_ctype
 
 
@@ -56,8 +56,8 @@ _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
 
 _CLOSING = {"(": ")", "[": "]", "{": "}", "<": ">"}
-# a source with conditionals, and a parameter list with a directive in it: read as the build reads it
-_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef)\b", re.M)
+# a source with conditionals (preprocess.CONDITIONAL), and a parameter list with a directive in it: read as the
+# build reads it
 _DIRECTIVE = re.compile(r"^[ \t]*#", re.M)
 # CUDA's texture fetch functions, by name (a user's `tex2DBilinear` is not one).
 TEXTURE_FETCH = (r"\b(?:tex1Dfetch|tex[123]D(?:Lod|Grad)?|tex[12]DLayered(?:Lod|Grad)?|texCubemap(?:Layered)?(?:Lod|Grad)?"
@@ -182,7 +182,7 @@ _ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?([A-Za-z_]\w*)\s*(?::\s*([^
 _TYPEDEF_ENUM = re.compile(r"\btypedef\s+enum\b[^{;]*\{[^}]*\}\s*([A-Za-z_]\w*)\s*;")
 
 
-def _type_names(clean: str) -> dict[str, str]:
+def type_names(clean: str) -> dict[str, str]:
     """name -> the type it stands for: the source's simple typedefs and its enumerations."""
     names = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
     names.update({m.group(1): "int" for m in _TYPEDEF_ENUM.finditer(clean)})
@@ -192,16 +192,18 @@ def _type_names(clean: str) -> dict[str, str]:
 
 def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """Parameter types with the source's simple typedefs (`typedef int data_type;`) and enumerations spelled out."""
-    out = []
-    for ctype, name in params:
-        ctype = re.sub(r"^(const\s+)?enum\s+(?:class\s+|struct\s+)?", r"\1", ctype)    # C's `enum Mode m`
-        for _ in range(8):        # typedefs of typedefs, never a cycle
-            new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: typedefs.get(m.group(0), m.group(0)), ctype)
-            if new == ctype:
-                break
-            ctype = new
-        out.append((normalize_ctype(ctype), name))
-    return tuple(out)
+    return tuple((resolved_type(ctype, typedefs), name) for ctype, name in params)
+
+
+def resolved_type(ctype: str, typedefs: dict[str, str]) -> str:
+    """`ctype` with the source's simple typedefs and enumerations (type_names) spelled out, canonically spelled."""
+    ctype = re.sub(r"^(const\s+)?enum\s+(?:class\s+|struct\s+)?", r"\1", ctype)    # C's `enum Mode m`
+    for _ in range(8):        # typedefs of typedefs, never a cycle
+        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: typedefs.get(m.group(0), m.group(0)), ctype)
+        if new == ctype:
+            break
+        ctype = new
+    return normalize_ctype(ctype)
 
 
 def enumerations(code: str) -> dict[str, tuple[int, ...]]:
@@ -238,10 +240,10 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
     with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own."""
     clean = strip_comments(code)
-    if _CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
+    if CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
                                           for m, _, _ in _globals(clean)):
         clean = active_source(clean, defines or {})
-    typedefs = _type_names(clean) if resolve else {}
+    typedefs = type_names(clean) if resolve else {}
     sigs, template_params = [], {}
     for m, template, instantiation in _globals(clean):
         body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()

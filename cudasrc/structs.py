@@ -1,9 +1,11 @@
 """C struct layouts read out of CUDA source without a compiler, for by-value struct arguments of anyone's kernels.
 
-Fields may be scalars, pointers, fixed arrays of them and nested structs (named, or anonymous and declared in
-place); they are laid out as C lays them out with natural alignment, which the host (x86-64 LP64) and the GPU
-share for these types. Anything else (unions, bit fields, vector types, unknown type names) is a LookupError
-that names the struct and the field, never a guess."""
+Fields may be scalars (the source's simple typedefs of them included), CUDA's vector types, pointers, fixed arrays
+of them and nested structs (named, or anonymous and declared in place); they are laid out as C lays them out with
+natural alignment (a vector type with CUDA's: `float2` on 8 bytes, `float3` on 4, `float4` on 16), which the host
+(x86-64 LP64) and the GPU share for these types. A vector is a field of its element type, one element per
+component. Anything else (unions, bit fields, unknown type names) is a LookupError that names the struct and the
+field, never a guess."""
 from __future__ import annotations
 
 import re
@@ -11,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .signatures import closing_bracket, split_top_level, strip_comments
-from .types import SCALAR_DTYPES
+from .signatures import closing_bracket, resolved_type, split_top_level, strip_comments, type_names
+from .types import SCALAR_DTYPES, VECTOR_ELEMENTS
 
 POINTER_BYTES = 8
 MAX_PARAM_BYTES = 32764     # CUDA's limit on a kernel's parameters (12.1 and later): no by-value struct is larger
@@ -49,10 +51,35 @@ class StructLayout:
 def struct_layout(code: str, name: str) -> StructLayout:
     """The layout of `struct name { ... }` (or `typedef struct { ... } name;`) as defined in `code`."""
     clean = strip_comments(code)
-    return _layout_of(clean, name, 0)
+    return _layout_of(_Source(clean, type_names(clean)), name, 0)
 
 
-def _body_of(clean: str, name: str) -> str:
+@dataclass(frozen=True)
+class _Source:
+    clean: str                      # comments removed
+    typedefs: dict                  # its simple typedefs and enumerations (signatures.type_names)
+
+
+# A vector type's element (as SCALAR_DTYPES spells it) by the vector's base name.
+_VECTOR_SCALAR = {"char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+                  "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
+                  "longlong": "long long", "ulonglong": "unsigned long long", "float": "float", "double": "double"}
+_VECTOR = re.compile(r"(" + "|".join(_VECTOR_SCALAR) + r")([1-4])(?:_(16|32)a)?")
+
+
+def _vector(tag: str) -> "tuple[int, int, Field] | None":
+    """Size, alignment and the one field (its count the components) of a CUDA vector type, or None."""
+    m = _VECTOR.fullmatch(tag)
+    if not m or (m.group(3) and m.group(2) != "4"):
+        return None
+    scalar, n = _VECTOR_SCALAR[m.group(1)], int(m.group(2))
+    size = VECTOR_ELEMENTS[m.group(1)].itemsize
+    align = int(m.group(3)) if m.group(3) else size if n in (1, 3) else min(n * size, 16)
+    return n * size, align, Field("", 0, scalar, False, n)
+
+
+def _body_of(src: _Source, name: str) -> str:
+    clean = src.clean
     tagged = re.search(r"\bstruct\s+" + re.escape(name) + r"\s*\{", clean)
     if tagged:
         open_at = tagged.end() - 1
@@ -65,10 +92,10 @@ def _body_of(clean: str, name: str) -> str:
     raise LookupError(f"struct {name}: no definition in the source")
 
 
-def _layout_of(clean: str, name: str, depth: int) -> StructLayout:
+def _layout_of(src: _Source, name: str, depth: int) -> StructLayout:
     if depth > 16:
         raise LookupError(f"struct {name}: nested more than 16 deep")
-    return _layout_body(clean, name, _body_of(clean, name), depth)
+    return _layout_body(src, name, _body_of(src, name), depth)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -79,20 +106,26 @@ def _split_top(text: str, sep: str) -> list[str]:
 _DECLARATOR = re.compile(r"^(\**)\s*([A-Za-z_]\w*)\s*((?:\[\s*\d+\s*\]\s*)*)$")
 
 
-def _element(clean: str, base: "str | None", pointer: bool, depth: int) -> tuple[int, int, tuple[Field, ...]]:
+def _element(src: _Source, base: "str | None", pointer: bool, depth: int) -> tuple[int, int, tuple[Field, ...]]:
     """Size, alignment and fields (offsets from 0; a scalar's or pointer's path empty) of one element of type
     `base` (a pointer to it with `pointer`; None: a struct declared in place, whose pointee is told as '?')."""
     tag = re.sub(r"^struct ", "", base) if base else "?"
+    if base and not base.startswith("struct "):       # `typedef unsigned int uint;`, `typedef struct S T;`
+        tag = re.sub(r"^struct ", "", resolved_type(tag, src.typedefs))
     if pointer:
         return POINTER_BYTES, POINTER_BYTES, (Field("", 0, tag, True),)
     if tag in SCALAR_DTYPES:
         size = SCALAR_DTYPES[tag].itemsize
         return size, size, (Field("", 0, tag, False),)
-    sub = _layout_of(clean, tag, depth + 1)
+    vector = _vector(tag)
+    if vector:
+        size, align, field = vector
+        return size, align, (field,)
+    sub = _layout_of(src, tag, depth + 1)
     return sub.size, sub.align, sub.fields
 
 
-def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
+def _layout_body(src: _Source, name: str, body: str, depth: int) -> StructLayout:
     fields: list[Field] = []
     offset, align = 0, 1
     for decl in _split_top(body, ";"):
@@ -103,7 +136,7 @@ def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
         inner = re.match(r"^struct\s*(?:[A-Za-z_]\w*\s*)?\{", decl)
         if inner:                     # struct { ... } a, b[2];
             close = closing_bracket(decl, inner.end() - 1)
-            sub = _layout_body(clean, f"{name}::(anonymous)", decl[inner.end():close], depth + 1)
+            sub = _layout_body(src, f"{name}::(anonymous)", decl[inner.end():close], depth + 1)
             member = (sub.size, sub.align, sub.fields)
             declarators = _split_top(decl[close + 1:], ",")
             base = None
@@ -123,10 +156,10 @@ def _layout_body(clean: str, name: str, body: str, depth: int) -> StructLayout:
             if len(stars) > 1:
                 raise LookupError(f"struct {name}: field '{field}' is a pointer to a pointer")
             count = int(np.prod(dims)) if dims else 1
-            size, a, element = member if member and not stars else _element(clean, base, bool(stars), depth)
+            size, a, element = member if member and not stars else _element(src, base, bool(stars), depth)
             offset = -(-offset // a) * a
             if len(element) == 1 and not element[0].path and not element[0].pointer:     # scalars: one field
-                fields.append(Field(field, offset, element[0].ctype, False, count))
+                fields.append(Field(field, offset, element[0].ctype, False, count * element[0].count))
             else:                     # pointers and structs: a field per element, at its own offset
                 for k in range(count):
                     prefix = field + (f"[{k}]" if dims else "")

@@ -38,6 +38,8 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
     "uint64_t": np.dtype("uint64"), "unsigned long": np.dtype("uint64"),
     "unsigned long long": np.dtype("uint64"), "size_t": np.dtype("uint64"),
     "half": np.dtype("float16"), "bool": np.dtype("bool"),
+    # glibc's <sys/types.h> shorthands, which CUDA's headers bring into every Linux build
+    "ushort": np.dtype("uint16"), "uint": np.dtype("uint32"), "ulong": np.dtype("uint64"),
 }
 
 # CUDA vector types behind pointers -> their size in bytes. A kernel reads whole vectors, so an array for

@@ -48,11 +48,39 @@ def test_layouts_agree_with_the_host_compiler(tmp_path):
     assert layout.dtype.itemsize == layout.size == 88
 
 
+VECTOR_FIELDS = r"""
+typedef unsigned int uint;
+typedef struct Ray { float3 origin; float2 dir; int length; uint steps; uchar4 color[2]; double2 w; short3 s; } Ray;
+"""
+
+
+def test_vector_and_typedef_fields_agree_with_cuda_alignment(tmp_path):
+    """CUDA's vector types inside a struct (lineOfSight's `Ray`) with CUDA's alignments, compared with the host
+    compiler on emu's device header (which declares them as CUDA does), and a typedef of a scalar (`uint`)."""
+    from harness.backends.emu.toolchain import RUNTIME_DIR
+    layout = struct_layout(VECTOR_FIELDS, "Ray")
+    got = {f.path: (f.offset, f.ctype, f.count) for f in layout.fields}
+    assert got == {"origin": (0, "float", 3), "dir": (16, "float", 2), "length": (24, "int", 1),
+                   "steps": (28, "unsigned int", 1), "color": (32, "unsigned char", 8), "w": (48, "double", 2),
+                   "s": (64, "short", 3)}
+    assert layout.size == 80 and layout.align == 16
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++ to compare the layout with")
+    asserts = "".join(f"static_assert(offsetof(Ray, {f.path}) == {f.offset}, \"{f.path}\");\n" for f in layout.fields)
+    src = tmp_path / "vectors.cpp"
+    src.write_text("#include <cstddef>\n" + VECTOR_FIELDS + asserts +
+                   f"static_assert(sizeof(Ray) == {layout.size} && alignof(Ray) == {layout.align}, \"size\");\n")
+    r = subprocess.run([cxx, "-std=gnu++17", "-fsyntax-only", f"-I{RUNTIME_DIR}", "-include", "emu_device.hpp",
+                        str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.parametrize("decl, rule", [
     ("struct U { union { int a; float b; } v; };", r"field 'union"),
     ("struct B { int flag : 1; };", r"bit fields"),
     ("struct P { int** pp; };", r"field 'pp' is a pointer to a pointer"),
-    ("struct V { float4 v; };", r"struct float4: no definition"),
+    ("struct V { float5 v; };", r"struct float5: no definition"),
     ("struct H { int a[100000000]; };", r"struct H: larger than 32764 bytes at field 'int a\[100000000\]'"),
     ("struct R { struct Q q; }; struct Q { struct R r; };", r"nested more than 16 deep"),
 ])

@@ -113,7 +113,8 @@ namespace emu {
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
                       W_SYNCWARP, W_MMA };
 
-struct FiberHead { uint3 tid; int linear, warp, lane; };
+// threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
+struct FiberHead { uint3 __tid; int linear, warp, lane; };
 
 // ---- runtime state and entry points (defined in emu_runtime.cpp) --------------------------------------
 extern FiberHead* g_cur;
@@ -221,27 +222,48 @@ struct KernelEntry {
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 #define __managed__ EMU_UNSUPPORTED_managed_variables
+// The macros name the runtime by reserved names only (__emu, __-prefixed): a kernel's own macro, defined after
+// this header (`#define syncthreads __syncthreads`, `#define tid ...`), cannot reach into their expansions.
+namespace __emu = ::emu;
+namespace emu {
+inline FiberHead*& __cur = g_cur;
+inline uint3& __block_idx = g_block_idx;
+inline dim3& __block_dim = g_block_dim;
+inline dim3& __grid_dim = g_grid_dim;
+inline void __syncthreads_at(int line) { syncthreads(line); }
+inline int __syncthreads_count_at(int pred, int line) { return syncthreads_count(pred, line); }
+inline void __syncwarp_at(unsigned mask, int line) { syncwarp(mask, line); }
+template <class T>
+inline T __shfl_at(int kind, unsigned mask, T var, int b, int width, int line) {
+  return shfl(kind, mask, var, b, width, line);
+}
+inline unsigned __vote_at(int kind, unsigned mask, int pred, int line) { return vote(kind, mask, pred, line); }
+[[noreturn]] inline void __trap_at(int line) { trap(line); }
+constexpr auto __printf_at = &device_printf;
+constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN = W_SHFL_DOWN,
+              __W_SHFL_XOR = W_SHFL_XOR, __W_BALLOT = W_BALLOT, __W_ANY = W_ANY, __W_ALL = W_ALL;
+}  // namespace emu
 #define warpSize 32
-#define threadIdx (::emu::g_cur->tid)
-#define blockIdx (::emu::g_block_idx)
-#define blockDim (::emu::g_block_dim)
-#define gridDim (::emu::g_grid_dim)
-#define __syncthreads() ::emu::syncthreads(__LINE__)
-#define __syncthreads_count(p) ::emu::syncthreads_count((p), __LINE__)
-#define __syncthreads_and(p) (::emu::syncthreads_count((p), __LINE__) == int(blockDim.x * blockDim.y * blockDim.z))
-#define __syncthreads_or(p) (::emu::syncthreads_count((p), __LINE__) != 0)
-#define __syncwarp(...) ::emu::syncwarp(EMU_MASK_OR_ALL(__VA_ARGS__), __LINE__)
+#define threadIdx (::__emu::__cur->__tid)
+#define blockIdx (::__emu::__block_idx)
+#define blockDim (::__emu::__block_dim)
+#define gridDim (::__emu::__grid_dim)
+#define __syncthreads() ::__emu::__syncthreads_at(__LINE__)
+#define __syncthreads_count(p) ::__emu::__syncthreads_count_at((p), __LINE__)
+#define __syncthreads_and(p) (::__emu::__syncthreads_count_at((p), __LINE__) == int(blockDim.x * blockDim.y * blockDim.z))
+#define __syncthreads_or(p) (::__emu::__syncthreads_count_at((p), __LINE__) != 0)
+#define __syncwarp(...) ::__emu::__syncwarp_at(EMU_MASK_OR_ALL(__VA_ARGS__), __LINE__)
 #define EMU_MASK_OR_ALL(...) (0xffffffffu __VA_OPT__(& 0u) __VA_OPT__(| (__VA_ARGS__)))
-#define __shfl_sync(m, v, l, ...) ::emu::shfl(::emu::W_SHFL_IDX, (m), (v), (l), EMU_WIDTH(__VA_ARGS__), __LINE__)
-#define __shfl_up_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_UP, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
-#define __shfl_down_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_DOWN, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
-#define __shfl_xor_sync(m, v, d, ...) ::emu::shfl(::emu::W_SHFL_XOR, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_sync(m, v, l, ...) ::__emu::__shfl_at(::__emu::__W_SHFL_IDX, (m), (v), (l), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_up_sync(m, v, d, ...) ::__emu::__shfl_at(::__emu::__W_SHFL_UP, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_down_sync(m, v, d, ...) ::__emu::__shfl_at(::__emu::__W_SHFL_DOWN, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
+#define __shfl_xor_sync(m, v, d, ...) ::__emu::__shfl_at(::__emu::__W_SHFL_XOR, (m), (v), (d), EMU_WIDTH(__VA_ARGS__), __LINE__)
 #define EMU_WIDTH(...) (32 __VA_OPT__(* 0 + (__VA_ARGS__)))
-#define __ballot_sync(m, p) ::emu::vote(::emu::W_BALLOT, (m), (p), __LINE__)
-#define __any_sync(m, p) (::emu::vote(::emu::W_ANY, (m), (p), __LINE__) != 0)
-#define __all_sync(m, p) (::emu::vote(::emu::W_ALL, (m), (p), __LINE__) != 0)
-#define __trap() ::emu::trap(__LINE__)
-#define printf(...) ::emu::device_printf(__VA_ARGS__)
+#define __ballot_sync(m, p) ::__emu::__vote_at(::__emu::__W_BALLOT, (m), (p), __LINE__)
+#define __any_sync(m, p) (::__emu::__vote_at(::__emu::__W_ANY, (m), (p), __LINE__) != 0)
+#define __all_sync(m, p) (::__emu::__vote_at(::__emu::__W_ALL, (m), (p), __LINE__) != 0)
+#define __trap() ::__emu::__trap_at(__LINE__)
+#define printf(...) ::__emu::__printf_at(__VA_ARGS__)
 // glibc declares __expf (and friends) itself, so the CUDA fast intrinsics must be macros.
 #define __expf(x) ::expf(x)
 #define __logf(x) ::logf(x)

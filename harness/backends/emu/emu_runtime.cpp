@@ -161,7 +161,7 @@ void switch_to_sched(bool final = false);
 std::string where(const Fiber* f) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "block (%u,%u,%u) warp %d lane %d (thread (%u,%u,%u))", g_block_idx.x,
-                g_block_idx.y, g_block_idx.z, f->warp, f->lane, f->tid.x, f->tid.y, f->tid.z);
+                g_block_idx.y, g_block_idx.z, f->warp, f->lane, f->__tid.x, f->__tid.y, f->__tid.z);
   return buf;
 }
 
@@ -241,7 +241,7 @@ bool report_stack_overflow(char*& p, unsigned long long sp, unsigned long long a
   const unsigned long long deepest = sp_below && sp < addr ? sp : addr;
   sig_put(p, "\nemu-stack-overflow: block (");
   const unsigned coords[] = {g_block_idx.x, g_block_idx.y, g_block_idx.z, unsigned(f->warp), unsigned(f->lane),
-                             f->tid.x, f->tid.y, f->tid.z};
+                             f->__tid.x, f->__tid.y, f->__tid.z};
   const char* const seps[] = {",", ",", ") warp ", " lane ", " (thread (", ",", ",", ")) "};
   for (int i = 0; i < 8; ++i) { sig_put_uint(p, coords[i], 10); sig_put(p, seps[i]); }
   sig_put(p, "stack ");
@@ -432,7 +432,7 @@ void barrier_exit_fault(int line) {
   const Fiber& e = g_fibers[g_first_exit];
   std::snprintf(buf, sizeof buf, "block (%u,%u,%u): %d thread(s) exited (first: warp %d lane %d, thread (%u,%u,%u)) "
                 "while %d wait at __syncthreads (line %d)", g_block_idx.x, g_block_idx.y, g_block_idx.z, g_exited,
-                e.warp, e.lane, e.tid.x, e.tid.y, e.tid.z, g_bar_count, line);
+                e.warp, e.lane, e.__tid.x, e.__tid.y, e.__tid.z, g_bar_count, line);
   set_fault(BARRIER_DIVERGENCE, buf);
 }
 
@@ -727,7 +727,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   for (int i = 0; i < g_nthreads; ++i) {
     Fiber* f = &g_fibers[i];
     f->linear = i;
-    f->tid = uint3{unsigned(i % g_block_dim.x), unsigned(i / g_block_dim.x % g_block_dim.y),
+    f->__tid = uint3{unsigned(i % g_block_dim.x), unsigned(i / g_block_dim.x % g_block_dim.y),
                    unsigned(i / (g_block_dim.x * g_block_dim.y))};
     f->warp = i / 32; f->lane = i % 32;
     f->wait_kind = W_NONE; f->wait_line = 0;

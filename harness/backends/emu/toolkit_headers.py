@@ -1,5 +1,6 @@
 """The CUDA toolkit's own headers that emu compiles as they are, as device code: cuRAND's device API
-(curand_kernel.h and the files it includes) and the <nv/target> macros they use.
+(curand_kernel.h and the files it includes), the <nv/target> macros they use, and math_constants.h (CUDART_PI_F
+and the other constants: macros only).
 
 emu's include folder shadows the toolkit (its cuda_runtime.h, cuda_fp16.h... are emu's own), so the toolkit's
 folder is never on the host compiler's path as a whole: a header emu does not provide stays "not found" instead
@@ -16,7 +17,7 @@ from harness.cache import cache_dir, cache_entry, content_key
 
 from . import gate
 
-OFFERED = ("curand*.h", "nv")        # globs in the toolkit's include folder
+OFFERED = ("curand*.h", "nv", "math_constants.h")        # globs in the toolkit's include folder
 
 
 @functools.lru_cache(maxsize=None)

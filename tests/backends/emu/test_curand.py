@@ -71,3 +71,13 @@ def test_without_the_toolkits_curand_headers_the_build_says_what_to_install(back
     monkeypatch.setattr(toolkit_headers, "include_flags", lambda: ())
     with pytest.raises(UnsupportedConstruct, match="curand_kernel.h .* install the toolchain extra"):
         backend.load(SOURCE)
+
+
+@needs_curand
+def test_the_toolkits_math_constants_are_offered(backend):
+    """<math_constants.h> (CUDART_PI_F and kin: macros only) is the toolkit's own, as on a GPU build."""
+    module = backend.load("#include <math_constants.h>\n"
+                          "__global__ void k(float* y){ y[threadIdx.x] = CUDART_PI_F * threadIdx.x; }\n")
+    y = np.zeros(4, np.float32)
+    module.launch("k", (1,), (4,), 0, [y], [0])
+    assert np.allclose(y, np.float32(np.pi) * np.arange(4))

@@ -1,6 +1,7 @@
 """Source rewriting and build errors: unsupported constructs are named, line numbers survive."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from harness.backends import BuildError, UnsupportedConstruct
@@ -108,3 +109,23 @@ def test_lines_follow_line_directives():
         rewrite(src)
     with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\)"):
         rewrite("__global__ void k(float* y){\n  __shared__ float s[4] = {0};\n}\n")
+
+
+def test_a_variable_in_a_branch_the_build_drops_does_not_exist():
+    """`#if USE_TEX` around file-scope variables (NVIDIA's particles sample): the host table lists only what the
+    preprocessor keeps, with the build's -D flags."""
+    src = ("#if USE_TEX\n__device__ float4 cached[4];\n#endif\n__device__ int counter;\n"
+           "__global__ void k(int* y){ y[0] = counter; }\n")
+    assert rewrite(src, "k.cu").symbols == ["counter"]
+    assert rewrite(src, "k.cu", {"USE_TEX": "1"}).symbols == ["cached", "counter"]
+    # a condition this reader cannot evaluate: the text as it is (the build says what it finds)
+    odd = src.replace("#if USE_TEX", "#if FEATURE(2)")
+    assert rewrite(odd, "k.cu").symbols == ["cached", "counter"]
+
+
+def test_a_source_with_variables_in_a_dropped_branch_builds_and_runs(emu):
+    mod = emu.load("#if USE_TEX\n__device__ float4 cached[4];\n#endif\n"
+                   "__global__ void k(int* y){ y[threadIdx.x] = threadIdx.x; }\n")
+    y = np.zeros(4, np.int32)
+    mod.launch("k", (1,), (4,), 0, [y], outputs=(0,))
+    assert y.tolist() == [0, 1, 2, 3]

@@ -230,6 +230,20 @@ def test_device_printf_is_captured(mod):
     assert "thread 0 of 3\nthread 1 of 3\nthread 2 of 3\n" in text
 
 
+def test_a_kernels_own_macros_do_not_reach_into_the_device_api(load):
+    """A kernel may `#define tid ...` (NVIDIA's marchingCubes sample does) or `#define syncthreads __syncthreads`
+    (concurrentKernels): threadIdx, the barrier, shuffles and votes must still be CUDA's, not expansions through
+    the kernel's macros."""
+    mod = load("#define tid (blockIdx.x * blockDim.x + threadIdx.x)\n#define syncthreads __syncthreads\n"
+               "#define vote 0\n#define shfl 0\n#define trap 0\n#define g_cur 0\n#define device_printf 0\n"
+               "__global__ void k(int* y){ __shared__ int s[4]; s[threadIdx.x] = threadIdx.x; syncthreads();\n"
+               "  int v = __shfl_sync(0xfu, s[3 - threadIdx.x], threadIdx.x);\n"
+               "  y[tid] = v + 100 * blockIdx.x + 10 * __any_sync(0xfu, 1); }")
+    y = np.zeros(8, np.int32)
+    mod.launch("k", (2,), (4,), 0, [y], outputs=(0,))
+    assert y.tolist() == [13, 12, 11, 10, 113, 112, 111, 110]
+
+
 def test_two_modules_keep_separate_state(load):
     a = load("__global__ void k(int* y){ __shared__ int s[4]; s[threadIdx.x]=threadIdx.x+1; __syncthreads(); "
              "y[threadIdx.x]=s[3-threadIdx.x]; }")
