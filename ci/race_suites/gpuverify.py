@@ -19,16 +19,21 @@ cannot run: not scored as run), -DNAME=VALUE become build flags. GPUVerify's spe
 runtime meaning: __assert/__ensures/__invariant/... are replaced by `((void)0)` (line numbers kept); simple
 `__requires` on the kernel's scalar parameters are honoured (`n == 1024`, `x < 100`, `sz == blockDim.x`,
 `f == someDeviceFunction` for a function pointer, `(n & (n - 1)) == 0` and `__is_pow2(n)`, `stride < N` between two
-scalars), and so is `ids[e] != ids[__other_int(e)]` on a buffer (distinct values: a seeded permutation of its
-indices), the rest are dropped and listed in the JSON; a scalar that
+scalars), and so are `ids[e] != ids[__other_int(e)]` on a buffer (distinct values: a seeded permutation of its
+indices), `p[e] == e` (its indices) and marching cubes' `s[t] + c[t] <= s[__other_int(t)]` for t before the other
+(s the exclusive prefix sums of the seeded c: buffer_rules), the rest are dropped and listed in the JSON; a scalar that
 preconditions bound on both sides is swept over that domain after the drawn launch (harness.racescan.sweep_points:
 the verifier's proof covers every value, and a race may need one). Constructs with
 verifier-only meaning (`__axiom`) make the file unrunnable with that reason. A device function declared but never
 defined, whose result the verifier takes as arbitrary, gets a body (arbitrary_results: the k-th call of every
 thread returns one seeded value; a void one does nothing; CUDA's own, declared again, keeps CUDA's body); one
 returning other than a scalar is unrunnable. Texture references, which GPUVerify reads as arbitrary values and
-CUDA 12 removed, become seeded read-only textures (textures.py). GPUVerify's front end force-includes its CUDA header:
-a file that uses cooperative_groups without including it gets the include (in place of its line 1). Inputs: seeded random buffers (integers in [0, 64),
+CUDA 12 removed, become seeded read-only textures (textures.py); the element-wise arithmetic of vector types and
+the SDK's helpers (`lerp`, `length`, ...), which GPUVerify's front end gave every file, get definitions of the same
+meaning where a file uses them (vector_math.py). GPUVerify's front end force-includes its CUDA header: a file that
+uses cooperative_groups, cuRAND or the math constants without including them gets the include (in place of its
+line 1). A file written for its 32-bit front end that defines `size_t` or `clock_t` itself keeps its own type,
+renamed (own_platform_types). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
 value, at least 16); an access past them hits the guard pages (OutOfBounds), and the file runs again with buffers
 grown to cover the element reached, up to 2^24 elements (the host program's sizes are not known here; the JSON
@@ -61,6 +66,7 @@ from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIF
 
 from .run import SPLITMIX_FINISH, SYMBOL_PREFIX, Launch, build_failed, inline_includes, run_kernels, with_definitions
 from .textures import seeded_textures
+from .vector_math import with_vector_math
 
 # ---- GPUVerify's CUDA test suite ---------------------------------------------------------------------------
 # GPUVerify's specification functions have no runtime meaning. The checks (assert, ensures, invariants) are
@@ -292,13 +298,26 @@ def legacy_shuffles(code: str, filename: str) -> str:
     return with_definitions(_WARP_LANES, renamed, filename) if n else code
 
 
-GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"))
+GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"),
+               ("CUDART_", "math_constants.h"))
+# Types the platform's headers define, which files written for GPUVerify's 32-bit front end define again
+# (`typedef unsigned int size_t;`): nvcc refuses the second definition.
+PLATFORM_TYPES = ("size_t", "clock_t", "ptrdiff_t")
+
+
+def own_platform_types(code: str) -> str:
+    """`code` with each PLATFORM_TYPES name it defines itself renamed, in every place it says it, to an adapter
+    name: the file keeps its own type (its width) and the platform keeps its."""
+    for name in PLATFORM_TYPES:
+        if re.search(rf"\btypedef\b[^;{{}}]*\b{name}\s*;", code):
+            code = re.sub(rf"\b{name}\b", f"{SYMBOL_PREFIX}{name}", code)
+    return code
 
 
 def implicit_includes(code: str) -> str:
-    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups and cuRAND's
-    device API: a file that uses them without the include gets it in place of a leading line (the label's
-    comment, empty once comments are removed: line numbers stay)."""
+    """GPUVerify's front end force-includes its CUDA header, which declares cooperative groups, cuRAND's device
+    API and the math constants (CUDART_PI_F): a file that uses them without the include gets it in place of a
+    leading line (the label's comment, empty once comments are removed: line numbers stay)."""
     lines = code.split("\n")
     at = 0
     for word, header in GV_IMPLICIT:
@@ -364,6 +383,56 @@ def _kernel_body(kernel: str, source: str) -> str:
 # `__requires(p[e] != p[__other_int(e)])`: the values threads read from buffer p at e are distinct (IDs).
 _DISTINCT = re.compile(r"(\w+)\s*\[(.+)\]\s*!=\s*\1\s*\[\s*__other_int\s*\((.+)\)\s*\]", re.S)
 DISTINCT = "distinct"                 # make_args' value of a buffer _DISTINCT asks for: a seeded permutation
+IDENTITY = "identity"                 # ... of a buffer `p[e] == e` asks for: its own indices
+PREFIX_SUM = "exclusive prefix sum of "   # + the counts' buffer: `s[e] + c[e] <= s[__other_int(e)]` for e < other
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
+
+
+def _expanded(cond: str, macros: dict) -> str:
+    """`cond` with the source's object-like macros replaced (`tid`, `other_tid`), whitespace removed."""
+    for _ in range(8):       # macros of macros, never a cycle
+        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: macros.get(m.group(0), m.group(0)), cond)
+        if new == cond:
+            break
+        cond = new
+    return re.sub(r"\s", "", cond)
+
+
+def _implication(cond: str) -> tuple[str, str]:
+    """(antecedent, consequent) of `__implies(a, c)`; ("", cond) for any other condition."""
+    m = re.fullmatch(r"__implies\((.*)\)", cond, re.S)
+    parts = split_top_level(m.group(1), ",") if m else []
+    return (parts[0], parts[1]) if len(parts) == 2 else ("", cond)
+
+
+def buffer_rules(conds: "list[str]", source: str, pointers: set) -> tuple[dict, list[str]]:
+    """What the preconditions ask of whole buffers, as make_args' values (name -> IDENTITY, or PREFIX_SUM + the
+    counts' name), and the conditions so honoured. `__implies(t < n, p[t] == t)`: p holds its indices (any
+    antecedent: the identity satisfies every one). `__implies(t < __other_int(t), s[t] + c[t] <= s[__other_int(t)])`,
+    marching cubes' "monotonic prefix sum specification": s is the exclusive prefix sum of the seeded counts c,
+    and then its `__add_noovfl(s[t], c[t])` holds too (the sums fit the element type, or make_args says not)."""
+    macros = {m.group(1): m.group(2).strip() for m in _OBJECT_MACRO.finditer(source)}
+    rules, honoured, overflow = {}, [], []
+    for cond in conds:
+        ante, cons = (_expanded(part, macros) for part in _implication(cond))
+        same = re.fullmatch(r"(\w+)\[(.+)\]==(.+)", cons)
+        if same and same.group(1) in pointers and same.group(2) == same.group(3):
+            rules[same.group(1)] = IDENTITY
+            honoured.append(cond)
+            continue
+        order = re.fullmatch(r"(.+)<__other_int\((.+)\)", ante)
+        if not order or order.group(1) != order.group(2):
+            continue
+        e = re.escape(order.group(1))
+        scan = re.fullmatch(rf"(\w+)\[{e}\]\+(\w+)\[{e}\]<=\1\[__other_int\({e}\)\]", cons)
+        if scan and {scan.group(1), scan.group(2)} <= pointers and scan.group(1) != scan.group(2):
+            rules[scan.group(1)] = PREFIX_SUM + scan.group(2)
+            honoured.append(cond)
+        fits = re.fullmatch(rf"__add_noovfl\((\w+)\[{e}\],(\w+)\[{e}\]\)", cons)
+        if fits:
+            overflow.append((cond, fits.group(1), fits.group(2)))
+    honoured += [cond for cond, a, b in overflow if rules.get(a) == PREFIX_SUM + b]
+    return rules, honoured
 _POW2 = re.compile(r"__is_pow2\s*\(\s*(\w+)\s*\)|\(?\s*\(?\s*(\w+)\s*&\s*\(\s*\2\s*-\s*1\s*\)\s*\)\s*==\s*0\s*\)?")
 
 
@@ -379,7 +448,8 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     of each integer parameter that preconditions bound on both sides, every value of which the verifier
     considered, to sweep over; with `sweep_all`, of every integer parameter not fixed, a missing bound being
     the draw's). A pointer parameter whose elements a `__requires(p[e] != p[__other_int(e)])` makes distinct
-    between threads gets the value DISTINCT (make_args fills it with a seeded permutation).
+    between threads gets the value DISTINCT (make_args fills it with a seeded permutation); one that buffer_rules
+    reads a rule for, that rule.
     """
     body = _kernel_body(sig.name, source)
     names = {n for t, n in sig.params if not t.endswith("*")}
@@ -388,7 +458,10 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
     dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
     fixed, low, high, ignored, later, orders = {}, {}, {}, [], [], []
+    buffers, by_buffer = buffer_rules(_requires_of(body), source, pointers)
     for cond in _requires_of(body):
+        if cond in by_buffer:
+            continue
         ids = _DISTINCT.fullmatch(cond)
         if ids and ids.group(1) in pointers and re.sub(r"\s", "", ids.group(2)) == re.sub(r"\s", "", ids.group(3)):
             distinct.add(ids.group(1))
@@ -469,6 +542,7 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
                and (name in low and name in high or sweep_all and name in integers)}
     domains = {name: r for name, r in {**domains, **enum_domains}.items() if len(r)}
     values.update({name: DISTINCT for name in sorted(distinct)})
+    values.update(buffers)
     return values, ignored, domains
 
 
@@ -562,6 +636,8 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
                 raise LookupError(f"parameter {name}: pointer to pointer ({ctype}) has no synthesised input")
             if base in SCALAR_DTYPES and values.get(name) == DISTINCT:
                 args.append(distinct_values(SCALAR_DTYPES[base], n, rng, name))
+            elif base in SCALAR_DTYPES and values.get(name) == IDENTITY:
+                args.append(within(np.arange(n), SCALAR_DTYPES[base], name, "its indices"))
             elif base in SCALAR_DTYPES:
                 dtype = SCALAR_DTYPES[base]
                 args.append(seeded(dtype, n, rng))
@@ -582,7 +658,30 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
         else:
             raise LookupError(f"parameter {name}: by-value {ctype!r} (a struct or function pointer) has no "
                               "synthesised input")
+    return prefix_sums(sig, values, args)
+
+
+def prefix_sums(sig, values: dict, args: list) -> list:
+    """`args` with each buffer that values make a PREFIX_SUM of another buffer set to the exclusive prefix sum of
+    that buffer's (seeded) elements; past the counts' end it stays at their total (still monotonic)."""
+    names = [name for _, name in sig.params]
+    for i, name in enumerate(names):
+        rule = values.get(name)
+        if not (isinstance(rule, str) and rule.startswith(PREFIX_SUM)):
+            continue
+        counts = np.asarray(args[names.index(rule[len(PREFIX_SUM):])]).astype(np.int64)
+        sums = np.concatenate([[0], np.cumsum(counts)])
+        out = np.full(len(args[i]), sums[-1])
+        out[:min(len(out), len(sums))] = sums[:len(out)]
+        args[i] = within(out, args[i].dtype, name, f"the prefix sums of {rule[len(PREFIX_SUM):]}")
     return args
+
+
+def within(values: np.ndarray, dtype: np.dtype, name: str, what: str) -> np.ndarray:
+    """`values` as `dtype`, or a LookupError naming the parameter when they do not fit."""
+    if dtype.kind in "iu" and values.size and (values.max() > np.iinfo(dtype).max or values.min() < np.iinfo(dtype).min):
+        raise LookupError(f"parameter {name}: {what} (up to {values.max()}) do not fit its {dtype}")
+    return values.astype(dtype)
 
 
 def distinct_values(dtype: np.dtype, n: int, rng: np.random.Generator, name: str) -> np.ndarray:
@@ -656,7 +755,8 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         return rec
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
-    code = legacy_shuffles(implicit_includes(device_source(full)), path.name)
+    code = implicit_includes(own_platform_types(device_source(full)))
+    code = with_vector_math(legacy_shuffles(code, path.name), path.name)
     code, textures = seeded_textures(code, seed, path.name)
     code += arbitrary_results(code, header, seed)
     chosen, ignored, uncommented = [], [], strip_comments(text)
