@@ -182,3 +182,15 @@ def active_source(code: str, defines: Mapping[str, str] = {}) -> str:
     if stack:
         raise ValueError(f"#if without #endif ({len(stack)} open at the end)")
     return "\n".join(out)
+
+
+def as_built(clean: str, defines: Mapping[str, str] = {}) -> str:
+    """`clean` (comments removed) as the build's preprocessor keeps it (active_source), for readers that look for
+    declarations and bodies in it: where it has no conditional, or one this module cannot evaluate (the build then
+    says what it finds), the text as it is."""
+    if not CONDITIONAL.search(clean):
+        return clean
+    try:
+        return active_source(clean, defines)
+    except ValueError:
+        return clean

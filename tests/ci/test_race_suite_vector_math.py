@@ -1,7 +1,8 @@
 """What GPUVerify's front end gave files that nvcc does not (ci/race_suites/vector_math.py, gpuverify.py): the
 element-wise arithmetic of CUDA's vector types and the SDK's helpers (`lerp`, `length`, `dot`, `make_float3(s)`),
-the math constants without their include, a file's own `size_t`; and the buffer preconditions the samples state
-(an identity map, marching cubes' monotonic prefix sums). Each case runs clean; each negative control does not."""
+the math constants without their include, a file's own `size_t`, a repeated `static`; a kernel body whose braces
+are balanced only as the build's preprocessor keeps it; and the buffer preconditions the samples state (an identity
+map, marching cubes' monotonic prefix sums). Each case runs clean; each negative control does not."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,7 +37,23 @@ __global__ void compact(unsigned* out, unsigned* occupied, unsigned* scan, int* 
 """
 SCAN_RULE = ("__requires(__implies(tid < other_tid, scan[tid] + occupied[tid] <= scan[other_tid]));\n"
              "  __requires(__implies(tid < other_tid, __add_noovfl(scan[tid], occupied[tid])));")
-CASES = {"vectors": HEAD + VECTORS, "own_size_t": HEAD + OWN_SIZE_T,
+# RAY's render: an `if (...) {` written twice, one per branch of an #ifdef; and md5's `static ... static`
+BRANCHES = r"""
+static __attribute__((always_inline))
+static __device__ int twice(int x) { return 2 * x; }
+__global__ void k(int* y, int n) {
+  __requires(n == 48);
+  int i = blockIdx.x * blockDim.x + threadIdx.x + n;
+#ifdef DEBUG_RT
+  if (i >= 0 && y != 0) {
+#else
+  if (i >= 0) {
+#endif
+    y[i] = twice(i);
+  }
+}
+"""
+CASES = {"vectors": HEAD + VECTORS, "own_size_t": HEAD + OWN_SIZE_T, "branches": HEAD + BRANCHES,
          "compact": HEAD + COMPACT.replace("REQUIRES", SCAN_RULE),
          "compact_unspecified": HEAD + COMPACT.replace("REQUIRES", "")}
 
@@ -77,6 +94,15 @@ def test_a_files_own_size_t_keeps_its_width(verdicts):
     code = gpuverify.own_platform_types(OWN_SIZE_T)
     assert "typedef unsigned int __qconform_gv_size_t;" in code and "sizeof(__qconform_gv_size_t)" in code
     assert gpuverify.own_platform_types("size_t n = 4;") == "size_t n = 4;"       # the platform's: left as it is
+
+
+def test_a_body_balanced_only_as_built_and_a_repeated_static_run(verdicts):
+    rec = verdicts["branches"]
+    assert rec["verdict"] == "clean" and rec["requires_not_honoured"] == [], rec
+    assert rec["scalars"]["k"]["n"] == 48           # the precondition was read from the body the build keeps
+    once = gpuverify.single_storage_class(BRANCHES)
+    assert "static __attribute__((always_inline))\n       __device__ int twice" in once
+    assert once.count("\n") == BRANCHES.count("\n")
 
 
 def test_the_prefix_sum_precondition_is_honoured(verdicts):

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
-from cudasrc.preprocess import CONDITIONAL, active_source
+from cudasrc.preprocess import as_built
 from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, skip_string,
                                 split_top_level, strip_comments, template_kernels)
 
@@ -292,18 +292,6 @@ def _declarator_name(text: str) -> "str | None":
     return m.group(1) if m else None
 
 
-def _as_built(clean: str, defines: "dict[str, str] | None") -> str:
-    """`clean` with the branches the build's preprocessor drops made empty: a variable declared in one does not
-    exist (`#if USE_TEX` around texture references). Where a condition cannot be evaluated here, the text as it is
-    (the build then says what it finds)."""
-    if not CONDITIONAL.search(clean):
-        return clean
-    try:
-        return active_source(clean, defines or {})
-    except ValueError:
-        return clean
-
-
 def device_symbols(clean: str) -> list[str]:
     """Names of the variables declared `__device__` or `__constant__` at file scope (not functions)."""
     names: list[str] = []
@@ -391,7 +379,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
         seen[k.name] = k.line
     body = _rewrite_asm(clean)
     body, shared = _rewrite_shared(body)
-    symbols = device_symbols(_as_built(body, defines))
+    symbols = device_symbols(as_built(body, defines or {}))   # a variable in a dropped branch does not exist
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
     return Rewritten(tu, kernels, shared, symbols)
