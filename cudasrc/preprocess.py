@@ -15,6 +15,7 @@ import re
 from typing import Mapping, Sequence
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
+_DEFINED = re.compile(r"\s*([A-Za-z_]\w*)(\()?\s*(.*)$")      # what follows `#define`: name, `(` if function-like, text
 CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef)\b", re.M)     # a source that has any conditional
 _TOKEN = re.compile(r"\s*(0[xX][0-9a-fA-F]+|\d+|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%<>&^|!~?:()])")
 # C's binary operators, loosest first: each level binds tighter than the one before it
@@ -172,7 +173,7 @@ def active_source(code: str, defines: Mapping[str, str] = {}) -> str:
                 raise ValueError(f"line {line}: #endif without #if")
             stack.pop()
         elif active and kind == "define":
-            d = re.match(r"\s*([A-Za-z_]\w*)(\()?\s*(.*)$", rest)
+            d = _DEFINED.match(rest)
             if d:
                 macros[d.group(1)] = None if d.group(2) else d.group(3).strip()
         elif active and kind == "undef":
@@ -182,6 +183,17 @@ def active_source(code: str, defines: Mapping[str, str] = {}) -> str:
     if stack:
         raise ValueError(f"#if without #endif ({len(stack)} open at the end)")
     return "\n".join(out)
+
+
+def object_macros(clean: str) -> dict[str, str]:
+    """name -> replacement text of every object-like `#define` of `clean` (the last one of a name; branches are not
+    evaluated here: active_source does that)."""
+    out = {}
+    for m in re.finditer(r"^[ \t]*#[ \t]*define\b(.*)$", clean, re.M):
+        d = _DEFINED.match(m.group(1))
+        if d and not d.group(2):
+            out[d.group(1)] = d.group(3).strip()
+    return out
 
 
 def as_built(clean: str, defines: Mapping[str, str] = {}) -> str:

@@ -198,12 +198,18 @@ def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, s
 def resolved_type(ctype: str, typedefs: dict[str, str]) -> str:
     """`ctype` with the source's simple typedefs and enumerations (type_names) spelled out, canonically spelled."""
     ctype = re.sub(r"^(const\s+)?enum\s+(?:class\s+|struct\s+)?", r"\1", ctype)    # C's `enum Mode m`
-    for _ in range(8):        # typedefs of typedefs, never a cycle
-        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: typedefs.get(m.group(0), m.group(0)), ctype)
-        if new == ctype:
+    return normalize_ctype(substituted(ctype, typedefs))
+
+
+def substituted(text: str, names: Mapping[str, str]) -> str:
+    """`text` with each identifier that `names` has replaced by its text, again in what replaced it (a typedef of
+    a typedef, a macro of a macro), at most 8 deep: never a cycle."""
+    for _ in range(8):
+        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(0), m.group(0)), text)
+        if new == text:
             break
-        ctype = new
-    return normalize_ctype(ctype)
+        text = new
+    return text
 
 
 def enumerations(code: str) -> dict[str, tuple[int, ...]]:

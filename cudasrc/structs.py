@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .signatures import closing_bracket, resolved_type, split_top_level, strip_comments, type_names
-from .types import SCALAR_DTYPES, VECTOR_ELEMENTS
+from .types import SCALAR_DTYPES, VECTOR_ELEMENTS, VECTOR_SCALARS
 
 POINTER_BYTES = 8
 MAX_PARAM_BYTES = 32764     # CUDA's limit on a kernel's parameters (12.1 and later): no by-value struct is larger
@@ -60,11 +60,7 @@ class _Source:
     typedefs: dict                  # its simple typedefs and enumerations (signatures.type_names)
 
 
-# A vector type's element (as SCALAR_DTYPES spells it) by the vector's base name.
-_VECTOR_SCALAR = {"char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
-                  "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
-                  "longlong": "long long", "ulonglong": "unsigned long long", "float": "float", "double": "double"}
-_VECTOR = re.compile(r"(" + "|".join(_VECTOR_SCALAR) + r")([1-4])(?:_(16|32)a)?")
+_VECTOR = re.compile(r"(" + "|".join(VECTOR_SCALARS) + r")([1-4])(?:_(16|32)a)?")
 
 
 def _vector(tag: str) -> "tuple[int, int, Field] | None":
@@ -72,7 +68,7 @@ def _vector(tag: str) -> "tuple[int, int, Field] | None":
     m = _VECTOR.fullmatch(tag)
     if not m or (m.group(3) and m.group(2) != "4"):
         return None
-    scalar, n = _VECTOR_SCALAR[m.group(1)], int(m.group(2))
+    scalar, n = VECTOR_SCALARS[m.group(1)], int(m.group(2))
     size = VECTOR_ELEMENTS[m.group(1)].itemsize
     align = int(m.group(3)) if m.group(3) else size if n in (1, 3) else min(n * size, 16)
     return n * size, align, Field("", 0, scalar, False, n)

@@ -46,12 +46,13 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
 # such a pointer may have any dtype as long as its byte size is a whole number of vectors.
 # CUDA's vector types: <base><n> for n in 1..4 (n elements, no padding), the 8-byte bases' 4-vectors also as
 # <base>4_16a / <base>4_32a; and the half pairs.
+# The element type of each vector base, as SCALAR_DTYPES spells it (`uchar4` holds `unsigned char`s).
+VECTOR_SCALARS = {"char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+                  "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
+                  "longlong": "long long", "ulonglong": "unsigned long long", "float": "float", "double": "double"}
 # The element types of the vector types (`uchar4` holds 4 uint8), the half pairs' included.
-VECTOR_ELEMENTS: dict[str, np.dtype] = {
-    b: np.dtype(d) for b, d in (("char", "int8"), ("uchar", "uint8"), ("short", "int16"), ("ushort", "uint16"),
-                                ("int", "int32"), ("uint", "uint32"), ("long", "int64"), ("ulong", "uint64"),
-                                ("longlong", "int64"), ("ulonglong", "uint64"), ("float", "float32"),
-                                ("double", "float64"), ("half", "float16"), ("__half", "float16"))}
+VECTOR_ELEMENTS: dict[str, np.dtype] = {**{base: SCALAR_DTYPES[c] for base, c in VECTOR_SCALARS.items()},
+                                        "half": np.dtype("float16"), "__half": np.dtype("float16")}
 _VECTOR_BASES = {base: d.itemsize for base, d in VECTOR_ELEMENTS.items() if "half" not in base}
 VECTOR_BYTES = {f"{base}{n}": n * size for base, size in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
 VECTOR_BYTES.update({f"{base}4_{a}a": 4 * size for base, size in _VECTOR_BASES.items() if size == 8 for a in (16, 32)})

@@ -53,9 +53,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.preprocess import as_built
+from cudasrc.preprocess import as_built, object_macros
 from cudasrc.signatures import (closing_bracket, enumerations, is_function_pointer, kernel_signatures, split_top_level,
-                                strip_comments, without_default)
+                                strip_comments, substituted, without_default)
 from cudasrc.structs import struct_layout
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, VECTOR_ELEMENTS, element_ctype
 from harness.backends.base import Struct, Symbol
@@ -134,7 +134,6 @@ GV_DYNAMIC_SHARED = 48 * 1024        # bytes of `extern __shared__` per block: t
 _PAST_END = re.compile(r"\(arg \d+, (?P<size>\d+) x \w+\) \d+ byte\(s\) past its end \(element (?P<element>\d+) of \d+\)")
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_MAX_ARBITRARY_THREADS = 1 << 24     # a call counter per thread for arbitrary results: at most 64 MiB of them
-GV_SYMBOL = SYMBOL_PREFIX              # of the variables and functions the adapter appends
 
 
 def read_header(text: str) -> dict:
@@ -259,7 +258,7 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
     functions = undefined_device_functions(code)
     if not functions:
         return ""
-    calls, draw = f"{GV_SYMBOL}calls", f"{GV_SYMBOL}arbitrary"
+    calls, draw = f"{SYMBOL_PREFIX}calls", f"{SYMBOL_PREFIX}arbitrary"
     if all(ret == "void" for ret, _, _ in functions):
         return "\n" + "\n".join(f"__device__ void {name}({params}) {{}}" for _, name, params in functions) + "\n"
     too_many = _too_many_callers(functions, header)
@@ -281,7 +280,7 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
     return "\n".join(out) + "\n"
 
 
-_WARP_LANES = f"""__device__ inline unsigned {GV_SYMBOL}warp_lanes() {{
+_WARP_LANES = f"""__device__ inline unsigned {SYMBOL_PREFIX}warp_lanes() {{
   unsigned threads = blockDim.x * blockDim.y * blockDim.z;
   unsigned first = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & ~31u;
   unsigned n = threads - first < 32u ? threads - first : 32u;
@@ -295,7 +294,7 @@ def legacy_shuffles(code: str, filename: str) -> str:
     120-thread block has 24): NVIDIA's replacement where the whole warp reaches the shuffle, as the samples that
     use them do (a warp that does not is then reported by emu, not read as exchanging). The helper goes before
     a `#line 1` marker, so line numbers stay."""
-    renamed, n = re.subn(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(", rf"\1_sync({GV_SYMBOL}warp_lanes(), ", code)
+    renamed, n = re.subn(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(", rf"\1_sync({SYMBOL_PREFIX}warp_lanes(), ", code)
     return with_definitions(_WARP_LANES, renamed, filename) if n else code
 
 
@@ -392,17 +391,11 @@ _DISTINCT = re.compile(r"(\w+)\s*\[(.+)\]\s*!=\s*\1\s*\[\s*__other_int\s*\((.+)\
 DISTINCT = "distinct"                 # make_args' value of a buffer _DISTINCT asks for: a seeded permutation
 IDENTITY = "identity"                 # ... of a buffer `p[e] == e` asks for: its own indices
 PREFIX_SUM = "exclusive prefix sum of "   # + the counts' buffer: `s[e] + c[e] <= s[__other_int(e)]` for e < other
-_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
 
 
 def _expanded(cond: str, macros: dict) -> str:
     """`cond` with the source's object-like macros replaced (`tid`, `other_tid`), whitespace removed."""
-    for _ in range(8):       # macros of macros, never a cycle
-        new = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: macros.get(m.group(0), m.group(0)), cond)
-        if new == cond:
-            break
-        cond = new
-    return re.sub(r"\s", "", cond)
+    return re.sub(r"\s", "", substituted(cond, macros))
 
 
 def _implication(cond: str) -> tuple[str, str]:
@@ -418,7 +411,7 @@ def buffer_rules(conds: "list[str]", source: str, pointers: set) -> tuple[dict, 
     antecedent: the identity satisfies every one). `__implies(t < __other_int(t), s[t] + c[t] <= s[__other_int(t)])`,
     marching cubes' "monotonic prefix sum specification": s is the exclusive prefix sum of the seeded counts c,
     and then its `__add_noovfl(s[t], c[t])` holds too (the sums fit the element type, or make_args says not)."""
-    macros = {m.group(1): m.group(2).strip() for m in _OBJECT_MACRO.finditer(source)}
+    macros = object_macros(source)
     rules, honoured, overflow = {}, [], []
     for cond in conds:
         ante, cons = (_expanded(part, macros) for part in _implication(cond))
@@ -465,8 +458,9 @@ def scalar_values(sig, source: str, block: tuple, rng: np.random.Generator,
     opaque = {n for t, n in sig.params if not t.endswith("*") and t.replace("const ", "") not in SCALAR_DTYPES}
     dims = {f"{d}.{a}": n for d, size in (("blockDim", block), ("gridDim", grid)) for a, n in zip("xyz", size)}
     fixed, low, high, ignored, later, orders = {}, {}, {}, [], [], []
-    buffers, by_buffer = buffer_rules(_requires_of(body), source, pointers)
-    for cond in _requires_of(body):
+    conds = _requires_of(body)
+    buffers, by_buffer = buffer_rules(conds, source, pointers)
+    for cond in conds:
         if cond in by_buffer:
             continue
         ids = _DISTINCT.fullmatch(cond)
@@ -587,7 +581,7 @@ def function_tables(code: str, requires: "list[str]") -> tuple[str, list[str]]:
 def function_pointer_symbols(sig, values: dict) -> str:
     """File-scope __device__ variables holding the device functions chosen for function-pointer parameters
     (a host program would read such a variable with cudaMemcpyFromSymbol), appended after the code."""
-    return "".join(f"\n__device__ {t} {GV_SYMBOL}{_ident(sig.name)}_{n} = {values[n]};" for t, n in sig.params
+    return "".join(f"\n__device__ {t} {SYMBOL_PREFIX}{_ident(sig.name)}_{n} = {values[n]};" for t, n in sig.params
                    if isinstance(values.get(n), str) and not t.endswith("*"))
 
 
@@ -655,7 +649,7 @@ def make_args(sig, header: dict, values: dict, rng: np.random.Generator,
         elif base in SCALAR_DTYPES:
             args.append(SCALAR_DTYPES[base].type(values[name]))
         elif isinstance(values.get(name), str):
-            args.append(Symbol(f"{GV_SYMBOL}{_ident(sig.name)}_{name}"))
+            args.append(Symbol(f"{SYMBOL_PREFIX}{_ident(sig.name)}_{name}"))
         elif base in VECTOR_BYTES:     # a CUDA vector type by value (`uchar4 color`): seeded elements
             args.append(vector_value(base, rng))
         elif module is not None and re.fullmatch(r"(?:struct\s+)?[A-Za-z_]\w*", base) and \

@@ -9,19 +9,18 @@ device code a GPU build accepts. `with_vector_math` puts definitions of the same
 here: the element-wise operators (only where the file defines no operator of its own), and each helper function the
 file calls and does not declare itself (a file that declares one, to take its result as arbitrary, keeps that).
 Each helper computes what the SDK's does (`lerp(a, b, t) = a + t * (b - a)`, `length(v) = sqrtf(dot(v, v))`,
-`normalize(v) = v * rsqrtf(dot(v, v))`, ...)."""
+`normalize(v) = v * rsqrtf(dot(v, v))`, ...). The definitions' own helpers and macros carry the adapters' prefix
+(run.SYMBOL_PREFIX), so that they meet no name of the file."""
 from __future__ import annotations
 
 import re
 
-from .run import with_definitions
+from cudasrc.types import VECTOR_SCALARS
 
-# The vector types of each element type (CUDA's names), as `element: prefix` for prefix1 .. prefix4.
-_ELEMENTS = {"signed char": "char", "unsigned char": "uchar", "short": "short", "unsigned short": "ushort",
-             "int": "int", "unsigned int": "uint", "long": "long", "unsigned long": "ulong",
-             "long long": "longlong", "unsigned long long": "ulonglong", "float": "float", "double": "double"}
+from .run import SYMBOL_PREFIX, with_definitions
 
-_TRAITS = "\n".join(f"QC_VECTORS({element}, {prefix})" for element, prefix in _ELEMENTS.items())
+# (the adapter's own names are written qc_/QC_ here and prefixed by _prefixed)
+_TRAITS = "\n".join(f"QC_VECTORS({element}, {base})" for base, element in VECTOR_SCALARS.items())
 
 # What every helper needs: which types are vectors, of what element and size; element access by index.
 _BASE = r"""#include <type_traits>
@@ -75,7 +74,7 @@ template <class V, qc_if_vector<V> = 0> __host__ __device__ inline P##4 make_##P
 }
 """
 _MAKERS = "#define QC_MAKERS(E, P) " + _MAKE.strip().replace("\n", " \\\n") + "\n" + "\n".join(
-    f"QC_MAKERS({element}, {prefix})" for element, prefix in _ELEMENTS.items()) + "\n"
+    f"QC_MAKERS({element}, {base})" for base, element in VECTOR_SCALARS.items()) + "\n"
 
 # The SDK's helper functions, each by the name a file calls it with (scalar forms where the SDK has them).
 _HELPERS = {
@@ -170,6 +169,11 @@ def _declares(code: str, name: str) -> bool:
                for m in re.finditer(rf"\b(\w+)\s+{re.escape(name)}\s*\(", code))
 
 
+def _prefixed(definitions: str) -> str:
+    """The definitions with the adapter's own names (written `qc_...`, `QC_...` above) under SYMBOL_PREFIX."""
+    return definitions.replace("qc_", SYMBOL_PREFIX).replace("QC_", SYMBOL_PREFIX.upper())
+
+
 def vector_math_for(code: str) -> str:
     """The definitions `code` needs (empty when it uses no vector type)."""
     if not _VECTOR_TYPE.search(code):
@@ -180,7 +184,7 @@ def vector_math_for(code: str) -> str:
     wanted = [name for name in _HELPERS if re.search(rf"\b{name}\s*\(", code) and not _declares(code, name)]
     wanted = [n for name in wanted for n in (*_NEEDS.get(name, ()), name) if not _declares(code, n)]
     parts += [_HELPERS[name] for name in dict.fromkeys(wanted)]
-    return "".join(parts)
+    return _prefixed("".join(parts))
 
 
 def with_vector_math(code: str, filename: str) -> str:
