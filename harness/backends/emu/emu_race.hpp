@@ -176,12 +176,18 @@ struct Acquired {
   void clear() { refs.clear(); }
 };
 
+// A tracked buffer's shadow is mapped a chunk at a time, when an access first reaches the chunk: a kernel that
+// touches part of a large buffer (a grid over the first rows, a scatter, a sampled block) needs the cells of that
+// part only, and 48 bytes of cells per byte of a whole 64 MiB buffer would be 3 GiB.
+constexpr unsigned kChunkBits = 16;
+constexpr uintptr_t kChunkBytes = uintptr_t(1) << kChunkBits;
+
 struct Tracked {
   uintptr_t lo, hi;
-  Cell* shadow;
-  size_t shadow_bytes;
+  std::vector<Cell*> chunks;   // kChunkBytes of the buffer each; nullptr until an access reaches it
   std::string name;
   int elem;               // element size for the index in reports (0: unknown, the byte offset only)
+  size_t chunk_cells(size_t k) const { return std::min<uintptr_t>(kChunkBytes, hi - lo - (uintptr_t(k) << kChunkBits)); }
 };
 
 bool g_race_on = false;
@@ -190,6 +196,7 @@ uint32_t g_launch_bseq0 = 1;         // first block sequence number of the track
 std::vector<uint64_t> g_bseq_block;  // linear block index by (bseq - g_launch_bseq0)
 RaceThread g_race_thr[kMaxThreads];
 std::vector<Tracked> g_tracked;      // device buffers of the launch
+size_t g_tracked_shadow_bytes = 0;   // mapped so far, for the report when the next chunk does not fit
 uintptr_t g_tracked_lo = UINTPTR_MAX, g_tracked_hi = 0;
 Cell* g_shared_shadow = nullptr;     // shadow of the static __shared__ arena
 Cell* g_dyn_shadow = nullptr;        // shadow of the dynamic area (guards included), g_dyn_cap cells
@@ -625,38 +632,30 @@ inline Tracked* tracked_range(uintptr_t a) {
   return nullptr;
 }
 
-// `atomic`: 0 for a plain access, else kAtomicBit (with kBlockAtomicBit for a block-scope atomic).
-void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t atomic = 0) {
-  settle_pending_stores_if_any();      // the last racing store has been done
-  Cell* cells;
-  size_t n = size;
-  bool shared;
-  if (addr >= uintptr_t(g_shared) && addr < uintptr_t(g_shared) + kSharedArena) {
-    cells = g_shared_shadow + (addr - uintptr_t(g_shared));
-    n = std::min(n, uintptr_t(g_shared) + kSharedArena - addr);
-    shared = true;
-  } else if (g_dyn && addr >= uintptr_t(g_dyn) && addr < uintptr_t(g_dyn) + g_dyn_cap) {
-    cells = g_dyn_shadow + (addr - uintptr_t(g_dyn));
-    n = std::min(n, uintptr_t(g_dyn) + g_dyn_cap - addr);
-    shared = true;
-  } else if (addr < g_tracked_hi && addr + size > g_tracked_lo) {
-    Tracked* t = tracked_range(addr);
-    if (!t) return;
-    cells = t->shadow + (addr - t->lo);
-    n = std::min(n, t->hi - addr);
-    shared = false;
-  } else {
-    return;
+// The cells of `addr` in its chunk of `t`, mapping the chunk on first use; when it cannot be mapped the launch
+// ends with the tool's limit (unchecked), never a verdict on the kernel.
+Cell* tracked_cells(Tracked& t, uintptr_t addr) {
+  size_t k = size_t((addr - t.lo) >> kChunkBits);
+  Cell*& chunk = t.chunks[k];
+  if (__builtin_expect(chunk == nullptr, 0)) {
+    size_t bytes = t.chunk_cells(k) * sizeof(Cell);
+    if (!(chunk = map_shadow(t.chunk_cells(k)))) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf, "the race detector's shadow of %s (bytes %llu.. of %llu tracked; %zu MiB of "
+                    "shadow mapped) could not be mapped: %s; the tool's limit, not the kernel's (raise "
+                    "memory_limit_mb)", t.name.c_str(), (unsigned long long)(uintptr_t(k) << kChunkBits),
+                    (unsigned long long)(t.hi - t.lo), g_tracked_shadow_bytes >> 20, std::strerror(errno));
+      fiber_fault(TOOL_LIMIT, buf);
+    }
+    g_tracked_shadow_bytes += bytes;
   }
-  Fiber* f = cur();
-  RaceThread& me = g_race_thr[f->linear];
-  if (!atomic && me.atomic_window) {     // the plain load/store an atomic operation is made of (already recorded)
-    bool same = me.atomic_ptr == reinterpret_cast<const volatile void*>(addr);
-    if (!same || write || me.atomic_window == kLoadWindow) me.atomic_window = 0;
-    if (same) return;
-  }
-  ++g_race_accesses;
-  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | atomic), site_of(pc)};
+  return chunk + ((addr - t.lo) & (kChunkBytes - 1));
+}
+
+// The bytes [addr, addr + n) of one access, whose cells are `cells`: conflicts with what the cells hold, then the
+// access recorded in them. A plain store that raced waits for the comparison of its bytes (g_pending).
+[[gnu::always_inline]] inline void check_cells(Cell* cells, size_t n, uintptr_t addr, Fiber* f, const Access& now,
+                                               bool write, bool shared, uint16_t atomic) {
   // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
   // was takes the first byte's new cell (the same checks on the same state give the same outcome).
   const Cell first = cells[0];
@@ -705,11 +704,57 @@ void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t
   }
 }
 
+// `atomic`: 0 for a plain access, else kAtomicBit (with kBlockAtomicBit for a block-scope atomic).
+void race_access(uintptr_t addr, size_t size, bool write, uintptr_t pc, uint16_t atomic = 0) {
+  settle_pending_stores_if_any();      // the last racing store has been done
+  Tracked* t = nullptr;
+  Cell* cells;
+  size_t n = size;
+  bool shared;
+  if (addr >= uintptr_t(g_shared) && addr < uintptr_t(g_shared) + kSharedArena) {
+    cells = g_shared_shadow + (addr - uintptr_t(g_shared));
+    n = std::min(n, uintptr_t(g_shared) + kSharedArena - addr);
+    shared = true;
+  } else if (g_dyn && addr >= uintptr_t(g_dyn) && addr < uintptr_t(g_dyn) + g_dyn_cap) {
+    cells = g_dyn_shadow + (addr - uintptr_t(g_dyn));
+    n = std::min(n, uintptr_t(g_dyn) + g_dyn_cap - addr);
+    shared = true;
+  } else if (addr < g_tracked_hi && addr + size > g_tracked_lo) {
+    t = tracked_range(addr);
+    if (!t) return;
+    n = std::min(n, t->hi - addr);
+    shared = false;
+  } else {
+    return;
+  }
+  Fiber* f = cur();
+  RaceThread& me = g_race_thr[f->linear];
+  if (!atomic && me.atomic_window) {     // the plain load/store an atomic operation is made of (already recorded)
+    bool same = me.atomic_ptr == reinterpret_cast<const volatile void*>(addr);
+    if (!same || write || me.atomic_window == kLoadWindow) me.atomic_window = 0;
+    if (same) return;
+  }
+  ++g_race_accesses;
+  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | atomic), site_of(pc)};
+  if (!t) {
+    check_cells(cells, n, addr, f, now, write, shared, atomic);
+    return;
+  }
+  for (uintptr_t a = addr, end = addr + n; a < end;) {     // chunk by chunk (more than one: a range, an unaligned access)
+    size_t part = size_t(std::min<uintptr_t>(end - a, kChunkBytes - ((a - t->lo) & (kChunkBytes - 1))));
+    check_cells(tracked_cells(*t, a), part, a, f, now, write, false, atomic);
+    a += part;
+  }
+}
+
 // ---- tracked ranges (from the launch driver) -------------------------------------------------------------
 void race_untrack() {
   settle_pending_stores_if_any();      // its cells are about to go
-  for (Tracked& t : g_tracked) munmap(t.shadow, t.shadow_bytes);
+  for (Tracked& t : g_tracked)
+    for (size_t k = 0; k < t.chunks.size(); ++k)
+      if (t.chunks[k]) munmap(t.chunks[k], t.chunk_cells(k) * sizeof(Cell));
   g_tracked.clear();
+  g_tracked_shadow_bytes = 0;
   g_tracked_lo = UINTPTR_MAX;
   g_tracked_hi = 0;
 }

@@ -941,14 +941,18 @@ EMU_EXPORT void emu_race_begin() {
   g_race_accesses = 0;
   race_records_clear();
 }
-// Returns 0, or errno when the shadow (sizeof(Cell) bytes per tracked byte) could not be mapped.
+// Returns 0, or ENOMEM when the buffer's chunk table could not be had. The shadow itself (sizeof(Cell) bytes per
+// tracked byte) is mapped chunk by chunk as accesses reach it (tracked_cells, emu_race.hpp).
 EMU_EXPORT int emu_race_track(const void* p, unsigned long long nbytes, const char* name, int elem) {
   using namespace emu;
   if (!nbytes) return 0;
   uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + uintptr_t(nbytes);
-  Cell* shadow = map_shadow(nbytes);
-  if (!shadow) return errno ? errno : ENOMEM;
-  g_tracked.push_back(Tracked{lo, hi, shadow, nbytes * sizeof(Cell), name, elem > 0 ? elem : 0});
+  try {
+    g_tracked.push_back(Tracked{lo, hi, std::vector<Cell*>(size_t((nbytes + kChunkBytes - 1) >> kChunkBits)), name,
+                                elem > 0 ? elem : 0});
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   g_tracked_lo = std::min(g_tracked_lo, lo);
   g_tracked_hi = std::max(g_tracked_hi, hi);
   return 0;
