@@ -272,6 +272,7 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
 #define __sinf(x) ::sinf(x)
 #define __cosf(x) ::cosf(x)
 #define __tanf(x) ::tanf(x)
+#define __sincosf(x, s, c) ::sincosf((x), (s), (c))
 #define __powf(x, y) ::powf((x), (y))
 #define __exp10f(x) ::exp10f(x)
 

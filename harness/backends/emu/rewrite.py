@@ -22,6 +22,11 @@ from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket,
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
+_RUNTIME_CALL = r"\bcuda[A-Z]\w*\s*\("
+# A function or kernel of the source itself whose name looks like the runtime's (`__global__ void cudaProcess(`).
+_OWN_CUDA_NAMED = re.compile(r"\b(?:__global__|__device__|__host__)\b[^;{}()]*?\b(cuda[A-Z]\w*)\s*\(")
+_DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?:\\\n|[^\n])*", re.M)
+
 # (pattern, construct named in the error). Checked on comment-stripped source.
 _UNSUPPORTED = [
     (r"<<<", "host-side kernel launch `<<<...>>>`"),
@@ -33,7 +38,7 @@ _UNSUPPORTED = [
     (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
     (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
-    (r"\bcuda[A-Z]\w*\s*\(", "CUDA runtime API calls in device source"),
+    (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
     (r"\b__pipeline_\w+|\bcuda::memcpy_async\b", "asynchronous copies"),
     (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
@@ -91,9 +96,24 @@ class _BraceDepth:
         return depth
 
 
+def _runtime_call(clean: str) -> "re.Match | None":
+    """The first call of a CUDA runtime function in `clean`, not counting the source's own functions named like
+    one, nor the text of a `#define` that nothing expands (a sample's `SET_FLOAT_BASE cudaBindTexture(...)`,
+    left from its host code, never reaches the build)."""
+    own = set(_OWN_CUDA_NAMED.findall(clean))
+    defines = list(_DEFINE_LINE.finditer(clean))
+    outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
+    unexpanded = [d.span() for d in defines if not re.search(rf"\b{d.group(1)}\b", outside)]
+    for m in re.finditer(_RUNTIME_CALL, clean):
+        if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded):
+            continue
+        return m
+    return None
+
+
 def check_unsupported(clean: str) -> None:
     for pattern, what in _UNSUPPORTED:
-        m = re.search(pattern, clean)
+        m = _runtime_call(clean) if pattern is _RUNTIME_CALL else re.search(pattern, clean)
         if m:
             raise UnsupportedConstruct(None, f"{what} (line {_line_of(clean, m.start())}) is not supported by emu")
 

@@ -54,6 +54,22 @@ def test_a_function_of_the_users_named_like_a_texture_fetch_is_not_one():
     assert "tex2DBilinear(y, 1.0f)" in rewrite(src).source
 
 
+def test_a_kernel_named_like_the_runtime_and_an_unexpanded_host_macro_are_not_runtime_calls():
+    """NVIDIA's postProcessGL names its kernel `cudaProcess`; convolutionFFT2D's header keeps a host macro
+    `#define SET_FLOAT_BASE checkCudaErrors(cudaBindTexture(...))` (empty in the other branch of an `#if`) that
+    its device code never expands. Neither
+    is a runtime call in device code. Negative controls: the same macro expanded in the kernel, and a call of a
+    runtime function the source does not define, are refused."""
+    macro = ("#if USE_TEXTURE\n#define SET_BASE checkCudaErrors( cudaBindTexture(0, tex, d_Src) )\n"
+             "#else\n#define SET_BASE\n#endif\n")
+    own = "__global__ void\ncudaProcess(float* y) { y[threadIdx.x] = 1.0f; }\n"
+    assert "cudaProcess" in rewrite(macro + own).source
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 2\)"):
+        rewrite(macro + "__global__ void k(float* y) {\n  SET_BASE;\n}\n")
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 4\)"):
+        rewrite(own + "__global__ void k(float* y) {\n  cudaMemset(y, 0, 4);\n}\n")
+
+
 def test_file_scope_shared_is_declared_where_used_and_uninstantiated_templates_are_named():
     out = rewrite("__shared__ float s[4];\n__global__ void k(float* y){ y[0]=s[0]; }\n"
                   "__global__ void q(float* s){ s[0]=1; }\n").source      # q's parameter hides the variable

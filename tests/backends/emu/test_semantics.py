@@ -279,6 +279,22 @@ extern "C" __global__ void __launch_bounds__(64) misc(const float4* __restrict__
 """
 
 
+def test_sine_and_cosine_together(load):
+    """CUDA's `sincosf` and its fast `__sincosf` (NVIDIA's convolutionFFT2D twiddles use it) give both values at
+    once; emu's are the host's, so they agree with numpy to float rounding."""
+    mod = load("""
+__global__ void sc(const float* x, float* s, float* c, float* s2, float* c2) {
+  int i = threadIdx.x;
+  __sincosf(x[i], &s[i], &c[i]);
+  sincosf(x[i], &s2[i], &c2[i]);
+}""")
+    x = np.linspace(-3.0, 3.0, 32, dtype=np.float32)
+    outs = [np.zeros(32, np.float32) for _ in range(4)]
+    mod.launch("sc", (1,), (32,), 0, [x, *outs], outputs=(1, 2, 3, 4))
+    for got, want in zip(outs, (np.sin, np.cos, np.sin, np.cos)):
+        np.testing.assert_allclose(got, want(x.astype(np.float64)), atol=1e-6)
+
+
 def test_common_cuda_constructs_compile_and_run(load):
     mod = load(MISC)
     x = np.arange(2 * 64 * 4, dtype=np.float32).reshape(2 * 64, 4) % 5      # float4 per thread (only 64 read)
