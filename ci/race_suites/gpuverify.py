@@ -314,10 +314,16 @@ def own_platform_types(code: str) -> str:
     return code
 
 
+_EXPLICIT_SPECIALIZATION_STATIC = re.compile(r"(\btemplate\s*<\s*>[^;{}()]*?)\bstatic\b")
+
+
 def single_storage_class(code: str) -> str:
-    """`code` with a `static` repeated in one declaration (`static __attribute__((always_inline)) static void f`,
-    which clang, GPUVerify's front end, warns about and nvcc refuses) said once; the line count stays."""
-    return re.sub(r"\bstatic(\s+__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\))(\s+)static\b", r"static\1\2      ", code)
+    """`code` with the storage classes clang, GPUVerify's front end, warns about and nvcc refuses: a `static`
+    repeated in one declaration (`static __attribute__((always_inline)) static void f`) said once, and a `static`
+    on an explicit specialization (`template<> __device__ static float row<-1>(...)`) dropped, which gives it the
+    primary template's linkage, as C++ does anyway. Columns and lines stay."""
+    code = re.sub(r"\bstatic(\s+__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\))(\s+)static\b", r"static\1\2      ", code)
+    return _EXPLICIT_SPECIALIZATION_STATIC.sub(lambda m: m.group(1) + "      ", code)
 
 
 def implicit_includes(code: str) -> str:

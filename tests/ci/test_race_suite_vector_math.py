@@ -37,10 +37,13 @@ __global__ void compact(unsigned* out, unsigned* occupied, unsigned* scan, int* 
 """
 SCAN_RULE = ("__requires(__implies(tid < other_tid, scan[tid] + occupied[tid] <= scan[other_tid]));\n"
              "  __requires(__implies(tid < other_tid, __add_noovfl(scan[tid], occupied[tid])));")
-# RAY's render: an `if (...) {` written twice, one per branch of an #ifdef; and md5's `static ... static`
+# RAY's render: an `if (...) {` written twice, one per branch of an #ifdef; md5's `static ... static`; and
+# convolutionTexture's `static` explicit specializations
 BRANCHES = r"""
 static __attribute__((always_inline))
 static __device__ int twice(int x) { return 2 * x; }
+template<int i> __device__ static __attribute__((always_inline)) int sum(int x) { return x + i + sum<i - 1>(x); }
+template<>      __device__ static __attribute__((always_inline)) int sum<-1>(int x) { return 0; }
 __global__ void k(int* y, int n) {
   __requires(n == 48);
   int i = blockIdx.x * blockDim.x + threadIdx.x + n;
@@ -49,7 +52,7 @@ __global__ void k(int* y, int n) {
 #else
   if (i >= 0) {
 #endif
-    y[i] = twice(i);
+    y[i] = twice(i) + sum<2>(i);
   }
 }
 """
@@ -102,6 +105,8 @@ def test_a_body_balanced_only_as_built_and_a_repeated_static_run(verdicts):
     assert rec["scalars"]["k"]["n"] == 48           # the precondition was read from the body the build keeps
     once = gpuverify.single_storage_class(BRANCHES)
     assert "static __attribute__((always_inline))\n       __device__ int twice" in once
+    assert "template<>      __device__        __attribute__((always_inline)) int sum<-1>" in once
+    assert "template<int i> __device__ static __attribute__" in once      # the primary template keeps its own
     assert once.count("\n") == BRANCHES.count("\n")
 
 
