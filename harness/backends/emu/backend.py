@@ -447,6 +447,10 @@ class EmuModule(Module):
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         notes += [f"emu: not compared: {why}" for why in outcome.left_out]
+        if outcome.divisions_by_zero:
+            notes.append(f"emu: {outcome.divisions_by_zero} integer division(s) by zero in run 1: a GPU gives an "
+                         "unspecified value and goes on (emu: quotient all ones, remainder the dividend); outputs "
+                         "that depend on them are not defined")
         if outcome.race_accesses is not None:
             notes.append(f"emu race detector: no data race in {outcome.race_accesses} checked accesses of run 1")
         if outcome.printf:

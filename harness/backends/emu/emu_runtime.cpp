@@ -969,6 +969,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
 // The distinct races of the launch so far (before emu_race_end): see race_report in emu_race.hpp.
 EMU_EXPORT const char* emu_race_report() { return emu::race_report().c_str(); }
 EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
+EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
 EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }
 EMU_EXPORT void emu_free(void* p) { std::free(p); }

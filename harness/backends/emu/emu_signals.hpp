@@ -100,9 +100,106 @@ void cpu_limit_reached(int) {
   raise(SIGXCPU);      // blocked until the handler returns, then the default action ends the process at once
 }
 
+// Integer division by zero (and INT_MIN / -1) traps on x86 (#DE, SIGFPE); on a GPU it gives an unspecified value
+// (the PTX ISA's div and rem) and the thread goes on, so a kernel that divides a padding lane by zero and drops
+// the result runs there. The handler finishes the faulting div/idiv with one such value and resumes after it:
+// quotient all ones and remainder the dividend for a zero divisor; quotient INT_MIN and remainder 0 for
+// INT_MIN / -1. g_int_divisions_by_zero counts them (emu_int_divisions_by_zero). An instruction it does not
+// decode ends the worker with SIGFPE as before.
+unsigned long long g_int_divisions_by_zero = 0;
+
+#if defined(__x86_64__)
+inline greg_t& x86_register(greg_t* g, int r) {     // by the instruction encoding's register number
+  static const int kIndex[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
+                                 REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+  return g[kIndex[r]];
+}
+
+inline bool finish_division(ucontext_t* uc) {
+  greg_t* g = uc->uc_mcontext.gregs;
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(g[REG_RIP]);
+  bool operand16 = false;
+  for (;; ++p) {                                     // legacy prefixes (an address-size prefix: not decoded)
+    if (*p == 0x66) operand16 = true;
+    else if (*p != 0xF2 && *p != 0xF3 && *p != 0x2E && *p != 0x3E && *p != 0x26 && *p != 0x36 && *p != 0x64 &&
+             *p != 0x65) break;
+  }
+  unsigned char rex = (*p & 0xF0) == 0x40 ? *p++ : 0;
+  unsigned char op = *p++;
+  if (op != 0xF6 && op != 0xF7) return false;
+  unsigned char modrm = *p++;
+  int mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
+  if (reg != 6 && reg != 7) return false;           // /6 div, /7 idiv
+  int width = op == 0xF6 ? 8 : (rex & 8) ? 64 : operand16 ? 16 : 32;
+  uint64_t mask = width == 64 ? ~0ull : (1ull << width) - 1;
+  uint64_t divisor;
+  if (mod == 3) {
+    int r = rm | (rex & 1) << 3;
+    divisor = width == 8 && !rex && r >= 4 ? uint64_t(x86_register(g, r - 4)) >> 8 : uint64_t(x86_register(g, r));
+  } else {
+    uint64_t addr = 0;
+    bool rip_relative = false;
+    if (rm == 4) {
+      unsigned char sib = *p++;
+      int index = (sib >> 3 & 7) | (rex & 2) << 2, base = (sib & 7) | (rex & 1) << 3;
+      if (index != 4) addr += uint64_t(x86_register(g, index)) << (sib >> 6);
+      if ((sib & 7) == 5 && mod == 0) { int32_t d; __builtin_memcpy(&d, p, 4); p += 4; addr += int64_t(d); }
+      else addr += uint64_t(x86_register(g, base));
+    } else if (rm == 5 && mod == 0) {
+      rip_relative = true;
+    } else {
+      addr += uint64_t(x86_register(g, rm | (rex & 1) << 3));
+    }
+    if (mod == 1) { addr += int64_t(int8_t(*p)); p += 1; }
+    else if (mod == 2 || rip_relative) { int32_t d; __builtin_memcpy(&d, p, 4); p += 4; addr += int64_t(d); }
+    if (rip_relative) addr += reinterpret_cast<uint64_t>(p);      // the end of the instruction (no immediate)
+    divisor = 0;
+    __builtin_memcpy(&divisor, reinterpret_cast<const void*>(addr), size_t(width / 8));
+  }
+  divisor &= mask;
+  uint64_t low = width == 8 ? uint64_t(g[REG_RAX]) & 0xFF : uint64_t(g[REG_RAX]) & mask;
+  uint64_t quotient, remainder;
+  if (divisor == 0) {
+    quotient = mask;
+    remainder = low;
+  } else if (reg == 7 && divisor == mask && low == (mask >> 1) + 1) {     // INT_MIN / -1
+    quotient = low;
+    remainder = 0;
+  } else {
+    return false;
+  }
+  greg_t& rax = g[REG_RAX];
+  greg_t& rdx = g[REG_RDX];
+  if (width == 8) {
+    rax = greg_t((uint64_t(rax) & ~0xFFFFull) | (remainder & 0xFF) << 8 | (quotient & 0xFF));
+  } else if (width == 16) {
+    rax = greg_t((uint64_t(rax) & ~0xFFFFull) | quotient);
+    rdx = greg_t((uint64_t(rdx) & ~0xFFFFull) | remainder);
+  } else {                                           // a 32-bit result clears the upper half, as the CPU does
+    rax = greg_t(quotient);
+    rdx = greg_t(remainder);
+  }
+  g[REG_RIP] = greg_t(reinterpret_cast<uint64_t>(p));
+  ++g_int_divisions_by_zero;
+  return true;
+}
+#endif
+
+void integer_division(int sig, siginfo_t* si, void* ctx) {
+#if defined(__x86_64__)
+  if (si->si_code == FPE_INTDIV && finish_division(static_cast<ucontext_t*>(ctx))) return;
+#else
+  (void)si; (void)ctx;
+#endif
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);       // the instruction runs again and ends the process, as without a handler
+}
+
 alignas(16) char g_signal_stack[64 * 1024];    // a fiber whose stack overflowed cannot run a handler
 
-// This module's reporters (at load, and again before each of its launches): SIGSEGV/SIGBUS, SIGUSR1, SIGXCPU.
+// This module's reporters (at load, and again before each of its launches): SIGSEGV/SIGBUS, SIGUSR1, SIGXCPU,
+// and the handler of integer division (SIGFPE).
 void install_memory_fault_reporter() {
 #if !defined(__SANITIZE_ADDRESS__)   // AddressSanitizer reports memory faults itself (on a stack of its own)
   stack_t ss {};
@@ -124,6 +221,11 @@ void install_memory_fault_reporter() {
   words.sa_flags = SA_ONSTACK | SA_RESETHAND;
   words.sa_handler = cpu_limit_reached;
   sigaction(SIGXCPU, &words, nullptr);
+  struct sigaction division {};
+  sigemptyset(&division.sa_mask);
+  division.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  division.sa_sigaction = integer_division;
+  sigaction(SIGFPE, &division, nullptr);
 }
 
 __attribute__((constructor(101))) void install_signal_reporters() {

@@ -58,6 +58,7 @@ class NativeModule:
         lib.emu_kernel.restype = ctypes.c_void_p
         lib.emu_kernel_name.restype = ctypes.c_char_p
         lib.emu_switches.restype = ctypes.c_ulonglong
+        lib.emu_int_divisions_by_zero.restype = ctypes.c_ulonglong
         lib.emu_printf_output.restype = ctypes.c_char_p
         lib.emu_malloc.restype = ctypes.c_void_p
         lib.emu_malloc.argtypes = [ctypes.c_ulonglong]
@@ -126,6 +127,10 @@ class NativeModule:
 
     def switches(self) -> int:
         return int(self.lib.emu_switches())
+
+    def int_divisions_by_zero(self) -> int:
+        """Integer divisions by zero (or INT_MIN / -1) finished with a GPU's unspecified value so far."""
+        return int(self.lib.emu_int_divisions_by_zero())
 
     def printf_output(self) -> str:
         return self.lib.emu_printf_output().decode(errors="replace")

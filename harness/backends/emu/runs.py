@@ -99,6 +99,7 @@ class Outcome:
     races: str = ""                      # the detector's record lines of run 0 (harness.backends.emu.races), if any
     race_where: str = ""                 # the schedule (and block sample) they were found under
     left_out: list[str] = field(default_factory=list)   # schedules not compared, each with the reason
+    divisions_by_zero: int = 0           # integer divisions by zero in run 1, finished with an unspecified value
 
 
 class DeviceBuffer:
@@ -270,7 +271,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                   flush=True)
         argv, keep = _argv(spec, bufs)
         mod.reset_symbols(spec.symbols)
-        s0, t0, c0 = mod.switches(), time.perf_counter(), time.thread_time()
+        s0, d0, t0, c0 = mod.switches(), mod.int_divisions_by_zero(), time.perf_counter(), time.thread_time()
         # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
         # then reads as "depends on the poison", not as "output never written".
         if detect:    # the memory the kernel may write; const inputs cannot take part in a race
@@ -297,6 +298,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             out.switches.append(mod.switches() - s0)
             if r == 0:
                 out.printf = mod.printf_output()
+                out.divisions_by_zero = mod.int_divisions_by_zero() - d0
         results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
         damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
         for i in copied:

@@ -3,6 +3,8 @@ thread indexing, warp shuffles with widths, votes, __dp4a, the int8 mma fragment
 float-to-int rounding, argument passing rules."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -293,6 +295,36 @@ __global__ void sc(const float* x, float* s, float* c, float* s2, float* c2) {
     mod.launch("sc", (1,), (32,), 0, [x, *outs], outputs=(1, 2, 3, 4))
     for got, want in zip(outs, (np.sin, np.cos, np.sin, np.cos)):
         np.testing.assert_allclose(got, want(x.astype(np.float64)), atol=1e-6)
+
+
+def test_an_integer_division_by_zero_goes_on_as_on_a_gpu(load):
+    """x86 traps on an integer division by zero (and INT_MIN / -1); a GPU gives an unspecified value and the
+    thread goes on (PTX div/rem). Before, the worker died (KernelCrash: GKLEE's seive2 divides by a 0 the kernel
+    itself wrote). Now the division ends with quotient all ones and remainder the dividend (INT_MIN and 0 for the
+    overflow), for 32- and 64-bit, signed and unsigned, divisors in registers and in memory, and the launch's
+    notes say how many there were. Divisions that do not trap are untouched (the last lane)."""
+    mod = load("""
+__global__ void divs(const int* a, const int* b, int* q, int* r, const long long* a64, const long long* b64,
+                     long long* q64, long long* r64, const unsigned* ua, const unsigned* ub, unsigned* uq, unsigned* ur) {
+  int i = threadIdx.x;
+  q[i] = a[i] / b[i]; r[i] = a[i] % b[i];
+  q64[i] = a64[i] / b64[i]; r64[i] = a64[i] % b64[i];
+  uq[i] = ua[i] / ub[i]; ur[i] = ua[i] % ub[i];
+}""")
+    a, b = np.array([7, -7, -2**31, 9], np.int32), np.array([0, 0, -1, 2], np.int32)
+    a64, b64 = np.array([7, -7, -2**63, 9], np.int64), np.array([0, 0, -1, 2], np.int64)
+    ua, ub = np.array([7, 5, 3, 9], np.uint32), np.array([0, 0, 0, 2], np.uint32)
+    q, r = np.zeros(4, np.int32), np.zeros(4, np.int32)
+    q64, r64 = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    uq, ur = np.zeros(4, np.uint32), np.zeros(4, np.uint32)
+    result = mod.launch("divs", (1,), (4,), 0, [a, b, q, r, a64, b64, q64, r64, ua, ub, uq, ur],
+                        outputs=(2, 3, 6, 7, 10, 11))
+    assert q.tolist() == [-1, -1, -2**31, 4] and r.tolist() == [7, -7, 0, 1]
+    assert q64.tolist() == [-1, -1, -2**63, 4] and r64.tolist() == [7, -7, 0, 1]
+    assert uq.tolist() == [2**32 - 1] * 3 + [4] and ur.tolist() == [7, 5, 3, 1]
+    note = next(n for n in result.notes if "division(s) by zero" in n)
+    # 9 quotients and remainders trap (3 lanes x 3 types); g++ may divide once for both or once for each
+    assert 9 <= int(re.match(r"emu: (\d+) integer division\(s\) by zero in run 1", note).group(1)) <= 18, note
 
 
 def test_common_cuda_constructs_compile_and_run(load):
