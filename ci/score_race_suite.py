@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
-suites (graph codes), GPUVerify's CUDA test suite and benchmarks, faial's labelled examples, and ScoR's scoped
-race microbenchmarks.
+suites (graph codes), GPUVerify's CUDA test suite and benchmarks, faial's labelled examples, ScoR's scoped
+race microbenchmarks, and GKLEE's test suite.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -12,7 +12,7 @@ or a kernel that hits the tool's limits cannot be scored, and the reason is kept
 a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
 The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/gpuverify.py,
-ci/race_suites/faial.py, ci/race_suites/scor.py.
+ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/gklee.py.
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import faial, gpuverify, indigo, scor  # noqa: E402
+from ci.race_suites import faial, gklee, gpuverify, indigo, scor  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
 
 READINGS = {r.name: r for r in (reading.GPUVERIFY, reading.GPUVERIFY_WARP_SYNC, reading.GPUVERIFY_INTRA_GROUP,
                                 reading.GPUVERIFY_WARP_SYNC_INTRA_GROUP, reading.FAIAL_BLOCK, reading.FAIAL_GRID,
-                                reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL)}
+                                reading.FAIAL_ALL_LEVELS, reading.MEMORY_MODEL, reading.GKLEE)}
 READING_NOTES = {
     reading.GPUVERIFY.name: "GPUVerify: same-value stores benign, and stores of the value a racing read saw",
     reading.GPUVERIFY_WARP_SYNC.name: "with --warp-sync also races within one warp",
@@ -45,7 +45,8 @@ READING_NOTES = {
     reading.FAIAL_BLOCK.name: "faial: same-value stores benign, races across blocks outside its block-level claim",
     reading.FAIAL_GRID.name: "with --grid-level only races across blocks",
     reading.FAIAL_ALL_LEVELS.name: "with --all-levels every scope",
-    reading.MEMORY_MODEL.name: "ScoR (ScoRD): the scoped memory model's, every scope, any values"}
+    reading.MEMORY_MODEL.name: "ScoR (ScoRD): the scoped memory model's, every scope, any values",
+    reading.GKLEE.name: "GKLEE: every scope, same-value and kept-value races benign"}
 
 RESTART_EVERY = 8
 
@@ -100,6 +101,10 @@ def open_suite(root: Path) -> "Suite | None":
     files = scor.suite_files(root)
     if files:
         return Suite("ScoR", files, scor.label_of, scor.scope_of, lambda f: f.name, scor.score_file, None)
+    files = gklee.suite_files(root)
+    if files:
+        return Suite("GKLEE", files, gklee.label_of, lambda f: f.parent.name, gklee.record_name, gklee.score_file,
+                     None)
     return None
 
 
@@ -137,6 +142,18 @@ def summarize(records: list[dict]) -> str:
                 parts.append(f"{label} {len(hits)} of {len(recs)}" + (f" ({len(hits) / len(recs):.1%})" if recs else ""))
             lines.append(f"DataRace read as the suite's verifier reads a race ({'; '.join(READING_NOTES[n] for n in readings)}): "
                          + ", ".join(parts))
+        benign = [r for r in records if r.get("benign_races_expected") and r["verdict"] in RAN]
+        if benign:          # GKLEE: race-free by its labels, racy by the memory model (its races are benign ones)
+            hits = [r for r in benign if r in detector]
+            parts = []
+            for label in ("racy", "race-free"):
+                recs = [r for r in records if r["verdict"] in RAN and
+                        (label == "racy") == (r["label"] == "racy" or bool(r.get("benign_races_expected")))]
+                n = sum(1 for r in recs if r in detector)
+                parts.append(f"{label} {n} of {len(recs)}" + (f" ({n / len(recs):.1%})" if recs else ""))
+            lines.append(f"race-free files expecting only benign races (racy by the memory model): DataRace on "
+                         f"{len(hits)} of {len(benign)} that ran; labels read by the memory model (those racy): "
+                         + ", ".join(parts))
     for label in ("racy", "race-free"):
         recs = [r for r in records if r["label"] == label]
         ran = [r for r in recs if r["verdict"] in RAN]
@@ -168,10 +185,11 @@ def main(argv: "list[str] | None" = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated, "
                     "Indigo2Suite checkout, GPUVerify checkout (testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
-                    "checkout (examples/drf/test.ml), or ScoR checkout (microbenchmarks/src)")
+                    "checkout (examples/drf/test.ml), ScoR checkout (microbenchmarks/src), or GkleeTests checkout "
+                    "(NAME/expected.txt beside NAME/*.cu)")
     ap.add_argument("--per-label", type=int, default=None,
                     help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify, "
-                         "faial and ScoR")
+                         "faial, ScoR and GKLEE")
     ap.add_argument("--seed", type=int, default=0, help="seed of the selection and of every input (default 0)")
     ap.add_argument("--race-check", choices=("on", "off", "default"), default="default",
                     help="the emu happens-before detector, where the backend has one")
@@ -186,7 +204,7 @@ def main(argv: "list[str] | None" = None) -> int:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
                  f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify) nor "
                  f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial) "
-                 f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR)")
+                 f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR) nor */{gklee.EXPECTED} beside *.cu (GKLEE)")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label is not None and args.per_label < 1:
