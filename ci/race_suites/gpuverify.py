@@ -238,6 +238,17 @@ def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def without_api_redeclarations(code: str) -> str:
+    """`code` without its body-less `__device__` declarations of functions CUDA's device API has
+    (bilateralFilter's `__device__ float fabs(float);`, which GPUVerify's front end, without CUDA's headers, needed):
+    nvcc's headers declare them, and a second `fabs(float)` makes each call ambiguous. Lines stay."""
+    def drop(m: re.Match) -> str:
+        name = m.group(2)
+        defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", code)
+        return m.group(0) if defined or not device_api_has(name) else "\n" * m.group(0).count("\n")
+    return _DECLARED.sub(drop, code)
+
+
 def _too_many_callers(functions: list[tuple[str, str, str]], header: dict) -> "str | None":
     """Why the launch has more threads than arbitrary_results counts calls for (a function with a result needs
     a counter per thread), or None."""
@@ -762,7 +773,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
         return rec
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
-    code = implicit_includes(single_storage_class(own_platform_types(device_source(full))))
+    code = implicit_includes(single_storage_class(own_platform_types(without_api_redeclarations(device_source(full)))))
     code = with_vector_math(legacy_shuffles(code, path.name), path.name)
     code, textures = seeded_textures(code, seed, path.name)
     code += arbitrary_results(code, header, seed)

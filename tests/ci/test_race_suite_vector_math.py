@@ -20,6 +20,13 @@ __global__ void shade(float3* out, const float4* in) {
   out[i] = c * (length(a) + dot(a, b)) + make_float3(CUDART_PI_F);
 }
 """
+# bilateralFilter declares the math functions it calls, as GPUVerify's front end (no CUDA headers) needed
+REDECLARED = r"""
+__device__ float __saturatef(float);
+__device__ float fabs(float);
+__device__ float twice(float);
+__global__ void clampit(float* y) { int i = blockIdx.x * blockDim.x + threadIdx.x; y[i] = __saturatef(fabs(y[i])); }
+"""
 # a 32-bit size_t of the file's own, as GPUVerify's front end compiled it
 OWN_SIZE_T = r"""
 typedef unsigned int size_t;
@@ -56,7 +63,7 @@ __global__ void k(int* y, int n) {
   }
 }
 """
-CASES = {"vectors": HEAD + VECTORS, "own_size_t": HEAD + OWN_SIZE_T, "branches": HEAD + BRANCHES,
+CASES = {"vectors": HEAD + VECTORS, "redeclared": HEAD + REDECLARED, "own_size_t": HEAD + OWN_SIZE_T, "branches": HEAD + BRANCHES,
          "compact": HEAD + COMPACT.replace("REQUIRES", SCAN_RULE),
          "compact_unspecified": HEAD + COMPACT.replace("REQUIRES", "")}
 
@@ -89,6 +96,19 @@ def test_without_the_definitions_nvcc_refuses_the_file(emu):
     from harness.backends.base import BuildError
     with pytest.raises(BuildError, match="lerp|operator"):
         emu.load(VECTORS.replace("CUDART_PI_F", "3.0f"))
+
+
+def test_a_redeclared_math_function_is_cudas_own(verdicts, emu):
+    """The file's declarations of `fabs` and `__saturatef` go (nvcc finds `fabs(float)` ambiguous with them);
+    a declaration of the file's own function without a body stays (the adapter gives it a body). Negative
+    control: as the file has it, nvcc refuses the kernel."""
+    from harness.backends.base import BuildError
+    assert verdicts["redeclared"]["verdict"] == "clean", verdicts["redeclared"]
+    kept = gpuverify.without_api_redeclarations(REDECLARED)
+    assert "fabs(float);" not in kept and "__saturatef(float);" not in kept and "twice(float);" in kept
+    assert kept.count("\n") == REDECLARED.count("\n")
+    with pytest.raises(BuildError, match="fabs"):
+        emu.load(REDECLARED.replace("__device__ float twice(float);", ""))
 
 
 def test_a_files_own_size_t_keeps_its_width(verdicts):

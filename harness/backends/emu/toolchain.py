@@ -176,10 +176,22 @@ def _device_api() -> str:
     return (RUNTIME_DIR / "emu_device.hpp").read_text()
 
 
+# C's <math.h> functions (C99 7.12) in double and float, which CUDA's math API has in device code and emu's
+# device header brings in with <cmath>
+_C_MATH = frozenset(base + suffix for suffix in ("", "f") for base in (
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "copysign", "cos", "cosh", "erf",
+    "erfc", "exp", "exp2", "expm1", "fabs", "fdim", "floor", "fma", "fmax", "fmin", "fmod", "frexp", "hypot",
+    "ilogb", "ldexp", "lgamma", "llrint", "llround", "log", "log10", "log1p", "log2", "logb", "lrint", "lround",
+    "modf", "nan", "nearbyint", "nextafter", "pow", "remainder", "remquo", "rint", "round", "scalbln", "scalbn",
+    "sin", "sinh", "sqrt", "tan", "tanh", "tgamma", "trunc"))
+
+
 def device_api_has(name: str) -> bool:
-    """Whether the CUDA device API that emu provides (emu_device.hpp) has a function or function-like macro `name`
-    at file scope (`__saturatef`): a source may declare one again, and then must not define it. Members of a
-    class (cooperative groups' `any`) are not such functions."""
+    """Whether the CUDA device API that emu provides (emu_device.hpp, and C's math functions through its <cmath>)
+    has a function or function-like macro `name` at file scope (`__saturatef`, `fabs`): a source may declare one
+    again, and then must not define it. Members of a class (cooperative groups' `any`) are not such functions."""
+    if name in _C_MATH:
+        return True
     n = re.escape(name)
     return re.search(rf"^(?:[A-Za-z_][^;{{}}()\n]*\b{n}|#define {n})\s*\(", _device_api(), re.M) is not None
 
