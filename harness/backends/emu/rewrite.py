@@ -100,11 +100,13 @@ def _runtime_call(clean: str) -> "re.Match | None":
     """The first call of a CUDA runtime function in `clean`, not counting the source's own functions named like
     one, nor the text of a `#define` that nothing expands (a sample's `SET_FLOAT_BASE cudaBindTexture(...)`,
     left from its host code, never reaches the build)."""
+    calls = list(re.finditer(_RUNTIME_CALL, clean))
+    if not calls:
+        return None
     own = set(_OWN_CUDA_NAMED.findall(clean))
-    defines = list(_DEFINE_LINE.finditer(clean))
     outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
-    unexpanded = [d.span() for d in defines if not re.search(rf"\b{d.group(1)}\b", outside)]
-    for m in re.finditer(_RUNTIME_CALL, clean):
+    unexpanded = [d.span() for d in _DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
+    for m in calls:
         if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded):
             continue
         return m
