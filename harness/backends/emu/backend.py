@@ -230,6 +230,10 @@ def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
         report = exc.stderr_tail[exc.stderr_tail.find("==ERROR: AddressSanitizer"):][:2500]
         return OutOfBounds(launch, f"{_asan_summary(exc.stderr_tail)} ({where}); AddressSanitizer report:\n{report}")
     address = guarded.fault_address(exc.stderr_tail)
+    near = guarded.nearest(exc.stderr_tail) if spec is not None and address else None
+    if near is not None:       # far outside every buffer: which one it is nearest to helps find the index
+        address += (f", outside every device buffer of the launch; the nearest is "
+                    f"{spec.names[near.arg]!r} (arg {near.arg}), {near.distance} bytes {near.side} it")
     return faults.died(launch, WorkerDied(f"{exc.how} ({address})" if address else exc.how,
                                           guarded.without_reports(exc.stderr_tail), exc.last_step))
 

@@ -23,6 +23,7 @@ PAGE = mmap.PAGESIZE
 GUARD_REGION = 1 << 20       # bytes of PROT_NONE on each side of a buffer (address space only, no memory)
 BUFFER_PREFIX = "emu-buffer: "
 FAULT = re.compile(r"^emu-fault: (SIGSEGV|SIGBUS) (read|write|access) at 0x([0-9a-f]+)$", re.M)
+NULL_PAGE = 1 << 16      # Linux's mmap_min_addr: nothing is mapped below it, a fault there is a null pointer's
 FIBER_STACK_BYTES = 256 * 1024   # every thread's stack: kStackBytes of emu_runtime.cpp (for AddressSanitizer's reports)
 OVERFLOW_PREFIX = "emu-stack-overflow: "
 _OVERFLOW = re.compile(rf"^{OVERFLOW_PREFIX}(.+) stack (\d+) reached (\d+)$", re.M)
@@ -95,6 +96,24 @@ def locate(stderr: str) -> Optional[GuardHit]:
         else:
             continue
         if best is None or hit.distance < best.distance:
+            best = hit
+    return best
+
+
+def nearest(stderr: str) -> Optional[GuardHit]:
+    """The buffer of the faulting run nearest to the memory fault the worker reported, wherever the address lies
+    (a wild index far past every buffer, beyond their guard pages), or None; None too for an address in the
+    null page (a null pointer's, nearest to no buffer)."""
+    m = FAULT.search(stderr)
+    if not m or int(m.group(3), 16) < NULL_PAGE:
+        return None
+    addr = int(m.group(3), 16)
+    best = None
+    for b in _BUFFER.finditer(stderr[:m.start()]):
+        i, lo, n = int(b.group(1)), int(b.group(2), 16), int(b.group(3))
+        hit = (GuardHit(i, "before", lo - addr, m.group(2)) if addr < lo else
+               GuardHit(i, "after", addr - (lo + n), m.group(2)) if addr >= lo + n else None)
+        if hit is not None and (best is None or hit.distance < best.distance):
             best = hit
     return best
 

@@ -2,6 +2,8 @@
 must pass (the negative control of the check)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -163,6 +165,22 @@ def test_crash_is_isolated(mod):
     y = f32(10)     # the backend recovers: a fresh worker runs the next launch
     mod.launch("fill_ok", (1,), (32,), 0, [y, np.int32(10)], outputs=(0,))
     assert np.all(y == 1.0)
+
+
+def test_a_wild_access_names_the_buffer_it_is_nearest_to(emu):
+    """An index far past every buffer (beyond their guard pages) is a KernelCrash; its report names the buffer of
+    the launch nearest to the address and how far, which points at the index that went wrong. A null pointer's
+    fault names none (the control)."""
+    mod = emu.load("__global__ void wild(float* y, long long far) { if (threadIdx.x == 0) y[far] = 1.0f; }\n"
+                   "__global__ void null_write(float* y) { if (threadIdx.x == 0) *(volatile float*)0 = y[0]; }\n")
+    far = 1 << 28      # 1 GiB past the start of a 128-byte buffer
+    with pytest.raises(KernelCrash, match=r"SIGSEGV \(write at address 0x[0-9a-f]+, outside every device buffer of the "
+                                          r"launch; the nearest is 'y' \(arg 0\), (\d+) bytes after it\)") as info:
+        mod.launch("wild", (1,), (32,), 0, [f32(32), np.int64(far)])
+    distance = int(re.search(r"(\d+) bytes after it", str(info.value)).group(1))
+    assert distance == far * 4 - 32 * 4
+    with pytest.raises(KernelCrash, match=r"SIGSEGV \(write at address 0x0\)"):
+        mod.launch("null_write", (1,), (32,), 0, [f32(32)])
 
 
 def test_trap_and_device_assert_are_crashes(mod):
