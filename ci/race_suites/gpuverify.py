@@ -230,12 +230,24 @@ def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     for m in _DECLARED.finditer(clean):
         name = m.group(2)
         defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", clean)
-        if not defined and not device_api_has(name) and name not in {n for _, n, _ in out}:
+        if not defined and not _api_redeclaration(m) and name not in {n for _, n, _ in out}:
             ret = re.sub(r"\b(?:static|inline|__forceinline__|__noinline__|const)\b", " ", m.group(1))
             # a default argument stays with the declaration: the definition may not repeat it
             params = ", ".join(without_default(p).strip() for p in split_top_level(m.group(3), ",") if p.strip())
             out.append((re.sub(r"\s+", " ", ret).strip(), name, params))
     return out
+
+
+def _api_redeclaration(m: re.Match) -> bool:
+    """Whether a `_DECLARED` match declares again a function of CUDA's device API: its name, with scalar types
+    only (`float fabs(float)`; the SDK's `float4 fminf(float4, float4)` is an overload of the file's own)."""
+    if not device_api_has(m.group(2)):
+        return False
+    types = [re.sub(r"\b(?:static|inline|__forceinline__|__noinline__|const|volatile)\b", " ", m.group(1))]
+    types += [re.sub(r"\b(?:const|volatile)\b|\b[A-Za-z_]\w*\s*$", " ", without_default(p)) if
+              len(p.split()) > 1 else p for p in split_top_level(m.group(3), ",") if p.strip()]
+    return all(re.sub(r"\s+", " ", t).strip() in SCALAR_DTYPES or re.sub(r"\s+", " ", t).strip() == "void"
+               for t in types)
 
 
 def without_api_redeclarations(code: str) -> str:
@@ -245,7 +257,7 @@ def without_api_redeclarations(code: str) -> str:
     def drop(m: re.Match) -> str:
         name = m.group(2)
         defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", code)
-        return m.group(0) if defined or not device_api_has(name) else "\n" * m.group(0).count("\n")
+        return m.group(0) if defined or not _api_redeclaration(m) else "\n" * m.group(0).count("\n")
     return _DECLARED.sub(drop, code)
 
 
