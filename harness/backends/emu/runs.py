@@ -306,6 +306,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         del keep
         return rc, msg, results, damaged
 
+    differing_kept = False       # a schedule after run 1 that differs from run 0 is kept (judge reports it)
     try:
         for r, sched in enumerate(plan):
             sample = spec.block_sample if r >= FULL_RUNS or (r == 1 and not _unwritten_candidates(spec, runs[0])) \
@@ -330,6 +331,14 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             if out.races:       # the detector's verdict (with any fault above); the other schedules add nothing
                 out.arrays = _returned(spec, results)
                 return out
+            if r >= 2 and (differing_kept or not any(
+                    differing_from_first(runs[0][i], results[i], out.sampled[r],
+                                         lambda i=i: _initial(spec, sched, i, before)).size for i in runs[0])):
+                # judge reports the first later schedule that differs from run 0: the copies of one that does not
+                # (or of any after it) need not stay, and with large buffers five copies exhaust the worker
+                results = runs[0]
+            else:
+                differing_kept = differing_kept or r >= 2
             runs.append(results)
         ran = [r for r, run in enumerate(runs) if run is not None]
         out.fault = judge(spec, [plan[r] for r in ran], [runs[r] for r in ran],
@@ -372,6 +381,17 @@ def _returned(spec: LaunchSpec, results: dict[int, np.ndarray]) -> dict[int, np.
     return {i: a for i, a in results.items() if isinstance(spec.args[i], np.ndarray) and not spec.const[i]}
 
 
+def differing_from_first(first: np.ndarray, run: np.ndarray, sampled: bool, initial=None) -> np.ndarray:
+    """Flat indices where a run's array differs from run 0's. A run on a block sample left the other blocks'
+    elements as they were when it started (`initial()`), so only the elements it changed count."""
+    if run is first:
+        return np.empty(0, np.intp)
+    idx = checks.differing(first, run)
+    if idx.size and sampled and initial is not None:
+        idx = np.intersect1d(idx, checks.differing(initial(), run), assume_unique=True)
+    return idx
+
+
 def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarray]],
           initial=None, sampled: "list[bool] | None" = None) -> Optional[tuple[str, str]]:
     """The first fault the runs show: unwritten outputs and poison-dependent results (runs 0 and 1), then
@@ -384,10 +404,8 @@ def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarra
     first, second = runs[0], runs[1]
 
     def diff(r: int, i: int) -> np.ndarray:
-        idx = checks.differing(first[i], runs[r][i])
-        if idx.size and sampled[r] and initial is not None:
-            idx = np.intersect1d(idx, checks.differing(initial(r, i), runs[r][i]), assume_unique=True)
-        return idx
+        return differing_from_first(first[i], runs[r][i], sampled[r],
+                                    None if initial is None else lambda: initial(r, i))
 
     def where(r: int) -> str:
         return f" (on {len(spec.block_sample)} sampled blocks)" if sampled[r] else ""

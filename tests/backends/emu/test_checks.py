@@ -159,6 +159,21 @@ def test_block_order_dependence_is_a_race(mod, schedules_only):
         schedules_only.launch("block_order", (4,), (1,), 0, [f32(1)], outputs=(0,))
 
 
+def test_a_later_schedule_is_compared_with_run_0_as_judge_compares_it():
+    """The worker keeps a later schedule's copies only while they differ from run 0 (large in-out buffers made
+    five copies exhaust it); the one comparison decides both: the same array is no difference, a full run's
+    every changed element is, and a sampled run's only where it changed what it started from."""
+    from harness.backends.emu.runs import differing_from_first
+    first = np.arange(8, dtype=np.float32)
+    assert differing_from_first(first, first, False).size == 0
+    run = first.copy()
+    run[[2, 5]] = -1.0
+    assert differing_from_first(first, run, False).tolist() == [2, 5]
+    initial = first.copy()
+    initial[5] = -1.0          # element 5 was outside the sample: it kept what the run started from
+    assert differing_from_first(first, run, True, lambda: initial).tolist() == [2]
+
+
 def test_crash_is_isolated(mod):
     with pytest.raises(KernelCrash, match=r"crash<<<1x1x1, 32x1x1, 0>>>: the worker process died with signal SIGSEGV"):
         mod.launch("crash", (1,), (32,), 0, [f32(32)])
