@@ -48,8 +48,7 @@ guessed. A kernel that main() never launches is not run (`not_launched`).
 Device code: the file with host functions dropped (the Indigo adapter's device_code, line numbers kept) and
 GKLEE's own intrinsics removed: `#include <klee/klee.h>` and `klee_assume(...)` statements (which only restrict
 the paths GKLEE explores); `#include <iostream>` (host streams, whose static initializer emu refuses to load)
-too; all recorded in `dropped`. Another `klee_` name left in device code is `unsupported`. A kernel named after
-a C library function (divergence.cu's `div`, which the emu's build sees overloaded) is renamed (`renamed`).
+too; all recorded in `dropped`. Another `klee_` name left in device code is `unsupported`.
 Inputs: a pointer parameter gets the buffer the host allocates for the argument it passes there, its size read
 from `cudaMalloc(&d, size)` with `size` evaluated as above (`num_bytes`, `N*sizeof(int)`, `4*DIM*DIM*sizeof(char)`);
 where it cannot be read, GKLEE_FALLBACK_ELEMENTS elements (listed in `buffers_not_read`). Contents: seeded
@@ -74,7 +73,7 @@ from harness.racescan import has_detector
 from harness.racescan.reading import GKLEE
 
 from . import gpuverify, indigo
-from .run import SYMBOL_PREFIX, Launch, build_failed, run_kernels
+from .run import Launch, build_failed, run_kernels
 
 EXPECTED = "expected.txt"
 RACE_LINES = ("read write", "write write")                 # an actual race GKLEE reports
@@ -86,9 +85,6 @@ GKLEE_FALLBACK_ELEMENTS = 1024               # a buffer whose cudaMalloc size th
 GKLEE_ONLY = (("klee_assume", "restricts the paths GKLEE explores"),)
 # host streams: no device code uses them, and their static initializer is host code that emu refuses to load
 HOST_HEADERS = ("iostream", "fstream", "sstream")
-# C library functions a kernel of the suite is named after (divergence.cu's `div`): the name is overloaded in
-# the emu's build (cstdlib's div(int, int)), so the adapter gives the kernel a name of its own (`renamed`)
-LIBRARY_NAMES = ("div", "abs", "labs", "max", "min", "exp", "log", "pow", "sqrt", "rand", "time", "index", "remove")
 
 
 class Unreadable(ValueError):
@@ -538,13 +534,6 @@ def score_file(backend, path: Path, seed: int) -> dict:
         launched, rec["not_launched"] = launches_of(host, [s.name for s in sigs])
     except Unreadable as exc:
         return unsupported(rec, str(exc))
-    rec["renamed"] = {}
-    for name in sorted({s.name for s in sigs} & set(LIBRARY_NAMES)):
-        rec["renamed"][name] = f"{SYMBOL_PREFIX}{name}"
-        code = re.sub(r"\b" + name + r"\b", rec["renamed"][name], code)
-    if rec["renamed"]:
-        sigs = kernel_signatures(code)
-        launched = {rec["renamed"].get(k, k): v for k, v in launched.items()}
     allocated = allocations(host)
     rng = np.random.default_rng([seed, zlib.crc32(record_name(path).encode())])    # per file: order-independent
     chosen = []

@@ -189,6 +189,10 @@ inline void invoke(void (*f)(A...), void** a) {
 }
 template <auto F>
 void thunk(void** a) { invoke(F, a); }
+// The kernel of a name: the one function of it that returns void. A kernel may share its name with a C library
+// function (`div`, `round`) whose overloads return values; deduction picks the kernel among them.
+template <class... A>
+constexpr auto kernel_fn(void (*f)(A...)) { return f; }
 template <class... A>
 constexpr int arity(void (*)(A...)) { return int(sizeof...(A)); }
 // Constant-initialized (no code runs when a module loads: the device-code gate refuses load-time code).

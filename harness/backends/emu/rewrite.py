@@ -346,7 +346,7 @@ def device_symbols(clean: str) -> list[str]:
 # ---- trampolines ------------------------------------------------------------------------------------------
 def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
-    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<&::{k.name}>, ::emu::arity(&::{k.name}), '
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.name})>, ::emu::arity(&::{k.name}), '
                       f"::emu::param_sizes(&::{k.name})}}" for k in kernels)
     n = len(kernels)
     # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.

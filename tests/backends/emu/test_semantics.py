@@ -327,6 +327,17 @@ __global__ void divs(const int* a, const int* b, int* q, int* r, const long long
     assert 9 <= int(re.match(r"emu: (\d+) integer division\(s\) by zero in run 1", note).group(1)) <= 18, note
 
 
+@pytest.mark.parametrize("name", ["div", "round", "max"])
+def test_a_kernel_named_like_a_library_function_runs(load, name):
+    """GKLEE's divergence.cu names its kernel `div`: in emu's build the name also has cstdlib's overloads (and
+    `round` math's, `max` CUDA's), which return values; the launch table takes the one that returns void. Before,
+    the build failed ("no matches converting function 'thunk'")."""
+    mod = load(f"__global__ void {name}(int* a, int n) {{ a[threadIdx.x] = threadIdx.x / n; }}")
+    a = np.zeros(32, np.int32)
+    mod.launch(name, (1,), (32,), 0, [a, np.int32(3)], outputs=(0,))
+    assert a.tolist() == [i // 3 for i in range(32)]
+
+
 def test_common_cuda_constructs_compile_and_run(load):
     mod = load(MISC)
     x = np.arange(2 * 64 * 4, dtype=np.float32).reshape(2 * 64, 4) % 5      # float4 per thread (only 64 read)
