@@ -80,7 +80,10 @@ class _Expression:
         while self._next() in _LEVELS[level]:
             op = self.tokens[self.i]
             self.i += 1
-            left = _APPLY[op](left, self._binary(level + 1))
+            right = self._binary(level + 1)
+            if op in ("<<", ">>") and not 0 <= right < 64:
+                raise ValueError(f"a shift by {right}")
+            left = _APPLY[op](left, right)
         return left
 
     def _unary(self) -> int:
@@ -98,6 +101,12 @@ class _Expression:
             self.i += 1
             return int(token, 16) if token[:2] in ("0x", "0X") else int(token, 8 if token[0] == "0" else 10)
         raise ValueError(f"unexpected {token!r}" if token else "unexpected end")
+
+
+def integer_value(text: str) -> int:
+    """The value of an integer constant expression of numbers alone (C's operators, precedence and division):
+    ValueError for anything else, ZeroDivisionError for a division by zero."""
+    return _Expression(re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", text)).value()
 
 
 def defines_of(flags: Sequence[str]) -> dict[str, str]:
@@ -131,7 +140,7 @@ def _value(text: str, macros: Mapping[str, "str | None"], line: int, depth: int 
     text = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", text)
     text = re.sub(r"\b[A-Za-z_]\w*\b", identifier, text)
     try:
-        return _Expression(text).value()
+        return integer_value(text)
     except (ValueError, ZeroDivisionError) as exc:
         raise ValueError(f"line {line}: cannot evaluate `#if {text.strip()}` ({exc})") from None
 

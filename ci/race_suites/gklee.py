@@ -67,12 +67,13 @@ from pathlib import Path
 
 import numpy as np
 
+from cudasrc.preprocess import integer_value
 from cudasrc.signatures import closing_bracket, kernel_signatures, split_top_level, strip_comments
 from cudasrc.types import SCALAR_DTYPES
 from harness.racescan import has_detector
 from harness.racescan.reading import GKLEE
 
-from . import gpuverify, indigo
+from . import gpuverify, indigo, scor
 from .run import Launch, build_failed, run_kernels
 
 EXPECTED = "expected.txt"
@@ -132,22 +133,8 @@ def label_of(path: Path) -> "str | None":
     return classify_expected(expected_of(path))[0]
 
 
-# ---- a tiny evaluator of the host program's integer expressions ---------------------------------------------
-_TOKEN = re.compile(r"\s*(?:(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b|([A-Za-z_]\w*)|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()?:<>!~]))")
-_SIZEOF = re.compile(r"\bsizeof\s*\(\s*([^()]+?)\s*\)")
-
-
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-_BINARY = {"*": lambda a, b: a * b, "/": _c_div, "%": lambda a, b: a - b * _c_div(a, b),
-           "+": lambda a, b: a + b, "-": lambda a, b: a - b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
-           "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b),
-           ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
-           "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b))}
-_LEVELS = (("||",), ("&&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"), ("+", "-"), ("*", "/", "%"))
+# ---- the host program's integer expressions ------------------------------------------------------------------
+_NOT_ARITHMETIC = re.compile(r"[^\w\s+\-*/%<>=!&|^~?:()]")
 
 
 class Host:
@@ -203,14 +190,33 @@ class Host:
                 self.unread[name] = f"its initializer {exc}"
 
     def evaluate(self, text: str, env: "dict[str, int] | None" = None) -> int:
-        """The integer value of a C expression of the host program; Unreadable if it is anything else."""
-        env = {**self.values, **(env or {})}
+        """The integer value of a C expression of the host program (cudasrc.preprocess.integer_value once its
+        names are replaced by their values); Unreadable if it is anything else."""
         text = self._expanded(text)
-        tokens = self._tokens(text)
-        pos, value = self._parse(tokens, 0, env, 0)
-        if pos != len(tokens):
-            raise Unreadable(f"`{text.strip()}`: not an integer expression the adapter evaluates")
-        return value
+        bad = _NOT_ARITHMETIC.search(text)
+        if bad:
+            raise Unreadable(f"`{text.strip()}`: `{text[bad.start():].strip()[:20]}` is not integer arithmetic")
+        if text.count("(") != text.count(")"):
+            raise Unreadable(f"`{text.strip()}`: unbalanced parentheses")
+        numbers = self._numbers(text, {**self.values, **(env or {})}, frozenset())
+        try:
+            return integer_value(numbers)
+        except ZeroDivisionError:
+            raise Unreadable(f"`{text.strip()}`: division by zero") from None
+        except ValueError as exc:
+            raise Unreadable(f"`{text.strip()}`: not an integer expression the adapter evaluates ({exc})") from None
+
+    def _numbers(self, text: str, env: dict[str, int], seen: frozenset) -> str:
+        """`text` with each name replaced by its value: the launch's loop variables and main()'s integers, or an
+        object-like macro's text (itself so replaced)."""
+        def value(m: re.Match) -> str:
+            name = m.group(0)
+            if name in env:
+                return f"({env[name]})"
+            if name in self.macros and name not in seen:
+                return f"({self._numbers(self._expanded(self.macros[name]), env, seen | {name})})"
+            raise Unreadable(f"`{name}`: " + self.unread.get(name, "not a constant the host program fixes"))
+        return re.sub(r"\b[A-Za-z_]\w*\b", value, re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", text))
 
     def dim3(self, text: str, env: "dict[str, int] | None" = None) -> tuple:
         """A launch's grid or block: a dim3 variable, `dim3(x, y)` or an integer expression."""
@@ -255,74 +261,7 @@ class Host:
             if dtype is None:
                 raise Unreadable(f"sizeof({ctype}): not a scalar type")
             return str(dtype.itemsize)
-        return _SIZEOF.sub(size, out)
-
-    def _tokens(self, text: str) -> list[tuple[str, object]]:
-        tokens, pos = [], 0
-        text = text.rstrip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if m is None:
-                raise Unreadable(f"`{text.strip()}`: `{text[pos:].strip()[:20]}` is not integer arithmetic")
-            if m.group(1):
-                tokens.append(("int", int(m.group(1), 0)))
-            elif m.group(2):
-                tokens.append(("name", m.group(2)))
-            else:
-                tokens.append(("op", m.group(3)))
-            pos = m.end()
-        return tokens
-
-    def _parse(self, tokens, pos: int, env: dict, level: int, seen: frozenset = frozenset()) -> tuple[int, int]:
-        """Precedence climbing: (position after, value) of the expression at `level` (0: a conditional)."""
-        if level == 0:
-            pos, cond = self._parse(tokens, pos, env, 1, seen)
-            if pos < len(tokens) and tokens[pos] == ("op", "?"):
-                pos, a = self._parse(tokens, pos + 1, env, 0, seen)
-                if pos >= len(tokens) or tokens[pos] != ("op", ":"):
-                    raise Unreadable("`?` without `:`")
-                pos, b = self._parse(tokens, pos + 1, env, 0, seen)
-                return pos, a if cond else b
-            return pos, cond
-        if level > len(_LEVELS):
-            return self._unary(tokens, pos, env, seen)
-        pos, value = self._parse(tokens, pos, env, level + 1, seen)
-        while pos < len(tokens) and tokens[pos][0] == "op" and tokens[pos][1] in _LEVELS[level - 1]:
-            op = tokens[pos][1]
-            pos, right = self._parse(tokens, pos + 1, env, level + 1, seen)
-            if op in ("/", "%") and right == 0:
-                raise Unreadable("division by zero")
-            if op in ("<<", ">>") and not 0 <= right < 64:
-                raise Unreadable(f"a shift by {right}: outside 0..63")
-            value = _BINARY[op](value, right)
-        return pos, value
-
-    def _unary(self, tokens, pos: int, env: dict, seen: frozenset) -> tuple[int, int]:
-        if pos >= len(tokens):
-            raise Unreadable("expression ends early")
-        kind, tok = tokens[pos]
-        if kind == "op" and tok in ("-", "+", "!", "~"):
-            pos, v = self._unary(tokens, pos + 1, env, seen)
-            return pos, {"-": -v, "+": v, "!": int(not v), "~": ~v}[tok]
-        if kind == "op" and tok == "(":
-            pos, v = self._parse(tokens, pos + 1, env, 0, seen)
-            if pos >= len(tokens) or tokens[pos] != ("op", ")"):
-                raise Unreadable("unbalanced parentheses")
-            return pos + 1, v
-        if kind == "int":
-            return pos + 1, tok
-        if kind == "name":
-            if tok in env:
-                return pos + 1, env[tok]
-            if tok in self.macros and tok not in seen:
-                sub = self._tokens(self._expanded(self.macros[tok]))
-                end, v = self._parse(sub, 0, env, 0, seen | {tok})
-                if end != len(sub):
-                    raise Unreadable(f"#define {tok} {self.macros[tok]}: not an integer expression")
-                return pos + 1, v
-            raise Unreadable(f"`{tok}`: " + (self.unread[tok] if tok in self.unread else
-                                             "not a constant the host program fixes"))
-        raise Unreadable(f"`{tok}` where a value was expected")
+        return scor.SIZEOF.sub(size, out)
 
 
 def _main_body(code: str) -> "tuple[int, int] | None":
@@ -352,7 +291,6 @@ def _assigned(text: str, name: str, declared: tuple[int, int]) -> bool:
 
 # ---- the launches ---------------------------------------------------------------------------------------------
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*<<<(.*?)>>>\s*\(", re.S)
-_MALLOC = re.compile(r"\bcudaMalloc\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(\w+)\s*,")
 
 
 def loop_values(host: Host, at: int) -> dict[str, int]:
@@ -421,7 +359,7 @@ def allocations(host: Host) -> dict[str, int]:
     """Host name -> bytes of each `cudaMalloc(&d, size)` whose size evaluates (a name allocated twice at two
     sizes: the smaller)."""
     out: dict[str, int] = {}
-    for m in _MALLOC.finditer(host.code):
+    for m in scor.CUDA_MALLOC.finditer(host.code):
         close = closing_bracket(host.code, host.code.index("(", m.start()))
         try:
             size = host.evaluate(host.code[m.end():close])

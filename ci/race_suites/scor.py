@@ -49,8 +49,9 @@ SCOR_CODES = "microbenchmarks/src"
 SCOR_LAUNCH = ("NBLOCKS", "TPERBLK")         # the `#define`s of the grid's and the block's x size
 SCOR_FALLBACK_ELEMENTS = 256                 # a buffer whose cudaMalloc size the adapter cannot read
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.M)
-_MALLOC = re.compile(r"\bcudaMalloc\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(\w+)\s*,")
-_SIZEOF = re.compile(r"sizeof\s*\(\s*([^()]+?)\s*\)")
+# a host program's `cudaMalloc(&d_x, ...)` (the pointer it fills), and a `sizeof(T)` in its sizes
+CUDA_MALLOC = re.compile(r"\bcudaMalloc\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(\w+)\s*,")
+SIZEOF = re.compile(r"sizeof\s*\(\s*([^()]+?)\s*\)")
 
 
 def suite_files(root: Path) -> "list[Path] | None":
@@ -115,7 +116,7 @@ def allocations(code: str, consts: dict[str, int]) -> dict[str, int]:
     """Host name -> bytes, of each `cudaMalloc(&d_x, N * sizeof(T))` (or `sizeof(T) * N`, or `sizeof(T)`: one
     element) whose size is arithmetic on literals, `#define`d constants and sizes of scalar types."""
     out = {}
-    for m in _MALLOC.finditer(code):
+    for m in CUDA_MALLOC.finditer(code):
         size = _bytes(code[m.end():closing_bracket(code, code.index("(", m.start()))], consts)
         if size is not None:
             out[m.group(1)] = size
@@ -133,7 +134,7 @@ def _bytes(size: str, consts: dict[str, int]) -> "int | None":
             unknown.append(m.group(1))
             return "0"
         return str(dtype.itemsize)
-    n = None if unknown else gpuverify.integer_expression(_substituted(_SIZEOF.sub(sizeof, size), consts), {})
+    n = None if unknown else gpuverify.integer_expression(_substituted(SIZEOF.sub(sizeof, size), consts), {})
     return n if n is not None and n > 0 else None
 
 

@@ -8,5 +8,12 @@ from .gpuverify_cases import score_cases
 
 
 @pytest.fixture(scope="module")
+def scorer():
+    """ci/score_race_suite.py, the script that scores a public suite (its adapters, readings and summary)."""
+    from ci import score_race_suite
+    return score_race_suite
+
+
+@pytest.fixture(scope="module")
 def verdicts(request, tmp_path_factory):
     return score_cases(tmp_path_factory.mktemp("gv"), request.module.CASES)

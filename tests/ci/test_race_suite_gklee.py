@@ -6,7 +6,6 @@ flagged, its race-free twin not (the negative control), the same-value one racy 
 GKLEE's reading."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from ci.race_suites import gklee
 from cudasrc.signatures import kernel_signatures, strip_comments
 from harness.racescan import MEMORY_MODEL, reading
 
-SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "score_race_suite.py"
 
 INTER_BLOCK = r"""#include <cstdio>
 #define N 64
@@ -120,14 +118,6 @@ def checkout(tmp_path_factory):
     (root / "no_expectation").mkdir()                                   # no expected.txt: not a test
     (root / "no_expectation" / "no_expectation.cu").write_text(TWIN)
     return root
-
-
-@pytest.fixture(scope="module")
-def scorer():
-    spec = importlib.util.spec_from_file_location("score_race_suite", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_labels_and_suite(checkout, scorer):

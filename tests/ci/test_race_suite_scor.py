@@ -4,7 +4,6 @@ launches with, buffer sizes from its cudaMalloc calls (a fallback where they can
 found by ci/score_race_suite.py. No kernel runs here."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 from ci.race_suites import gpuverify, indigo, scor
 from cudasrc.signatures import kernel_signatures, strip_comments
 
-SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "score_race_suite.py"
 
 RACY = r"""#include <stdio.h>
 
@@ -84,7 +82,7 @@ def _parsed(path: Path):
     return host, consts, sig
 
 
-def test_labels_and_suite(checkout):
+def test_labels_and_suite(checkout, scorer):
     src = checkout / "microbenchmarks" / "src"
     assert [f.name for f in scor.suite_files(checkout)] == ["norace_intrawarp_blklock.cu",
                                                               "race_interwarp_none-blkatom_waw.cu"]
@@ -93,10 +91,7 @@ def test_labels_and_suite(checkout):
     assert scor.label_of(src / "helper.cu") is None and scor.label_of(Path("racy_x.cu")) is None
     assert scor.scope_of(src / "race_interwarp_none-blkatom_waw.cu") == "interwarp"
     assert scor.suite_files(checkout / "microbenchmarks") is None          # not a checkout's root
-    spec = importlib.util.spec_from_file_location("score_race_suite", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    suite = mod.open_suite(checkout)
+    suite = scorer.open_suite(checkout)
     assert suite.name == "ScoR" and suite.per_label is None and len(suite.files) == 2
     assert suite.group(suite.files[1]) == "interwarp" and suite.key(suite.files[1]) == suite.files[1].name
 

@@ -3,7 +3,6 @@ from file names, device code extracted from a whole program (host functions and 
 seeded CSR graph, and the summary's counts."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 from ci.race_suites import gpuverify, indigo
 from ci.race_suites.run import inline_includes
 
-SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "score_race_suite.py"
 
 HEADER = r"""
 #include <stdio.h>
@@ -39,14 +37,6 @@ static double host_driver(const ECLgraph g) { relax<<<1, ThreadsPerBlock>>>(g, 0
 """
 RACY = "dist[n] = dist[n] + 1;      // plain read-modify-write of a neighbour's counter: lost updates on a GPU"
 ATOMIC = "atomicAdd(&dist[n], 1);"
-
-
-@pytest.fixture(scope="module")
-def scorer():
-    spec = importlib.util.spec_from_file_location("score_race_suite", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture()

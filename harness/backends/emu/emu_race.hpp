@@ -638,8 +638,8 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
   size_t k = size_t((addr - t.lo) >> kChunkBits);
   Cell*& chunk = t.chunks[k];
   if (__builtin_expect(chunk == nullptr, 0)) {
-    size_t bytes = t.chunk_cells(k) * sizeof(Cell);
-    if (!(chunk = map_shadow(t.chunk_cells(k)))) {
+    size_t cells = t.chunk_cells(k);
+    if (!(chunk = map_shadow(cells))) {
       char buf[320];
       std::snprintf(buf, sizeof buf, "the race detector's shadow of %s (bytes %llu.. of %llu tracked; %zu MiB of "
                     "shadow mapped) could not be mapped: %s; the tool's limit, not the kernel's (raise "
@@ -647,7 +647,7 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
                     (unsigned long long)(t.hi - t.lo), g_tracked_shadow_bytes >> 20, std::strerror(errno));
       fiber_fault(TOOL_LIMIT, buf);
     }
-    g_tracked_shadow_bytes += bytes;
+    g_tracked_shadow_bytes += cells * sizeof(Cell);
   }
   return chunk + ((addr - t.lo) & (kChunkBytes - 1));
 }

@@ -81,23 +81,11 @@ class GuardHit:
 
 def locate(stderr: str) -> Optional[GuardHit]:
     """The memory fault the worker reported, when it fell within GUARD_REGION of a buffer of the launch."""
-    m = FAULT.search(stderr)
-    if not m:
+    hit = nearest(stderr)
+    reach = GUARD_REGION + PAGE
+    if hit is None or hit.distance > reach or (hit.side == "after" and hit.distance == reach):
         return None
-    addr = int(m.group(3), 16)
-    latest = {int(b.group(1)): (int(b.group(2), 16), int(b.group(3)))     # the faulting run's buffers
-              for b in _BUFFER.finditer(stderr[:m.start()])}
-    best = None
-    for i, (lo, n) in latest.items():
-        if lo - GUARD_REGION - PAGE <= addr < lo:
-            hit = GuardHit(i, "before", lo - addr, m.group(2))
-        elif lo + n <= addr < lo + n + GUARD_REGION + PAGE:
-            hit = GuardHit(i, "after", addr - (lo + n), m.group(2))
-        else:
-            continue
-        if best is None or hit.distance < best.distance:
-            best = hit
-    return best
+    return hit
 
 
 def nearest(stderr: str) -> Optional[GuardHit]:
@@ -108,9 +96,10 @@ def nearest(stderr: str) -> Optional[GuardHit]:
     if not m or int(m.group(3), 16) < NULL_PAGE:
         return None
     addr = int(m.group(3), 16)
+    latest = {int(b.group(1)): (int(b.group(2), 16), int(b.group(3)))     # the faulting run's buffers
+              for b in _BUFFER.finditer(stderr[:m.start()])}
     best = None
-    for b in _BUFFER.finditer(stderr[:m.start()]):
-        i, lo, n = int(b.group(1)), int(b.group(2), 16), int(b.group(3))
+    for i, (lo, n) in latest.items():
         hit = (GuardHit(i, "before", lo - addr, m.group(2)) if addr < lo else
                GuardHit(i, "after", addr - (lo + n), m.group(2)) if addr >= lo + n else None)
         if hit is not None and (best is None or hit.distance < best.distance):

@@ -331,14 +331,15 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             if out.races:       # the detector's verdict (with any fault above); the other schedules add nothing
                 out.arrays = _returned(spec, results)
                 return out
-            if r >= 2 and (differing_kept or not any(
-                    differing_from_first(runs[0][i], results[i], out.sampled[r],
-                                         lambda i=i: _initial(spec, sched, i, before)).size for i in runs[0])):
+            if r >= 2:
                 # judge reports the first later schedule that differs from run 0: the copies of one that does not
                 # (or of any after it) need not stay, and with large buffers five copies exhaust the worker
-                results = runs[0]
-            else:
-                differing_kept = differing_kept or r >= 2
+                if differing_kept or not any(differing_from_first(runs[0][i], results[i], out.sampled[r],
+                                                                  lambda i=i: _initial(spec, sched, i, before)).size
+                                             for i in runs[0]):
+                    results = runs[0]
+                else:
+                    differing_kept = True
             runs.append(results)
         ran = [r for r, run in enumerate(runs) if run is not None]
         out.fault = judge(spec, [plan[r] for r in ran], [runs[r] for r in ran],
