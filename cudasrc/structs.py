@@ -17,6 +17,12 @@ from .signatures import closing_bracket, resolved_type, split_top_level, strip_c
 from .types import SCALAR_DTYPES, VECTOR_ELEMENTS, VECTOR_SCALARS
 
 POINTER_BYTES = 8
+# Structs of CUDA's runtime headers (driver_types.h) that kernels take by value without defining them
+RUNTIME_STRUCTS = {
+    "cudaExtent": "size_t width; size_t height; size_t depth;",
+    "cudaPos": "size_t x; size_t y; size_t z;",
+    "cudaPitchedPtr": "void* ptr; size_t pitch; size_t xsize; size_t ysize;",
+}
 MAX_PARAM_BYTES = 32764     # CUDA's limit on a kernel's parameters (12.1 and later): no by-value struct is larger
 
 
@@ -85,6 +91,8 @@ def _body_of(src: _Source, name: str) -> str:
         close = closing_bracket(clean, open_at)
         if re.match(r"\s*" + re.escape(name) + r"\s*;", clean[close + 1:]):
             return clean[open_at + 1:close]
+    if name in RUNTIME_STRUCTS:
+        return RUNTIME_STRUCTS[name]
     raise LookupError(f"struct {name}: no definition in the source")
 
 

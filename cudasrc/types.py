@@ -40,6 +40,8 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
     "half": np.dtype("float16"), "bool": np.dtype("bool"),
     # glibc's <sys/types.h> shorthands, which CUDA's headers bring into every Linux build
     "ushort": np.dtype("uint16"), "uint": np.dtype("uint32"), "ulong": np.dtype("uint64"),
+    # the runtime's texture and surface object handles (64-bit integers the host creates)
+    "cudaTextureObject_t": np.dtype("uint64"), "cudaSurfaceObject_t": np.dtype("uint64"),
 }
 
 # CUDA vector types behind pointers -> their size in bytes. A kernel reads whole vectors, so an array for

@@ -50,6 +50,7 @@ import operator
 import re
 import zlib
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -66,6 +67,7 @@ from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIF
                                      GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
 from .run import SPLITMIX_FINISH, SYMBOL_PREFIX, Launch, build_failed, inline_includes, run_kernels, with_definitions
+from .surfaces import STORES, SURFACE_BYTES, surface_stores
 from .textures import seeded_textures
 from .vector_math import with_vector_math
 
@@ -206,7 +208,7 @@ def unrunnable(header: dict, source: str) -> "str | None":
                     if re.sub(r"\s+", " ", m.group(1)) in SCALAR_DTYPES}
     functions = undefined_device_functions(code)
     for ret, name, _ in functions:
-        if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names:
+        if ret != "void" and ret not in SCALAR_DTYPES and ret not in scalar_names and ret not in VECTOR_BYTES:
             return (f"verifier-only construct: __device__ {name}() is declared, never defined, and returns "
                     f"{ret!r}, for which the adapter makes no arbitrary value (the verifier takes any value)")
     too_many = _too_many_callers(functions, header)
@@ -277,7 +279,8 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
     takes a call's result as arbitrary (and a body-less function as touching no memory): here a void one does
     nothing, and the k-th call of every thread returns the same seeded value (0 half the time, so that
     `while (nondet())` ends; else in [1, 64), which fits any integer type and an offset into the buffers). One value
-    per call index honours `__uniform_int` assumptions on it, and two calls differ, as the verifier allows."""
+    per call index honours `__uniform_int` assumptions on it, and two calls differ, as the verifier allows. A CUDA
+    vector type (`float4 fminf(float4, float4)`) gets such a value in each component."""
     functions = undefined_device_functions(code)
     if not functions:
         return ""
@@ -298,7 +301,11 @@ def arbitrary_results(code: str, header: dict, seed: int) -> str:
            "  return (z & 1) ? 0 : 1 + (z >> 1) % 63;",
            "}"]
     for ret, name, params in functions:
-        body = "{}" if ret == "void" else f"{{ return ({ret}){draw}(); }}"
+        body = ("{}" if ret == "void" else
+                # a CUDA vector type: each component its own call's value
+                f"{{ {ret} r; typedef decltype(r.x) E; E* c = reinterpret_cast<E*>(&r); "
+                f"for (unsigned i = 0; i < sizeof(r) / sizeof(E); ++i) c[i] = (E){draw}(); return r; }}"
+                if ret in VECTOR_BYTES else f"{{ return ({ret}){draw}(); }}")
         out.append(f"__device__ {ret} {name}({params}) {body}")
     return "\n".join(out) + "\n"
 
@@ -788,6 +795,11 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     code = implicit_includes(single_storage_class(own_platform_types(without_api_redeclarations(device_source(full)))))
     code = with_vector_math(legacy_shuffles(code, path.name), path.name)
     code, textures = seeded_textures(code, seed, path.name)
+    try:
+        code, surfaces = surface_stores(code, path.name)
+    except ValueError as exc:
+        rec.update(verdict="unsupported", fault="UnsupportedConstruct", detail=str(exc), races=0, data_race=False)
+        return rec
     code += arbitrary_results(code, header, seed)
     # the file as its build reads it: a kernel body or a precondition inside a dropped branch is not there
     chosen, ignored, uncommented = [], [], as_built(strip_comments(full), header["defines"])
@@ -805,20 +817,25 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     rec["requires_not_honoured"] = ignored
     if textures:
         rec["seeded_textures"] = textures
-    return run_growing(rec, module, code, header, chosen, rng)
+    return run_growing(rec, module, code, header, chosen, rng, surfaces)
 
 
-def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: np.random.Generator) -> dict:
+def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: np.random.Generator,
+                surfaces: "Sequence[str]" = ()) -> dict:
     """Run each (signature, scalar values, sweep points) of `chosen` at the header's launch with seeded inputs
-    (make_args), the file-scope pointer variables set (device_pointers), and again with larger buffers while a
-    kernel overruns their end (grown_size). Shared by the GPUVerify and faial adapters."""
+    (make_args), the file-scope pointer variables set (device_pointers) and the `surfaces`' stores too (see
+    surfaces.py), and again with larger buffers while a kernel overruns their end (grown_size, grown_surfaces).
+    Shared by the GPUVerify and faial adapters."""
     rec["scalars"] = {sig.name: values for sig, values, _ in chosen}      # what to replay a verdict with
     rec["device_pointers"] = device_pointers(module, code, buffer_elements(header), rng)
+    surface_bytes, stores = dict.fromkeys(surfaces, SURFACE_BYTES), []
     # `extern __shared__`: its size is the host program's launch argument, which the header does not give; GPUVerify
     # takes it as unbounded. The most a block gets without opting in is the adapter's stand-in.
     dynamic_shared = GV_DYNAMIC_SHARED if re.search(r"\bextern\s+__shared__\b", code) else 0
     size, resident = GV_MIN_ELEMENTS, {}
     while True:
+        if surfaces:
+            stores = set_surface_stores(module, surface_bytes, rng, stores)
         launches = [Launch(sig.name, header["grid"], header["block"],
                            lambda point, sig=sig, values=values, size=size:
                            make_args(sig, header, {**values, **point}, rng, size, module=module, code=code,
@@ -827,10 +844,53 @@ def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: n
                     for sig, values, points in chosen]
         rec["kernels"] = {}
         run_kernels(rec, module, launches)
+        if surfaces:
+            rec["surface_bytes"] = dict(surface_bytes)
+            if grown_surfaces(rec, surface_bytes):
+                continue
         grown = grown_size(rec, buffer_elements(header, size))
         if grown is None:
             return rec
         rec["buffers_grown_to"] = size = grown
+
+
+# An overrun of a surface store: "'surface:s (through __device__ variable ...)' (resident ..., N x uint8) ...
+# (element E of N)" in its guard pages, or "the nearest is 'surface:s (through ...)' (resident), D bytes after it"
+# beyond them
+_SURFACE = r"'surface:(?P<name>[^' ]+) \(through __device__ variable " + re.escape(STORES) + r"\)' \(resident"
+_SURFACE_PAST_END = re.compile(_SURFACE + r" [^)]*\)?, (?P<size>\d+) x uint8\) \d+ byte\(s\) past its end "
+                               r"\(element (?P<element>\d+) of \d+\)")
+_SURFACE_BEYOND = re.compile(r"the nearest is " + _SURFACE + r"\), (?P<distance>\d+) bytes after it")
+GV_MAX_SURFACE_BYTES = 1 << 28        # a surface store grows to at most 256 MiB
+
+
+def set_surface_stores(module, surface_bytes: dict, rng: np.random.Generator, old: list) -> list:
+    """Each surface's store: a resident buffer of its size, seeded (what the host's array held), behind STORES
+    (the `old` stores freed first). Returns the stores."""
+    for buf in old:
+        module.free(buf)
+    stores = [module.alloc(f"surface:{name}", (n,), np.uint8, seeded(np.dtype(np.uint8), n, rng))
+              for name, n in surface_bytes.items()]
+    module.set_symbol(STORES, Struct(np.void(bytes(8 * len(stores))), tuple((8 * i, b) for i, b in enumerate(stores))))
+    return stores
+
+
+def grown_surfaces(rec: dict, surface_bytes: dict) -> bool:
+    """Whether a kernel overran a surface store that may grow (then grown, in `surface_bytes`, by a power of two
+    to cover the byte reached, at most GV_MAX_SURFACE_BYTES); a crash beyond the guard pages counts where the
+    store is the buffer nearest to it."""
+    grew = False
+    for k in rec["kernels"].values():
+        m = _SURFACE_PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else \
+            _SURFACE_BEYOND.search(k["detail"]) if k["fault"] == "KernelCrash" else None
+        if m and m.group("name") in surface_bytes:
+            size = surface_bytes[m.group("name")]
+            reached = int(m.group("element")) if "element" in m.groupdict() else size + int(m.group("distance"))
+            want = size * (1 << (-(-(reached + 1) // size) - 1).bit_length())
+            if want <= GV_MAX_SURFACE_BYTES:
+                surface_bytes[m.group("name")] = max(surface_bytes[m.group("name")], want)
+                grew = True
+    return grew
 
 
 def grown_size(rec: dict, size: int) -> "int | None":

@@ -10,8 +10,10 @@ of the hardware's linear filtering weights), so the value may change within a te
 an integer one counts whole texels; the gradients of `tex2DGrad` choose a mip level, not a texel, and are not
 counted. Values are as the adapter's buffers hold: floats in [0, 1), integers in [0, 64); a texture read as
 normalized floats (`cudaReadModeNormalizedFloat`) returns floats in [0, 1) of the vector width.
-Texture objects (`cudaTextureObject_t`, which the host creates), `tex2Dgather` and surfaces are left as they are:
-emu refuses them with its reason. Line numbers stay: the definitions go before a `#line 1` marker."""
+A fetch from a texture object (`tex2D<float4>(obj, x, y)`: the host created the object, the suite has no host
+code) is the same seeded value of the texel type it names, the handle hashed in with the coordinates, so two
+objects read different texels. `tex2Dgather` is left as it is: emu refuses it with its reason. Surfaces are
+written, so they are stores (surfaces.py). Line numbers stay: the definitions go before a `#line 1` marker."""
 from __future__ import annotations
 
 import re
@@ -25,6 +27,8 @@ _DECLARED = re.compile(r"\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*;")
 _STORAGE = re.compile(r"\b((?:static|extern)\s+)$")
 # the fetches of one texel; tex2Dgather, which returns four texels' components, is left to emu's refusal
 _FETCH = re.compile(r"(?!tex2Dgather\b)" + TEXTURE_FETCH + r"(?=\s*\()")
+# a fetch from a texture object, its texel type given (`tex2D<float4>(obj, x, y)`)
+_OBJECT_FETCH = re.compile(r"(?!tex2Dgather\b)" + TEXTURE_FETCH + r"\s*<(?=[^<>;(){}]*>\s*\()")
 _NORMALIZED_SCALARS = ("char", "signed char", "unsigned char", "short", "unsigned short")
 _NORMALIZED_VECTORS = ("char", "uchar", "short", "ushort")
 
@@ -80,13 +84,19 @@ def _definitions(seed: int) -> str:
         f"  ((h = {PREFIX}mix(h ^ {PREFIX}texel_key(coords))), ...);",
         f"  return {PREFIX}texel<typename {PREFIX}read<T, M>::type>(h);",
         "}",
+        f"template <class R, class... C> __device__ inline R {PREFIX}fetch_object(unsigned long long object, "
+        "C... coords) {",
+        f"  unsigned long long h = {seed & 0xFFFFFFFF}ULL ^ {PREFIX}mix(object);",
+        f"  ((h = {PREFIX}mix(h ^ {PREFIX}texel_key(coords))), ...);",
+        f"  return {PREFIX}texel<R>(h);",
+        "}",
     ])
 
 
 def seeded_textures(code: str, seed: int, filename: str) -> tuple[str, list[str]]:
     """`code` (comments removed) with its texture references made seeded textures, and the names of those it
     declares; `code` itself where it has none. `filename` names the file in the `#line` marker."""
-    if not _TEXTURE.search(code):
+    if not _TEXTURE.search(code) and not _OBJECT_FETCH.search(code):
         return code, []
     out, names, pos = [], [], 0
     for k, m in enumerate(_TEXTURE.finditer(code)):
@@ -106,5 +116,6 @@ def seeded_textures(code: str, seed: int, filename: str) -> tuple[str, list[str]
         out += [code[pos:start], text]
         pos = close + 1
     out.append(code[pos:])
-    renamed = re.sub(_FETCH, f"{PREFIX}fetch", "".join(out))
+    renamed = re.sub(_OBJECT_FETCH, f"{PREFIX}fetch_object<", "".join(out))
+    renamed = re.sub(_FETCH, f"{PREFIX}fetch", renamed)
     return with_definitions(_definitions(seed), renamed, filename), names

@@ -138,6 +138,9 @@ template <class V, qc_if_vector<V> = 0> __host__ __device__ inline V fracf(V v) 
   return v;
 }
 """,
+    # CUDA 5's math_functions.h had it (later releases keep only __saturatef): x clamped to [0, 1], NaN to 0
+    "saturate": r"""__host__ __device__ inline float saturate(float x) { return x != x ? 0.0f : fminf(fmaxf(x, 0.0f), 1.0f); }
+""",
     "smoothstep": r"""__host__ __device__ inline float smoothstep(float a, float b, float x) {
   float y = clamp((x - a) / (b - a), 0.0f, 1.0f);
   return y * y * (3.0f - 2.0f * y);

@@ -30,6 +30,10 @@ CASES = {
                              "__device__ static __attribute__((always_inline)) unsigned sad(unsigned a, unsigned c=0);\n"
                              "__global__ void k(float* y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                              "  y[i] = __saturatef(2.0f) + sad(1u);\n}\n",
+    # bindlessTexture's mipmap: a body-less overload returning a CUDA vector type
+    "vector": HEAD + "__device__ float4 fminf(float4, float4);\n"
+                     "__global__ void k(float4* y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                     "  y[i] = fminf(y[i], make_float4(1.0f, 2.0f, 3.0f, 4.0f));\n}\n",
 }
 
 
@@ -78,3 +82,11 @@ def test_cudas_own_function_declared_again_keeps_its_body_and_a_default_argument
     # a name only a class of emu's headers has (cooperative groups' any()) is not CUDA's function
     assert gpuverify.undefined_device_functions("__device__ int any(int);\n") == [("int", "any", "int")]
 
+
+
+def test_a_function_returning_a_vector_gets_a_value_in_each_component(verdicts):
+    rec = verdicts["vector"]
+    assert rec["verdict"] == "clean", rec
+    body = gpuverify.arbitrary_results("__device__ float4 fminf(float4, float4);\n__global__ void k() {}",
+                                       {"block": (1, 1, 1), "grid": (1, 1, 1)}, 0)
+    assert "float4 fminf(float4, float4) { float4 r;" in body and "c[i] = (E)" in body

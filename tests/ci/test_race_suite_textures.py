@@ -72,6 +72,24 @@ __global__ void read(int* a, int* b, float* f, float* g, float* n) {
     assert ((0 <= n) & (n < 1)).all() and len(set(n)) > 32             # normalized floats, one per coordinate
 
 
+def test_texture_objects_read_seeded_texels_per_object(emu):
+    """A fetch from a texture object (bindlessTexture, whose host code made the objects) reads the seeded texel of
+    its coordinates and its handle: the same twice, another for another object."""
+    code, names = seeded_textures(r"""
+__global__ void read(cudaTextureObject_t a, cudaTextureObject_t b, float4* x, float4* y, float4* z) {
+  int i = threadIdx.x;
+  x[i] = tex2D<float4>(a, (float)i, 0.5f);
+  y[i] = tex2D<float4>(a, (float)i, 0.5f);
+  z[i] = tex2D<float4>(b, (float)i, 0.5f);
+}
+""", 3, "objects.cu")
+    assert names == []
+    x, y, z = (np.zeros(4 * 8, np.float32) for _ in range(3))
+    emu.load(code).launch("read", (1,), (8,), 0, [np.uint64(1), np.uint64(2), x, y, z], [2, 3, 4])
+    assert np.array_equal(x, y) and not np.array_equal(x, z)
+    assert ((x >= 0) & (x < 1)).all() and len(set(x.tolist())) > 16
+
+
 def test_the_seed_chooses_the_texels(emu):
     src = "texture<float, 1> t;\n__global__ void read(float* out) { out[threadIdx.x] = tex1D(t, (float)threadIdx.x); }\n"
     got = []
@@ -91,7 +109,9 @@ def test_only_references_and_cudas_own_fetches_are_rewritten():
     assert names == ["tex"] and body.count("\n") == src.count("\n")         # line numbers kept
     assert f"__device__ {PREFIX}texture_0 tex;" in body
     assert f"tex2DBilinear(const {PREFIX}texture<float, 2> t" in body and f"return {PREFIX}fetch(t, x, y)" in body
-    assert "tex2D<float>(obj, 0, 0)" in body         # a texture object: left for emu to refuse
+    assert f"{PREFIX}fetch_object<float>(obj, 0, 0)" in body      # a texture object's fetch: a seeded texel too
+    gather = "__global__ void k(float4* o, cudaTextureObject_t obj) { o[0] = tex2Dgather<float4>(obj, 0, 0); }\n"
+    assert seeded_textures(gather, 0, "kernel.cu") == (gather, [])      # four texels' components: left to emu
     assert seeded_textures("__global__ void k(float* o) { o[0] = 1; }\n", 0, "kernel.cu") == \
         ("__global__ void k(float* o) { o[0] = 1; }\n", [])
 

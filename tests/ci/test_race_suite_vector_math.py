@@ -159,3 +159,13 @@ def test_prefix_sums_are_exclusive_and_must_fit():
     assert args[0].tolist() == [0, 3, 3, 5, 5] and args[0].dtype == np.uint32
     with pytest.raises(LookupError, match=r"parameter scan: the prefix sums of counts \(up to 510\) do not fit its uint8"):
         gpuverify.prefix_sums(sig, values, [np.zeros(3, np.uint8), np.array([255, 255], np.uint8)])
+
+
+def test_saturate_of_cuda_5_clamps_to_the_unit_interval(emu):
+    """volumeFiltering's header calls `saturate`, which CUDA 5's math_functions.h had and nvcc no longer does."""
+    code = vector_math.with_vector_math("__global__ void k(const float4* v, const float* x, float* y) {\n"
+                                        "  y[threadIdx.x] = saturate(x[threadIdx.x]);\n}\n", "kernel.cu")
+    y = np.zeros(4, np.float32)
+    emu.load(code).launch("k", (1,), (4,), 0, [np.zeros(4 * 4, np.float32),
+                                               np.array([-1.0, 0.25, 2.0, np.nan], np.float32), y], [2])
+    assert list(y) == [0.0, 0.25, 1.0, 0.0]

@@ -79,6 +79,23 @@ enum cudaTextureFilterMode { cudaFilterModePoint = 0, cudaFilterModeLinear = 1 }
 #define cudaTextureType1DLayered 0xF1
 #define cudaTextureType2DLayered 0xF2
 #define cudaTextureTypeCubemapLayered 0xFC
+#define cudaSurfaceType1D 0x01
+#define cudaSurfaceType2D 0x02
+#define cudaSurfaceType3D 0x03
+#define cudaSurfaceTypeCubemap 0x0C
+#define cudaSurfaceType1DLayered 0xF1
+#define cudaSurfaceType2DLayered 0xF2
+#define cudaSurfaceTypeCubemapLayered 0xFC
+enum cudaSurfaceBoundaryMode { cudaBoundaryModeZero = 0, cudaBoundaryModeClamp = 1, cudaBoundaryModeTrap = 2 };
+// Texture and surface objects are handles the host creates; a kernel may take, store and pass them (emu runs no
+// fetch from one: emu refuses texture fetches and surface loads and stores with their reason).
+typedef unsigned long long cudaTextureObject_t;
+typedef unsigned long long cudaSurfaceObject_t;
+// The runtime's extent, position and pitched-pointer structs (driver_types.h), which kernels take by value (their
+// make_ functions are host code in CUDA, so device code has none).
+struct cudaExtent { size_t width, height, depth; };
+struct cudaPos { size_t x, y, z; };
+struct cudaPitchedPtr { void* ptr; size_t pitch, xsize, ysize; };
 
 // ---------------------------------------------------------------------------------------------------
 // __half: IEEE binary16 stored as _Float16; conversions round to nearest even (g++ >= 12).

@@ -156,6 +156,12 @@ class DeviceBuffer:
             self.mod.lib.emu_free(self.ptr)
             self.ptr = 0
 
+    def rearm(self) -> None:
+        """The guard bands set to SENTINEL_BYTE again (after a report of their damage)."""
+        if not self.sanitize:
+            self.raw[:GUARD_BYTES] = SENTINEL_BYTE
+            self.raw[GUARD_BYTES + self.nbytes:] = SENTINEL_BYTE
+
     def bands(self) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """The guard bands before and after the data (None under AddressSanitizer, which has none)."""
         if self.sanitize:
@@ -215,6 +221,32 @@ def _guard_fault(spec: LaunchSpec, i: int, buf: "DeviceBuffer", sched: Schedule)
     return None if detail is None else f"{detail} (schedule {sched})"
 
 
+def reached_buffers(spec: LaunchSpec) -> list[tuple[str, Buffer]]:
+    """Resident buffers the launch reaches through pointers in by-value structs and in set_symbol's variables
+    (not passed as arguments themselves), each with its label: used in place, watched by the race detector like
+    the buffers passed as pointers, and guarded like them (their buffer lines take the indices after the
+    arguments', in this order)."""
+    reached = [(f"{buf.name} (through {spec.names[i]})", buf) for i, a in enumerate(spec.args) if isinstance(a, Struct)
+               for _, buf in a.pointers]
+    reached += [(f"{buf.name} (through __device__ variable {name})", buf) for name, v in spec.symbols.items()
+                if isinstance(v, Struct) for _, buf in v.pointers]
+    passed = {a.id for a in spec.args if isinstance(a, Buffer)}
+    return list({buf.id: (name, buf) for name, buf in reversed(reached) if buf.id not in passed}.values())
+
+
+def _reached_guard_fault(label: str, buf: Buffer, storage: "DeviceBuffer", sched: Schedule) -> Optional[str]:
+    """The OutOfBounds detail when the guard bands of a resident buffer reached through a pointer changed, else
+    None; the bands are set again, for the buffer outlives the launch."""
+    bands = storage.bands()
+    if bands is None:
+        return None
+    detail = guard_fault(f"'{label}' (resident {buf}, {int(np.prod(buf.shape, dtype=np.int64))} x {buf.dtype})",
+                         *bands, storage.nbytes, buf.dtype.itemsize)
+    if detail is not None:
+        storage.rearm()
+    return None if detail is None else f"{detail} (schedule {sched})"
+
+
 def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Resident]] = None,
             staged: Optional[dict[int, np.ndarray]] = None) -> Outcome:
     """Run the launch under every schedule of its plan. Resident buffers (spec.args holding a Buffer) come from
@@ -224,14 +256,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     laid them out in shared memory) and not compared between runs."""
     kernel = mod.kernels[spec.kernel]
     resident = resident or {}
-    # Resident buffers reached through pointers in by-value structs and in set_symbol's variables: used in place,
-    # and watched by the race detector like the buffers passed as pointers.
-    reached = [(f"{buf.name} (through {spec.names[i]})", buf) for i, a in enumerate(spec.args) if isinstance(a, Struct)
-               for _, buf in a.pointers]
-    reached += [(f"{buf.name} (through __device__ variable {name})", buf) for name, v in spec.symbols.items()
-                if isinstance(v, Struct) for _, buf in v.pointers]
-    passed = {a.id for a in spec.args if isinstance(a, Buffer)}
-    reached = list({buf.id: (name, buf) for name, buf in reversed(reached) if buf.id not in passed}.values())
+    reached = reached_buffers(spec)
     spec.symbols = {name: _by_value(mod, v, resident).tobytes() if isinstance(v, Struct) else v
                     for name, v in spec.symbols.items()}
     mod.reset_symbols(spec.symbols)
@@ -269,6 +294,10 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         for i, b in bufs.items():     # where the buffers lie: a fault in their guard pages names the argument
             print(guarded.buffer_line(i, b.ptr, b.nbytes, _meta(spec.args[i])[1].itemsize), file=sys.stderr,
                   flush=True)
+        for k, (_, buf) in enumerate(reached):
+            b = resident[buf.id].storage
+            print(guarded.buffer_line(len(spec.args) + k, b.ptr, b.nbytes, buf.dtype.itemsize), file=sys.stderr,
+                  flush=True)
         argv, keep = _argv(spec, bufs)
         mod.reset_symbols(spec.symbols)
         s0, d0, t0, c0 = mod.switches(), mod.int_divisions_by_zero(), time.perf_counter(), time.thread_time()
@@ -301,6 +330,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 out.divisions_by_zero = mod.int_divisions_by_zero() - d0
         results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
         damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
+        damaged += [(None, _reached_guard_fault(label, buf, resident[buf.id].storage, sched))
+                    for label, buf in reached]
         for i in copied:
             bufs[i].release()
         del keep

@@ -595,3 +595,26 @@ def test_reads_of_ptx_special_registers(load):
     want = np.stack([lane, (1 << lane) - 1, (~((1 << lane) - 1)) & 0xFFFFFFFF, t, np.zeros(64)], 1).astype(np.uint32)
     np.testing.assert_array_equal(got[:64], want)
     np.testing.assert_array_equal(got[64:, 4], 1)
+
+
+RUNTIME_TYPES = r"""
+__global__ void extent_sum(cudaExtent e, cudaTextureObject_t tex, cudaSurfaceObject_t surf, unsigned long long* out) {
+  cudaPos p = {e.width, e.height, e.depth};
+  cudaExtent twice = {2 * p.x, 2 * p.y, 2 * p.z};
+  out[threadIdx.x] = twice.width + twice.height + twice.depth + tex * 1000 + surf * 100000;
+}
+"""
+
+
+def test_runtime_structs_and_object_handles_by_value(load):
+    """cudaExtent and cudaPos (driver_types.h) by value, and the texture and surface object handles a kernel may
+    take and keep: emu declares them as CUDA's headers do, and cudasrc lays cudaExtent out without a definition in
+    the source."""
+    from cudasrc.structs import struct_layout
+    from harness.backends.base import Struct
+    mod = load(RUNTIME_TYPES)
+    extent = np.zeros((), struct_layout(RUNTIME_TYPES, "cudaExtent").dtype)[()]
+    extent["width"], extent["height"], extent["depth"] = 1, 2, 3
+    out = np.zeros(4, np.uint64)
+    mod.launch("extent_sum", (1,), (4,), 0, [Struct(extent, ()), np.uint64(7), np.uint64(9), out], outputs=(3,))
+    assert list(out) == [12 + 7000 + 900000] * 4

@@ -127,3 +127,32 @@ def test_buffers_are_lost_with_the_worker(emu):
         assert np.array_equal(mod.read(fresh), np.ones(4, np.float32))
     finally:
         be.close()
+
+
+REACHED = r"""
+struct Rows { int n; float* row; };
+__device__ float* table;
+__global__ void past_table(int at){ if(threadIdx.x == 0) table[at] = 1.0f; }
+__global__ void past_row(Rows r, int at){ if(threadIdx.x == 0) r.row[at] = 1.0f; }
+"""
+
+
+def test_a_resident_buffer_reached_through_a_pointer_is_guarded(load):
+    """A buffer reached through a __device__ pointer or a by-value struct's field, not passed itself, has its guard
+    bands checked and its guard pages named as an argument's: an overrun is an OutOfBounds naming it (it went
+    unseen, or was a crash near another buffer, when only arguments were checked)."""
+    from harness.backends.base import Struct
+    mod = load(REACHED)
+    table = mod.alloc("t", 64, np.float32, init=np.zeros(64, np.float32))
+    mod.set_symbol("table", table)
+    mod.launch("past_table", (1,), (32,), 0, [np.int32(63)])               # the last element: no fault
+    with pytest.raises(OutOfBounds, match=r"write to 't \(through __device__ variable table\)' \(resident buffer 't' "
+                                          r"\(64 float32\), 64 x float32\) 5 byte\(s\) past its end \(element 65 of 64\)"):
+        mod.launch("past_table", (1,), (32,), 0, [np.int32(65)])         # the sentinel band after it
+    mod.launch("past_table", (1,), (32,), 0, [np.int32(0)])                # the band was set again: no stale fault
+    row = mod.alloc("row", 16, np.float32, init=np.zeros(16, np.float32))
+    value = np.zeros((), np.dtype({"names": ["n", "row"], "formats": [np.int32, np.uint64], "offsets": [0, 8],
+                                   "itemsize": 16}))[()]
+    with pytest.raises(OutOfBounds, match=r"write to 'row \(through r\)' \(resident buffer 'row' \(16 float32\), 16 x "
+                                          r"float32\) \d+ byte\(s\) past its end .*guard pages"):
+        mod.launch("past_row", (1,), (32,), 0, [Struct(value, ((8, row),)), np.int32(100_000)])

@@ -1,0 +1,108 @@
+"""Surfaces, for the GPUVerify adapter: each surface a store in global memory that the race detector watches.
+
+A surface store (`surf2Dwrite(v, surf, x_bytes, y)`) writes device memory, so two threads storing to one texel
+race as two stores to one element do; GPUVerify's benchmarks write surfaces that a host program bound to CUDA
+arrays, through references (`surface<void, 2> s;`, which CUDA 12 removed: nvcc refuses them) or objects
+(`cudaSurfaceObject_t` parameters). Neither the arrays nor their extents are in the suite, so each distinct surface
+a file names in its loads and stores (the reference, or the parameter or expression holding the object) becomes a
+resident byte buffer of the adapter's (`surface:<name>`, seeded like the other buffers), and each load or store a
+typed access of its bytes at the call's own line: reports name the file's line and the surface, and the index they
+give is the byte in that store. The store's layout needs no extents: the texel's 16-byte cell is the Morton
+(bit-interleaved) number of its coordinates (x_bytes / 16, y, z or layer or face), which is one-to-one and keeps
+small coordinates near the start, so a store of `surface_bytes` covers whatever a launch reaches; an access past its
+end is an OutOfBounds naming the store, after which the adapter grows the store and runs the file again, as for its
+other buffers. A byte offset that is not a multiple of the texel's size, or a negative coordinate, is a fault of
+the kernel on a GPU (the default boundary mode traps) and traps here. The boundary-mode argument is read and set
+aside: with no extents nothing is out of range. Line numbers stay: the definitions go before a `#line 1` marker."""
+from __future__ import annotations
+
+import re
+
+from cudasrc.signatures import closing_bracket, split_top_level
+
+from .run import SYMBOL_PREFIX as PREFIX, with_definitions
+
+_REFERENCE = re.compile(r"\b(?:(?:static|extern)\s+)?surface\s*<[^<>;]*>\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*;")
+# kind -> coordinates after the byte offset in x (y, z, layer, face)
+_COORDINATES = {"1D": 0, "2D": 1, "3D": 2, "1DLayered": 1, "2DLayered": 2, "Cubemap": 2, "CubemapLayered": 2}
+_CALL = re.compile(r"\bsurf(" + "|".join(sorted(_COORDINATES, key=len, reverse=True)) + r")(read|write)\s*(<)?")
+STORES = f"{PREFIX}surface_stores"
+SURFACE_BYTES = 1 << 20       # a store's first size; grown (by the adapter's OutOfBounds rule) to what a launch reaches
+
+
+def _definitions(count: int) -> str:
+    """The stores' pointers and the one function that places a texel in its store, as C++ nvcc and emu compile."""
+    return "\n".join([
+        "#include <type_traits>",
+        f"__device__ unsigned char* {STORES}[{count}];",
+        f"__device__ inline unsigned long long {PREFIX}spread(unsigned long long v, int ways) {{",
+        "  unsigned long long out = 0;",
+        "  for (int bit = 0; bit * ways < 64 && bit < 32; ++bit) out |= ((v >> bit) & 1ULL) << (bit * ways);",
+        "  return out;",
+        "}",
+        f"template <class T> __device__ inline T& {PREFIX}texel(int surface, int ways, long long x_bytes, "
+        "long long c1, long long c2) {",
+        "  static_assert(sizeof(T) <= 16 && 16 % sizeof(T) == 0, \"a surface texel is 1, 2, 4, 8 or 16 bytes\");",
+        "  if (x_bytes < 0 || c1 < 0 || c2 < 0 || x_bytes % (long long)sizeof(T) != 0) __trap();",
+        f"  unsigned long long cell = {PREFIX}spread((unsigned long long)x_bytes >> 4, ways)"
+        f" | {PREFIX}spread((unsigned long long)c1, ways) << 1 | {PREFIX}spread((unsigned long long)c2, ways) << 2;",
+        f"  return *reinterpret_cast<T*>({STORES}[surface] + cell * 16 + (x_bytes & 15));",
+        "}",
+    ])
+
+
+def _key(expression: str) -> str:
+    return re.sub(r"\s+", "", expression)
+
+
+def surface_stores(code: str, filename: str) -> tuple[str, list[str]]:
+    """`code` (comments removed) with its surface references declared as plain objects and its surface loads and
+    stores made accesses of the adapter's stores, and the surfaces' names in store order (the symbol STORES holds
+    their pointers, which the adapter sets); `code` itself and [] where it has none. A call it cannot read is a
+    ValueError naming its line."""
+    names: list[str] = []
+    out, pos = [], 0
+    for m in _CALL.finditer(code):
+        if m.start() < pos:
+            continue
+        kind, op, templated = m.groups()
+        line = code.count("\n", 0, m.start()) + 1
+        i = m.end()
+        texel = None
+        if templated:
+            i -= 1
+            close = closing_bracket(code, i)
+            texel, i = code[i + 1:close].strip(), close + 1
+        while i < len(code) and code[i].isspace():
+            i += 1
+        if i >= len(code) or code[i] != "(":
+            continue                  # a name that is not a call (a declaration of the reader's own)
+        close = closing_bracket(code, i)
+        args = [a.strip() for a in split_top_level(code[i + 1:close], ",")]
+        wanted = 2 + _COORDINATES[kind]      # value or pointer (or none, templated read), surface, x, coordinates
+        first = 0 if op == "read" and texel else 1
+        if len(args) not in (wanted - 1 + first, wanted + first):
+            raise ValueError(f"source: line {line}: surf{kind}{op} with {len(args)} argument(s): cannot read it")
+        surface = _key(args[first])
+        if surface not in names:
+            names.append(surface)
+        coords = args[first + 1:first + 2 + _COORDINATES[kind]] + ["0"] * (2 - _COORDINATES[kind])
+        ways = 1 + _COORDINATES[kind]
+        where = f"{names.index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
+        if op == "write":
+            value = args[0]
+            text = f"({PREFIX}texel<std::decay_t<decltype({value})>>({where}) = ({value}))"
+        elif texel:
+            text = f"({PREFIX}texel<{texel}>({where}))"
+        else:
+            target = args[0]
+            text = f"(*({target}) = {PREFIX}texel<std::remove_reference_t<decltype(*({target}))>>({where}))"
+        out += [code[pos:m.start()], text]
+        pos = close + 1
+    out.append(code[pos:])
+    rewritten = "".join(out)
+    if not names and not _REFERENCE.search(rewritten):
+        return code, []
+    # a reference is a name only now: an int keeps any other mention of it compiling
+    rewritten = _REFERENCE.sub(lambda r: f"__device__ int {r.group(1)};", rewritten)
+    return with_definitions(_definitions(max(1, len(names))), rewritten, filename), names

@@ -1,0 +1,113 @@
+"""Surfaces in GPUVerify's files (GPUVerifyBenchmarks' volumeFiltering and bindlessTexture samples): each surface
+a store in global memory that the race detector watches (ci/race_suites/surfaces.py). Distinct texels do not race,
+two threads storing one texel do (the negative control), a load reads what a store left, a store grows as a launch
+reaches further, and texture objects read seeded texels as texture references do."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ci.race_suites.surfaces import STORES, surface_stores
+from harness.backends.base import KernelFault, Struct
+
+HEAD = "//pass\n//--blockDim=[8,8] --gridDim=[2,2]\n\n"
+REFERENCE = "surface<void, 2> image;\nsurface<void, cudaSurfaceType2DLayered> stack;\n"
+OWN = HEAD + REFERENCE + r"""
+__global__ void own(float* out) {
+  unsigned x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  surf2Dwrite(make_float4(x, y, 0, 1), image, x * sizeof(float4), y);
+  surf2DLayeredwrite((float)x, stack, x * sizeof(float), y, 3);
+  out[y * 16 + x] = (float)x;
+}
+"""
+# the negative control: every thread of a row stores its own value to the row's first texel
+SHARED_TEXEL = HEAD + REFERENCE + r"""
+__global__ void own(float* out) {
+  unsigned x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  surf2Dwrite(make_float4(x, y, 0, 1), image, 0, y);
+  out[y * 16 + x] = (float)x;
+}
+"""
+# surface objects (the host creates them): one parameter written, a texture object read
+OBJECTS = "//pass\n//--blockDim=[16,16] --gridDim=[2,2]\n\n" + r"""
+__global__ void mip(cudaSurfaceObject_t output, cudaTextureObject_t input, unsigned width) {
+  unsigned x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  float4 c = tex2D<float4>(input, x * 0.5f, y * 0.5f) + tex2DLod<float4>(input, x, y, 1.0f);
+  surf2Dwrite(make_uchar4(c.x, c.y, c.z, c.w), output, x * sizeof(uchar4), y);
+}
+"""
+# a 3D surface reached at z up to 96 by a 2-block grid: the store's first megabyte does not hold it, so it grows
+DEEP = "//pass\n//--blockDim=[4,4,4] --gridDim=[1,1,2]\n\n" + r"""
+surface<void, 3> volume;
+__global__ void deep(int* out) {
+  int x = threadIdx.x, y = threadIdx.y, z = (blockIdx.z * 4 + threadIdx.z) * 12;
+  surf3Dwrite(x + y + z, volume, x * 4, y * 8, z);
+  out[(blockIdx.z * 4 + threadIdx.z) * 16 + y * 4 + x] = z;
+}
+"""
+CASES = {"own": OWN, "shared_texel": SHARED_TEXEL, "objects": OBJECTS, "deep": DEEP}
+
+
+def test_distinct_texels_run_clean(verdicts):
+    rec = verdicts["own"]
+    assert rec["verdict"] == "clean", rec
+    assert set(rec["surface_bytes"]) == {"image", "stack"}
+
+
+def test_two_threads_storing_one_texel_race(verdicts):
+    rec = verdicts["shared_texel"]
+    detail = rec["kernels"]["own"]["detail"]
+    assert rec["verdict"] == "race" and rec["data_race"], rec
+    # the report names the surface's store and the file's own line of the store
+    assert "surface:image" in detail and "at line 9" in detail, detail
+
+
+def test_surface_and_texture_objects_run(verdicts):
+    rec = verdicts["objects"]
+    assert rec["verdict"] == "clean", rec
+    assert list(rec["surface_bytes"]) == ["output"]
+
+
+def test_a_store_grows_to_what_the_launch_reaches(verdicts):
+    rec = verdicts["deep"]
+    assert rec["verdict"] == "clean", rec
+    assert rec["surface_bytes"]["volume"] > 1 << 20
+
+
+def test_a_load_reads_what_a_store_left(emu):
+    code, names = surface_stores(r"""
+surface<void, 3> cube;
+__global__ void roundtrip(float* out, int* back) {
+  int i = threadIdx.x;
+  surf3Dwrite((float)i + 0.5f, cube, i * 4, 2 * i, 7 - i % 8);
+  float v;
+  surf3Dread(&v, cube, i * 4, 2 * i, 7 - i % 8);
+  out[i] = v + surf3Dread<float>(cube, i * 4, 2 * i, 7 - i % 8);
+  back[i] = surf3Dread<int>(cube, 4000, 0, 0);
+}
+""", "roundtrip.cu")
+    assert names == ["cube"]
+    module = emu.load(code, name="roundtrip.cu")
+    store = module.alloc("surface:cube", (1 << 22,), np.uint8, np.zeros(1 << 22, np.uint8))
+    module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    out, back = np.zeros(32, np.float32), np.ones(32, np.int32)
+    module.launch("roundtrip", (1, 1, 1), (32, 1, 1), 0, [out, back], outputs=(0, 1))
+    np.testing.assert_array_equal(out, 2 * (np.arange(32) + 0.5))
+    np.testing.assert_array_equal(back, 0)        # a texel no store reached: as the store was filled
+
+
+def test_misaligned_offsets_and_unreadable_calls():
+    with pytest.raises(ValueError, match=r"line 2: surf2Dwrite with 2 argument"):
+        surface_stores("surface<void, 2> s;\n__global__ void k() { surf2Dwrite(1.0f, s); }", "k.cu")
+    code, names = surface_stores("__global__ void k() { int surf2Dwrite = 0; }", "k.cu")
+    assert names == [] and "surf2Dwrite = 0" in code        # a name that is not a call stays
+
+
+def test_a_misaligned_byte_offset_is_the_kernels_fault(emu):
+    code, _ = surface_stores("surface<void, 1> line;\n__global__ void k(int* out) {\n"
+                             "  surf1Dwrite(1, line, threadIdx.x * 4 + 2);\n  out[threadIdx.x] = 1;\n}\n", "k.cu")
+    module = emu.load(code, name="misaligned.cu")
+    store = module.alloc("surface:line", (4096,), np.uint8, np.zeros(4096, np.uint8))
+    module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    with pytest.raises(KernelFault, match="trap"):
+        module.launch("k", (1, 1, 1), (4, 1, 1), 0, [np.zeros(4, np.int32)], outputs=(0,))
