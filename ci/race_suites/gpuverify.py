@@ -240,6 +240,20 @@ def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     return out
 
 
+# The pre-Volta votes, which CUDA's headers still declare (`vote` without `.sync`: ptxas refuses it for sm_70 and
+# later): a file's own body-less `any(unsigned int)` (GPUVerify's header had it) loses to CUDA's for a bool argument
+_LEGACY_VOTES = ("any", "all")
+
+
+def own_legacy_votes(code: str) -> str:
+    """`code` with its body-less `any`/`all` (and their calls) under the adapters' prefix, so that each call is
+    the file's own function, which arbitrary_results then gives its arbitrary result."""
+    for _, name, _ in undefined_device_functions(code):
+        if name in _LEGACY_VOTES:
+            code = re.sub(rf"\b{name}(?=\s*\()", f"{SYMBOL_PREFIX}{name}", code)
+    return code
+
+
 def _api_redeclaration(m: re.Match) -> bool:
     """Whether a `_DECLARED` match declares again a function of CUDA's device API: its name, with scalar types
     only (`float fabs(float)`; the SDK's `float4 fminf(float4, float4)` is an overload of the file's own)."""
@@ -800,6 +814,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     except ValueError as exc:
         rec.update(verdict="unsupported", fault="UnsupportedConstruct", detail=str(exc), races=0, data_race=False)
         return rec
+    code = own_legacy_votes(code)
     code += arbitrary_results(code, header, seed)
     # the file as its build reads it: a kernel body or a precondition inside a dropped branch is not there
     chosen, ignored, uncommented = [], [], as_built(strip_comments(full), header["defines"])

@@ -30,6 +30,10 @@ CASES = {
                              "__device__ static __attribute__((always_inline)) unsigned sad(unsigned a, unsigned c=0);\n"
                              "__global__ void k(float* y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                              "  y[i] = __saturatef(2.0f) + sad(1u);\n}\n",
+    # simpleVoteIntrinsics: GPUVerify's header declared the pre-Volta votes, which CUDA's headers still have
+    "votes": HEAD + "__device__ unsigned int all(unsigned int);\n__device__ unsigned int any(unsigned int);\n"
+                    "__global__ void k(bool* info, int w) {\n  int tx = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                    "  info[tx * 2] = any(tx >= w);\n  if (all(tx >= w)) info[tx * 2 + 1] = true;\n}\n",
     # bindlessTexture's mipmap: a body-less overload returning a CUDA vector type
     "vector": HEAD + "__device__ float4 fminf(float4, float4);\n"
                      "__global__ void k(float4* y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -90,3 +94,15 @@ def test_a_function_returning_a_vector_gets_a_value_in_each_component(verdicts):
     body = gpuverify.arbitrary_results("__device__ float4 fminf(float4, float4);\n__global__ void k() {}",
                                        {"block": (1, 1, 1), "grid": (1, 1, 1)}, 0)
     assert "float4 fminf(float4, float4) { float4 r;" in body and "c[i] = (E)" in body
+
+
+def test_the_files_own_legacy_votes_are_called_not_cudas(verdicts):
+    """With a bool argument nvcc picked CUDA's pre-Volta `any`/`all` over the file's, and ptxas refused the `vote`
+    without `.sync` for sm_70 and later: the file's own get the adapters' prefix (and arbitrary results)."""
+    assert verdicts["votes"]["verdict"] == "clean", verdicts["votes"]
+    code = gpuverify.own_legacy_votes("__device__ unsigned int any(unsigned int);\n"
+                                      "__global__ void k(bool* b) { b[0] = any(true); b[1] = many(1); }\n")
+    assert f"{gpuverify.SYMBOL_PREFIX}any(unsigned int);" in code and f"= {gpuverify.SYMBOL_PREFIX}any(true)" in code
+    assert "many(1)" in code
+    assert gpuverify.own_legacy_votes("__device__ bool any(bool b) { return b; }\n") == \
+        "__device__ bool any(bool b) { return b; }\n"          # a file's own definition stays as it is
