@@ -134,6 +134,9 @@ GV_MIN_ELEMENTS = 1 << 17
 GV_MAX_ELEMENTS = 1 << 24
 GV_DYNAMIC_SHARED = 48 * 1024        # bytes of `extern __shared__` per block: the default limit of a launch
 _PAST_END = re.compile(r"\(arg \d+, (?P<size>\d+) x \w+\) \d+ byte\(s\) past its end \(element (?P<element>\d+) of \d+\)")
+# the same beyond the guard pages (a KernelCrash): "the nearest is 'x' (arg 0, N x float32), D bytes after it"
+_BEYOND_END = re.compile(r"the nearest is '[^']*' \(arg \d+, (?P<size>\d+) x (?P<dtype>\w+)\), (?P<distance>\d+) bytes "
+                         r"after it")
 GV_STRUCT_BYTES = 64                  # bytes per element of a struct buffer (at least the struct's size)
 GV_MAX_ARBITRARY_THREADS = 1 << 24     # a call counter per thread for arbitrary results: at most 64 MiB of them
 
@@ -875,7 +878,8 @@ def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: n
 _SURFACE = r"'surface:(?P<name>[^' ]+) \(through __device__ variable " + re.escape(STORES) + r"\)' \(resident"
 _SURFACE_PAST_END = re.compile(_SURFACE + r" [^)]*\)?, (?P<size>\d+) x uint8\) \d+ byte\(s\) past its end "
                                r"\(element (?P<element>\d+) of \d+\)")
-_SURFACE_BEYOND = re.compile(r"the nearest is " + _SURFACE + r"\), (?P<distance>\d+) bytes after it")
+_SURFACE_BEYOND = re.compile(r"the nearest is " + _SURFACE + r" [^)]*\)?, (?P<size>\d+) x uint8\), (?P<distance>\d+) "
+                             r"bytes after it")
 GV_MAX_SURFACE_BYTES = 1 << 28        # a surface store grows to at most 256 MiB
 
 
@@ -910,12 +914,17 @@ def grown_surfaces(rec: dict, surface_bytes: dict) -> bool:
 
 def grown_size(rec: dict, size: int) -> "int | None":
     """The buffer size (make_args' elements) that covers the element a kernel's OutOfBounds past the end of a
-    global buffer of `size` reached, rounded up by a power of two, when at most GV_MAX_ELEMENTS; else None."""
+    global buffer of `size` reached (or a crash beyond its guard pages, where that buffer is the nearest),
+    rounded up by a power of two, when at most GV_MAX_ELEMENTS; else None."""
     factor = 1
     for k in rec["kernels"].values():
         m = _PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else None
         if m:
             factor = max(factor, -(-(int(m.group("element")) + 1) // int(m.group("size"))))
+        m = _BEYOND_END.search(k["detail"]) if k["fault"] == "KernelCrash" else None
+        if m:
+            element = int(m.group("size")) + int(m.group("distance")) // np.dtype(m.group("dtype")).itemsize
+            factor = max(factor, -(-(element + 1) // int(m.group("size"))))
     if factor == 1:
         return None
     grown = size * (1 << (factor - 1).bit_length())

@@ -280,9 +280,14 @@ def test_scores_a_miniature_gpuverify_suite(scorer, tmp_path, capsys):
     assert not records["one_value"]["warp_scope"]             # thread 63 is in warp 1
     # buffers grown to cover the element reached (2^19 >= 31 * 9375 + 1), then clean; past 2^24 the fault stands
     assert records["strided"]["verdict"] == "clean" and records["strided"]["buffers_grown_to"] == 1 << 19
-    # far past the end: no element to grow to (the write lands beyond the guard pages), the crash stands
-    assert records["too_far"]["verdict"] == "fault" and records["too_far"]["fault"] == "KernelCrash"
-    assert "buffers_grown_to" not in records["too_far"]
+    # far past the end: a crash beyond the guard pages grows the buffer it is nearest to as well, up to 2^24
+    # elements; thread 27's element lies past that, and the OutOfBounds stands
+    assert records["too_far"]["verdict"] == "fault" and records["too_far"]["fault"] == "OutOfBounds"
+    assert records["too_far"]["buffers_grown_to"] == 1 << 24
+    beyond = {"kernels": {"k": {"fault": "KernelCrash", "detail": "SIGSEGV (write at address 0x7f00, outside every "
+                                "device buffer of the launch; the nearest is 'a' (arg 0, 131072 x float32), 3000000 "
+                                "bytes after it)"}}}
+    assert gpuverify.grown_size(beyond, 1 << 17) == 1 << 20          # element 881072: 6.7 x, rounded up to 8 x
     past = {"kernels": {"k": {"fault": "OutOfBounds", "detail": "read of 'a' (arg 0, 131072 x float32) 4 byte(s) "
                                                                   "past its end (element 300000 of 131072)"}}}
     assert gpuverify.grown_size(past, 1 << 17) == 1 << 19             # 3 x the buffer: rounded up to 4 x

@@ -233,7 +233,7 @@ def _death_cause(launch: "LaunchInfo | None", exc: WorkerDied, spec: "LaunchSpec
     near = guarded.nearest(exc.stderr_tail) if spec is not None and address else None
     if near is not None:       # far outside every buffer: which one it is nearest to helps find the index
         address += (f", outside every device buffer of the launch; the nearest is "
-                    f"{_buffer_named(spec, near.arg)}, {near.distance} bytes {near.side} it")
+                    f"{_buffer_named(spec, near.arg)[0]}, {near.distance} bytes {near.side} it")
     return faults.died(launch, WorkerDied(f"{exc.how} ({address})" if address else exc.how,
                                           guarded.without_reports(exc.stderr_tail), exc.last_step))
 
@@ -247,22 +247,21 @@ def _stack_overflow(o: "guarded.StackOverflow") -> str:
             "the tool's limit, not a verdict on the kernel")
 
 
-def _buffer_named(spec: LaunchSpec, index: int) -> str:
-    """"'x' (arg 0)" for an argument's buffer line, "'table (through __device__ variable t)' (resident)" for one
-    of the resident buffers the launch reaches through pointers (runs.reached_buffers: the indices after the
-    arguments')."""
+def _buffer_named(spec: LaunchSpec, index: int) -> tuple[str, object]:
+    """("'x' (arg 0, 100 x float32)", the argument) for an argument's buffer line; for one of the resident buffers
+    the launch reaches through pointers (runs.reached_buffers: the indices after the arguments'), ("'table (through
+    __device__ variable t)' (resident buffer 't' (64 float32), 64 x float32)", the Buffer)."""
     if index < len(spec.args):
-        return f"{spec.names[index]!r} (arg {index})"
-    return f"{reached_buffers(spec)[index - len(spec.args)][0]!r} (resident)"
+        a, name = spec.args[index], f"'{spec.names[index]}' (arg {index}, "
+    else:
+        label, a = reached_buffers(spec)[index - len(spec.args)]
+        name = f"'{label}' (resident {a}, "
+    return f"{name}{int(np.prod(a.shape, dtype=np.int64))} x {np.dtype(a.dtype)})", a
 
 
 def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
     """'write to 'x' (arg 0, 100 x float32) 8000 byte(s) before its start (element -2000): ...'."""
-    if hit.arg < len(spec.args):
-        a, name = spec.args[hit.arg], f"'{spec.names[hit.arg]}' (arg {hit.arg}, "
-    else:
-        label, a = reached_buffers(spec)[hit.arg - len(spec.args)]
-        name = f"'{label}' (resident {a}, "
+    name, a = _buffer_named(spec, hit.arg)
     size, elem = int(np.prod(a.shape, dtype=np.int64)), np.dtype(a.dtype).itemsize
     if hit.side == "after":
         pos = (f"{hit.distance + 1} byte(s) past its end (element {size + hit.distance // elem} of {size}) at byte "
@@ -271,7 +270,7 @@ def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:
         pos = (f"{hit.distance} byte(s) before its start (element {-((hit.distance + elem - 1) // elem)}) at byte "
                f"offset {-hit.distance}")
     access = {"write": "write to", "read": "read of"}.get(hit.access, "access to")
-    return (f"{access} {name}{size} x {np.dtype(a.dtype)}) {pos}: it hit the "
+    return (f"{access} {name} {pos}: it hit the "
             "inaccessible guard pages around the buffer")
 
 

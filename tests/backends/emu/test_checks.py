@@ -190,7 +190,7 @@ def test_a_wild_access_names_the_buffer_it_is_nearest_to(emu):
                    "__global__ void null_write(float* y) { if (threadIdx.x == 0) *(volatile float*)0 = y[0]; }\n")
     far = 1 << 28      # 1 GiB past the start of a 128-byte buffer
     with pytest.raises(KernelCrash, match=r"SIGSEGV \(write at address 0x[0-9a-f]+, outside every device buffer of the "
-                                          r"launch; the nearest is 'y' \(arg 0\), (\d+) bytes after it\)") as info:
+                                          r"launch; the nearest is 'y' \(arg 0, \d+ x \w+\), (\d+) bytes after it\)") as info:
         mod.launch("wild", (1,), (32,), 0, [f32(32), np.int64(far)])
     distance = int(re.search(r"(\d+) bytes after it", str(info.value)).group(1))
     assert distance == far * 4 - 32 * 4
