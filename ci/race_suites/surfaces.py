@@ -89,9 +89,9 @@ def surface_stores(code: str, filename: str) -> tuple[str, list[str]]:
         coords = args[first + 1:first + 2 + _COORDINATES[kind]] + ["0"] * (2 - _COORDINATES[kind])
         ways = 1 + _COORDINATES[kind]
         where = f"{names.index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
-        if op == "write":
-            value = args[0]
-            text = f"({PREFIX}texel<std::decay_t<decltype({value})>>({where}) = ({value}))"
+        if op == "write":         # `surf2Dwrite<T>(v, ...)` stores v as T; else as its own type
+            value, texel = args[0], texel or f"std::decay_t<decltype({args[0]})>"
+            text = f"({PREFIX}texel<{texel}>({where}) = ({texel})({value}))"
         elif texel:
             text = f"({PREFIX}texel<{texel}>({where}))"
         else:

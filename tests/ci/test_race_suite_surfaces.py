@@ -79,6 +79,7 @@ def test_a_load_reads_what_a_store_left(emu):
 surface<void, 3> cube;
 __global__ void roundtrip(float* out, int* back) {
   int i = threadIdx.x;
+  surf3Dwrite<float>(i, cube, i * 4, 2 * i, 7 - i % 8);
   surf3Dwrite((float)i + 0.5f, cube, i * 4, 2 * i, 7 - i % 8);
   float v;
   surf3Dread(&v, cube, i * 4, 2 * i, 7 - i % 8);
