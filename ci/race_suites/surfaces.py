@@ -11,8 +11,9 @@ give is the byte in that store. The store's layout needs no extents: the texel's
 (bit-interleaved) number of its coordinates (x_bytes / 16, y, z or layer or face), which is one-to-one and keeps
 small coordinates near the start, so a store of `surface_bytes` covers whatever a launch reaches; an access past its
 end is an OutOfBounds naming the store, after which the adapter grows the store and runs the file again, as for its
-other buffers. A byte offset that is not a multiple of the texel's size, or a negative coordinate, is a fault of
-the kernel on a GPU (the default boundary mode traps) and traps here. The boundary-mode argument is read and set
+other buffers. A byte offset that is not a multiple of the texel's size, a negative coordinate, or one past what the
+interleaving keeps apart (2^21 texels in three dimensions: CUDA's largest 3D surface has 2^14) is a fault of the
+kernel on a GPU (the default boundary mode traps) and traps here. The boundary-mode argument is read and set
 aside: with no extents nothing is out of range. Line numbers stay: the definitions go before a `#line 1` marker."""
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def _definitions(count: int) -> str:
         "long long c1, long long c2) {",
         "  static_assert(sizeof(T) <= 16 && 16 % sizeof(T) == 0, \"a surface texel is 1, 2, 4, 8 or 16 bytes\");",
         "  if (x_bytes < 0 || c1 < 0 || c2 < 0 || x_bytes % (long long)sizeof(T) != 0) __trap();",
+        "  // the bits each coordinate keeps in the interleaving (far past CUDA's largest surfaces): more would collide",
+        "  if ((((unsigned long long)x_bytes >> 4) | (unsigned long long)c1 | (unsigned long long)c2)"
+        " >> (ways == 1 ? 32 : ways == 2 ? 31 : 21)) __trap();",
         f"  unsigned long long cell = {PREFIX}spread((unsigned long long)x_bytes >> 4, ways)"
         f" | {PREFIX}spread((unsigned long long)c1, ways) << 1 | {PREFIX}spread((unsigned long long)c2, ways) << 2;",
         f"  return *reinterpret_cast<T*>({STORES}[surface] + cell * 16 + (x_bytes & 15));",

@@ -105,10 +105,16 @@ def test_misaligned_offsets_and_unreadable_calls():
 
 
 def test_a_misaligned_byte_offset_is_the_kernels_fault(emu):
-    code, _ = surface_stores("surface<void, 1> line;\n__global__ void k(int* out) {\n"
-                             "  surf1Dwrite(1, line, threadIdx.x * 4 + 2);\n  out[threadIdx.x] = 1;\n}\n", "k.cu")
+    code, _ = surface_stores("surface<void, 1> line;\n__global__ void k(int* out, int shift, int z) {\n"
+                             "  surf1Dwrite(1, line, threadIdx.x * 4 + shift);\n"
+                             "  if (threadIdx.x == 0) surf3Dwrite(1, line, 0, 0, z);\n  out[threadIdx.x] = 1;\n}\n", "k.cu")
     module = emu.load(code, name="misaligned.cu")
     store = module.alloc("surface:line", (4096,), np.uint8, np.zeros(4096, np.uint8))
     module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
-    with pytest.raises(KernelFault, match="trap"):
-        module.launch("k", (1, 1, 1), (4, 1, 1), 0, [np.zeros(4, np.int32)], outputs=(0,))
+    out = np.zeros(4, np.int32)
+    module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(0), np.int32(0)], outputs=(0,))    # the control
+    assert list(out) == [1, 1, 1, 1]
+    with pytest.raises(KernelFault, match="trap"):           # a 4-byte texel at byte 2
+        module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(2), np.int32(0)], outputs=(0,))
+    with pytest.raises(KernelFault, match="trap"):           # z past the 2^21 texels the interleaving keeps apart
+        module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(0), np.int32(1 << 21)], outputs=(0,))
