@@ -67,7 +67,7 @@ from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIF
                                      GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
 from .run import SPLITMIX_FINISH, SYMBOL_PREFIX, Launch, build_failed, inline_includes, run_kernels, with_definitions
-from .surfaces import STORES, SURFACE_BYTES, surface_stores
+from .surfaces import SIZES, STORES, SURFACE_BYTES, surface_stores
 from .textures import seeded_textures
 from .vector_math import with_vector_math
 
@@ -872,14 +872,11 @@ def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: n
         rec["buffers_grown_to"] = size = grown
 
 
-# An overrun of a surface store: "'surface:s (through __device__ variable ...)' (resident ..., N x uint8) ...
-# (element E of N)" in its guard pages, or "the nearest is 'surface:s (through ...)' (resident), D bytes after it"
-# beyond them
-_SURFACE = r"'surface:(?P<name>[^' ]+) \(through __device__ variable " + re.escape(STORES) + r"\)' \(resident"
-_SURFACE_PAST_END = re.compile(_SURFACE + r" [^)]*\)?, (?P<size>\d+) x uint8\) \d+ byte\(s\) past its end "
+# An overrun of a surface store (surfaces.py makes every one a store into the guard pages, at most 516 KiB past the
+# end): "'surface:s (through __device__ variable ...)' (resident ..., N x uint8) ... (element E of N)"
+_SURFACE_PAST_END = re.compile(r"'surface:(?P<name>[^' ]+) \(through __device__ variable " + re.escape(STORES) +
+                               r"\)' \(resident [^)]*\)?, (?P<size>\d+) x uint8\) \d+ byte\(s\) past its end "
                                r"\(element (?P<element>\d+) of \d+\)")
-_SURFACE_BEYOND = re.compile(r"the nearest is " + _SURFACE + r" [^)]*\)?, (?P<size>\d+) x uint8\), (?P<distance>\d+) "
-                             r"bytes after it")
 GV_MAX_SURFACE_BYTES = 1 << 28        # a surface store grows to at most 256 MiB
 
 
@@ -891,21 +888,19 @@ def set_surface_stores(module, surface_bytes: dict, rng: np.random.Generator, ol
     stores = [module.alloc(f"surface:{name}", (n,), np.uint8, seeded(np.dtype(np.uint8), n, rng))
               for name, n in surface_bytes.items()]
     module.set_symbol(STORES, Struct(np.void(bytes(8 * len(stores))), tuple((8 * i, b) for i, b in enumerate(stores))))
+    module.set_symbol(SIZES, np.array(list(surface_bytes.values()), np.uint64))
     return stores
 
 
 def grown_surfaces(rec: dict, surface_bytes: dict) -> bool:
     """Whether a kernel overran a surface store that may grow (then grown, in `surface_bytes`, by a power of two
-    to cover the byte reached, at most GV_MAX_SURFACE_BYTES); a crash beyond the guard pages counts where the
-    store is the buffer nearest to it."""
+    to cover the byte reached, at most GV_MAX_SURFACE_BYTES)."""
     grew = False
     for k in rec["kernels"].values():
-        m = _SURFACE_PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else \
-            _SURFACE_BEYOND.search(k["detail"]) if k["fault"] == "KernelCrash" else None
+        m = _SURFACE_PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else None
         if m and m.group("name") in surface_bytes:
             size = surface_bytes[m.group("name")]
-            reached = int(m.group("element")) if "element" in m.groupdict() else size + int(m.group("distance"))
-            want = size * (1 << (-(-(reached + 1) // size) - 1).bit_length())
+            want = size * (1 << (-(-(int(m.group("element")) + 1) // size) - 1).bit_length())
             if want <= GV_MAX_SURFACE_BYTES:
                 surface_bytes[m.group("name")] = max(surface_bytes[m.group("name")], want)
                 grew = True

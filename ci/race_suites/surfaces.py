@@ -10,8 +10,8 @@ typed access of its bytes at the call's own line: reports name the file's line a
 give is the byte in that store. The store's layout needs no extents: the texel's 16-byte cell is the Morton
 (bit-interleaved) number of its coordinates (x_bytes / 16, y, z or layer or face), which is one-to-one and keeps
 small coordinates near the start, so a store of `surface_bytes` covers whatever a launch reaches; an access past its
-end is an OutOfBounds naming the store, after which the adapter grows the store and runs the file again, as for its
-other buffers. A byte offset that is not a multiple of the texel's size, a negative coordinate, or one past what the
+end (checked against the store's size, so that it never lands in other memory) is an OutOfBounds naming the store
+and how far it reached, after which the adapter grows the store and runs the file again, as for its other buffers. A byte offset that is not a multiple of the texel's size, a negative coordinate, or one past what the
 interleaving keeps apart (2^21 texels in three dimensions: CUDA's largest 3D surface has 2^14) is a fault of the
 kernel on a GPU (the default boundary mode traps) and traps here. The boundary-mode argument is read and set
 aside: with no extents nothing is out of range. Line numbers stay: the definitions go before a `#line 1` marker."""
@@ -27,15 +27,18 @@ _REFERENCE = re.compile(r"\b(?:(?:static|extern)\s+)?surface\s*<[^<>;]*>\s*([A-Z
 # kind -> coordinates after the byte offset in x (y, z, layer, face)
 _COORDINATES = {"1D": 0, "2D": 1, "3D": 2, "1DLayered": 1, "2DLayered": 2, "Cubemap": 2, "CubemapLayered": 2}
 _CALL = re.compile(r"\bsurf(" + "|".join(sorted(_COORDINATES, key=len, reverse=True)) + r")(read|write)\s*(<)?")
-STORES = f"{PREFIX}surface_stores"
+STORES = f"{PREFIX}surface_stores"      # the stores' addresses and sizes in bytes, which the adapter sets
+SIZES = f"{PREFIX}surface_bytes"
 SURFACE_BYTES = 1 << 20       # a store's first size; grown (by the adapter's OutOfBounds rule) to what a launch reaches
 
 
 def _definitions(count: int) -> str:
-    """The stores' pointers and the one function that places a texel in its store, as C++ nvcc and emu compile."""
+    """The stores' pointers and sizes and the one function that places a texel in its store, as C++ nvcc and emu
+    compile."""
     return "\n".join([
         "#include <type_traits>",
         f"__device__ unsigned char* {STORES}[{count}];",
+        f"__device__ unsigned long long {SIZES}[{count}];",
         f"__device__ inline unsigned long long {PREFIX}spread(unsigned long long v, int ways) {{",
         "  unsigned long long out = 0;",
         "  for (int bit = 0; bit * ways < 64 && bit < 32; ++bit) out |= ((v >> bit) & 1ULL) << (bit * ways);",
@@ -50,7 +53,14 @@ def _definitions(count: int) -> str:
         " >> (ways == 1 ? 32 : ways == 2 ? 31 : 21)) __trap();",
         f"  unsigned long long cell = {PREFIX}spread((unsigned long long)x_bytes >> 4, ways)"
         f" | {PREFIX}spread((unsigned long long)c1, ways) << 1 | {PREFIX}spread((unsigned long long)c2, ways) << 2;",
-        f"  return *reinterpret_cast<T*>({STORES}[surface] + cell * 16 + (x_bytes & 15));",
+        "  unsigned long long at = cell * 16 + (x_bytes & 15), size = " + SIZES + "[surface];",
+        "  if (at + sizeof(T) > size) {",
+        "    // past the store's end: a store into its guard pages (a page past the end, then as far as it reached, at",
+        "    // most 512 KiB) ends the launch as an OutOfBounds that names the store and how far it was reached",
+        "    unsigned long long past = at + sizeof(T) - size;",
+        f"    *(volatile unsigned char*)({STORES}[surface] + size + 4096 + (past < (1ULL << 19) ? past : (1ULL << 19))) = 0;",
+        "  }",
+        f"  return *reinterpret_cast<T*>({STORES}[surface] + at);",
         "}",
     ])
 

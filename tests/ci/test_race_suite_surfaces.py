@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ci.race_suites.surfaces import STORES, surface_stores
-from harness.backends.base import KernelFault, Struct
+from ci.race_suites.surfaces import SIZES, STORES, surface_stores
+from harness.backends.base import KernelFault, OutOfBounds, Struct
 
 HEAD = "//pass\n//--blockDim=[8,8] --gridDim=[2,2]\n\n"
 REFERENCE = "surface<void, 2> image;\nsurface<void, cudaSurfaceType2DLayered> stack;\n"
@@ -84,17 +84,26 @@ __global__ void roundtrip(float* out, int* back) {
   float v;
   surf3Dread(&v, cube, i * 4, 2 * i, 7 - i % 8);
   out[i] = v + surf3Dread<float>(cube, i * 4, 2 * i, 7 - i % 8);
-  back[i] = surf3Dread<int>(cube, 4000, 0, 0);
+  back[i] = surf3Dread<int>(cube, 64, 0, 0);
 }
 """, "roundtrip.cu")
     assert names == ["cube"]
     module = emu.load(code, name="roundtrip.cu")
     store = module.alloc("surface:cube", (1 << 22,), np.uint8, np.zeros(1 << 22, np.uint8))
     module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    module.set_symbol(SIZES, np.array([1 << 22], np.uint64))
     out, back = np.zeros(32, np.float32), np.ones(32, np.int32)
     module.launch("roundtrip", (1, 1, 1), (32, 1, 1), 0, [out, back], outputs=(0, 1))
     np.testing.assert_array_equal(out, 2 * (np.arange(32) + 0.5))
     np.testing.assert_array_equal(back, 0)        # a texel no store reached: as the store was filled
+    # a store smaller than the texels reached (y = 62 interleaves to bit 17 of the cell: 2 MiB in): the access past
+    # its end is an OutOfBounds naming it, never an access of whatever memory lies there
+    module.set_symbol(SIZES, np.array([1 << 20], np.uint64))
+    small = module.alloc("surface:cube", (1 << 20,), np.uint8, np.zeros(1 << 20, np.uint8))
+    module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, small),)))
+    with pytest.raises(OutOfBounds, match=r"'surface:cube \(through __device__ variable \w+\)' \(resident buffer "
+                                          r"'surface:cube' \(1048576 uint8\), 1048576 x uint8\) \d+ byte\(s\) past its end"):
+        module.launch("roundtrip", (1, 1, 1), (32, 1, 1), 0, [out, back], outputs=(0, 1))
 
 
 def test_misaligned_offsets_and_unreadable_calls():
@@ -111,6 +120,7 @@ def test_a_misaligned_byte_offset_is_the_kernels_fault(emu):
     module = emu.load(code, name="misaligned.cu")
     store = module.alloc("surface:line", (4096,), np.uint8, np.zeros(4096, np.uint8))
     module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    module.set_symbol(SIZES, np.array([4096], np.uint64))
     out = np.zeros(4, np.int32)
     module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(0), np.int32(0)], outputs=(0,))    # the control
     assert list(out) == [1, 1, 1, 1]
@@ -118,3 +128,19 @@ def test_a_misaligned_byte_offset_is_the_kernels_fault(emu):
         module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(2), np.int32(0)], outputs=(0,))
     with pytest.raises(KernelFault, match="trap"):           # z past the 2^21 texels the interleaving keeps apart
         module.launch("k", (1, 1, 1), (4, 1, 1), 0, [out, np.int32(0), np.int32(1 << 21)], outputs=(0,))
+
+
+def test_an_access_far_past_the_store_is_its_out_of_bounds(emu):
+    """x = 4000 bytes is cell 250, whose Morton number puts it 38 MB into the store, far beyond the guard pages of
+    a 1 MiB store: checked against the store's size, the access becomes a store into those guard pages, so the
+    launch is an OutOfBounds that names the surface and how far it reached (about 516 KiB, the check's cap), never
+    a read of whatever memory lies there."""
+    code, _ = surface_stores("surface<void, 3> cube;\n__global__ void far(int* back) {\n"
+                             "  back[threadIdx.x] = surf3Dread<int>(cube, 4000, 0, 0);\n}\n", "far.cu")
+    module = emu.load(code, name="far.cu")
+    store = module.alloc("surface:cube", (1 << 20,), np.uint8, np.zeros(1 << 20, np.uint8))
+    module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    module.set_symbol(SIZES, np.array([1 << 20], np.uint64))
+    with pytest.raises(OutOfBounds, match=r"write to 'surface:cube \(through __device__ variable \w+\)' .*1048576 x "
+                                          r"uint8\) 528385 byte\(s\) past its end"):
+        module.launch("far", (1, 1, 1), (1, 1, 1), 0, [np.zeros(1, np.int32)], outputs=(0,))
