@@ -67,7 +67,7 @@ from harness.racescan.reading import (GPUVERIFY, GPUVERIFY_INTRA_GROUP, GPUVERIF
                                      GPUVERIFY_WARP_SYNC_INTRA_GROUP)
 
 from .run import SPLITMIX_FINISH, SYMBOL_PREFIX, Launch, build_failed, inline_includes, run_kernels, with_definitions
-from .surfaces import SIZES, STORES, SURFACE_BYTES, surface_stores
+from .surfaces import SIZES, STORES, SURFACE_BYTES, surface_stores, texels_raced
 from .textures import seeded_textures
 from .vector_math import with_vector_math
 
@@ -835,7 +835,12 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     rec["requires_not_honoured"] = ignored
     if textures:
         rec["seeded_textures"] = textures
-    return run_growing(rec, module, code, header, chosen, rng, surfaces)
+    rec = run_growing(rec, module, code, header, chosen, rng, surfaces)
+    for kernel in rec["kernels"].values():    # a race on a surface: its texel, as the calls name it
+        texels = texels_raced(kernel["detail"], surfaces) if kernel["fault"] == "DataRace" else []
+        if texels:
+            kernel["surface_texels"] = texels
+    return rec
 
 
 def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: np.random.Generator,

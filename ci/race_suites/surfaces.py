@@ -69,12 +69,13 @@ def _key(expression: str) -> str:
     return re.sub(r"\s+", "", expression)
 
 
-def surface_stores(code: str, filename: str) -> tuple[str, list[str]]:
+def surface_stores(code: str, filename: str) -> tuple[str, dict[str, int]]:
     """`code` (comments removed) with its surface references declared as plain objects and its surface loads and
-    stores made accesses of the adapter's stores, and the surfaces' names in store order (the symbol STORES holds
-    their pointers, which the adapter sets); `code` itself and [] where it has none. A call it cannot read is a
-    ValueError naming its line."""
-    names: list[str] = []
+    stores made accesses of the adapter's stores, and the surfaces in store order (the symbols STORES and SIZES
+    hold their pointers and sizes, which the adapter sets), each with the number of coordinates its calls
+    interleave (0 where calls of different dimensions name it); `code` itself and {} where it has none. A call it
+    cannot read is a ValueError naming its line."""
+    names: dict[str, int] = {}       # surface -> coordinates interleaved in its store (0: calls that differ)
     out, pos = [], 0
     for m in _CALL.finditer(code):
         if m.start() < pos:
@@ -98,11 +99,10 @@ def surface_stores(code: str, filename: str) -> tuple[str, list[str]]:
         if len(args) not in (wanted - 1 + first, wanted + first):
             raise ValueError(f"source: line {line}: surf{kind}{op} with {len(args)} argument(s): cannot read it")
         surface = _key(args[first])
-        if surface not in names:
-            names.append(surface)
         coords = args[first + 1:first + 2 + _COORDINATES[kind]] + ["0"] * (2 - _COORDINATES[kind])
         ways = 1 + _COORDINATES[kind]
-        where = f"{names.index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
+        names[surface] = ways if names.get(surface, ways) == ways else 0
+        where = f"{list(names).index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
         if op == "write":         # `surf2Dwrite<T>(v, ...)` stores v as T; else as its own type
             value, texel = args[0], texel or f"std::decay_t<decltype({args[0]})>"
             text = f"({PREFIX}texel<{texel}>({where}) = ({texel})({value}))"
@@ -116,7 +116,35 @@ def surface_stores(code: str, filename: str) -> tuple[str, list[str]]:
     out.append(code[pos:])
     rewritten = "".join(out)
     if not names and not _REFERENCE.search(rewritten):
-        return code, []
+        return code, {}
     # a reference is a name only now: an int keeps any other mention of it compiling
     rewritten = _REFERENCE.sub(lambda r: f"__device__ int {r.group(1)};", rewritten)
     return with_definitions(_definitions(max(1, len(names))), rewritten, filename), names
+
+
+def texel_of(byte: int, ways: int) -> tuple[int, ...]:
+    """The coordinates of a byte of a store whose calls interleave `ways` coordinates: the x offset in bytes, then
+    y and z (or the layer or face) as the call passes them. The inverse of the placement above, for reports."""
+    cell, within = divmod(byte, 16)
+    coords = [0] * ways
+    for bit in range(cell.bit_length()):
+        if cell >> bit & 1:
+            coords[bit % ways] |= 1 << (bit // ways)
+    return (coords[0] * 16 + within, *coords[1:])
+
+
+_RACE_ON_STORE = re.compile(r"data race on 'surface:(?P<name>[^' ]+) \(through __device__ variable " + re.escape(STORES)
+                            + r"\)' index \d+ \(byte (?P<byte>\d+)\)")
+
+
+def texels_raced(detail: str, surfaces: dict[str, int]) -> list[str]:
+    """For each race a report names on a surface store, where it lies as the kernel's calls name texels:
+    "image byte 2732: x 172 bytes, y 10, z 3" (none for a surface whose calls differ in dimensions)."""
+    out = []
+    for m in _RACE_ON_STORE.finditer(detail):
+        ways = surfaces.get(m.group("name"), 0)
+        if ways:
+            x, *rest = texel_of(int(m.group("byte")), ways)
+            out.append(f"{m.group('name')} byte {m.group('byte')}: x {x} bytes"
+                       + "".join(f", {axis} {v}" for axis, v in zip(("y", "z"), rest)))
+    return out

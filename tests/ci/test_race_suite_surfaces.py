@@ -60,6 +60,20 @@ def test_two_threads_storing_one_texel_race(verdicts):
     assert rec["verdict"] == "race" and rec["data_race"], rec
     # the report names the surface's store and the file's own line of the store
     assert "surface:image" in detail and "at line 9" in detail, detail
+    # the store's byte, read back as the texel the calls name: row y's first texel
+    texel = rec["kernels"]["own"]["surface_texels"][0]
+    assert texel.startswith("image byte ") and ": x 0 bytes, y " in texel, texel
+    assert 0 <= int(texel.split(", y ")[1]) < 16
+
+
+def test_a_stores_byte_reads_back_as_the_texel_placed_there():
+    from ci.race_suites.surfaces import texel_of
+    def place(x_bytes, c1, c2, ways):       # the definitions' placement, in Python
+        def spread(v):
+            return sum(((v >> b) & 1) << (b * ways) for b in range(64 // ways + 1) if b * ways < 64)
+        return (spread(x_bytes >> 4) | spread(c1) << 1 | spread(c2) << 2) * 16 + (x_bytes & 15)
+    for ways, coords in ((1, (4000, 0, 0)), (2, (172, 10, 0)), (3, (4000, 62, 7)), (3, (0, 0, 1 << 20))):
+        assert texel_of(place(*coords, ways), ways) == coords[:ways]
 
 
 def test_surface_and_texture_objects_run(verdicts):
@@ -87,7 +101,7 @@ __global__ void roundtrip(float* out, int* back) {
   back[i] = surf3Dread<int>(cube, 64, 0, 0);
 }
 """, "roundtrip.cu")
-    assert names == ["cube"]
+    assert names == {"cube": 3}
     module = emu.load(code, name="roundtrip.cu")
     store = module.alloc("surface:cube", (1 << 22,), np.uint8, np.zeros(1 << 22, np.uint8))
     module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
@@ -110,7 +124,7 @@ def test_misaligned_offsets_and_unreadable_calls():
     with pytest.raises(ValueError, match=r"line 2: surf2Dwrite with 2 argument"):
         surface_stores("surface<void, 2> s;\n__global__ void k() { surf2Dwrite(1.0f, s); }", "k.cu")
     code, names = surface_stores("__global__ void k() { int surf2Dwrite = 0; }", "k.cu")
-    assert names == [] and "surf2Dwrite = 0" in code        # a name that is not a call stays
+    assert names == {} and "surf2Dwrite = 0" in code        # a name that is not a call stays
 
 
 def test_a_misaligned_byte_offset_is_the_kernels_fault(emu):
