@@ -76,45 +76,51 @@ def surface_stores(code: str, filename: str) -> tuple[str, dict[str, int]]:
     interleave (0 where calls of different dimensions name it); `code` itself and {} where it has none. A call it
     cannot read is a ValueError naming its line."""
     names: dict[str, int] = {}       # surface -> coordinates interleaved in its store (0: calls that differ)
-    out, pos = [], 0
-    for m in _CALL.finditer(code):
-        if m.start() < pos:
-            continue
-        kind, op, templated = m.groups()
-        line = code.count("\n", 0, m.start()) + 1
-        i = m.end()
-        texel = None
-        if templated:
-            i -= 1
-            close = closing_bracket(code, i)
-            texel, i = code[i + 1:close].strip(), close + 1
-        while i < len(code) and code[i].isspace():
-            i += 1
-        if i >= len(code) or code[i] != "(":
-            continue                  # a name that is not a call (a declaration of the reader's own)
-        close = closing_bracket(code, i)
-        args = [a.strip() for a in split_top_level(code[i + 1:close], ",")]
-        wanted = 2 + _COORDINATES[kind]      # value or pointer (or none, templated read), surface, x, coordinates
-        first = 0 if op == "read" and texel else 1
-        if len(args) not in (wanted - 1 + first, wanted + first):
-            raise ValueError(f"source: line {line}: surf{kind}{op} with {len(args)} argument(s): cannot read it")
-        surface = _key(args[first])
-        coords = args[first + 1:first + 2 + _COORDINATES[kind]] + ["0"] * (2 - _COORDINATES[kind])
-        ways = 1 + _COORDINATES[kind]
-        names[surface] = ways if names.get(surface, ways) == ways else 0
-        where = f"{list(names).index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
-        if op == "write":         # `surf2Dwrite<T>(v, ...)` stores v as T; else as its own type
-            value, texel = args[0], texel or f"std::decay_t<decltype({args[0]})>"
-            text = f"({PREFIX}texel<{texel}>({where}) = ({texel})({value}))"
-        elif texel:
-            text = f"({PREFIX}texel<{texel}>({where}))"
-        else:
-            target = args[0]
-            text = f"(*({target}) = {PREFIX}texel<std::remove_reference_t<decltype(*({target}))>>({where}))"
-        out += [code[pos:m.start()], text]
-        pos = close + 1
-    out.append(code[pos:])
-    rewritten = "".join(out)
+
+    def rewrite(text: str, offset: int) -> str:
+        """`text` (at `offset` in code) with its calls rewritten, those in a call's arguments too."""
+        out, pos = [], 0
+        for m in _CALL.finditer(text):
+            if m.start() < pos:
+                continue
+            kind, op, templated = m.groups()
+            line = code.count("\n", 0, offset + m.start()) + 1
+            i = m.end()
+            texel = None
+            if templated:
+                i -= 1
+                close = closing_bracket(text, i)
+                texel, i = text[i + 1:close].strip(), close + 1
+            while i < len(text) and text[i].isspace():
+                i += 1
+            if i >= len(text) or text[i] != "(":
+                continue                  # a name that is not a call (a declaration of the reader's own)
+            close = closing_bracket(text, i)
+            args = [rewrite(a, offset + i + 1).strip() for a in split_top_level(text[i + 1:close], ",")]
+            wanted = 2 + _COORDINATES[kind]      # value or pointer (or none, templated read), surface, x, coordinates
+            first = 0 if op == "read" and texel else 1
+            if len(args) not in (wanted - 1 + first, wanted + first):
+                raise ValueError(f"source: line {line}: surf{kind}{op} with {len(args)} argument(s): cannot read it")
+            surface = _key(args[first])
+            coords = args[first + 1:first + 2 + _COORDINATES[kind]] + ["0"] * (2 - _COORDINATES[kind])
+            ways = 1 + _COORDINATES[kind]
+            names[surface] = ways if names.get(surface, ways) == ways else 0
+            where = f"{list(names).index(surface)}, {ways}, {', '.join(f'(long long)({c})' for c in coords)}"
+            if op == "write":         # `surf2Dwrite<T>(v, ...)` stores v as T; else as its own type
+                value, texel = args[0], texel or f"std::decay_t<decltype({args[0]})>"
+                replacement = f"({PREFIX}texel<{texel}>({where}) = ({texel})({value}))"
+            elif texel:
+                replacement = f"({PREFIX}texel<{texel}>({where}))"
+            else:
+                target = args[0]
+                replacement = (f"(*({target}) = {PREFIX}texel<std::remove_reference_t<decltype(*({target}))>>"
+                               f"({where}))")
+            out += [text[pos:m.start()], replacement]
+            pos = close + 1
+        out.append(text[pos:])
+        return "".join(out)
+
+    rewritten = rewrite(code, 0)
     if not names and not _REFERENCE.search(rewritten):
         return code, {}
     # a reference is a name only now: an int keeps any other mention of it compiling

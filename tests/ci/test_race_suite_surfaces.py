@@ -158,3 +158,18 @@ def test_an_access_far_past_the_store_is_its_out_of_bounds(emu):
     with pytest.raises(OutOfBounds, match=r"write to 'surface:cube \(through __device__ variable \w+\)' .*1048576 x "
                                           r"uint8\) 528385 byte\(s\) past its end"):
         module.launch("far", (1, 1, 1), (1, 1, 1), 0, [np.zeros(1, np.int32)], outputs=(0,))
+
+
+def test_a_load_inside_a_stores_arguments_is_rewritten_too(emu):
+    code, names = surface_stores("surface<void, 2> s;\n__global__ void bump(float* out) {\n"
+                                 "  int x = threadIdx.x;\n"
+                                 "  surf2Dwrite(surf2Dread<float>(s, x * 4, 1) + 1.0f, s, x * 4, 1);\n"
+                                 "  out[x] = surf2Dread<float>(s, x * 4, 1);\n}\n", "bump.cu")
+    assert names == {"s": 2} and "surf2Dread" not in code.split('#line 1 "bump.cu"\n', 1)[1]
+    module = emu.load(code, name="bump.cu")
+    store = module.alloc("surface:s", (1 << 16,), np.uint8, np.zeros(1 << 16, np.uint8))
+    module.set_symbol(STORES, Struct(np.void(bytes(8)), ((0, store),)))
+    module.set_symbol(SIZES, np.array([1 << 16], np.uint64))
+    out = np.zeros(8, np.float32)
+    module.launch("bump", (1, 1, 1), (8, 1, 1), 0, [out], outputs=(0,))
+    assert list(out) == [1.0] * 8

@@ -272,6 +272,11 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
     before = {i: resident[spec.args[i].id].storage.read(*_meta(spec.args[i])) for i in arrays
               if isinstance(spec.args[i], Buffer) and i not in in_place and i not in spec.outputs}
     copied = [i for i in arrays if i not in in_place]
+    # Resident buffers reached through pointers are used in place: every run starts from their contents before the
+    # launch (a kernel that updates them, `t[i] += 1`, reads the same in every schedule), and afterwards they hold
+    # what run 0 left, as the resident arguments do.
+    reached_before = {buf.id: resident[buf.id].storage.read(buf.shape, buf.dtype) for _, buf in reached}
+    reached_after_run0: dict[int, np.ndarray] = {}
     runs: list[Optional[dict[int, np.ndarray]]] = []     # None: a block order left out (LaterBlockWait)
     plan = schedules(spec.schedules, spec.seed, spec.only_schedule)
     out = Outcome()
@@ -283,6 +288,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         print(f"emu-worker: {spec.kernel} run {r + 1}/{len(plan)} schedule {sched}"
               + ("" if record else " again, under the race detector"), file=sys.stderr, flush=True)
         NativeModule.bump_progress()
+        for _, buf in reached:       # each run starts from what the buffers held before the launch
+            if r or not record:
+                resident[buf.id].storage.fill(reached_before[buf.id])
         bufs = dict(in_place)
         for i in copied:
             a = spec.args[i]
@@ -329,6 +337,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 out.printf = mod.printf_output()
                 out.divisions_by_zero = mod.int_divisions_by_zero() - d0
         results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
+        if r == 0 and record:
+            reached_after_run0.update({buf.id: resident[buf.id].storage.read(buf.shape, buf.dtype)
+                                       for _, buf in reached})
         damaged = [(i, _guard_fault(spec, i, bufs[i], sched)) for i in arrays]
         damaged += [(None, _reached_guard_fault(label, buf, resident[buf.id].storage, sched))
                     for label, buf in reached]
@@ -394,6 +405,9 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         for i in copied:     # resident buffers keep what the launch left in them
             if isinstance(spec.args[i], Buffer) and i in final:
                 resident[spec.args[i].id].storage.fill(final[i])
+        if runs:             # reached ones too: what run 0 left (else what the faulting run left stays)
+            for buf_id, contents in reached_after_run0.items():
+                resident[buf_id].storage.fill(contents)
 
 
 def _on(sample: Optional[tuple[int, ...]], nblocks: int) -> str:

@@ -134,6 +134,7 @@ struct Rows { int n; float* row; };
 __device__ float* table;
 __global__ void past_table(int at){ if(threadIdx.x == 0) table[at] = 1.0f; }
 __global__ void past_row(Rows r, int at){ if(threadIdx.x == 0) r.row[at] = 1.0f; }
+__global__ void bump_table(float* out){ int i = threadIdx.x; table[i] += 1.0f; out[i] = table[i]; }
 """
 
 
@@ -156,3 +157,18 @@ def test_a_resident_buffer_reached_through_a_pointer_is_guarded(load):
     with pytest.raises(OutOfBounds, match=r"write to 'row \(through r\)' \(resident buffer 'row' \(16 float32\), 16 x "
                                           r"float32\) \d+ byte\(s\) past its end .*guard pages"):
         mod.launch("past_row", (1,), (32,), 0, [Struct(value, ((8, row),)), np.int32(100_000)])
+
+
+def test_a_reached_buffer_starts_every_schedule_from_its_contents(load):
+    """A kernel that updates a buffer reached through a pointer (`table[i] += 1`) reads the same in every schedule's
+    run, so the schedules agree; afterwards the buffer holds what one run left (each run added 1 to the same
+    contents before the fix, and the runs' outputs differed: an UninitializedRead)."""
+    mod = load(REACHED)
+    table = mod.alloc("t", 64, np.float32, init=np.arange(64, dtype=np.float32))
+    mod.set_symbol("table", table)
+    out = np.zeros(64, np.float32)
+    mod.launch("bump_table", (1,), (64,), 0, [out], outputs=(0,))
+    assert np.array_equal(out, np.arange(64) + 1.0)
+    assert np.array_equal(mod.read(table), np.arange(64) + 1.0)
+    mod.launch("bump_table", (1,), (64,), 0, [out], outputs=(0,))      # the next launch starts from there
+    assert np.array_equal(mod.read(table), np.arange(64) + 2.0)
