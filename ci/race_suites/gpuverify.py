@@ -50,7 +50,7 @@ import operator
 import re
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -227,6 +227,11 @@ _DECLARED = re.compile(r"(?:\bextern\s+)?__device__\s+((?:[A-Za-z_]\w*\s+)*?[A-Z
                        r"\(([^;{)]*)\)\s*;")
 
 
+def _defines(code: str, name: str) -> bool:
+    """Whether `code` defines `__device__` function `name` (a body follows its parameter list)."""
+    return re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", code) is not None
+
+
 def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     """(return type, name, parameter list) of each `__device__` function the code declares and never defines. One
     that the CUDA device API has (`__saturatef`, which a file may declare again) is left out."""
@@ -234,8 +239,7 @@ def undefined_device_functions(code: str) -> list[tuple[str, str, str]]:
     out = []
     for m in _DECLARED.finditer(clean):
         name = m.group(2)
-        defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", clean)
-        if not defined and not _api_redeclaration(m) and name not in {n for _, n, _ in out}:
+        if not _defines(clean, name) and not _api_redeclaration(m) and name not in {n for _, n, _ in out}:
             ret = re.sub(r"\b(?:static|inline|__forceinline__|__noinline__|const)\b", " ", m.group(1))
             # a default argument stays with the declaration: the definition may not repeat it
             params = ", ".join(without_default(p).strip() for p in split_top_level(m.group(3), ",") if p.strip())
@@ -274,9 +278,7 @@ def without_api_redeclarations(code: str) -> str:
     (bilateralFilter's `__device__ float fabs(float);`, which GPUVerify's front end, without CUDA's headers, needed):
     nvcc's headers declare them, and a second `fabs(float)` makes each call ambiguous. Lines stay."""
     def drop(m: re.Match) -> str:
-        name = m.group(2)
-        defined = re.search(r"__device__[\w\s*]*?\b" + name + r"\s*\([^;{)]*\)\s*\{", code)
-        return m.group(0) if defined or not _api_redeclaration(m) else "\n" * m.group(0).count("\n")
+        return m.group(0) if _defines(code, m.group(2)) or not _api_redeclaration(m) else "\n" * m.group(0).count("\n")
     return _DECLARED.sub(drop, code)
 
 
@@ -844,7 +846,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
 
 
 def run_growing(rec: dict, module, code: str, header: dict, chosen: list, rng: np.random.Generator,
-                surfaces: "Sequence[str]" = ()) -> dict:
+                surfaces: "Iterable[str]" = ()) -> dict:
     """Run each (signature, scalar values, sweep points) of `chosen` at the header's launch with seeded inputs
     (make_args), the file-scope pointer variables set (device_pointers) and the `surfaces`' stores too (see
     surfaces.py), and again with larger buffers while a kernel overruns their end (grown_size, grown_surfaces).
@@ -900,32 +902,34 @@ def set_surface_stores(module, surface_bytes: dict, rng: np.random.Generator, ol
 def grown_surfaces(rec: dict, surface_bytes: dict) -> bool:
     """Whether a kernel overran a surface store that may grow (then grown, in `surface_bytes`, by a power of two
     to cover the byte reached, at most GV_MAX_SURFACE_BYTES)."""
-    grew = False
+    times = dict.fromkeys(surface_bytes, 1)
     for k in rec["kernels"].values():
         m = _SURFACE_PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else None
-        if m and m.group("name") in surface_bytes:
-            size = surface_bytes[m.group("name")]
-            want = size * (1 << (-(-(int(m.group("element")) + 1) // size) - 1).bit_length())
-            if want <= GV_MAX_SURFACE_BYTES:
-                surface_bytes[m.group("name")] = max(surface_bytes[m.group("name")], want)
-                grew = True
-    return grew
+        if m and m.group("name") in times:
+            name = m.group("name")
+            times[name] = max(times[name], times_to_hold(surface_bytes[name], int(m.group("element"))))
+    grown = {name: surface_bytes[name] * t for name, t in times.items()
+             if t > 1 and surface_bytes[name] * t <= GV_MAX_SURFACE_BYTES}
+    surface_bytes.update(grown)
+    return bool(grown)
+
+
+def times_to_hold(size: int, element: int) -> int:
+    """The power of two by which a buffer of `size` elements grows to hold element `element` (1: it does)."""
+    return 1 << (-(-(element + 1) // size) - 1).bit_length()
 
 
 def grown_size(rec: dict, size: int) -> "int | None":
     """The buffer size (make_args' elements) that covers the element a kernel's OutOfBounds past the end of a
     global buffer of `size` reached (or a crash beyond its guard pages, where that buffer is the nearest),
     rounded up by a power of two, when at most GV_MAX_ELEMENTS; else None."""
-    factor = 1
+    times = 1
     for k in rec["kernels"].values():
         m = _PAST_END.search(k["detail"]) if k["fault"] == "OutOfBounds" else None
         if m:
-            factor = max(factor, -(-(int(m.group("element")) + 1) // int(m.group("size"))))
+            times = max(times, times_to_hold(int(m.group("size")), int(m.group("element"))))
         m = _BEYOND_END.search(k["detail"]) if k["fault"] == "KernelCrash" else None
         if m:
             element = int(m.group("size")) + int(m.group("distance")) // np.dtype(m.group("dtype")).itemsize
-            factor = max(factor, -(-(element + 1) // int(m.group("size"))))
-    if factor == 1:
-        return None
-    grown = size * (1 << (factor - 1).bit_length())
-    return grown if grown <= GV_MAX_ELEMENTS else None
+            times = max(times, times_to_hold(int(m.group("size")), element))
+    return size * times if 1 < times and size * times <= GV_MAX_ELEMENTS else None

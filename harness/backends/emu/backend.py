@@ -23,7 +23,7 @@ from harness.backends.emu import toolchain as tc
 from harness.backends.emu import watchdog
 from harness.backends.emu.build import Built, build
 from harness.backends.resident import ResidentBook
-from harness.backends.emu.runs import LaunchSpec, Outcome, reached_buffers, schedules as schedule_plan
+from harness.backends.emu.runs import LaunchSpec, Outcome, reached_buffers, reached_named, schedules as schedule_plan
 from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
 
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
@@ -251,12 +251,11 @@ def _buffer_named(spec: LaunchSpec, index: int) -> tuple[str, object]:
     """("'x' (arg 0, 100 x float32)", the argument) for an argument's buffer line; for one of the resident buffers
     the launch reaches through pointers (runs.reached_buffers: the indices after the arguments'), ("'table (through
     __device__ variable t)' (resident buffer 't' (64 float32), 64 x float32)", the Buffer)."""
-    if index < len(spec.args):
-        a, name = spec.args[index], f"'{spec.names[index]}' (arg {index}, "
-    else:
-        label, a = reached_buffers(spec)[index - len(spec.args)]
-        name = f"'{label}' (resident {a}, "
-    return f"{name}{int(np.prod(a.shape, dtype=np.int64))} x {np.dtype(a.dtype)})", a
+    if index >= len(spec.args):
+        label, buf = reached_buffers(spec)[index - len(spec.args)]
+        return reached_named(label, buf), buf
+    a = spec.args[index]
+    return f"'{spec.names[index]}' (arg {index}, {int(np.prod(a.shape, dtype=np.int64))} x {np.dtype(a.dtype)})", a
 
 
 def _guard_page_fault(spec: LaunchSpec, hit: "guarded.GuardHit") -> str:

@@ -234,14 +234,19 @@ def reached_buffers(spec: LaunchSpec) -> list[tuple[str, Buffer]]:
     return list({buf.id: (name, buf) for name, buf in reversed(reached) if buf.id not in passed}.values())
 
 
+def reached_named(label: str, buf: Buffer) -> str:
+    """"'t (through __device__ variable table)' (resident buffer 't' (64 float32), 64 x float32)": how reports
+    name a buffer of reached_buffers."""
+    return f"'{label}' (resident {buf}, {int(np.prod(buf.shape, dtype=np.int64))} x {np.dtype(buf.dtype)})"
+
+
 def _reached_guard_fault(label: str, buf: Buffer, storage: "DeviceBuffer", sched: Schedule) -> Optional[str]:
     """The OutOfBounds detail when the guard bands of a resident buffer reached through a pointer changed, else
     None; the bands are set again, for the buffer outlives the launch."""
     bands = storage.bands()
     if bands is None:
         return None
-    detail = guard_fault(f"'{label}' (resident {buf}, {int(np.prod(buf.shape, dtype=np.int64))} x {buf.dtype})",
-                         *bands, storage.nbytes, buf.dtype.itemsize)
+    detail = guard_fault(reached_named(label, buf), *bands, storage.nbytes, buf.dtype.itemsize)
     if detail is not None:
         storage.rearm()
     return None if detail is None else f"{detail} (schedule {sched})"
