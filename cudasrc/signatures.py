@@ -277,10 +277,30 @@ def template_kernels(code: str) -> list[str]:
     return names
 
 
+def _in_directive(clean: str, pos: int) -> bool:
+    """Whether `pos` lies in a preprocessor directive (its logical line, backslash continuations included)."""
+    start = pos
+    while True:
+        start = clean.rfind("\n", 0, start)
+        if start <= 0 or clean[start - 1] != "\\":
+            break
+    return clean[start + 1 if start >= 0 else 0:pos].lstrip().startswith("#")
+
+
+def macro_kernel_lines(code: str) -> list[int]:
+    """Lines of the `__global__` kernels the source writes inside a `#define` (a kernel made by expanding a macro:
+    the source text alone does not name it, so kernel_signatures leaves it out)."""
+    clean = strip_comments(code)
+    return [clean.count("\n", 0, m.start()) + 1 for m in _GLOBAL.finditer(clean) if _in_directive(clean, m.start())]
+
+
 def _globals(clean: str):
-    """Each `__global__ void name` of the source: (its match, whether it is a template's definition or
-    declaration, whether it is an explicit instantiation `template __global__ void k<...>(...)`)."""
+    """Each `__global__ void name` of the source outside preprocessor directives: (its match, whether it is a
+    template's definition or declaration, whether it is an explicit instantiation `template __global__ void
+    k<...>(...)`)."""
     for m in _GLOBAL.finditer(clean):
+        if _in_directive(clean, m.start()):
+            continue
         head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
         instantiation = head is not None and head.group(1) is None and m.group(2) is not None
         yield m, head is not None and not instantiation, instantiation

@@ -65,6 +65,44 @@ class thread_block_tile {
 
 template <unsigned N>
 inline thread_block_tile<N> tiled_partition(const thread_block&) { return thread_block_tile<N>(); }
+
+// <cooperative_groups/reduce.h> and <cooperative_groups/scan.h> over a tile: a butterfly of shfl_xor for reduce
+// (every lane gets the result), a Hillis-Steele ladder of shfl_up for the scans. CUDA does not specify the order in
+// which cg::reduce combines the lanes, so a float sum here may differ from a GPU's in the last bits.
+template <class T> struct plus { T operator()(const T& a, const T& b) const { return a + b; } };
+template <class T> struct less { T operator()(const T& a, const T& b) const { return b < a ? b : a; } };
+template <class T> struct greater { T operator()(const T& a, const T& b) const { return a < b ? b : a; } };
+template <class T> struct bit_and { T operator()(const T& a, const T& b) const { return a & b; } };
+template <class T> struct bit_or { T operator()(const T& a, const T& b) const { return a | b; } };
+template <class T> struct bit_xor { T operator()(const T& a, const T& b) const { return a ^ b; } };
+
+template <unsigned N, class T, class Op>
+inline T reduce(const thread_block_tile<N>& g, T v, Op op, int line = __builtin_LINE()) {
+  for (unsigned o = N / 2; o > 0; o /= 2) v = op(v, g.shfl_xor(v, o, line));
+  return v;
+}
+template <unsigned N, class T, class Op>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op, int line = __builtin_LINE()) {
+  for (unsigned o = 1; o < N; o *= 2) {
+    T t = g.shfl_up(v, o, line);
+    if (g.thread_rank() >= o) v = op(t, v);
+  }
+  return v;
+}
+template <unsigned N, class T>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, int line = __builtin_LINE()) {
+  return inclusive_scan(g, v, plus<T>(), line);
+}
+// Exclusive: the inclusive scan moved up one lane; lane 0's value is unspecified in CUDA (T() here).
+template <unsigned N, class T, class Op>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op, int line = __builtin_LINE()) {
+  T in = inclusive_scan(g, v, op, line), up = g.shfl_up(in, 1, line);
+  return g.thread_rank() == 0 ? T() : up;
+}
+template <unsigned N, class T>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, int line = __builtin_LINE()) {
+  return exclusive_scan(g, v, plus<T>(), line);
+}
 template <unsigned N>
 inline void sync(const thread_block_tile<N>& g, int line = __builtin_LINE()) { g.sync(line); }
 

@@ -97,38 +97,13 @@ struct cudaExtent { size_t width, height, depth; };
 struct cudaPos { size_t x, y, z; };
 struct cudaPitchedPtr { void* ptr; size_t pitch, xsize, ysize; };
 
-// ---------------------------------------------------------------------------------------------------
-// __half: IEEE binary16 stored as _Float16; conversions round to nearest even (g++ >= 12).
-struct __half {
-  _Float16 v;
-  __half() = default;
-  __half(float f) : v((_Float16)f) {}
-  __half(double f) : v((_Float16)f) {}
-  __half(int i) : v((_Float16)i) {}
-  operator float() const { return (float)v; }
-};
-struct __attribute__((aligned(4))) __half2 { __half x, y; };
-inline __half __float2half(float f) { return __half(f); }
-inline __half __float2half_rn(float f) { return __half(f); }
-inline float __half2float(__half h) { return (float)h.v; }
-inline __half __int2half_rn(int i) { return __half((float)i); }
-inline unsigned short __half_as_ushort(__half h) { unsigned short u; std::memcpy(&u, &h, 2); return u; }
-inline __half __ushort_as_half(unsigned short u) { __half h; std::memcpy(&h, &u, 2); return h; }
-inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
-inline __half2 __float2half2_rn(float a) { return __half2{__half(a), __half(a)}; }
-inline float __low2float(__half2 h) { return (float)h.x; }
-inline float __high2float(__half2 h) { return (float)h.y; }
-// binary16 + - * / computed in float then rounded once: exact, since float keeps >= 2*11+2 bits.
-inline __half __hadd(__half a, __half b) { return __half((float)a + (float)b); }
-inline __half __hsub(__half a, __half b) { return __half((float)a - (float)b); }
-inline __half __hmul(__half a, __half b) { return __half((float)a * (float)b); }
-inline __half __hdiv(__half a, __half b) { return __half((float)a / (float)b); }
-inline __half __hneg(__half a) { return __half(-(float)a); }
+#include "emu_float16.hpp"   // __half, __nv_bfloat16 and their pairs
 
 namespace emu {
 
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
-                      W_SYNCWARP, W_MMA };
+                      W_SYNCWARP, W_MMA, W_REDUCE_ADD, W_REDUCE_MIN, W_REDUCE_MAX, W_REDUCE_AND, W_REDUCE_OR,
+                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL };
 
 // threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
 struct FiberHead { uint3 __tid; int linear, warp, lane; };
@@ -188,6 +163,16 @@ inline unsigned vote(int kind, unsigned mask, int pred, int line) {
   return unsigned(warp_collective(kind, mask, line, pred != 0, 0, 0));
 }
 inline void syncwarp(unsigned mask, int line) { warp_collective(W_SYNCWARP, mask, line, 0, 0, 0); }
+// sm_80's redux.sync (b: 1 where min/max compare as signed) and sm_70's match.sync: collectives of the lanes in
+// `mask`, as shuffles are, so they order those lanes for the race detector too.
+inline unsigned reduce(int kind, unsigned mask, unsigned v, bool is_signed, int line) {
+  return unsigned(warp_collective(kind, mask, line, v, is_signed, 0));
+}
+template <class T>
+inline unsigned match(int kind, unsigned mask, T v, int line) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_*_sync takes a 32- or 64-bit value");
+  return unsigned(warp_collective(kind, mask, line, to_bits(v), 0, 0));
+}
 
 template <class T>
 inline T& shared_var(int id, const char* name, int line) {
@@ -259,10 +244,23 @@ inline T __shfl_at(int kind, unsigned mask, T var, int b, int width, int line) {
   return shfl(kind, mask, var, b, width, line);
 }
 inline unsigned __vote_at(int kind, unsigned mask, int pred, int line) { return vote(kind, mask, pred, line); }
+inline int __reduce_at(int kind, unsigned mask, int v, int line) { return int(reduce(kind, mask, unsigned(v), true, line)); }
+inline unsigned __reduce_at(int kind, unsigned mask, unsigned v, int line) { return reduce(kind, mask, v, false, line); }
+inline unsigned __reduce_bits_at(int kind, unsigned mask, unsigned v, int line) { return reduce(kind, mask, v, false, line); }
+template <class T>
+inline unsigned __match_any_at(unsigned mask, T v, int line) { return match(W_MATCH_ANY, mask, v, line); }
+template <class T>
+inline unsigned __match_all_at(unsigned mask, T v, int* pred, int line) {
+  unsigned r = match(W_MATCH_ALL, mask, v, line);
+  *pred = r != 0;
+  return r;
+}
 [[noreturn]] inline void __trap_at(int line) { trap(line); }
 constexpr auto __printf_at = &device_printf;
 constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN = W_SHFL_DOWN,
-              __W_SHFL_XOR = W_SHFL_XOR, __W_BALLOT = W_BALLOT, __W_ANY = W_ANY, __W_ALL = W_ALL;
+              __W_SHFL_XOR = W_SHFL_XOR, __W_BALLOT = W_BALLOT, __W_ANY = W_ANY, __W_ALL = W_ALL,
+              __W_REDUCE_ADD = W_REDUCE_ADD, __W_REDUCE_MIN = W_REDUCE_MIN, __W_REDUCE_MAX = W_REDUCE_MAX,
+              __W_REDUCE_AND = W_REDUCE_AND, __W_REDUCE_OR = W_REDUCE_OR, __W_REDUCE_XOR = W_REDUCE_XOR;
 }  // namespace emu
 #define warpSize 32
 #define threadIdx (::__emu::__cur->__tid)
@@ -283,6 +281,14 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
 #define __ballot_sync(m, p) ::__emu::__vote_at(::__emu::__W_BALLOT, (m), (p), __LINE__)
 #define __any_sync(m, p) (::__emu::__vote_at(::__emu::__W_ANY, (m), (p), __LINE__) != 0)
 #define __all_sync(m, p) (::__emu::__vote_at(::__emu::__W_ALL, (m), (p), __LINE__) != 0)
+#define __reduce_add_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_ADD, (m), (v), __LINE__)
+#define __reduce_min_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_MIN, (m), (v), __LINE__)
+#define __reduce_max_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_MAX, (m), (v), __LINE__)
+#define __reduce_and_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_AND, (m), (v), __LINE__)
+#define __reduce_or_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_OR, (m), (v), __LINE__)
+#define __reduce_xor_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_XOR, (m), (v), __LINE__)
+#define __match_any_sync(m, v) ::__emu::__match_any_at((m), (v), __LINE__)
+#define __match_all_sync(m, v, pred) ::__emu::__match_all_at((m), (v), (pred), __LINE__)
 #define __trap() ::__emu::__trap_at(__LINE__)
 #define printf(...) ::__emu::__printf_at(__VA_ARGS__)
 // glibc declares __expf (and friends) itself, so the CUDA fast intrinsics must be macros.
@@ -338,6 +344,7 @@ inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
+#include "emu_rounding.hpp"   // the _rz/_rd/_ru arithmetic and the conversions in every rounding mode
 inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 // cvt.rni/rzi.s32.f32 saturate and map NaN to 0 on a GPU; a plain C cast would be undefined there.
 inline int emu_cvt_s32(float r) { return r != r ? 0 : r >= 2147483647.0f ? INT_MAX : r <= -2147483648.0f ? INT_MIN : (int)r; }
@@ -403,7 +410,17 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   return r;
 }
 inline int __mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
+// Loads and stores with cache hints: the hint changes where a GPU caches the line, never the value.
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // CUDA's global min/max overloads for device code.
 inline int min(int a, int b) { return a < b ? a : b; }

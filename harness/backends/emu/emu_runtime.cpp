@@ -51,7 +51,9 @@ enum FaultCode : int {
 enum Policy : int { FORWARD = 0, REVERSE = 1, RANDOM = 2, WARP_GREEDY = 3 };
 const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
-                                 "mma.sync.m16n8k32"};
+                                 "mma.sync.m16n8k32", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                 "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
+                                 "__match_all_sync"};
 enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
 
 constexpr int kMaxThreads = 1024;
@@ -580,6 +582,45 @@ void compute_mma(Warp& w) {
   }
 }
 
+// redux.sync: one 32-bit result for every lane of the mask (add wraps; min/max signed where the lanes said so).
+void compute_reduce(Warp& w) {
+  uint32_t acc = 0;
+  bool first = true, is_signed = false;
+  for (int l = 0; l < 32; ++l) {
+    if (!(w.mask >> l & 1u)) continue;
+    uint32_t v = uint32_t(w.val[l]);
+    is_signed = w.bval[l] != 0;
+    if (first) { acc = v; first = false; continue; }
+    switch (w.kind) {
+      case W_REDUCE_ADD: acc += v; break;
+      case W_REDUCE_MIN: acc = is_signed ? uint32_t(std::min(int32_t(acc), int32_t(v))) : std::min(acc, v); break;
+      case W_REDUCE_MAX: acc = is_signed ? uint32_t(std::max(int32_t(acc), int32_t(v))) : std::max(acc, v); break;
+      case W_REDUCE_AND: acc &= v; break;
+      case W_REDUCE_OR: acc |= v; break;
+      default: acc ^= v; break;
+    }
+  }
+  for (int l = 0; l < 32; ++l) w.res[l] = acc;
+}
+
+// match.sync: any, the lanes of the mask whose value equals this lane's; all, the mask where every value is equal,
+// else 0.
+void compute_match(Warp& w) {
+  bool all_equal = true;
+  int first = -1;
+  for (int l = 0; l < 32; ++l) {
+    if (!(w.mask >> l & 1u)) continue;
+    if (first < 0) first = l;
+    else if (w.val[l] != w.val[first]) all_equal = false;
+    unsigned peers = 0;
+    for (int j = 0; j < 32; ++j)
+      if ((w.mask >> j & 1u) && w.val[j] == w.val[l]) peers |= 1u << j;
+    w.res[l] = w.kind == W_MATCH_ANY ? peers : 0;
+  }
+  if (w.kind == W_MATCH_ALL)
+    for (int l = 0; l < 32; ++l) w.res[l] = all_equal ? w.mask : 0u;
+}
+
 void compute_warp(Warp& w) {
   switch (w.kind) {
     case W_SHFL_IDX: case W_SHFL_UP: case W_SHFL_DOWN: case W_SHFL_XOR: compute_shfl(w, w.kind); break;
@@ -592,6 +633,10 @@ void compute_warp(Warp& w) {
       break;
     }
     case W_MMA: compute_mma(w); break;
+    case W_REDUCE_ADD: case W_REDUCE_MIN: case W_REDUCE_MAX: case W_REDUCE_AND: case W_REDUCE_OR: case W_REDUCE_XOR:
+      compute_reduce(w);
+      break;
+    case W_MATCH_ANY: case W_MATCH_ALL: compute_match(w); break;
     default: break;
   }
 }

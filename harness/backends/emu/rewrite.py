@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from harness.backends.base import UnsupportedConstruct
 from cudasrc.preprocess import as_built
-from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, skip_string,
-                                split_top_level, strip_comments, template_kernels)
+from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, macro_kernel_lines,
+                                skip_string, split_top_level, strip_comments, template_kernels)
 
 MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
@@ -393,6 +393,12 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
             raise UnsupportedConstruct(None, f"template kernel(s) {', '.join(templates)} with no explicit "
                                              f"instantiation (`template __global__ void {templates[0]}<...>(...);`): "
                                              "emu launches the instantiations a source makes")
+        in_macros = macro_kernel_lines(code)
+        if in_macros:
+            raise UnsupportedConstruct(None, f"the source's kernels are written inside #define macros (line(s) "
+                                             f"{', '.join(map(str, in_macros))}): emu finds kernels in the source text "
+                                             "and does not expand macros to name them; write each kernel out, or as "
+                                             "a template with explicit instantiations")
         raise UnsupportedConstruct(None, "no __global__ kernel in the source")
     seen: dict[str, int] = {}
     for k in kernels:

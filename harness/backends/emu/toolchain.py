@@ -164,16 +164,25 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 def runtime_sha256() -> str:
     """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
     h = hashlib.sha256()
-    for p in sorted(RUNTIME_DIR.glob("*.h*")) + sorted(RUNTIME_DIR.glob("cuda/*")) + sorted(RUNTIME_DIR.glob("*.cpp")) \
-            + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+    headers = [p for pattern in ("*.h*", "cuda/*", "cooperative_groups/*") for p in sorted(RUNTIME_DIR.glob(pattern))]
+    for p in headers + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
         h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
 
+# The runtime's own helpers (namespace emu) are not CUDA's device API.
+_EMU_NAMESPACE = re.compile(r"^namespace emu \{\n.*?^\}  // namespace emu", re.S | re.M)
+
+
+def _header_api(name: str) -> str:
+    """A runtime header's text at file scope: its `namespace emu` blocks left out."""
+    return _EMU_NAMESPACE.sub("", (RUNTIME_DIR / name).read_text())
+
+
 @functools.lru_cache(maxsize=None)
 def _device_api() -> str:
-    return (RUNTIME_DIR / "emu_device.hpp").read_text()
+    return _header_api("emu_device.hpp") + _header_api("emu_rounding.hpp")
 
 
 # C's <math.h> functions (C99 7.12) in double and float, which CUDA's math API has in device code and emu's
@@ -186,11 +195,37 @@ _C_MATH = frozenset(base + suffix for suffix in ("", "f") for base in (
     "sin", "sinh", "sqrt", "tan", "tanh", "tgamma", "trunc"))
 
 
+# What the 16-bit float header's token pasting (`__float2##NAME`) puts for its macro parameters: per format, its
+# scalar and pair names together; the integer abbreviations; the compared relations.
+_FLOAT16_FORMATS = ({"NAME": "half", "NAME2": "half2"}, {"NAME": "bfloat16", "NAME2": "bfloat162"})
+_FLOAT16_PASTES = {"ABBR": ("int", "uint", "short", "ushort", "ll", "ull"),
+                   "OP": tuple(f"__h{rel}{u}" for rel in ("eq", "ne", "lt", "le", "gt", "ge") for u in ("", "u"))}
+
+
+def _pasted(text: str, token: str, value: str) -> str:
+    return re.sub(rf"(?<![\w#]){token}(?![\w#])|(?<=##){token}\b|\b{token}(?=##)", value, text)
+
+
+@functools.lru_cache(maxsize=None)
+def _float16_api() -> frozenset[str]:
+    """The functions emu_float16.hpp defines, their token-pasted names spelled out for both formats."""
+    names = set()
+    for raw in re.findall(r"\binline\s+[\w:<>, ]+?\s([\w#]+)\s*\(", _header_api("emu_float16.hpp")):
+        spellings = [raw]
+        if "NAME" in raw:
+            spellings = [_pasted(_pasted(raw, "NAME2", f["NAME2"]), "NAME", f["NAME"]) for f in _FLOAT16_FORMATS]
+        for token, values in _FLOAT16_PASTES.items():
+            if re.search(rf"(?<![\w#]){token}(?![\w#])|##{token}\b|\b{token}##", raw):
+                spellings = [_pasted(sp, token, v) for sp in spellings for v in values]
+        names.update(sp.replace("##", "") for sp in spellings)
+    return frozenset(n for n in names if re.fullmatch(r"\w+", n))
+
+
 def device_api_has(name: str) -> bool:
     """Whether the CUDA device API that emu provides (emu_device.hpp, and C's math functions through its <cmath>)
     has a function or function-like macro `name` at file scope (`__saturatef`, `fabs`): a source may declare one
     again, and then must not define it. Members of a class (cooperative groups' `any`) are not such functions."""
-    if name in _C_MATH:
+    if name in _C_MATH or name in _float16_api():
         return True
     n = re.escape(name)
     return re.search(rf"^(?:[A-Za-z_][^;{{}}()\n]*\b{n}|#define {n})\s*\(", _device_api(), re.M) is not None

@@ -166,6 +166,40 @@ def test_cooperative_groups_block_and_tiles(load):
     assert np.array_equal(sums, inp.reshape(8, 16).sum(axis=1))
 
 
+COOP_REDUCE = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
+namespace cg = cooperative_groups;
+__global__ void coop_reduce(const int* in, int* out) {
+  cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+  int v = in[threadIdx.x];
+  int* o = out + 6 * threadIdx.x;
+  o[0] = cg::reduce(tile, v, cg::plus<int>());
+  o[1] = cg::reduce(tile, v, cg::less<int>());
+  o[2] = cg::reduce(tile, v, cg::greater<int>());
+  o[3] = cg::reduce(tile, v, cg::bit_xor<int>());
+  o[4] = cg::inclusive_scan(tile, v);
+  o[5] = cg::exclusive_scan(tile, v, cg::plus<int>());
+}
+"""
+
+
+def test_cooperative_groups_reduce_and_scan_over_tiles(load):
+    mod = load(COOP_REDUCE)
+    inp = np.random.default_rng(11).integers(-1000, 1000, 64).astype(np.int32)
+    out = np.zeros(6 * 64, np.int32)
+    mod.launch("coop_reduce", (1,), (64,), 0, [inp, out], outputs=(1,))
+    got = out.reshape(64, 6)
+    tiles = inp.reshape(8, 8)
+    for t in range(8):
+        rows = got[8 * t:8 * t + 8]
+        assert np.all(rows[:, 0] == tiles[t].sum()) and np.all(rows[:, 1] == tiles[t].min())
+        assert np.all(rows[:, 2] == tiles[t].max()) and np.all(rows[:, 3] == np.bitwise_xor.reduce(tiles[t]))
+        assert np.array_equal(rows[:, 4], np.cumsum(tiles[t]))
+        assert np.array_equal(rows[1:, 5], np.cumsum(tiles[t])[:-1]) and rows[0, 5] == 0
+
+
 def test_grid_groups_are_reported_unsupported(load):
     from harness.backends.base import UnsupportedConstruct
     src = "#include <cooperative_groups.h>\n__global__ void k(int* o) { cooperative_groups::this_grid().sync(); o[0] = 1; }\n"

@@ -1,0 +1,3 @@
+// Resolves `#include <cooperative_groups/reduce.h>` in kernel source: emu's cooperative_groups.h has the tile
+// reductions and scans.
+#include "../cooperative_groups.h"
