@@ -137,6 +137,19 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
 // its block (emu_runtime.cpp), so that a lock or a flag another warp holds can be released.
 void atomic_done(const volatile void* p, bool changed, uint64_t seen);
 void fence(int scope);      // __threadfence_block (kScopeBlock), __threadfence and __threadfence_system
+// Asynchronous copies (__pipeline_memcpy_async): the runtime keeps each thread's pending copies in batches;
+// async_enqueue checks one and queues it, async_commit closes the open batch, and async_ready hands back (and
+// forgets) the copies of every committed batch but the newest `keep`, which the caller then performs.
+struct AsyncCopy { void* dst; const void* src; unsigned bytes, zfill; };
+constexpr int kMaxAsyncCopies = 128;      // pending copies of one thread
+void async_enqueue(void* dst, const void* src, size_t bytes, size_t zfill, int line);
+void async_commit();
+int async_ready(size_t keep, AsyncCopy* out);
+// Shared-space addresses (__cvta_generic_to_shared, inline PTX's shared operands) and back; either traps on an
+// address outside the block's shared memory.
+uint32_t shared_window(const void* p, int line);
+void* shared_generic(uint64_t a, int line);
+bool is_shared(const void* p);
 
 template <class T>
 inline uint64_t to_bits(T v) {
@@ -553,6 +566,42 @@ namespace std { using ::emu_race_memcpy; using ::emu_race_memmove; using ::emu_r
 #define __builtin_memmove(d, s, n) emu_race_memmove(d, s, n)
 #define __builtin_memset(d, c, n) emu_race_memset(d, c, n)
 #endif  // __SANITIZE_THREAD__
+
+// <cuda_pipeline.h>'s primitives (after the race build's memcpy above, so that the detector sees a copy's bytes).
+// A copy lands when a wait completes its batch, the latest moment a GPU may complete it: a read of its destination
+// before that sees what was there before (poison, in shared memory), and the race detector sees the copy's writes
+// at the wait's line, unordered with other threads' accesses until a barrier. A copy its thread never waits for is
+// never performed.
+inline void __pipeline_memcpy_async(void* dst, const void* src, size_t size_and_align, size_t zfill = 0,
+                                    int line = __builtin_LINE()) {
+  ::emu::async_enqueue(dst, src, size_and_align, zfill, line);
+}
+inline void __pipeline_commit() { ::emu::async_commit(); }
+inline size_t __cvta_generic_to_shared(const void* p, int line = __builtin_LINE()) {
+  return ::emu::shared_window(p, line);
+}
+inline void* __cvta_shared_to_generic(size_t a, int line = __builtin_LINE()) { return ::emu::shared_generic(a, line); }
+inline size_t __cvta_generic_to_global(const void* p) { return reinterpret_cast<size_t>(p); }
+inline void* __cvta_global_to_generic(size_t a) { return reinterpret_cast<void*>(a); }
+inline unsigned __isShared(const void* p) { return ::emu::is_shared(p); }
+inline unsigned __isGlobal(const void* p) { return !::emu::is_shared(p); }
+namespace emu {
+// Inline PTX's cp.async (rewrite.py): a shared-space destination, a global source, the copy size and the bytes
+// read from the source (the rest zero-filled; -1: all).
+inline void cp_async(uint64_t dst, uint64_t src, size_t size, long long src_size, int line) {
+  size_t zfill = src_size < 0 ? 0 : size_t(src_size) > size ? size + 1 : size - size_t(src_size);
+  async_enqueue(shared_generic(dst, line), reinterpret_cast<const void*>(src), size, zfill, line);
+}
+}  // namespace emu
+__attribute__((always_inline)) inline void __pipeline_wait_prior(size_t keep) {
+  ::emu::AsyncCopy ready[::emu::kMaxAsyncCopies];
+  int n = ::emu::async_ready(keep, ready);
+  for (int i = 0; i < n; ++i) {
+    unsigned char* d = static_cast<unsigned char*>(ready[i].dst);
+    memcpy(d, ready[i].src, ready[i].bytes - ready[i].zfill);
+    memset(d + ready[i].bytes - ready[i].zfill, 0, ready[i].zfill);
+  }
+}
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

@@ -77,6 +77,14 @@ using Context = void*;            // the suspended stack pointer; the registers 
 using Context = ucontext_t;
 #endif
 
+// A thread's pending asynchronous copies, each with the batch it belongs to (the open batch is `async_open`).
+struct AsyncQueue {
+  AsyncCopy copy[kMaxAsyncCopies];
+  unsigned batch[kMaxAsyncCopies];
+  int count;
+  unsigned open;
+};
+
 struct Fiber : FiberHead {
   int state;
   int wait_line, wait_kind;
@@ -90,6 +98,7 @@ struct Fiber : FiberHead {
   // Spinning on a volatile load (volatile_read_done): the address read last and how many times in a row.
   const volatile void* volatile_ptr;
   int volatile_reads;
+  AsyncQueue async;
 };
 
 inline Fiber* cur() { return static_cast<Fiber*>(g_cur); }
@@ -778,6 +787,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
     f->wait_kind = W_NONE; f->wait_line = 0;
     f->spin_ptr = nullptr; f->spin_reads = 0; f->spin_idle = 0;
     f->volatile_ptr = nullptr; f->volatile_reads = 0;
+    f->async.count = 0; f->async.open = 0;
     prepare_fiber(f);
     g_order.push_back(i);
   }
@@ -851,6 +861,72 @@ void volatile_read_done(const volatile void* p) {
   f->volatile_reads = 0;
   push_ready(f->linear);
   switch_to_sched();
+}
+
+// ---- the shared window ----------------------------------------------------------------------------------
+// A shared-space address (what __cvta_generic_to_shared gives and inline PTX's shared operands hold): the offset
+// in the static arena, or kSharedArena plus the offset in the dynamic area (guard bands included).
+uint32_t shared_window(const void* p, int line) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  if (c >= g_shared && c < g_shared + kSharedArena) return uint32_t(c - g_shared);
+  if (g_dyn && c >= g_dyn && c < g_dyn + g_dyn_cap) return uint32_t(kSharedArena + (c - g_dyn));
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ": a shared-space address of %p at line %d, which is not shared memory", p, line);
+  fiber_fault(TRAP, where(cur()) + buf);
+}
+
+void* shared_generic(uint64_t a, int line) {
+  if (a < kSharedArena) return g_shared + a;
+  if (g_dyn && a - kSharedArena < g_dyn_cap) return g_dyn + (a - kSharedArena);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, ": shared-space address 0x%llx at line %d lies outside the block's shared memory",
+                (unsigned long long)a, line);
+  fiber_fault(TRAP, where(cur()) + buf);
+}
+
+bool is_shared(const void* p) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  return (c >= g_shared && c < g_shared + kSharedArena) || (g_dyn && c >= g_dyn && c < g_dyn + g_dyn_cap);
+}
+
+// ---- asynchronous copies --------------------------------------------------------------------------------
+void async_enqueue(void* dst, const void* src, size_t bytes, size_t zfill, int line) {
+  Fiber* f = cur();
+  const char* bad = nullptr;
+  if (bytes != 4 && bytes != 8 && bytes != 16) bad = "a size of 4, 8 or 16 bytes";
+  else if (zfill > bytes) bad = "a zero fill no larger than the size (cp.async: a source size no larger than the copy)";
+  else if ((uintptr_t(dst) | uintptr_t(src)) % bytes) bad = "source and destination aligned to the size";
+  if (bad) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, ": __pipeline_memcpy_async at line %d with size %zu and zero fill %zu needs %s",
+                  line, bytes, zfill, bad);
+    fiber_fault(TRAP, where(f) + buf);
+  }
+  AsyncQueue& q = f->async;
+  if (q.count == kMaxAsyncCopies)
+    fiber_fault(UNSUPPORTED, where(f) + ": more than " + std::to_string(kMaxAsyncCopies) +
+                " asynchronous copies pending in one thread (emu's limit) at line " + std::to_string(line));
+  q.copy[q.count] = AsyncCopy{dst, src, unsigned(bytes), unsigned(zfill)};
+  q.batch[q.count++] = q.open;
+}
+
+void async_commit() { ++cur()->async.open; }
+
+int async_ready(size_t keep, AsyncCopy* out) {
+  AsyncQueue& q = cur()->async;
+  // committed batches are 0 .. open-1; the newest `keep` of them stay pending
+  unsigned done = q.open > keep ? q.open - unsigned(keep) : 0u;
+  int n = 0, kept = 0;
+  for (int i = 0; i < q.count; ++i) {
+    if (q.batch[i] < done) {
+      out[n++] = q.copy[i];
+    } else {
+      q.copy[kept] = q.copy[i];
+      q.batch[kept++] = q.batch[i];
+    }
+  }
+  q.count = kept;
+  return n;
 }
 
 void bad_width(int kind, int width, int line) {

@@ -40,7 +40,8 @@ _UNSUPPORTED = [
     (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
-    (r"\b__pipeline_\w+|\bcuda::memcpy_async\b", "asynchronous copies"),
+    (r"\b__pipeline_arrive_on\b|\bcuda::memcpy_async\b|\bcuda::pipeline\b",
+     "asynchronous copies through cuda::pipeline or mbarriers (the __pipeline_* primitives run)"),
     (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
     (r"\b__(?:ballot|any|all)\s*\(", "legacy warp votes without _sync"),
 ]
@@ -155,6 +156,48 @@ SPECIAL_REGISTERS = {
 _SPECIAL_MOVE = re.compile(r"mov\.(?:u32|b32|s32)\s+%(\d+)\s*,\s*%%([\w.]+)\s*;?")
 
 
+# cp.async (sm_80): `cp.async.{ca,cg}.shared.global[.L2::...] [dst], [src], size[, src-size][, policy];` and its
+# group commit and waits, as the __pipeline_* primitives (emu_device.hpp). Operands are %N or immediates.
+_CP_ASYNC_COPY = re.compile(r"cp\.async\.(?:ca|cg)\.shared(?:::cta)?\.global((?:\.L2::\w+)*)\s+"
+                            r"\[\s*(%\d+)\s*\]\s*,\s*\[\s*(%\d+)\s*\]\s*,\s*([^;]+?)\s*;?")
+_CP_ASYNC_WAIT = re.compile(r"cp\.async\.wait_group\s+(%\d+|\d+)\s*;?")
+
+
+def _cp_async(template: str, ops: list[str], line: int) -> "str | None":
+    """The call an inline cp.async instruction becomes, or None where the template is none."""
+    def operand(text: str) -> str:
+        text = text.strip()
+        if re.fullmatch(r"%\d+", text):
+            k = int(text[1:])
+            if k >= len(ops):
+                raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}) names operand {text}, which "
+                                                 "it does not have")
+            return f"({ops[k]})"
+        if re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", text):
+            return text
+        raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): operand {text!r} is neither %N nor "
+                                         "an immediate")
+    if re.fullmatch(r"cp\.async\.commit_group\s*;?", template):
+        return "__pipeline_commit()"
+    if re.fullmatch(r"cp\.async\.wait_all\s*;?", template):
+        return "(__pipeline_commit(), __pipeline_wait_prior(0))"
+    m = _CP_ASYNC_WAIT.fullmatch(template)
+    if m:
+        return f"__pipeline_wait_prior({operand(m.group(1))})"
+    m = _CP_ASYNC_COPY.fullmatch(template)
+    if not m:
+        return None
+    rest = [t for t in m.group(4).split(",") if t.strip()]
+    if "cache_hint" in m.group(1):
+        rest = rest[:-1]                       # the last operand is the cache policy: a hint, no value
+    if not 1 <= len(rest) <= 2:
+        raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): expected a copy size and an "
+                                         "optional source size")
+    src_size = operand(rest[1]) if len(rest) == 2 else "-1"
+    return (f"::emu::cp_async((unsigned long long)({operand(m.group(2))}), (unsigned long long)({operand(m.group(3))}), "
+            f"{operand(rest[0])}, (long long)({src_size}), {line})")
+
+
 def _rewrite_asm(clean: str) -> str:
     out, pos = [], 0
     for m in _ASM.finditer(clean):
@@ -179,9 +222,20 @@ def _rewrite_asm(clean: str) -> str:
                        + "\n" * clean.count("\n", m.start(), close + 1))
             pos = close + 1
             continue
+        if instr.startswith("cp.async"):
+            call = _cp_async(template, _operands(sections[1] if len(sections) > 1 else "")
+                             + _operands(sections[2] if len(sections) > 2 else ""), line)
+            if call is None:
+                raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}) is not supported by emu; "
+                                                 "one cp.async copy, cp.async.commit_group, cp.async.wait_group or "
+                                                 "cp.async.wait_all per asm statement is")
+            out.append(clean[pos:m.start()])
+            out.append(call + "\n" * clean.count("\n", m.start(), close + 1))
+            pos = close + 1
+            continue
         if instr.rstrip(";") != MMA_S8:
             raise UnsupportedConstruct(None, f"inline PTX instruction {instr!r} (line {line}) is not supported by emu; "
-                                             f"only {MMA_S8} and moves from the special registers "
+                                             f"only {MMA_S8}, cp.async and moves from the special registers "
                                              f"{', '.join('%' + r for r in SPECIAL_REGISTERS)} are emulated")
         ops = _operands(sections[1] if len(sections) > 1 else "") + _operands(sections[2] if len(sections) > 2 else "")
         groups = [[int(x) for x in re.findall(r"%(\d+)", g)] for g in re.findall(r"\{([^}]*)\}", template)]
