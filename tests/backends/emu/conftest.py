@@ -16,6 +16,15 @@ def emu():
 
 
 @pytest.fixture(scope="session")
+def detector():
+    """A backend with one schedule: the happens-before race detector alone, no differential runs."""
+    from harness.backends.emu.backend import EmuBackend
+    backend = EmuBackend(schedules=1, timeout_s=60)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
 def load(emu):
     modules = {}
 

@@ -72,10 +72,8 @@ def _line(text: str, kernel: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def backend():
-    be = EmuBackend(schedules=1, timeout_s=60)
-    yield be
-    be.close()
+def backend(detector):
+    return detector
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from harness.backends import DataRace, KernelFault
-from harness.backends.emu.backend import EmuBackend
 
 SOURCE = r"""
 #include <cuda_pipeline.h>
@@ -82,15 +81,8 @@ __global__ void misaligned(const float* x, float* y, int size) {
 
 
 @pytest.fixture(scope="module")
-def backend():
-    be = EmuBackend(schedules=1, timeout_s=60)
-    yield be
-    be.close()
-
-
-@pytest.fixture(scope="module")
-def module(backend):
-    return backend.load(SOURCE)
+def module(detector):
+    return detector.load(SOURCE)
 
 
 def test_a_copy_lands_when_a_wait_completes_its_batch(module):

@@ -129,10 +129,8 @@ __global__ void never_released(unsigned* data, int fix) {
 
 
 @pytest.fixture(scope="module")
-def backend():
-    be = EmuBackend(schedules=1, timeout_s=60)      # one schedule: the detector alone
-    yield be
-    be.close()
+def backend(detector):
+    return detector
 
 
 @pytest.fixture(scope="module")

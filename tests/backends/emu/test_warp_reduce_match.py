@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from harness.backends import DataRace
-from harness.backends.emu.backend import EmuBackend
 
 SEED = 7      # the inputs' seed; failures print it
 
@@ -54,15 +53,8 @@ __global__ void ordered_by_match(const float* x, float* y, int fix) {
 
 
 @pytest.fixture(scope="module")
-def backend():
-    be = EmuBackend(schedules=1, timeout_s=60)
-    yield be
-    be.close()
-
-
-@pytest.fixture(scope="module")
-def module(backend):
-    return backend.load(SOURCE)
+def module(detector):
+    return detector.load(SOURCE)
 
 
 @pytest.mark.parametrize("half_mask", [0, 1], ids=["full-mask", "half-mask"])
