@@ -40,6 +40,9 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
     "half": np.dtype("float16"), "bool": np.dtype("bool"),
     # bfloat16 has no numpy dtype: its data travels as its bit patterns
     "__nv_bfloat16": np.dtype("uint16"), "nv_bfloat16": np.dtype("uint16"),
+    # FP8 (cuda_fp8.h) likewise: one byte per value
+    "__nv_fp8_e4m3": np.dtype("uint8"), "__nv_fp8_e5m2": np.dtype("uint8"), "__nv_fp8_storage_t": np.dtype("uint8"),
+    "__nv_fp8x2_storage_t": np.dtype("uint16"), "__nv_fp8x4_storage_t": np.dtype("uint32"),
     # glibc's <sys/types.h> shorthands, which CUDA's headers bring into every Linux build
     "ushort": np.dtype("uint16"), "uint": np.dtype("uint32"), "ulong": np.dtype("uint64"),
     # the runtime's texture and surface object handles (64-bit integers the host creates)
@@ -60,7 +63,8 @@ VECTOR_ELEMENTS: dict[str, np.dtype] = {**{base: SCALAR_DTYPES[c] for base, c in
 _VECTOR_BASES = {base: d.itemsize for base, d in VECTOR_ELEMENTS.items() if "half" not in base}
 VECTOR_BYTES = {f"{base}{n}": n * size for base, size in _VECTOR_BASES.items() for n in (1, 2, 3, 4)}
 VECTOR_BYTES.update({f"{base}4_{a}a": 4 * size for base, size in _VECTOR_BASES.items() if size == 8 for a in (16, 32)})
-VECTOR_BYTES.update({"half2": 4, "__half2": 4, "nv_bfloat162": 4, "__nv_bfloat162": 4})
+VECTOR_BYTES.update({"half2": 4, "__half2": 4, "nv_bfloat162": 4, "__nv_bfloat162": 4, "__nv_fp8x2_e4m3": 2,
+                     "__nv_fp8x2_e5m2": 2, "__nv_fp8x4_e4m3": 4, "__nv_fp8x4_e5m2": 4})
 
 
 def normalize_ctype(text: str) -> str:

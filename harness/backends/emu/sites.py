@@ -10,8 +10,8 @@ import subprocess
 from typing import Sequence
 
 _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
-_RUNTIME_FILES = ("emu_device.hpp", "emu_runtime.cpp", "emu_race.hpp", "emu_float16.hpp", "emu_rounding.hpp",
-                  "cooperative_groups.h")
+_RUNTIME_FILES = ("emu_device.hpp", "emu_runtime.cpp", "emu_race.hpp", "emu_float16.hpp", "emu_float8.hpp",
+                  "emu_rounding.hpp", "cooperative_groups.h")
 
 
 def _source_frame(frames: list[tuple[str, str]], library_dirs: Sequence[str]) -> "str | None":

@@ -182,7 +182,7 @@ def _header_api(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _device_api() -> str:
-    return _header_api("emu_device.hpp") + _header_api("emu_rounding.hpp")
+    return _header_api("emu_device.hpp") + _header_api("emu_rounding.hpp") + _header_api("emu_float8.hpp")
 
 
 # C's <math.h> functions (C99 7.12) in double and float, which CUDA's math API has in device code and emu's
