@@ -3,7 +3,9 @@
 One spec per kernel parameter, in order, written `name:dtype[count]=fill` for an array (pointer parameter)
 and `name:dtype=value` for a by-value scalar; `!out` after an array makes it a checked output (poisoned
 before the launch, must be written in full). Fills: `zeros` (the default), `iota`, a number (every element),
-`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes).
+`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes). The dtypes
+numpy lacks are spelled `bfloat16`, `fp8e4m3` and `fp8e5m2`: their fills are numbers, encoded into the bit patterns
+the kernel reads (`harness.racescan.encodings`: nearest code, ties to even, saturating).
 An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a valid launch; `make_args` takes
 the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain."""
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+
+from harness.racescan.encodings import ENCODINGS
 
 _SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>[a-z0-9]+)(?:\[(?P<count>\d+)\])?"
                    r"(?:=(?P<fill>[^!]+))?(?P<out>!out)?$")
@@ -27,6 +31,7 @@ class ArgSpec:
     count: Optional[int]        # None: a by-value scalar
     fill: str
     output: bool
+    encoding: Optional[str] = None   # bfloat16, fp8e4m3 or fp8e5m2: `dtype` holds its codes
 
     @property
     def domain(self) -> Optional[range]:
@@ -36,7 +41,7 @@ class ArgSpec:
 
     def __str__(self) -> str:
         shape = "" if self.count is None else f"[{self.count}]"
-        return f"{self.name}:{self.dtype.name}{shape}={self.fill}{'!out' if self.output else ''}"
+        return f"{self.name}:{self.encoding or self.dtype.name}{shape}={self.fill}{'!out' if self.output else ''}"
 
 
 def parse_args(text: str) -> list[ArgSpec]:
@@ -46,10 +51,12 @@ def parse_args(text: str) -> list[ArgSpec]:
         m = _SPEC.match(item)
         if not m:
             raise ValueError(f"args: {item!r} is not `name:dtype[count]=fill[!out]` or `name:dtype=value`")
+        encoding = m.group("dtype") if m.group("dtype") in ENCODINGS else None
         try:
-            dtype = np.dtype(m.group("dtype"))
+            dtype = ENCODINGS[encoding][0] if encoding else np.dtype(m.group("dtype"))
         except TypeError:
-            raise ValueError(f"args: {item!r}: unknown dtype {m.group('dtype')!r}") from None
+            raise ValueError(f"args: {item!r}: unknown dtype {m.group('dtype')!r} (numpy's names, or "
+                             f"{', '.join(ENCODINGS)})") from None
         count = None if m.group("count") is None else int(m.group("count"))
         fill = m.group("fill") or ("zeros" if count is not None else "")
         if count is None and (not fill or m.group("out")):
@@ -57,6 +64,9 @@ def parse_args(text: str) -> list[ArgSpec]:
         if count == 0:
             raise ValueError(f"args: {item!r}: an array needs at least one element")
         if _RANGE.match(fill):
+            if encoding:
+                raise ValueError(f"args: {item!r}: range(lo,hi) is the domain of an integer scalar, not of "
+                                 f"{encoding}")
             _check_domain(item, dtype, count, fill)
         elif fill not in ("zeros", "iota") and not _RANDOM.match(fill):
             try:
@@ -66,7 +76,7 @@ def parse_args(text: str) -> list[ArgSpec]:
                     from None
         if count is not None and m.group("out") and fill != "zeros":
             raise ValueError(f"args: {item!r}: an output is poisoned before the launch; it takes no fill")
-        specs.append(ArgSpec(m.group("name"), dtype, count, fill, bool(m.group("out"))))
+        specs.append(ArgSpec(m.group("name"), dtype, count, fill, bool(m.group("out")), encoding))
     return specs
 
 
@@ -86,6 +96,9 @@ def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -
 def _filled(spec: ArgSpec, rng: np.random.Generator) -> np.ndarray:
     n = spec.count if spec.count is not None else 1
     m = _RANDOM.match(spec.fill)
+    if spec.encoding:              # the values as float64, then their codes
+        values = _filled(ArgSpec(spec.name, np.dtype("float64"), spec.count, spec.fill, spec.output), rng)
+        return ENCODINGS[spec.encoding][1](values)
     if spec.fill == "zeros":
         return np.zeros(n, spec.dtype)
     if spec.fill == "iota":
