@@ -9,8 +9,7 @@ import pytest
 
 from harness.racescan import make_args, parse_args, scan
 from harness.racescan.encodings import bfloat16_bits, fp8_bits
-from tests.backends.emu.test_float8 import E4M3, E5M2, encode
-from tests.backends.emu.test_float16 import BF16, round_exact
+from tests.backends.emu.float_reference import BF16, E4M3, E5M2, encode, round_exact
 
 SEED = 4
 

@@ -9,6 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from .float_reference import BF16, HALF, round_exact, round_sqrt_exact, value
+
 SEED = 20261205      # every random input below comes from it; a failure prints the offending inputs
 
 SOURCE = r"""
@@ -115,62 +117,6 @@ __global__ void warp_pairs(const __half2* a, __half2* hsum, __nv_bfloat162* bsum
 @pytest.fixture(scope="module")
 def module(load):
     return load(SOURCE)
-
-
-# ---- the exact reference ------------------------------------------------------------------------------------
-HALF = ("half", 0x7C00, Fraction(2) ** 16)       # name, +inf's bits, the value inf stands for when rounding
-BF16 = ("bf16", 0x7F80, Fraction(2) ** 128)
-
-
-def value(fmt, bits: int) -> float:
-    if fmt is HALF:
-        return float(np.array([bits], np.uint16).view(np.float16)[0])
-    return float(np.array([bits << 16], np.uint32).view(np.float32)[0])
-
-
-def _magnitude(fmt, bits: int) -> Fraction:
-    return fmt[2] if bits == fmt[1] else Fraction(value(fmt, bits))
-
-
-def round_exact(q: Fraction, fmt, mode: str = "rn") -> int:
-    """The bits of the rational q in the format under a rounding mode (IEEE 754: ties to even; overflow past the
-    largest finite value by half an ulp or more is infinity when rounding to nearest)."""
-    sign = 0x8000 if q < 0 else 0
-    m = abs(q)
-    lo, hi = 0, fmt[1]
-    if m >= fmt[2]:
-        lo = fmt[1] - 1
-    else:
-        while hi - lo > 1:                       # the largest pattern whose magnitude is <= m
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if _magnitude(fmt, mid) <= m else (lo, mid)
-    below, above = lo, lo + 1
-    if _magnitude(fmt, below) == m:
-        return sign | below
-    if mode == "rn":
-        d_lo, d_hi = m - _magnitude(fmt, below), _magnitude(fmt, above) - m
-        pick = below if d_lo < d_hi or (d_lo == d_hi and below % 2 == 0) else above
-    elif mode == "rz":
-        pick = below
-    elif mode == "rd":
-        pick = below if not sign else above
-    else:
-        pick = above if not sign else below
-    return sign | min(pick, fmt[1])
-
-
-def round_sqrt_exact(q: Fraction, fmt) -> int:
-    """The bits of sqrt(q) rounded to nearest, found by squaring candidates (no square root is taken)."""
-    if q < 0:
-        return 0x7FFF
-    lo, hi = 0, fmt[1]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if _magnitude(fmt, mid) ** 2 <= q else (lo, mid)
-    if _magnitude(fmt, lo) ** 2 == q:
-        return lo
-    middle = (_magnitude(fmt, lo) + _magnitude(fmt, lo + 1)) / 2
-    return lo if q < middle ** 2 or (q == middle ** 2 and lo % 2 == 0) else lo + 1
 
 
 def random_bits(rng, fmt, n: int) -> np.ndarray:

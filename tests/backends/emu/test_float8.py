@@ -3,12 +3,10 @@ from the formats' definitions alone (a table of the 256 codes' exact values; rou
 the even one), with both saturation modes, NaN, infinities, signed zeros and subnormals."""
 from __future__ import annotations
 
-import bisect
-import functools
-from fractions import Fraction
-
 import numpy as np
 import pytest
+
+from .float_reference import E4M3, E5M2, decode, encode
 
 SEED = 8
 
@@ -45,53 +43,6 @@ __global__ void pairs(const float4* x, unsigned* out) {
   out[2 * threadIdx.x + 1] = p.__x;
 }
 """
-
-E4M3 = ("e4m3", 3, 7)
-E5M2 = ("e5m2", 2, 15)
-
-
-def decode(fmt, code: int):
-    """The exact value of an 8-bit code (None for NaN, a float infinity for E5M2's)."""
-    _, m, bias = fmt
-    sign = -1 if code & 0x80 else 1
-    ex, mant = (code & 0x7F) >> m, code & ((1 << m) - 1)
-    if fmt is E4M3 and code & 0x7F == 0x7F:
-        return None
-    if fmt is E5M2 and ex == 0x1F:
-        return None if mant else sign * float("inf")
-    if ex == 0:
-        return sign * Fraction(mant, 1 << m) * Fraction(2) ** (1 - bias)
-    return sign * (1 + Fraction(mant, 1 << m)) * Fraction(2) ** (ex - bias)
-
-
-@functools.lru_cache(maxsize=None)
-def _finite_codes(fmt) -> tuple[tuple[int, Fraction], ...]:
-    """The non-negative finite codes and their values."""
-    return tuple((c, decode(fmt, c)) for c in range(0x80)
-                 if decode(fmt, c) is not None and abs(decode(fmt, c)) != float("inf"))
-
-
-def encode(fmt, x: float, saturate: bool) -> int:
-    """x rounded to the nearest code (ties to the even code), with CUDA's overflow and NaN rules."""
-    sign = 0x80 if np.signbit(x) else 0
-    if np.isnan(x):
-        return sign | (0x7F if fmt is E4M3 else 0x7E | int(np.array([x]).view(np.uint64)[0] >> 50) & 1)
-    finite = _finite_codes(fmt)
-    largest, largest_value = max(finite, key=lambda cv: cv[1])
-    a = abs(Fraction(x)) if np.isfinite(x) else None
-    if a is None:
-        best = None
-    else:
-        k = bisect.bisect_left([v for _, v in finite], a)      # the values are increasing with the codes
-        best, value = min(finite[max(k - 1, 0):k + 1], key=lambda cv: (abs(cv[1] - a), cv[0] & 1))
-        # the code one past the largest stands for the next binade's value when rounding (IEEE's overflow rule)
-        top = largest_value + Fraction(2) ** ((largest >> fmt[1]) - fmt[2] - fmt[1])
-        if abs(top - a) < abs(value - a) or (abs(top - a) == abs(value - a) and best & 1):
-            best = None
-    if best is None:                                          # past the largest finite value
-        return sign | (largest if saturate else (0x7F if fmt is E4M3 else 0x7C))
-    return sign | best
-
 
 @pytest.fixture(scope="module")
 def module(load):
