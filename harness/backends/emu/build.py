@@ -17,6 +17,7 @@ from cudasrc.signatures import KernelSignature
 from . import gate, toolkit_headers
 from . import toolchain as tc
 from .rewrite import rewrite
+from .sites import MODULE_UNIT
 
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
@@ -77,13 +78,13 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  (tc.RACE_FLAGS if race else ()) + flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
     key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
-                      tc.runtime_sha256(), gate.cache_part())[:40]
+                      tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT)[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
         with scratch_folder("emu") as work:
             device_check = gate.start_device_compile(source, name, work, flags)    # beside the host compile
-            cpp = work / "module.cpp"
+            cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime

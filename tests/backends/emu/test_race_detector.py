@@ -293,3 +293,15 @@ def test_race_check_option_and_env(monkeypatch):
     monkeypatch.setenv(RACE_CHECK_ENV, "yes")
     with pytest.raises(ValueError, match=r"QCONFORM_EMU_RACE_CHECK: expected 0 or 1, got 'yes'"):
         EmuBackend()
+
+
+def test_a_line_of_emus_own_unit_is_never_taken_for_a_kernel_line():
+    # An access inside a header function the compiler did not inline resolves to frames in emu's headers and in the
+    # unit emu compiles (its own code); before, that unit's line (550 for a __pipeline_wait_prior) was reported as
+    # the kernel's. Kernel file names cannot take the unit's name ('+' is not in [A-Za-z0-9_.-]).
+    from harness.backends.emu.rewrite import rewrite
+    from harness.backends.emu.sites import MODULE_UNIT, _source_frame
+    scratch = "/cache/emu/.scratch.1/"
+    assert _source_frame([(scratch + MODULE_UNIT, "550"), ("/pkg/emu/emu_device.hpp", "602")], set()) is None
+    assert _source_frame([(scratch + MODULE_UNIT, "550"), (scratch + "kernel.cu", "9")], set()) == "line 9"
+    assert f'#line 1 "{MODULE_UNIT}"' not in rewrite("__global__ void k(int* y) { y[0] = 1; }\n", MODULE_UNIT).source
