@@ -4,7 +4,8 @@ and poison checks raised as KernelFaults. Its pieces:
 
 emu_device.hpp    what device code sees: CUDA types, intrinsics and macros (force-included); it includes
                   emu_float16.hpp (__half, __nv_bfloat16 and their pairs), emu_float8.hpp (FP8) and
-                  emu_rounding.hpp (the _rz/_rd/_ru intrinsics and conversions)
+                  emu_rounding.hpp (the _rz/_rd/_ru intrinsics and conversions), which share emu_exact.hpp
+                  (rounding to odd, TwoSum, directed rounding)
 emu_runtime.cpp   C++ runtime: fibers per CUDA thread, barriers, warp collectives, the int8 mma, checks
                   (compiled once, linked into every module with hidden visibility)
 rewrite.py        CUDA source -> C++ translation unit (shared memory slots, inline PTX, launch trampolines)

@@ -177,7 +177,8 @@ inline unsigned vote(int kind, unsigned mask, int pred, int line) {
   return unsigned(warp_collective(kind, mask, line, pred != 0, 0, 0));
 }
 inline void syncwarp(unsigned mask, int line) { warp_collective(W_SYNCWARP, mask, line, 0, 0, 0); }
-// sm_80's redux.sync (b: 1 where min/max compare as signed) and sm_70's match.sync: collectives of the lanes in
+// sm_80's redux.sync (b: 1 where min/max compare as signed; and/or/xor ignore it) and sm_70's match.sync: collectives
+// of the lanes in
 // `mask`, as shuffles are, so they order those lanes for the race detector too.
 inline unsigned reduce(int kind, unsigned mask, unsigned v, bool is_signed, int line) {
   return unsigned(warp_collective(kind, mask, line, v, is_signed, 0));
@@ -260,7 +261,6 @@ inline T __shfl_at(int kind, unsigned mask, T var, int b, int width, int line) {
 inline unsigned __vote_at(int kind, unsigned mask, int pred, int line) { return vote(kind, mask, pred, line); }
 inline int __reduce_at(int kind, unsigned mask, int v, int line) { return int(reduce(kind, mask, unsigned(v), true, line)); }
 inline unsigned __reduce_at(int kind, unsigned mask, unsigned v, int line) { return reduce(kind, mask, v, false, line); }
-inline unsigned __reduce_bits_at(int kind, unsigned mask, unsigned v, int line) { return reduce(kind, mask, v, false, line); }
 template <class T>
 inline unsigned __match_any_at(unsigned mask, T v, int line) { return match(W_MATCH_ANY, mask, v, line); }
 template <class T>
@@ -298,9 +298,9 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
 #define __reduce_add_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_ADD, (m), (v), __LINE__)
 #define __reduce_min_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_MIN, (m), (v), __LINE__)
 #define __reduce_max_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_MAX, (m), (v), __LINE__)
-#define __reduce_and_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_AND, (m), (v), __LINE__)
-#define __reduce_or_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_OR, (m), (v), __LINE__)
-#define __reduce_xor_sync(m, v) ::__emu::__reduce_bits_at(::__emu::__W_REDUCE_XOR, (m), (v), __LINE__)
+#define __reduce_and_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_AND, (m), (v), __LINE__)
+#define __reduce_or_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_OR, (m), (v), __LINE__)
+#define __reduce_xor_sync(m, v) ::__emu::__reduce_at(::__emu::__W_REDUCE_XOR, (m), (v), __LINE__)
 #define __match_any_sync(m, v) ::__emu::__match_any_at((m), (v), __LINE__)
 #define __match_all_sync(m, v, pred) ::__emu::__match_all_at((m), (v), (pred), __LINE__)
 #define __trap() ::__emu::__trap_at(__LINE__)

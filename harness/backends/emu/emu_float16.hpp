@@ -15,12 +15,9 @@
 // - The math functions (hexp, hsin, hrcp...) are the double functions rounded once. CUDA's device versions are
 //   approximations and may differ from these in the last bit, within the errors the CUDA Math API documents.
 #pragma once
-#include <cmath>
-#include <cstdint>
-#include <limits>
+#include "emu_exact.hpp"
 
 namespace emu {
-enum F16Round : int { kRoundNearest = 0, kRoundZero, kRoundDown, kRoundUp };
 constexpr unsigned short kF16NaN = 0x7fff, kF16Sign = 0x8000;
 
 struct HalfBits {   // IEEE binary16
@@ -31,10 +28,7 @@ struct HalfBits {   // IEEE binary16
 struct Bf16Bits {   // bfloat16: the high half of a float
   static double value(unsigned short b) { return (double)__builtin_bit_cast(float, uint32_t(b) << 16); }
   static unsigned short nearest(double x) {
-    float f = (float)x;
-    if ((double)f != x && std::isfinite(f) && !(__builtin_bit_cast(uint32_t, f) & 1u))
-      f = std::nextafterf(f, x > (double)f ? INFINITY : -INFINITY);   // round to odd: keeps the sticky bit
-    uint32_t u = __builtin_bit_cast(uint32_t, f);
+    uint32_t u = __builtin_bit_cast(uint32_t, float_to_odd(x));   // rounded to odd first: keeps the sticky bit
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
   static constexpr unsigned short kOne = 0x3f80, kInf = 0x7f80;
@@ -62,40 +56,6 @@ inline unsigned short round16(double x, int mode) {
   return (unsigned short)(away ? r + 1 : r - 1);
 }
 
-// a*b + c rounded to odd in double (a*b is exact there for 16-bit operands): a correct single rounding follows.
-inline double fma_to_odd(double a, double b, double c) {
-  double p = a * b, s = p + c;
-  if (!std::isfinite(s)) return s;
-  double bp = s - c, e = (p - bp) + (c - (s - bp));   // TwoSum: s + e == p + c exactly
-  if (e != 0.0 && !(__builtin_bit_cast(uint64_t, s) & 1u)) s = std::nextafter(s, e > 0.0 ? INFINITY : -INFINITY);
-  return s;
-}
-
-// An integer in double, rounded to odd where it has more significant bits than double keeps (64-bit integers):
-// the bits shifted out become a sticky low bit.
-template <class I>
-inline double int_to_odd(I v) {
-  bool negative = v < I(0);
-  uint64_t u = negative ? uint64_t(0) - uint64_t(v) : uint64_t(v);
-  int shift = u >> 53 ? 11 - __builtin_clzll(u) : 0;
-  uint64_t keep = u >> shift;
-  if (shift && (u & ((uint64_t(1) << shift) - 1))) keep |= 1u;
-  double d = std::ldexp(double(keep), shift);
-  return negative ? -d : d;
-}
-
-// A rounded value (or NaN) converted to an integer type: NaN to 0, saturating at the type's limits.
-template <class I>
-inline I saturate_int(double v) {
-  if (v != v) return I(0);
-  if (v <= (double)std::numeric_limits<I>::min()) return std::numeric_limits<I>::min();
-  if (v >= (double)std::numeric_limits<I>::max()) return std::numeric_limits<I>::max();
-  return (I)v;
-}
-inline double round_int(double v, int mode) {
-  return mode == kRoundNearest ? std::nearbyint(v) : mode == kRoundZero ? std::trunc(v)
-       : mode == kRoundDown ? std::floor(v) : std::ceil(v);
-}
 }  // namespace emu
 
 struct __half_raw { unsigned short x; };
@@ -199,7 +159,8 @@ template <class T> inline T sat16(T h) {   // clamp to [0, 1]; NaN to +0
 template <class T> inline T relu16(T h) {   // negative to +0; NaN to the canonical NaN
   return isnan16(h) ? bits16<T>(kF16NaN) : (h.__x & kF16Sign) ? bits16<T>(0) : h;
 }
-template <class T> inline T fma16(T a, T b, T c) { return make16<T>(fma_to_odd(val(a), val(b), val(c))); }
+// a*b is exact in double for 16-bit operands, so the sum rounded to odd then once to 16 bits is the fma.
+template <class T> inline T fma16(T a, T b, T c) { return make16<T>(sum_to_odd(val(a) * val(b), val(c))); }
 }  // namespace emu
 
 // Functions of one name for both formats (CUDA overloads them), scalar then pair.
@@ -270,7 +231,7 @@ template <class T> inline T fma16(T a, T b, T c) { return make16<T>(fma_to_odd(v
   inline T2 __hfma2(T2 a, T2 b, T2 c) { return T2(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); }            \
   inline T2 __hfma2_sat(T2 a, T2 b, T2 c) { return T2(__hfma_sat(a.x, b.x, c.x), __hfma_sat(a.y, b.y, c.y)); } \
   inline T2 __hfma2_relu(T2 a, T2 b, T2 c) { return T2(__hfma_relu(a.x, b.x, c.x), __hfma_relu(a.y, b.y, c.y)); } \
-  inline T2 __hcmadd(T2 a, T2 b, T2 c) {   /* complex a*b + c, each part rounded once */                     \
+  inline T2 __hcmadd(T2 a, T2 b, T2 c) {   /* complex a*b + c, each part in double, then rounded */                     \
     double ax = ::emu::val(a.x), ay = ::emu::val(a.y), bx = ::emu::val(b.x), by = ::emu::val(b.y);            \
     return T2(::emu::make16<T>(ax * bx - ay * by + ::emu::val(c.x)),                                          \
               ::emu::make16<T>(ax * by + ay * bx + ::emu::val(c.y)));                                         \

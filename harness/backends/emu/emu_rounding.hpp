@@ -11,58 +11,21 @@
 // - a value rounded to nearest is stepped one ulp where it lies on the wrong side of the exact one; an overflow
 //   to infinity comes back to the largest finite value in the modes that do not round away from it.
 #pragma once
-#include <cmath>
-#include <cstdint>
-#include <limits>
+#include "emu_exact.hpp"
 
 namespace emu {
-// The exact value v + e (|e| below half an ulp of v, or e == 0), rounded to odd in v's format.
-template <class W>
-inline W to_odd(W v, W e) {
-  if (e == 0 || !(v == v) || v - v != 0) return v;
-  W toward = e > 0 ? std::numeric_limits<W>::infinity() : -std::numeric_limits<W>::infinity();
-  if constexpr (sizeof(W) == 8) {
-    return (__builtin_bit_cast(uint64_t, v) & 1u) ? v : std::nextafter(v, toward);
-  } else {
-    unsigned __int128 bits = __builtin_bit_cast(unsigned __int128, v);
-    if (v == 0) return __builtin_bit_cast(W, (unsigned __int128)1 | (e < 0 ? (unsigned __int128)1 << 127 : 0));
-    if (bits & 1u) return v;
-    bits += ((v > 0) == (e > 0)) ? 1 : -1;     // one step away from or toward zero, as e says
-    return __builtin_bit_cast(W, bits);
-  }
-}
 // The sign of an exact remainder as a direction: where the exact quotient or root lies from the rounded one.
 template <class W>
 inline W side(W r, bool flip) {
   return r == 0 ? W(0) : ((r > 0) != flip ? W(1) : W(-1));
 }
-// The narrow format's value nearest x, stepped one ulp where it is on the wrong side of x for the mode.
-template <class N, class W>
-inline N round_to(W x, int mode) {
-  N r = N(x);
-  if (mode == 0 || !(x == x) || W(r) == x) return r;
-  bool infinite = r - r != 0;
-  if (infinite && x - x == 0) {          // overflow of a finite x
-    bool keep = mode == 3 ? r > 0 : mode == 2 ? r < 0 : false;
-    return keep ? r : (r > 0 ? std::numeric_limits<N>::max() : std::numeric_limits<N>::lowest());
-  }
-  bool above = W(r) > x;
-  bool step = mode == 1 ? (above ? r > 0 : r < 0) : mode == 2 ? above : !above;
-  if (!step) return r;
-  return std::nextafter(r, above ? -std::numeric_limits<N>::infinity() : std::numeric_limits<N>::infinity());
-}
-template <class W>
-inline bool sign_bit(W a) {
-  if constexpr (sizeof(W) == 16) return (__builtin_bit_cast(unsigned __int128, a) >> 127) != 0;
-  else return std::signbit(a);
-}
-// a + b rounded once into N: TwoSum in the wide format W gives the sum and its exact error, so the sum rounded to
-// odd. An exact zero is -0 when rounding down unless both operands are +0 (IEEE 754's rule for x + (-x)).
+// a + b rounded once into N, through the sum rounded to odd in the wide format W. An exact zero is -0 when rounding
+// down unless both operands are +0 (IEEE 754's rule for x + (-x)).
 template <class N, class W>
 inline N sum_rounded(W a, W b, int mode) {
-  W s = a + b, bp = s - a, e = (a - (s - bp)) + (b - bp);
-  if (s == 0 && e == 0 && mode == 2 && !(a == 0 && b == 0 && !sign_bit(a) && !sign_bit(b))) return -N(0);
-  return round_to<N>(to_odd(s, e), mode);
+  W s = sum_to_odd(a, b);
+  if (s == 0 && mode == kRoundDown && !(a == 0 && b == 0 && !sign_bit(a) && !sign_bit(b))) return -N(0);
+  return round_to<N>(s, mode);
 }
 
 inline float fadd(float a, float b, int m) { return sum_rounded<float, double>(a, b, m); }
@@ -106,7 +69,7 @@ inline float frsqrt_rn(float a) {
   }
   return y;
 }
-// Integers: 64-bit ones rounded to odd into double first (int_to_odd, emu_float16.hpp).
+// Integers: 64-bit ones rounded to odd into double first (int_to_odd).
 template <class I> inline float i2f(I v, int m) { return round_to<float>(int_to_odd(v), m); }
 template <class I> inline double i2d(I v, int m) {
   return sizeof(I) <= 4 ? double(v) : round_to<double>(quad(v), m);
@@ -117,114 +80,114 @@ template <class I, class F> inline I f2i(F v, int m) {
 }  // namespace emu
 
 // One line per intrinsic and mode, so that every name is spelled out (toolchain.device_api_has reads them).
-inline float __fadd_rz(float a, float b) { return emu::fadd(a, b, 1); }
-inline float __fadd_rd(float a, float b) { return emu::fadd(a, b, 2); }
-inline float __fadd_ru(float a, float b) { return emu::fadd(a, b, 3); }
-inline float __fsub_rz(float a, float b) { return emu::fadd(a, -b, 1); }
-inline float __fsub_rd(float a, float b) { return emu::fadd(a, -b, 2); }
-inline float __fsub_ru(float a, float b) { return emu::fadd(a, -b, 3); }
-inline float __fmul_rz(float a, float b) { return emu::fmul(a, b, 1); }
-inline float __fmul_rd(float a, float b) { return emu::fmul(a, b, 2); }
-inline float __fmul_ru(float a, float b) { return emu::fmul(a, b, 3); }
-inline float __fdiv_rz(float a, float b) { return emu::fdiv(a, b, 1); }
-inline float __fdiv_rd(float a, float b) { return emu::fdiv(a, b, 2); }
-inline float __fdiv_ru(float a, float b) { return emu::fdiv(a, b, 3); }
-inline float __frcp_rz(float a) { return emu::fdiv(1.0f, a, 1); }
-inline float __frcp_rd(float a) { return emu::fdiv(1.0f, a, 2); }
-inline float __frcp_ru(float a) { return emu::fdiv(1.0f, a, 3); }
-inline float __fsqrt_rz(float a) { return emu::fsqrt(a, 1); }
-inline float __fsqrt_rd(float a) { return emu::fsqrt(a, 2); }
-inline float __fsqrt_ru(float a) { return emu::fsqrt(a, 3); }
+inline float __fadd_rz(float a, float b) { return emu::fadd(a, b, emu::kRoundZero); }
+inline float __fadd_rd(float a, float b) { return emu::fadd(a, b, emu::kRoundDown); }
+inline float __fadd_ru(float a, float b) { return emu::fadd(a, b, emu::kRoundUp); }
+inline float __fsub_rz(float a, float b) { return emu::fadd(a, -b, emu::kRoundZero); }
+inline float __fsub_rd(float a, float b) { return emu::fadd(a, -b, emu::kRoundDown); }
+inline float __fsub_ru(float a, float b) { return emu::fadd(a, -b, emu::kRoundUp); }
+inline float __fmul_rz(float a, float b) { return emu::fmul(a, b, emu::kRoundZero); }
+inline float __fmul_rd(float a, float b) { return emu::fmul(a, b, emu::kRoundDown); }
+inline float __fmul_ru(float a, float b) { return emu::fmul(a, b, emu::kRoundUp); }
+inline float __fdiv_rz(float a, float b) { return emu::fdiv(a, b, emu::kRoundZero); }
+inline float __fdiv_rd(float a, float b) { return emu::fdiv(a, b, emu::kRoundDown); }
+inline float __fdiv_ru(float a, float b) { return emu::fdiv(a, b, emu::kRoundUp); }
+inline float __frcp_rz(float a) { return emu::fdiv(1.0f, a, emu::kRoundZero); }
+inline float __frcp_rd(float a) { return emu::fdiv(1.0f, a, emu::kRoundDown); }
+inline float __frcp_ru(float a) { return emu::fdiv(1.0f, a, emu::kRoundUp); }
+inline float __fsqrt_rz(float a) { return emu::fsqrt(a, emu::kRoundZero); }
+inline float __fsqrt_rd(float a) { return emu::fsqrt(a, emu::kRoundDown); }
+inline float __fsqrt_ru(float a) { return emu::fsqrt(a, emu::kRoundUp); }
 inline float __frsqrt_rn(float a) { return emu::frsqrt_rn(a); }
-inline float __fmaf_rz(float a, float b, float c) { return emu::ffma(a, b, c, 1); }
-inline float __fmaf_rd(float a, float b, float c) { return emu::ffma(a, b, c, 2); }
-inline float __fmaf_ru(float a, float b, float c) { return emu::ffma(a, b, c, 3); }
+inline float __fmaf_rz(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundZero); }
+inline float __fmaf_rd(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundDown); }
+inline float __fmaf_ru(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundUp); }
 inline float __fmaf_ieee_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
-inline float __fmaf_ieee_rz(float a, float b, float c) { return emu::ffma(a, b, c, 1); }
-inline float __fmaf_ieee_rd(float a, float b, float c) { return emu::ffma(a, b, c, 2); }
-inline float __fmaf_ieee_ru(float a, float b, float c) { return emu::ffma(a, b, c, 3); }
-inline double __dadd_rz(double a, double b) { return emu::dadd(a, b, 1); }
-inline double __dadd_rd(double a, double b) { return emu::dadd(a, b, 2); }
-inline double __dadd_ru(double a, double b) { return emu::dadd(a, b, 3); }
+inline float __fmaf_ieee_rz(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundZero); }
+inline float __fmaf_ieee_rd(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundDown); }
+inline float __fmaf_ieee_ru(float a, float b, float c) { return emu::ffma(a, b, c, emu::kRoundUp); }
+inline double __dadd_rz(double a, double b) { return emu::dadd(a, b, emu::kRoundZero); }
+inline double __dadd_rd(double a, double b) { return emu::dadd(a, b, emu::kRoundDown); }
+inline double __dadd_ru(double a, double b) { return emu::dadd(a, b, emu::kRoundUp); }
 inline double __dsub_rn(double a, double b) { return a - b; }
-inline double __dsub_rz(double a, double b) { return emu::dadd(a, -b, 1); }
-inline double __dsub_rd(double a, double b) { return emu::dadd(a, -b, 2); }
-inline double __dsub_ru(double a, double b) { return emu::dadd(a, -b, 3); }
-inline double __dmul_rz(double a, double b) { return emu::dmul(a, b, 1); }
-inline double __dmul_rd(double a, double b) { return emu::dmul(a, b, 2); }
-inline double __dmul_ru(double a, double b) { return emu::dmul(a, b, 3); }
+inline double __dsub_rz(double a, double b) { return emu::dadd(a, -b, emu::kRoundZero); }
+inline double __dsub_rd(double a, double b) { return emu::dadd(a, -b, emu::kRoundDown); }
+inline double __dsub_ru(double a, double b) { return emu::dadd(a, -b, emu::kRoundUp); }
+inline double __dmul_rz(double a, double b) { return emu::dmul(a, b, emu::kRoundZero); }
+inline double __dmul_rd(double a, double b) { return emu::dmul(a, b, emu::kRoundDown); }
+inline double __dmul_ru(double a, double b) { return emu::dmul(a, b, emu::kRoundUp); }
 inline double __ddiv_rn(double a, double b) { return a / b; }
-inline double __ddiv_rz(double a, double b) { return emu::ddiv(a, b, 1); }
-inline double __ddiv_rd(double a, double b) { return emu::ddiv(a, b, 2); }
-inline double __ddiv_ru(double a, double b) { return emu::ddiv(a, b, 3); }
+inline double __ddiv_rz(double a, double b) { return emu::ddiv(a, b, emu::kRoundZero); }
+inline double __ddiv_rd(double a, double b) { return emu::ddiv(a, b, emu::kRoundDown); }
+inline double __ddiv_ru(double a, double b) { return emu::ddiv(a, b, emu::kRoundUp); }
 inline double __drcp_rn(double a) { return 1.0 / a; }
-inline double __drcp_rz(double a) { return emu::ddiv(1.0, a, 1); }
-inline double __drcp_rd(double a) { return emu::ddiv(1.0, a, 2); }
-inline double __drcp_ru(double a) { return emu::ddiv(1.0, a, 3); }
+inline double __drcp_rz(double a) { return emu::ddiv(1.0, a, emu::kRoundZero); }
+inline double __drcp_rd(double a) { return emu::ddiv(1.0, a, emu::kRoundDown); }
+inline double __drcp_ru(double a) { return emu::ddiv(1.0, a, emu::kRoundUp); }
 inline double __dsqrt_rn(double a) { return std::sqrt(a); }
-inline double __dsqrt_rz(double a) { return emu::dsqrt(a, 1); }
-inline double __dsqrt_rd(double a) { return emu::dsqrt(a, 2); }
-inline double __dsqrt_ru(double a) { return emu::dsqrt(a, 3); }
+inline double __dsqrt_rz(double a) { return emu::dsqrt(a, emu::kRoundZero); }
+inline double __dsqrt_rd(double a) { return emu::dsqrt(a, emu::kRoundDown); }
+inline double __dsqrt_ru(double a) { return emu::dsqrt(a, emu::kRoundUp); }
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
-inline double __fma_rz(double a, double b, double c) { return emu::dfma(a, b, c, 1); }
-inline double __fma_rd(double a, double b, double c) { return emu::dfma(a, b, c, 2); }
-inline double __fma_ru(double a, double b, double c) { return emu::dfma(a, b, c, 3); }
+inline double __fma_rz(double a, double b, double c) { return emu::dfma(a, b, c, emu::kRoundZero); }
+inline double __fma_rd(double a, double b, double c) { return emu::dfma(a, b, c, emu::kRoundDown); }
+inline double __fma_ru(double a, double b, double c) { return emu::dfma(a, b, c, emu::kRoundUp); }
 inline float __double2float_rn(double d) { return float(d); }
-inline float __double2float_rz(double d) { return emu::round_to<float>(d, 1); }
-inline float __double2float_rd(double d) { return emu::round_to<float>(d, 2); }
-inline float __double2float_ru(double d) { return emu::round_to<float>(d, 3); }
-inline float __int2float_rz(int i) { return emu::i2f(i, 1); }
-inline float __int2float_rd(int i) { return emu::i2f(i, 2); }
-inline float __int2float_ru(int i) { return emu::i2f(i, 3); }
-inline float __uint2float_rn(unsigned i) { return emu::i2f(i, 0); }
-inline float __uint2float_rz(unsigned i) { return emu::i2f(i, 1); }
-inline float __uint2float_rd(unsigned i) { return emu::i2f(i, 2); }
-inline float __uint2float_ru(unsigned i) { return emu::i2f(i, 3); }
-inline float __ll2float_rn(long long i) { return emu::i2f(i, 0); }
-inline float __ll2float_rz(long long i) { return emu::i2f(i, 1); }
-inline float __ll2float_rd(long long i) { return emu::i2f(i, 2); }
-inline float __ll2float_ru(long long i) { return emu::i2f(i, 3); }
-inline float __ull2float_rn(unsigned long long i) { return emu::i2f(i, 0); }
-inline float __ull2float_rz(unsigned long long i) { return emu::i2f(i, 1); }
-inline float __ull2float_rd(unsigned long long i) { return emu::i2f(i, 2); }
-inline float __ull2float_ru(unsigned long long i) { return emu::i2f(i, 3); }
+inline float __double2float_rz(double d) { return emu::round_to<float>(d, emu::kRoundZero); }
+inline float __double2float_rd(double d) { return emu::round_to<float>(d, emu::kRoundDown); }
+inline float __double2float_ru(double d) { return emu::round_to<float>(d, emu::kRoundUp); }
+inline float __int2float_rz(int i) { return emu::i2f(i, emu::kRoundZero); }
+inline float __int2float_rd(int i) { return emu::i2f(i, emu::kRoundDown); }
+inline float __int2float_ru(int i) { return emu::i2f(i, emu::kRoundUp); }
+inline float __uint2float_rn(unsigned i) { return emu::i2f(i, emu::kRoundNearest); }
+inline float __uint2float_rz(unsigned i) { return emu::i2f(i, emu::kRoundZero); }
+inline float __uint2float_rd(unsigned i) { return emu::i2f(i, emu::kRoundDown); }
+inline float __uint2float_ru(unsigned i) { return emu::i2f(i, emu::kRoundUp); }
+inline float __ll2float_rn(long long i) { return emu::i2f(i, emu::kRoundNearest); }
+inline float __ll2float_rz(long long i) { return emu::i2f(i, emu::kRoundZero); }
+inline float __ll2float_rd(long long i) { return emu::i2f(i, emu::kRoundDown); }
+inline float __ll2float_ru(long long i) { return emu::i2f(i, emu::kRoundUp); }
+inline float __ull2float_rn(unsigned long long i) { return emu::i2f(i, emu::kRoundNearest); }
+inline float __ull2float_rz(unsigned long long i) { return emu::i2f(i, emu::kRoundZero); }
+inline float __ull2float_rd(unsigned long long i) { return emu::i2f(i, emu::kRoundDown); }
+inline float __ull2float_ru(unsigned long long i) { return emu::i2f(i, emu::kRoundUp); }
 inline double __int2double_rn(int i) { return double(i); }
 inline double __uint2double_rn(unsigned i) { return double(i); }
-inline double __ll2double_rn(long long i) { return emu::i2d(i, 0); }
-inline double __ll2double_rz(long long i) { return emu::i2d(i, 1); }
-inline double __ll2double_rd(long long i) { return emu::i2d(i, 2); }
-inline double __ll2double_ru(long long i) { return emu::i2d(i, 3); }
-inline double __ull2double_rn(unsigned long long i) { return emu::i2d(i, 0); }
-inline double __ull2double_rz(unsigned long long i) { return emu::i2d(i, 1); }
-inline double __ull2double_rd(unsigned long long i) { return emu::i2d(i, 2); }
-inline double __ull2double_ru(unsigned long long i) { return emu::i2d(i, 3); }
-inline unsigned __float2uint_rz(float f) { return emu::f2i<unsigned>(f, 1); }
-inline unsigned __float2uint_rd(float f) { return emu::f2i<unsigned>(f, 2); }
-inline unsigned __float2uint_ru(float f) { return emu::f2i<unsigned>(f, 3); }
-inline long long __float2ll_rn(float f) { return emu::f2i<long long>(f, 0); }
-inline long long __float2ll_rz(float f) { return emu::f2i<long long>(f, 1); }
-inline long long __float2ll_rd(float f) { return emu::f2i<long long>(f, 2); }
-inline long long __float2ll_ru(float f) { return emu::f2i<long long>(f, 3); }
-inline unsigned long long __float2ull_rn(float f) { return emu::f2i<unsigned long long>(f, 0); }
-inline unsigned long long __float2ull_rz(float f) { return emu::f2i<unsigned long long>(f, 1); }
-inline unsigned long long __float2ull_rd(float f) { return emu::f2i<unsigned long long>(f, 2); }
-inline unsigned long long __float2ull_ru(float f) { return emu::f2i<unsigned long long>(f, 3); }
-inline int __double2int_rn(double d) { return emu::f2i<int>(d, 0); }
-inline int __double2int_rz(double d) { return emu::f2i<int>(d, 1); }
-inline int __double2int_rd(double d) { return emu::f2i<int>(d, 2); }
-inline int __double2int_ru(double d) { return emu::f2i<int>(d, 3); }
-inline unsigned __double2uint_rn(double d) { return emu::f2i<unsigned>(d, 0); }
-inline unsigned __double2uint_rz(double d) { return emu::f2i<unsigned>(d, 1); }
-inline unsigned __double2uint_rd(double d) { return emu::f2i<unsigned>(d, 2); }
-inline unsigned __double2uint_ru(double d) { return emu::f2i<unsigned>(d, 3); }
-inline long long __double2ll_rn(double d) { return emu::f2i<long long>(d, 0); }
-inline long long __double2ll_rz(double d) { return emu::f2i<long long>(d, 1); }
-inline long long __double2ll_rd(double d) { return emu::f2i<long long>(d, 2); }
-inline long long __double2ll_ru(double d) { return emu::f2i<long long>(d, 3); }
-inline unsigned long long __double2ull_rn(double d) { return emu::f2i<unsigned long long>(d, 0); }
-inline unsigned long long __double2ull_rz(double d) { return emu::f2i<unsigned long long>(d, 1); }
-inline unsigned long long __double2ull_rd(double d) { return emu::f2i<unsigned long long>(d, 2); }
-inline unsigned long long __double2ull_ru(double d) { return emu::f2i<unsigned long long>(d, 3); }
+inline double __ll2double_rn(long long i) { return emu::i2d(i, emu::kRoundNearest); }
+inline double __ll2double_rz(long long i) { return emu::i2d(i, emu::kRoundZero); }
+inline double __ll2double_rd(long long i) { return emu::i2d(i, emu::kRoundDown); }
+inline double __ll2double_ru(long long i) { return emu::i2d(i, emu::kRoundUp); }
+inline double __ull2double_rn(unsigned long long i) { return emu::i2d(i, emu::kRoundNearest); }
+inline double __ull2double_rz(unsigned long long i) { return emu::i2d(i, emu::kRoundZero); }
+inline double __ull2double_rd(unsigned long long i) { return emu::i2d(i, emu::kRoundDown); }
+inline double __ull2double_ru(unsigned long long i) { return emu::i2d(i, emu::kRoundUp); }
+inline unsigned __float2uint_rz(float f) { return emu::f2i<unsigned>(f, emu::kRoundZero); }
+inline unsigned __float2uint_rd(float f) { return emu::f2i<unsigned>(f, emu::kRoundDown); }
+inline unsigned __float2uint_ru(float f) { return emu::f2i<unsigned>(f, emu::kRoundUp); }
+inline long long __float2ll_rn(float f) { return emu::f2i<long long>(f, emu::kRoundNearest); }
+inline long long __float2ll_rz(float f) { return emu::f2i<long long>(f, emu::kRoundZero); }
+inline long long __float2ll_rd(float f) { return emu::f2i<long long>(f, emu::kRoundDown); }
+inline long long __float2ll_ru(float f) { return emu::f2i<long long>(f, emu::kRoundUp); }
+inline unsigned long long __float2ull_rn(float f) { return emu::f2i<unsigned long long>(f, emu::kRoundNearest); }
+inline unsigned long long __float2ull_rz(float f) { return emu::f2i<unsigned long long>(f, emu::kRoundZero); }
+inline unsigned long long __float2ull_rd(float f) { return emu::f2i<unsigned long long>(f, emu::kRoundDown); }
+inline unsigned long long __float2ull_ru(float f) { return emu::f2i<unsigned long long>(f, emu::kRoundUp); }
+inline int __double2int_rn(double d) { return emu::f2i<int>(d, emu::kRoundNearest); }
+inline int __double2int_rz(double d) { return emu::f2i<int>(d, emu::kRoundZero); }
+inline int __double2int_rd(double d) { return emu::f2i<int>(d, emu::kRoundDown); }
+inline int __double2int_ru(double d) { return emu::f2i<int>(d, emu::kRoundUp); }
+inline unsigned __double2uint_rn(double d) { return emu::f2i<unsigned>(d, emu::kRoundNearest); }
+inline unsigned __double2uint_rz(double d) { return emu::f2i<unsigned>(d, emu::kRoundZero); }
+inline unsigned __double2uint_rd(double d) { return emu::f2i<unsigned>(d, emu::kRoundDown); }
+inline unsigned __double2uint_ru(double d) { return emu::f2i<unsigned>(d, emu::kRoundUp); }
+inline long long __double2ll_rn(double d) { return emu::f2i<long long>(d, emu::kRoundNearest); }
+inline long long __double2ll_rz(double d) { return emu::f2i<long long>(d, emu::kRoundZero); }
+inline long long __double2ll_rd(double d) { return emu::f2i<long long>(d, emu::kRoundDown); }
+inline long long __double2ll_ru(double d) { return emu::f2i<long long>(d, emu::kRoundUp); }
+inline unsigned long long __double2ull_rn(double d) { return emu::f2i<unsigned long long>(d, emu::kRoundNearest); }
+inline unsigned long long __double2ull_rz(double d) { return emu::f2i<unsigned long long>(d, emu::kRoundZero); }
+inline unsigned long long __double2ull_rd(double d) { return emu::f2i<unsigned long long>(d, emu::kRoundDown); }
+inline unsigned long long __double2ull_ru(double d) { return emu::f2i<unsigned long long>(d, emu::kRoundUp); }
 inline int __double2hiint(double d) { return int(__builtin_bit_cast(uint64_t, d) >> 32); }
 inline int __double2loint(double d) { return int(uint32_t(__builtin_bit_cast(uint64_t, d))); }
 inline double __hiloint2double(int hi, int lo) {

@@ -615,19 +615,12 @@ void compute_reduce(Warp& w) {
 // match.sync: any, the lanes of the mask whose value equals this lane's; all, the mask where every value is equal,
 // else 0.
 void compute_match(Warp& w) {
-  bool all_equal = true;
-  int first = -1;
   for (int l = 0; l < 32; ++l) {
-    if (!(w.mask >> l & 1u)) continue;
-    if (first < 0) first = l;
-    else if (w.val[l] != w.val[first]) all_equal = false;
     unsigned peers = 0;
     for (int j = 0; j < 32; ++j)
       if ((w.mask >> j & 1u) && w.val[j] == w.val[l]) peers |= 1u << j;
-    w.res[l] = w.kind == W_MATCH_ANY ? peers : 0;
+    w.res[l] = w.kind == W_MATCH_ANY ? peers : (peers == w.mask ? w.mask : 0u);
   }
-  if (w.kind == W_MATCH_ALL)
-    for (int l = 0; l < 32; ++l) w.res[l] = all_equal ? w.mask : 0u;
 }
 
 void compute_warp(Warp& w) {
