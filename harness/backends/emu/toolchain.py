@@ -222,8 +222,9 @@ def _float16_api() -> frozenset[str]:
 
 
 def device_api_has(name: str) -> bool:
-    """Whether the CUDA device API that emu provides (emu_device.hpp, and C's math functions through its <cmath>)
-    has a function or function-like macro `name` at file scope (`__saturatef`, `fabs`): a source may declare one
+    """Whether the CUDA device API that emu provides (emu_device.hpp and the headers it includes for 16-bit and
+    8-bit floats and rounded intrinsics, and C's math functions through its <cmath>) has a function or
+    function-like macro `name` at file scope (`__saturatef`, `fabs`): a source may declare one
     again, and then must not define it. Members of a class (cooperative groups' `any`) are not such functions."""
     if name in _C_MATH or name in _float16_api():
         return True
