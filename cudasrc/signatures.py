@@ -15,6 +15,7 @@ class KernelSignature:
     name: str
     params: tuple[tuple[str, str], ...]   # (normalized C type, parameter name)
     line: int                              # 1-based line of the `__global__`
+    scope: str = ""                        # the named namespaces around it, `a::b::` (C++ qualifies the name)
 
     @property
     def ctypes(self) -> tuple[str, ...]:
@@ -250,6 +251,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
                                           for m, _, _ in _globals(clean)):
         clean = active_source(clean, defines or {})
     typedefs = type_names(clean) if resolve else {}
+    namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
     for m, template, instantiation in _globals(clean):
         body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()
@@ -263,8 +265,33 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
             params = tuple(_split_param(p) for p in texts)
         params = _resolve_typedefs(params, typedefs) if typedefs else params
         name = m.group(1) + (re.sub(r"\s+", "", m.group(2)) if instantiation else "")
-        sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1))
+        sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1, scope_at(namespaces, m.start())))
     return sigs
+
+
+# `namespace a {`, `namespace a::b {`, `inline namespace v1 {`, `namespace {` (anonymous: it qualifies nothing).
+_NAMESPACE = re.compile(r"\b(?:inline\s+)?namespace\s*((?:[A-Za-z_]\w*\s*::\s*(?:inline\s+)?)*[A-Za-z_]\w*)?\s*\{")
+
+
+def namespace_blocks(clean: str) -> list[tuple[int, int, str]]:
+    """The namespace blocks of comment-stripped source: (index of its `{`, of its `}`, the qualifier it adds, `a::`
+    or `a::b::`, or "" for an anonymous namespace), in source order."""
+    blocks = []
+    for m in _NAMESPACE.finditer(clean):
+        if _in_directive(clean, m.start()):
+            continue
+        name = re.sub(r"\s+|\binline\b", "", m.group(1) or "")
+        try:
+            blocks.append((m.end() - 1, closing_bracket(clean, m.end() - 1), name + "::" if name else ""))
+        except ValueError:
+            raise ValueError(f"namespace {name or '(anonymous)'} at line {clean.count(chr(10), 0, m.start()) + 1} "
+                             "has no closing brace") from None
+    return blocks
+
+
+def scope_at(blocks: list[tuple[int, int, str]], pos: int) -> str:
+    """The namespace qualifier in force at `pos` (namespace_blocks of the same text)."""
+    return "".join(name for open_, close, name in blocks if open_ < pos < close)
 
 
 def template_kernels(code: str) -> list[str]:

@@ -104,7 +104,7 @@ namespace emu {
 
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
                       W_SYNCWARP, W_MMA, W_REDUCE_ADD, W_REDUCE_MIN, W_REDUCE_MAX, W_REDUCE_AND, W_REDUCE_OR,
-                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL };
+                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX };
 
 // threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
 struct FiberHead { uint3 __tid; int linear, warp, lane; };
@@ -117,8 +117,15 @@ void syncthreads(int line);
 int syncthreads_count(int pred, int line);   // a block barrier that also counts the threads' predicates
 uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, int c);
 [[noreturn]] void bad_width(int kind, int width, int line);
-void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
-                     int c0, int c1, int c2, int c3, int line);
+// The warp-wide matrix instructions of inline PTX (mma.sync, ldmatrix, stmatrix; rewrite.py): every lane of the
+// warp hands in `nin` 32-bit registers and, once all 32 have arrived, gets `nout` back. `code` says which form
+// (matrix_code below, or the matrix count and .trans of ldmatrix/stmatrix).
+void matrix_collective(int kind, int code, const uint32_t* in, int nin, uint32_t* out, int nout, int line);
+// mma.sync's element types, and its form packed into one code: A, B, C and D types, K (8, 16 or 32), .satfinite.
+enum MatrixType : int { MT_S8 = 1, MT_U8, MT_F16, MT_BF16, MT_E4M3, MT_E5M2, MT_S32, MT_F32 };
+constexpr int matrix_code(int a, int b, int c, int d, int k, bool satfinite) {
+  return a | b << 4 | c << 8 | d << 12 | k << 16 | int(satfinite) << 24;
+}
 unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem);
 unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
@@ -603,6 +610,76 @@ __attribute__((always_inline)) inline void __pipeline_wait_prior(size_t keep) {
     memset(d + ready[i].bytes - ready[i].zfill, 0, ready[i].zfill);
   }
 }
+
+namespace emu {
+// A register operand of inline PTX as its 32 bits, and back (a float, an int, a __half2 alike).
+template <class T>
+inline uint32_t reg_bits(const T& v) {
+  static_assert(sizeof(T) == 4, "a 32-bit register operand");
+  return __builtin_bit_cast(uint32_t, v);
+}
+template <class T>
+inline void set_reg(T& r, uint32_t bits) {
+  static_assert(sizeof(T) == 4, "a 32-bit register operand");
+  r = __builtin_bit_cast(T, bits);
+}
+// Inline PTX's one-operand float math (rewrite.py): ex2, lg2, sin, cos, tanh, rsqrt (.approx), rcp and sqrt (.approx
+// or .rn), each on f32 bits. Every result is the double function rounded to float: .rn is then IEEE's rounding (53 >=
+// 2*24+2 bits), and .approx a correctly rounded value where the GPU's approximation may differ in the last bits, within
+// the errors the PTX ISA gives. .ftz flushes a subnormal operand and result to zero of the same sign.
+enum PtxMath : int { PM_EX2, PM_LG2, PM_SIN, PM_COS, PM_TANH, PM_RSQRT, PM_RCP, PM_SQRT };
+inline float flush_subnormal(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+inline uint32_t ptx_math(int op, uint32_t bits, bool ftz) {
+  float x = __builtin_bit_cast(float, bits);
+  if (ftz) x = flush_subnormal(x);
+  double d = x, r;
+  switch (op) {
+    case PM_EX2: r = std::exp2(d); break;
+    case PM_LG2: r = std::log2(d); break;
+    case PM_SIN: r = std::sin(d); break;
+    case PM_COS: r = std::cos(d); break;
+    case PM_TANH: r = std::tanh(d); break;
+    case PM_RSQRT: r = 1.0 / std::sqrt(d); break;
+    case PM_RCP: r = 1.0 / d; break;
+    default: r = std::sqrt(d); break;
+  }
+  float f = float(r);
+  return __builtin_bit_cast(uint32_t, ftz ? flush_subnormal(f) : f);
+}
+// cvt.rn{.relu}.f16x2.f32 / .bf16x2.f32 d, a, b: a to the upper half, b to the lower, each rounded to nearest even
+// (.relu: a negative result is 0, NaN the canonical NaN).
+template <class B>
+inline uint32_t ptx_pack16(uint32_t a, uint32_t b, bool relu) {
+  auto one = [relu](uint32_t bits) -> uint32_t {
+    float v = __builtin_bit_cast(float, bits);
+    if (relu && !(v != v) && v < 0) v = 0.0f;
+    return round16<B>(v, kRoundNearest);
+  };
+  return one(a) << 16 | one(b);
+}
+// The 16-byte row one lane of ldmatrix/stmatrix names: a shared-space address (`.shared`) or a generic one, which
+// must point into shared memory; either aligned to 16 bytes. Anything else traps.
+unsigned char* matrix_row(uint64_t address, bool shared_space, int line);
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.b16: lane 8m+r names row r of matrix m, and reads its 16 bytes itself
+// (so the race detector sees that lane read them, before the warp meets); the warp then hands each lane its words.
+__attribute__((always_inline)) inline void ldmatrix(int num, bool trans, bool shared_space, uint64_t address,
+                                                    uint32_t* out, int line) {
+  uint32_t row[4] = {0, 0, 0, 0};
+  if (g_cur->lane < 8 * num) memcpy(row, matrix_row(address, shared_space, line), 16);
+  matrix_collective(W_LDMATRIX, num | int(trans) << 4, row, 4, out, num, line);
+}
+// stmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.b16 (sm_90): the inverse; the lane naming a row writes it, once the
+// warp has met.
+__attribute__((always_inline)) inline void stmatrix(int num, bool trans, bool shared_space, uint64_t address,
+                                                    const uint32_t* in, int line) {
+  unsigned char* dst = g_cur->lane < 8 * num ? matrix_row(address, shared_space, line) : nullptr;
+  uint32_t row[4];
+  matrix_collective(W_STMATRIX, num | int(trans) << 4, in, num, row, 4, line);
+  if (dst) memcpy(dst, row, 16);
+}
+}  // namespace emu
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

@@ -51,9 +51,9 @@ enum FaultCode : int {
 enum Policy : int { FORWARD = 0, REVERSE = 1, RANDOM = 2, WARP_GREEDY = 3 };
 const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
-                                 "mma.sync.m16n8k32", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                 "mma.sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
                                  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-                                 "__match_all_sync"};
+                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync"};
 enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
 
 constexpr int kMaxThreads = 1024;
@@ -109,8 +109,8 @@ struct Warp {
   uint64_t val[32];
   int bval[32], cval[32];
   uint64_t res[32];
-  int32_t mma_in[32][10];
-  int32_t mma_out[32][4];
+  uint32_t mat_in[32][10];   // the registers each lane hands to a matrix instruction, and gets back
+  uint32_t mat_out[32][4];
 };
 
 struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; int elem; };
@@ -566,29 +566,116 @@ void compute_shfl(Warp& w, int mode) {
   }
 }
 
-void compute_mma(Warp& w) {
-  // PTX fragment layout of mma.m16n8k32 with .s8 A (row) and B (col), .s32 C/D.
-  int8_t A[16][32], B[32][8];
-  int32_t C[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    int gid = lane >> 2, tig = lane & 3;
-    const int32_t* in = w.mma_in[lane];
-    for (int r = 0; r < 4; ++r)
-      for (int k = 0; k < 4; ++k)
-        A[gid + ((r & 1) ? 8 : 0)][tig * 4 + k + ((r >= 2) ? 16 : 0)] = int8_t(uint32_t(in[r]) >> (8 * k));
-    for (int r = 0; r < 2; ++r)
-      for (int k = 0; k < 4; ++k) B[tig * 4 + k + (r ? 16 : 0)][gid] = int8_t(uint32_t(in[4 + r]) >> (8 * k));
-    for (int r = 0; r < 4; ++r) C[gid + ((r >= 2) ? 8 : 0)][tig * 2 + (r & 1)] = in[6 + r];
+// ---- matrix instructions ---------------------------------------------------------------------------------
+// An element of an mma.sync operand, exactly (every type here is exact in double).
+double matrix_element(int type, uint32_t bits) {
+  switch (type) {
+    case MT_S8: return double(int8_t(bits));
+    case MT_U8: return double(uint8_t(bits));
+    case MT_F16: return HalfBits::value((unsigned short)bits);
+    case MT_BF16: return Bf16Bits::value((unsigned short)bits);
+    case MT_E4M3: return fp8_value((unsigned char)bits, __NV_E4M3);
+    case MT_E5M2: return fp8_value((unsigned char)bits, __NV_E5M2);
+    case MT_S32: return double(int32_t(bits));
+    default: return double(__builtin_bit_cast(float, bits));
   }
+}
+
+// mma.sync.aligned.m16n8kK.row.col with the PTX ISA's fragment layouts (docs/KERNELS.md, "Tensor-core
+// instructions"). Lane = 4*group + t. A (16 x K, row major): register r of a lane holds 32/bits consecutive elements
+// of row group + 8*(r&1), from column t*per + 4*per*(r>>1); B (K x 8, column major): register r holds rows
+// t*per + 4*per*r onwards of column group; C and D: element j at row group + 8*(j>>1), column 2t + (j&1), one per
+// register (32-bit types) or two (f16x2).
+void compute_mma(Warp& w) {
+  int code = w.bval[0];
+  int ta = code & 15, tb = code >> 4 & 15, tc = code >> 8 & 15, td = code >> 12 & 15, K = code >> 16 & 63;
+  bool satfinite = code >> 24 & 1;
+  int bits = (ta == MT_F16 || ta == MT_BF16) ? 16 : 8, per = 32 / bits;
+  int na = K / (2 * per), nb = K / (4 * per), nc = tc == MT_F16 ? 2 : 4;
+  uint32_t emask = bits == 16 ? 0xffffu : 0xffu;
+  double A[16][32], B[32][8], C[16][8];
   for (int lane = 0; lane < 32; ++lane) {
-    int gid = lane >> 2, tig = lane & 3;
-    for (int r = 0; r < 4; ++r) {
-      int row = gid + ((r >= 2) ? 8 : 0), col = tig * 2 + (r & 1);
-      uint32_t acc = uint32_t(C[row][col]);  // s32 accumulate wraps (no .satfinite)
-      for (int k = 0; k < 32; ++k) acc += uint32_t(int32_t(A[row][k]) * int32_t(B[k][col]));
-      w.mma_out[lane][r] = int32_t(acc);
+    int group = lane >> 2, t = lane & 3;
+    const uint32_t* in = w.mat_in[lane];
+    for (int r = 0; r < na; ++r)
+      for (int i = 0; i < per; ++i)
+        A[group + 8 * (r & 1)][t * per + i + 4 * per * (r >> 1)] = matrix_element(ta, in[r] >> (bits * i) & emask);
+    for (int r = 0; r < nb; ++r)
+      for (int i = 0; i < per; ++i)
+        B[t * per + i + 4 * per * r][group] = matrix_element(tb, in[na + r] >> (bits * i) & emask);
+    for (int j = 0; j < 4; ++j) {
+      uint32_t reg = nc == 2 ? in[na + nb + (j >> 1)] >> (16 * (j & 1)) & 0xffffu : in[na + nb + j];
+      C[group + 8 * (j >> 1)][2 * t + (j & 1)] = matrix_element(tc, reg);
     }
   }
+  bool integer = td == MT_S32;
+  for (int lane = 0; lane < 32; ++lane) {
+    int group = lane >> 2, t = lane & 3;
+    uint32_t d[4];
+    for (int j = 0; j < 4; ++j) {
+      int row = group + 8 * (j >> 1), col = 2 * t + (j & 1);
+      if (integer) {      // exact in double: |products| <= 2^16, K <= 32, |C| < 2^31
+        double s = C[row][col];
+        for (int k = 0; k < K; ++k) s += A[row][k] * B[k][col];
+        int64_t v = int64_t(s);
+        if (satfinite) v = std::min<int64_t>(std::max<int64_t>(v, INT32_MIN), INT32_MAX);
+        d[j] = uint32_t(v);           // without .satfinite the s32 sum wraps
+        continue;
+      }
+      // Each product is exact in double; their sum is exact in binary128 for f16 and fp8 operands (every product
+      // is a multiple of 2^-48 below 2^33 in magnitude, so 32 of them need at most 87 bits), and C joins it rounded
+      // to odd, so that the one rounding to D's format below is the correct rounding of the exact result.
+      __float128 s = 0;
+      for (int k = 0; k < K; ++k) s += (__float128)(A[row][k] * B[k][col]);
+      s = sum_to_odd<__float128>(s, (__float128)C[row][col]);
+      d[j] = td == MT_F16 ? __builtin_bit_cast(unsigned short, (_Float16)s) : __builtin_bit_cast(uint32_t, (float)s);
+    }
+    uint32_t* out = w.mat_out[lane];
+    if (td == MT_F16) {
+      out[0] = d[0] | d[1] << 16;
+      out[1] = d[2] | d[3] << 16;
+    } else {
+      for (int j = 0; j < 4; ++j) out[j] = d[j];
+    }
+  }
+}
+
+// ldmatrix: lane 8m+r handed in row r of matrix m (four words); lane 4r+c receives word c of row r of each matrix,
+// or with .trans the two halves at column r of rows 2c and 2c+1.
+void compute_ldmatrix(Warp& w) {
+  int num = w.bval[0] & 7;
+  bool trans = w.bval[0] >> 4 & 1;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int m = 0; m < num; ++m) {
+      const uint32_t(*rows)[10] = w.mat_in + 8 * m;
+      int r = lane >> 2, c = lane & 3;
+      if (!trans) {
+        w.mat_out[lane][m] = rows[r][c];
+      } else {
+        uint32_t lo = rows[2 * c][r >> 1] >> (16 * (r & 1)) & 0xffffu;
+        uint32_t hi = rows[2 * c + 1][r >> 1] >> (16 * (r & 1)) & 0xffffu;
+        w.mat_out[lane][m] = lo | hi << 16;
+      }
+    }
+}
+
+// stmatrix: the inverse of ldmatrix; lane 8m+r gets the four words of row r of matrix m, to store.
+void compute_stmatrix(Warp& w) {
+  int num = w.bval[0] & 7;
+  bool trans = w.bval[0] >> 4 & 1;
+  for (int m = 0; m < num; ++m)
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 4; ++c) {
+        uint32_t word;
+        if (!trans) {
+          word = w.mat_in[4 * r + c][m];
+        } else {   // element (r, col) sits in half r&1 of lane 4*col + r/2's register
+          uint32_t lo = w.mat_in[4 * (2 * c) + (r >> 1)][m] >> (16 * (r & 1)) & 0xffffu;
+          uint32_t hi = w.mat_in[4 * (2 * c + 1) + (r >> 1)][m] >> (16 * (r & 1)) & 0xffffu;
+          word = lo | hi << 16;
+        }
+        w.mat_out[8 * m + r][c] = word;
+      }
 }
 
 // redux.sync: one 32-bit result for every lane of the mask (add wraps; min/max signed where the lanes said so).
@@ -635,6 +722,8 @@ void compute_warp(Warp& w) {
       break;
     }
     case W_MMA: compute_mma(w); break;
+    case W_LDMATRIX: compute_ldmatrix(w); break;
+    case W_STMATRIX: compute_stmatrix(w); break;
     case W_REDUCE_ADD: case W_REDUCE_MIN: case W_REDUCE_MAX: case W_REDUCE_AND: case W_REDUCE_OR: case W_REDUCE_XOR:
       compute_reduce(w);
       break;
@@ -644,15 +733,29 @@ void compute_warp(Warp& w) {
 }
 
 
-void mma_m16n8k32_s8(int& d0, int& d1, int& d2, int& d3, int a0, int a1, int a2, int a3, int b0, int b1,
-                            int c0, int c1, int c2, int c3, int line) {
+void matrix_collective(int kind, int code, const uint32_t* in, int nin, uint32_t* out, int nout, int line) {
   Warp& w = g_warps[cur()->warp];
-  int32_t* in = w.mma_in[cur()->lane];
-  in[0] = a0; in[1] = a1; in[2] = a2; in[3] = a3; in[4] = b0; in[5] = b1;
-  in[6] = c0; in[7] = c1; in[8] = c2; in[9] = c3;
-  warp_arrive(W_MMA, 0xffffffffu, line, 0, 0, 0);
-  const int32_t* o = w.mma_out[cur()->lane];
-  d0 = o[0]; d1 = o[1]; d2 = o[2]; d3 = o[3];
+  int lane = cur()->lane;
+  std::memcpy(w.mat_in[lane], in, sizeof(uint32_t) * nin);
+  warp_arrive(kind, 0xffffffffu, line, 0, code, 0);
+  std::memcpy(out, w.mat_out[lane], sizeof(uint32_t) * nout);
+}
+
+unsigned char* matrix_row(uint64_t address, bool shared_space, int line) {
+  unsigned char* p = shared_space ? static_cast<unsigned char*>(shared_generic(address, line))
+                                  : reinterpret_cast<unsigned char*>(address);
+  char buf[200];
+  if (!is_shared(p)) {
+    std::snprintf(buf, sizeof buf, ": the matrix row address %p at line %d is not shared memory (ldmatrix/stmatrix)",
+                  (void*)p, line);
+    fiber_fault(TRAP, where(cur()) + buf);
+  }
+  if (uintptr_t(p) % 16) {
+    std::snprintf(buf, sizeof buf, ": the matrix row address at line %d (shared-space 0x%x) is not 16-byte aligned "
+                  "(ldmatrix/stmatrix)", line, shared_window(p, line));
+    fiber_fault(TRAP, where(cur()) + buf);
+  }
+  return p;
 }
 
 // ---- thread exit ---------------------------------------------------------------------------------------

@@ -149,7 +149,8 @@ def check_object(obj: Path, asm_text: str, name: str, instrumented: bool = False
     asm_lines = [ln.strip() for ln in _asm_blocks(asm_text)]
     if asm_lines:
         raise BuildError(f"emu: {name} contains inline assembly the emu backend does not run (after "
-                         f"preprocessing): {asm_lines[0][:120]!r}; only the int8 tensor-core mma.sync is emulated")
+                         f"preprocessing): {asm_lines[0][:120]!r}; emu runs only the inline PTX that its rewrite finds "
+                         "in the kernel's own source (docs/KERNELS.md lists the instructions)")
     text = _readelf(obj)
     sections = re.findall(r"^\s*\[\s*\d+\]\s+(\S+)", text, re.M)
     load_time = [s for s in sections if _LOAD_TIME_SECTIONS.match(s)]

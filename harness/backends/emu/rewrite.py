@@ -3,8 +3,8 @@
 Three source-level changes are needed, everything else is done by macros in emu_device.hpp:
   * every `__shared__` declaration inside a kernel becomes a reference into a per-block arena slot (a
     `static` would persist across blocks and launches and could not be poisoned per block);
-  * the inline-PTX int8 tensor-core instruction becomes a call to the runtime's warp collective (g++
-    cannot assemble PTX);
+  * the inline-PTX instructions emu runs (tensor-core mma.sync, ldmatrix/stmatrix, cp.async, reads of special
+    registers) become calls to the runtime (g++ cannot assemble PTX);
   * a table of launch trampolines, one per `__global__` kernel, is appended, and a table of the file-scope
     `__device__` / `__constant__` variables (the module's symbols: set from the host, reset before every run).
 Line numbers are kept (replacements carry the newlines they remove), so compiler messages and fault
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from harness.backends.base import UnsupportedConstruct
 from cudasrc.preprocess import as_built
 from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, macro_kernel_lines,
-                                skip_string, split_top_level, strip_comments, template_kernels)
+                                namespace_blocks, scope_at, skip_string, split_top_level, strip_comments,
+                                template_kernels)
 
-MMA_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
 _RUNTIME_CALL = r"\bcuda[A-Z]\w*\s*\("
 # A function or kernel of the source itself whose name looks like the runtime's (`__global__ void cudaProcess(`).
@@ -78,20 +78,27 @@ def _matching(text: str, i: int) -> int:
 
 
 class _BraceDepth:
-    """Brace depth at increasing positions of one text, scanning each character once (strings skipped)."""
+    """Brace depth at increasing positions of one text, scanning each character once (strings skipped). A
+    namespace's braces do not count: what a namespace holds is at file scope, as C++ sees it."""
 
     def __init__(self, text: str):
         self.text, self.depth, self.j = text, 0, 0
+        self.blocks = namespace_blocks(text) if "namespace" in text else []
+        self.skip = {i for open_, close, _ in self.blocks for i in (open_, close)}
+
+    def scope(self, pos: int) -> str:
+        return scope_at(self.blocks, pos)
 
     def at(self, pos: int) -> int:
         """Depth just before `pos`; positions must not decrease from call to call."""
-        text, depth, j = self.text, self.depth, self.j
+        text, depth, j, skip = self.text, self.depth, self.j, self.skip
         while j < pos:
             c = text[j]
             if c in "\"'":
                 j = skip_string(text, j)
                 continue
-            depth += (c == "{") - (c == "}")
+            if j not in skip:
+                depth += (c == "{") - (c == "}")
             j += 1
         self.depth, self.j = depth, j
         return depth
@@ -163,20 +170,25 @@ _CP_ASYNC_COPY = re.compile(r"cp\.async\.(?:ca|cg)\.shared(?:::cta)?\.global((?:
 _CP_ASYNC_WAIT = re.compile(r"cp\.async\.wait_group\s+(%\d+|\d+)\s*;?")
 
 
+def _ptx_operand(text: str, ops: list[str], template: str, line: int) -> str:
+    """An operand of an inline PTX template (%N or an integer immediate) as the C++ expression it stands for."""
+    text = text.strip()
+    if re.fullmatch(r"%\d+", text):
+        k = int(text[1:])
+        if k >= len(ops):
+            raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}) names operand {text}, which "
+                                             "it does not have")
+        return f"({ops[k]})"
+    if re.fullmatch(r"-?(?:\d+|0[xX][0-9a-fA-F]+)", text):
+        return text
+    raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): operand {text!r} is neither %N nor "
+                                     "an immediate")
+
+
 def _cp_async(template: str, ops: list[str], line: int) -> "str | None":
     """The call an inline cp.async instruction becomes, or None where the template is none."""
     def operand(text: str) -> str:
-        text = text.strip()
-        if re.fullmatch(r"%\d+", text):
-            k = int(text[1:])
-            if k >= len(ops):
-                raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}) names operand {text}, which "
-                                                 "it does not have")
-            return f"({ops[k]})"
-        if re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", text):
-            return text
-        raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): operand {text!r} is neither %N nor "
-                                         "an immediate")
+        return _ptx_operand(text, ops, template, line)
     if re.fullmatch(r"cp\.async\.commit_group\s*;?", template):
         return "__pipeline_commit()"
     if re.fullmatch(r"cp\.async\.wait_all\s*;?", template):
@@ -196,6 +208,108 @@ def _cp_async(template: str, ops: list[str], line: int) -> "str | None":
     src_size = operand(rest[1]) if len(rest) == 2 else "-1"
     return (f"::emu::cp_async((unsigned long long)({operand(m.group(2))}), (unsigned long long)({operand(m.group(3))}), "
             f"{operand(rest[0])}, (long long)({src_size}), {line})")
+
+
+# Tensor-core instructions: mma.sync (m16n8k8/k16/k32 .row.col) and ldmatrix/stmatrix m8n8 .b16, each a warp
+# collective of the runtime (emu_device.hpp, matrix_collective).
+_MMA = re.compile(r"mma\.sync\.aligned\.m16n8k(8|16|32)\.row\.col(\.satfinite)?\.(\w+)\.(\w+)\.(\w+)\.(\w+)\s+"
+                  r"\{([^{}]*)\}\s*,\s*\{([^{}]*)\}\s*,\s*\{([^{}]*)\}\s*,\s*\{([^{}]*)\}\s*;?")
+_MATRIX_MOVE = re.compile(r"(ldmatrix|stmatrix)\.sync\.aligned\.m8n8\.x([124])(\.trans)?(\.shared(?:::cta)?)?\.b16\s+"
+                          r"(?:\{([^{}]*)\}\s*,\s*\[([^\]]*)\]|\[([^\]]*)\]\s*,\s*\{([^{}]*)\})\s*;?")
+_MMA_TYPES = {"s8": "MT_S8", "u8": "MT_U8", "f16": "MT_F16", "bf16": "MT_BF16", "e4m3": "MT_E4M3", "e5m2": "MT_E5M2",
+              "s32": "MT_S32", "f32": "MT_F32"}
+# (K, A/B type family) -> the accumulator types (C, D) PTX allows; A and B may mix within the int8 and fp8 families.
+_MMA_FORMS = {(8, "f16"): {"f16", "f32"}, (16, "f16"): {"f16", "f32"}, (8, "bf16"): {"f32"}, (16, "bf16"): {"f32"},
+              (16, "int8"): {"s32"}, (32, "int8"): {"s32"}, (32, "fp8"): {"f32"}}
+_FAMILY = {"f16": "f16", "bf16": "bf16", "s8": "int8", "u8": "int8", "e4m3": "fp8", "e5m2": "fp8"}
+MATRIX_FORMS = ("mma.sync.aligned.m16n8k{8,16}.row.col with f16 (f16 or f32 accumulators) or bf16; m16n8k{16,32} with "
+                "s8/u8 (.satfinite too); m16n8k32 with e4m3/e5m2; ldmatrix and stmatrix .m8n8.x{1,2,4}{.trans}.b16")
+
+
+def _register_list(text: str, count: int, template: str, line: int, ops: list[str]) -> list[str]:
+    regs = [r for r in (x.strip() for x in text.split(",")) if r]
+    if len(regs) != count:
+        raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): a register list of {len(regs)} where "
+                                         f"the instruction takes {count}")
+    return [_ptx_operand(r, ops, template, line) for r in regs]
+
+
+def _address(text: str, ops: list[str], template: str, line: int) -> str:
+    parts = re.fullmatch(r"\s*(%\d+)\s*(?:([+-])\s*(\d+|0[xX][0-9a-fA-F]+))?\s*", text)
+    if not parts:
+        raise UnsupportedConstruct(None, f"inline PTX {template!r} (line {line}): address [{text}] is not [%N] or "
+                                         "[%N+offset]")
+    base = f"(unsigned long long){_ptx_operand(parts.group(1), ops, template, line)}"
+    return f"({base} {parts.group(2)} {parts.group(3)})" if parts.group(2) else base
+
+
+# One-operand float math and the 16-bit packing conversions (emu_device.hpp, ptx_math / ptx_pack16).
+_PTX_MATH = re.compile(r"(ex2|lg2|sin|cos|tanh|rsqrt|rcp|sqrt)\.(approx|rn)(\.ftz)?\.f32\s+([^,;\s]+)\s*,\s*([^,;\s]+)\s*;?")
+_PTX_MATH_MODES = {"ex2": {"approx"}, "lg2": {"approx"}, "sin": {"approx"}, "cos": {"approx"}, "tanh": {"approx"},
+                   "rsqrt": {"approx"}, "rcp": {"approx", "rn"}, "sqrt": {"approx", "rn"}}
+_PTX_PACK = re.compile(r"cvt\.rn(\.relu)?\.(f16x2|bf16x2)\.f32\s+([^,;\s]+)\s*,\s*([^,;\s]+)\s*,\s*([^,;\s]+)\s*;?")
+MATH_FORMS = ("ex2/lg2/sin/cos/rsqrt.approx{.ftz}.f32, tanh.approx.f32, rcp/sqrt.{approx,rn}{.ftz}.f32, "
+              "cvt.rn{.relu}.{f16x2,bf16x2}.f32")
+
+
+def _math_call(template: str, ops: list[str], line: int) -> "str | None":
+    """The statement an inline one-operand f32 math instruction or 16-bit pack becomes, or None."""
+    m = _PTX_MATH.fullmatch(template)
+    if m:
+        op, mode, ftz = m.group(1), m.group(2), bool(m.group(3))
+        if mode not in _PTX_MATH_MODES[op] or (op == "tanh" and ftz):
+            raise UnsupportedConstruct(None, f"inline PTX {template.split()[0]!r} (line {line}) is not a form PTX "
+                                             f"defines; emu runs {MATH_FORMS}")
+        d, a = (_ptx_operand(x, ops, template, line) for x in m.group(4, 5))
+        return (f"::emu::set_reg({d}, ::emu::ptx_math(::emu::PM_{op.upper()}, ::emu::reg_bits({a}), "
+                f"{str(ftz).lower()}))")
+    m = _PTX_PACK.fullmatch(template)
+    if m:
+        d, a, b = (_ptx_operand(x, ops, template, line) for x in m.group(3, 4, 5))
+        fmt = "HalfBits" if m.group(2) == "f16x2" else "Bf16Bits"
+        return (f"::emu::set_reg({d}, ::emu::ptx_pack16<::emu::{fmt}>(::emu::reg_bits({a}), ::emu::reg_bits({b}), "
+                f"{str(bool(m.group(1))).lower()}))")
+    return None
+
+
+def _matrix_call(template: str, ops: list[str], line: int) -> "str | None":
+    """The statement an inline mma.sync, ldmatrix or stmatrix becomes, or None where the template is none."""
+    m = _MMA.fullmatch(template)
+    if m:
+        k, sat, td, ta, tb, tc = int(m.group(1)), bool(m.group(2)), *m.group(3, 4, 5, 6)
+        family = _FAMILY.get(ta)
+        accumulators = _MMA_FORMS.get((k, family), set())
+        if (family is None or _FAMILY.get(tb) != family or (family in ("f16", "bf16") and ta != tb)
+                or td not in accumulators or tc not in accumulators or (sat and family != "int8")):
+            raise UnsupportedConstruct(None, f"inline PTX {template.split()[0]!r} (line {line}) is not a form emu "
+                                             f"runs; it runs {MATRIX_FORMS}")
+        per = 4 if family in ("int8", "fp8") else 2
+        nd = 2 if td == "f16" else 4
+        nc = 2 if tc == "f16" else 4
+        d = _register_list(m.group(7), nd, template, line, ops)
+        regs = (_register_list(m.group(8), k // (2 * per), template, line, ops)
+                + _register_list(m.group(9), k // (4 * per), template, line, ops)
+                + _register_list(m.group(10), nc, template, line, ops))
+        code = (f"::emu::matrix_code(::emu::{_MMA_TYPES[ta]}, ::emu::{_MMA_TYPES[tb]}, ::emu::{_MMA_TYPES[tc]}, "
+                f"::emu::{_MMA_TYPES[td]}, {k}, {str(sat).lower()})")
+        ins = ", ".join(f"::emu::reg_bits({r})" for r in regs)
+        sets = " ".join(f"::emu::set_reg({r}, __emu_out[{i}]);" for i, r in enumerate(d))
+        return (f"do {{ const uint32_t __emu_in[] = {{{ins}}}; uint32_t __emu_out[4]; ::emu::matrix_collective("
+                f"::emu::W_MMA, {code}, __emu_in, {len(regs)}, __emu_out, {nd}, {line}); {sets} }} while (0)")
+    m = _MATRIX_MOVE.fullmatch(template)
+    if not m:
+        return None
+    op, num, trans, shared = m.group(1), int(m.group(2)), bool(m.group(3)), bool(m.group(4))
+    flags = f"{num}, {str(trans).lower()}, {str(shared).lower()}"
+    if op == "ldmatrix":
+        d = _register_list(m.group(5), num, template, line, ops)
+        sets = " ".join(f"::emu::set_reg({r}, __emu_out[{i}]);" for i, r in enumerate(d))
+        return (f"do {{ uint32_t __emu_out[4]; ::emu::ldmatrix({flags}, {_address(m.group(6), ops, template, line)}, "
+                f"__emu_out, {line}); {sets} }} while (0)")
+    regs = _register_list(m.group(8), num, template, line, ops)
+    ins = ", ".join(f"::emu::reg_bits({r})" for r in regs)
+    return (f"do {{ const uint32_t __emu_in[] = {{{ins}}}; ::emu::stmatrix({flags}, "
+            f"{_address(m.group(7), ops, template, line)}, __emu_in, {line}); }} while (0)")
 
 
 def _rewrite_asm(clean: str) -> str:
@@ -233,17 +347,12 @@ def _rewrite_asm(clean: str) -> str:
             out.append(call + "\n" * clean.count("\n", m.start(), close + 1))
             pos = close + 1
             continue
-        if instr.rstrip(";") != MMA_S8:
-            raise UnsupportedConstruct(None, f"inline PTX instruction {instr!r} (line {line}) is not supported by emu; "
-                                             f"only {MMA_S8}, cp.async and moves from the special registers "
-                                             f"{', '.join('%' + r for r in SPECIAL_REGISTERS)} are emulated")
         ops = _operands(sections[1] if len(sections) > 1 else "") + _operands(sections[2] if len(sections) > 2 else "")
-        groups = [[int(x) for x in re.findall(r"%(\d+)", g)] for g in re.findall(r"\{([^}]*)\}", template)]
-        if [len(g) for g in groups] != [4, 4, 2, 4] or max(max(g) for g in groups) >= len(ops):
-            raise UnsupportedConstruct(None, f"{MMA_S8} (line {line}) with operand groups {groups}; emu expects "
-                                             "{d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}")
-        d, a, b, c = ([f"({ops[k]})" for k in g] for g in groups)
-        call = f"::emu::mma_m16n8k32_s8({', '.join(d + a + b + c)}, {line})"
+        call = _matrix_call(template, ops, line) or _math_call(template, ops, line)
+        if call is None:
+            raise UnsupportedConstruct(None, f"inline PTX instruction {instr!r} (line {line}) is not supported by emu; "
+                                             f"emulated are {MATRIX_FORMS}; {MATH_FORMS}; cp.async; and moves from the "
+                                             f"special registers {', '.join('%' + r for r in SPECIAL_REGISTERS)}")
         out.append(clean[pos:m.start()])
         out.append(call + "\n" * clean.count("\n", m.start(), close + 1))
         pos = close + 1
@@ -319,6 +428,13 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
     if slot > 512:
         raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source")
     text = "".join(out)
+    for name, _ in file_scope:     # each function declares the slot under its plain name; `ns::name` finds nothing
+        qualified = re.search(rf"::\s*{re.escape(name)}\b", text)
+        if qualified:
+            raise UnsupportedConstruct(None, f"__shared__ '{name}' of a namespace, named with its namespace (line "
+                                             f"{_line_of(text, qualified.start())}): emu reaches a namespace-scope "
+                                             "__shared__ variable by its plain name only")
+    text = "".join(out)
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
 
 
@@ -389,19 +505,20 @@ def device_symbols(clean: str) -> list[str]:
                                         parts[0]))
         if first is None:
             continue
-        names.append(first)
+        scope = depth.scope(m.start(1))
+        names.append(scope + first)
         for extra in parts[1:]:
             n = _declarator_name(extra)
             if n:
-                names.append(n)
+                names.append(scope + n)
     return names
 
 
 # ---- trampolines ------------------------------------------------------------------------------------------
 def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
-    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.name})>, ::emu::arity(&::{k.name}), '
-                      f"::emu::param_sizes(&::{k.name})}}" for k in kernels)
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.scope}{k.name})>, '
+                      f"::emu::arity(&::{k.scope}{k.name}), ::emu::param_sizes(&::{k.scope}{k.name})}}" for k in kernels)
     n = len(kernels)
     # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.
     syms = ",\n".join(f'  {{"{v}", (void*)(&::{v}), sizeof(::{v}), '

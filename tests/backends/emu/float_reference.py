@@ -112,3 +112,13 @@ def encode(fmt, x: float, saturate: bool) -> int:
     if best is None:                                          # past the largest finite value
         return sign | (largest if saturate else (0x7F if fmt is E4M3 else 0x7C))
     return sign | best
+
+
+# ---- binary32 --------------------------------------------------------------------------------------------------
+def round_binary32(q: Fraction) -> np.float32:
+    """The rational q rounded to binary32, to nearest with ties to even, by exact comparison of the candidates around
+    numpy's (possibly twice rounded) conversion."""
+    guess = np.float32(float(q))
+    candidates = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
+    return min((c for c in candidates if np.isfinite(c)),
+               key=lambda c: (abs(Fraction(float(c)) - q), int(np.array([c]).view(np.uint32)[0]) & 1))

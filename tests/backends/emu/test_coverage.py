@@ -652,3 +652,44 @@ def test_runtime_structs_and_object_handles_by_value(load):
     out = np.zeros(4, np.uint64)
     mod.launch("extent_sum", (1,), (4,), 0, [Struct(extent, ()), np.uint64(7), np.uint64(9), out], outputs=(3,))
     assert list(out) == [12 + 7000 + 900000] * 4
+
+
+NAMESPACES = r"""
+namespace attn { namespace detail {
+__constant__ float bias[2];
+__device__ float twice(float v) { return 2.0f * v; }
+} // namespace detail
+__shared__ float stage[64];                     // at namespace scope: one slot per block, as at file scope
+__global__ void scaled(const float* x, float* y) {
+  int t = threadIdx.x;
+  stage[t] = detail::twice(x[t]);
+  __syncthreads();
+  y[t] = stage[63 - t] + detail::bias[t & 1];
+}
+}  // namespace attn
+namespace { __global__ void hidden(float* y) { y[threadIdx.x] = 1.0f; } }
+namespace v2::inner { __global__ void nested(float* y) { y[threadIdx.x] = 3.0f; } }
+"""
+
+
+def test_kernels_and_symbols_in_namespaces(load):
+    """Kernels keep their names (nvcc gives them C linkage on a GPU, where the namespace is not part of the symbol);
+    emu's launch table qualifies them, and symbols by their qualified names."""
+    from cudasrc.signatures import kernel_signatures
+    assert [(k.name, k.scope) for k in kernel_signatures(NAMESPACES)] == [
+        ("scaled", "attn::"), ("hidden", ""), ("nested", "v2::inner::")]
+    mod = load(NAMESPACES)
+    assert "attn::detail::bias" in mod.symbols()
+    mod.set_symbol("attn::detail::bias", np.array([10.0, 20.0], np.float32))
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    mod.launch("scaled", (1,), (64,), 0, [x, y], outputs=(1,))
+    np.testing.assert_array_equal(y, 2.0 * x[::-1] + np.tile([10.0, 20.0], 32))
+    for kernel, value in (("hidden", 1.0), ("nested", 3.0)):
+        mod.launch(kernel, (1,), (8,), 0, [y[:8]], outputs=(0,))
+        assert (y[:8] == value).all()
+    from harness.backends import UnsupportedConstruct
+    from harness.backends.emu.rewrite import rewrite
+    with pytest.raises(UnsupportedConstruct, match=r"__shared__ 'stage' of a namespace, named with its namespace "
+                                                   r"\(line 3\)"):
+        rewrite("namespace d { __shared__ float stage[4]; }\n__global__ void k(float* y) {\n"
+                "  d::stage[threadIdx.x] = 1.0f;\n  y[0] = d::stage[0];\n}\n")

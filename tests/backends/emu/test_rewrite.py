@@ -28,8 +28,40 @@ def test_mma_asm_becomes_a_warp_collective():
            '{%0,%1,%2,%3};"\n    : "+r"(c0),"+r"(c1),"+r"(c2),"+r"(c3) : "r"(a0),"r"(a1),"r"(a2),"r"(a3), '
            '"r"(b0),"r"(b1));\n  y[0]=c0; }\n')
     body = rewrite(src).source
-    assert "::emu::mma_m16n8k32_s8((c0), (c1), (c2), (c3), (a0), (a1), (a2), (a3), (b0), (b1), (c0), (c1), (c2), (c3), 2)" in body
+    call = ("do { const uint32_t __emu_in[] = {::emu::reg_bits((a0)), ::emu::reg_bits((a1)), ::emu::reg_bits((a2)), "
+            "::emu::reg_bits((a3)), ::emu::reg_bits((b0)), ::emu::reg_bits((b1)), ::emu::reg_bits((c0)), "
+            "::emu::reg_bits((c1)), ::emu::reg_bits((c2)), ::emu::reg_bits((c3))}; uint32_t __emu_out[4]; "
+            "::emu::matrix_collective(::emu::W_MMA, ::emu::matrix_code(::emu::MT_S8, ::emu::MT_S8, ::emu::MT_S32, "
+            "::emu::MT_S32, 32, false), __emu_in, 10, __emu_out, 4, 2); ::emu::set_reg((c0), __emu_out[0]); "
+            "::emu::set_reg((c1), __emu_out[1]); ::emu::set_reg((c2), __emu_out[2]); "
+            "::emu::set_reg((c3), __emu_out[3]); } while (0)")
+    assert call in body
     assert "asm" not in body.split("<emu-trampolines>")[0]
+
+
+@pytest.mark.parametrize("instruction, operands", [
+    ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}"),
+    ("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f32", "{%0,%1}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}"),
+    ("mma.sync.aligned.m16n8k16.row.col.satfinite.f32.f16.f16.f32", "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                                                                     "{%0,%1,%2,%3}"),
+    ("mma.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}"),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.f16.bf16.f32", "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}"),
+])
+def test_mma_forms_emu_does_not_run_are_named(instruction, operands):
+    src = ('__global__ void k(float* y){ unsigned a0=0,a1=0,a2=0,a3=0,b0=0,b1=0; float c0=0,c1=0,c2=0,c3=0;\n'
+           f'  asm volatile("{instruction} {operands};" : "+f"(c0),"+f"(c1),"+f"(c2),"+f"(c3) : "r"(a0),"r"(a1),'
+           '"r"(a2),"r"(a3),"r"(b0),"r"(b1));\n  y[0]=c0; }\n')
+    with pytest.raises(UnsupportedConstruct, match=rf"inline PTX '{instruction}' \(line 2\) is not a form emu runs; "
+                                                   r"it runs mma\.sync\.aligned\.m16n8k\{8,16\}"):
+        rewrite(src)
+
+
+def test_a_register_list_of_the_wrong_length_is_named():
+    src = ('__global__ void k(float* y){ unsigned a0=0,b0=0; float c0=0,c1=0,c2=0,c3=0;\n'
+           '  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4}, {%5}, '
+           '{%0,%1,%2,%3};" : "+f"(c0),"+f"(c1),"+f"(c2),"+f"(c3) : "r"(a0),"r"(b0));\n  y[0]=c0; }\n')
+    with pytest.raises(UnsupportedConstruct, match=r"\(line 2\): a register list of 1 where the instruction takes 4"):
+        rewrite(src)
 
 
 @pytest.mark.parametrize("snippet,named", [
