@@ -98,7 +98,8 @@ struct cudaPos { size_t x, y, z; };
 struct cudaPitchedPtr { void* ptr; size_t pitch, xsize, ysize; };
 
 #include "emu_float16.hpp"   // __half, __nv_bfloat16 and their pairs
-#include "emu_float8.hpp"    // __nv_fp8_e4m3, __nv_fp8_e5m2 and the __nv_cvt_* conversions
+#include "emu_float8.hpp"    // __nv_fp8_e4m3, __nv_fp8_e5m2, __nv_fp8_e8m0 and the __nv_cvt_* conversions
+#include "emu_float_mx.hpp"  // __nv_fp6_e2m3, __nv_fp6_e3m2, __nv_fp4_e2m1 and their conversions
 
 namespace emu {
 

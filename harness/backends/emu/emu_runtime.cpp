@@ -1045,6 +1045,10 @@ int device_printf(const char* fmt, ...) {
   return n;
 }
 
+void device_assert(const char* what, int line) {
+  fiber_fault(TRAP, where(cur()) + ": " + what + " at line " + std::to_string(line) + " (CUDA asserts against it)");
+}
+
 void trap(int line) {
   fiber_fault(TRAP, where(cur()) + ": __trap() at line " + std::to_string(line));
 }

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Sequence
 
 _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
@@ -14,8 +15,10 @@ _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
 # name is the compiler's code (seen for accesses of a header function it did not inline), never a kernel line. The
 # '+' keeps it apart from every kernel file name, whose characters are [A-Za-z0-9_.-] (rewrite.py).
 MODULE_UNIT = "emu+module.cpp"
-_RUNTIME_FILES = ("emu_device.hpp", "emu_runtime.cpp", "emu_race.hpp", "emu_exact.hpp", "emu_float16.hpp",
-                  "emu_float8.hpp", "emu_rounding.hpp", "cooperative_groups.h", MODULE_UNIT)
+# The runtime's files that hold code (the others only include emu_device.hpp): a frame in one is never the kernel's.
+_RUNTIME_FILES = frozenset([p.name for p in Path(__file__).parent.glob("emu_*") if p.suffix in (".hpp", ".cpp")]
+                           + [p.name for p in Path(__file__).parent.glob("cuda/*")]     # <cuda/atomic>
+                           + ["cooperative_groups.h", MODULE_UNIT])
 
 
 def _source_frame(frames: list[tuple[str, str]], library_dirs: Sequence[str]) -> "str | None":

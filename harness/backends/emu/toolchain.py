@@ -34,10 +34,12 @@ SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # first instead of leaping over it into a neighbour's stack or a buffer's guard pages (used where accepted).
 STACK_PROBE_FLAGS = ("-fstack-clash-protection",)
 # The race detector's build of device code: every load and store calls a __tsan_* entry point of the emu
-# runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports.
+# runtime (emu_race.hpp); libtsan itself is never linked. Line tables (-g1) resolve access sites in reports, in
+# DWARF 4: binutils' addr2line misnames the file of inlined frames in GCC's DWARF 5 line tables (a line of an inlined
+# device function of kernel.cu came back as the compiled unit's, and was then dropped for the call site's line).
 # Volatile accesses get entry points of their own, so that a thread spinning on a volatile load can yield.
 RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "--param=tsan-distinguish-volatile=1",
-              "-g1")
+              "-g1", "-gdwarf-4")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>
@@ -182,7 +184,12 @@ def _header_api(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _device_api() -> str:
-    return _header_api("emu_device.hpp") + _header_api("emu_rounding.hpp") + _header_api("emu_float8.hpp")
+    # The FP6/FP4 conversions are written once in a macro (`__nv_cvt_double_to_##NAME`): spelled out for both
+    # families, one declaration per line as at file scope.
+    mx = _header_api("emu_float_mx.hpp")
+    spelled = "".join(re.sub(r"^[ \t]+", "", _pasted(mx, "NAME", family).replace("##", ""), flags=re.M)
+                      for family in ("fp6", "fp4"))
+    return _header_api("emu_device.hpp") + _header_api("emu_rounding.hpp") + _header_api("emu_float8.hpp") + spelled
 
 
 # C's <math.h> functions (C99 7.12) in double and float, which CUDA's math API has in device code and emu's
@@ -222,14 +229,15 @@ def _float16_api() -> frozenset[str]:
 
 
 def device_api_has(name: str) -> bool:
-    """Whether the CUDA device API that emu provides (emu_device.hpp and the headers it includes for 16-bit and
-    8-bit floats and rounded intrinsics, and C's math functions through its <cmath>) has a function or
+    """Whether the CUDA device API that emu provides (emu_device.hpp and the headers it includes for 16-, 8-, 6- and
+    4-bit floats and rounded intrinsics, and C's math functions through its <cmath>) has a function or
     function-like macro `name` at file scope (`__saturatef`, `fabs`): a source may declare one
     again, and then must not define it. Members of a class (cooperative groups' `any`) are not such functions."""
     if name in _C_MATH or name in _float16_api():
         return True
     n = re.escape(name)
-    return re.search(rf"^(?:[A-Za-z_][^;{{}}()\n]*\b{n}|#define {n})\s*\(", _device_api(), re.M) is not None
+    # a declaration names it unqualified; `emu::to_mx(` on a continuation line is a call
+    return re.search(rf"^(?:[A-Za-z_][^;{{}}()\n]*(?<!::)\b{n}|#define {n})\s*\(", _device_api(), re.M) is not None
 
 
 def asan_runtime(cxx: str) -> "str | None":

@@ -122,3 +122,42 @@ def round_binary32(q: Fraction) -> np.float32:
     candidates = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
     return min((c for c in candidates if np.isfinite(c)),
                key=lambda c: (abs(Fraction(float(c)) - q), int(np.array([c]).view(np.uint32)[0]) & 1))
+
+
+# ---- the MX formats: E2M3, E3M2 (six bits), E2M1 (four bits); no infinity or NaN -------------------------------
+E2M3 = ("e2m3", 3, 1, 6)          # name, mantissa bits, bias, bits with the sign
+E3M2 = ("e3m2", 2, 3, 6)
+E2M1 = ("e2m1", 1, 1, 4)
+
+
+def mx_decode(fmt, code: int) -> Fraction:
+    _, m, bias, bits = fmt
+    sign = -1 if code >> (bits - 1) & 1 else 1
+    magnitude = code & ((1 << (bits - 1)) - 1)
+    ex, mant = magnitude >> m, magnitude & ((1 << m) - 1)
+    if ex == 0:
+        return sign * Fraction(mant, 1 << m) * Fraction(2) ** (1 - bias)
+    return sign * (1 + Fraction(mant, 1 << m)) * Fraction(2) ** (ex - bias)
+
+
+def mx_encode(fmt, x: float, toward_zero: bool) -> int:
+    """x rounded to the nearest code (ties to the even code) or toward zero, saturating at the largest value; NaN
+    gives the positive largest value (the CUDA Math API's rules for these formats)."""
+    bits = fmt[3]
+    codes = [(c, mx_decode(fmt, c)) for c in range(1 << (bits - 1))]     # non-negative, increasing with the code
+    top = codes[-1][0]
+    if np.isnan(x):
+        return top
+    sign = (1 << (bits - 1)) if np.signbit(x) else 0
+    if np.isinf(x):
+        return sign | top
+    a = abs(Fraction(float(x)))
+    if a >= codes[-1][1]:
+        return sign | top
+    k = max(c for c, v in codes if v <= a)
+    if toward_zero or codes[k][1] == a:
+        return sign | k
+    below, above = codes[k][1], codes[k + 1][1]
+    if a - below < above - a or (a - below == above - a and k % 2 == 0):
+        return sign | k
+    return sign | (k + 1)

@@ -305,3 +305,29 @@ def test_a_line_of_emus_own_unit_is_never_taken_for_a_kernel_line():
     assert _source_frame([(scratch + MODULE_UNIT, "550"), ("/pkg/emu/emu_device.hpp", "602")], set()) is None
     assert _source_frame([(scratch + MODULE_UNIT, "550"), (scratch + "kernel.cu", "9")], set()) == "line 9"
     assert f'#line 1 "{MODULE_UNIT}"' not in rewrite("__global__ void k(int* y) { y[0] = 1; }\n", MODULE_UNIT).source
+
+
+INLINED = r"""
+static __device__ __attribute__((always_inline)) void step(int* a) {
+  unsigned lane = threadIdx.x % 32;
+  if (lane >= 1) a[threadIdx.x] = a[threadIdx.x - 1] + a[threadIdx.x];
+  if (lane >= 2) a[threadIdx.x] = a[threadIdx.x - 2] + a[threadIdx.x];
+}
+__global__ void scan(int* a) {
+  int t[32];
+  step(a);
+  __syncthreads();
+  if (threadIdx.x % 32 == 31) t[threadIdx.x / 32] = a[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x < 32) step(t);
+  a[threadIdx.x] += t[threadIdx.x / 32];
+}
+"""
+
+
+def test_a_race_inside_an_inlined_device_function_names_the_access_line(detector):
+    """The access's own line (4), not the call site's (9): with DWARF 5 line tables binutils' addr2line named the
+    inlined frame's file wrongly, and the report fell back to the caller's line (found on GPUVerify's
+    warpsync/intragroup_scan, whose report had moved from its line 11 to 23)."""
+    with pytest.raises(DataRace, match=r"write by .* at line 4 and read by .* at line 4 are unordered"):
+        detector.load(INLINED).launch("scan", (1,), (64,), 0, [np.arange(64, dtype=np.int32)], outputs=(0,))
