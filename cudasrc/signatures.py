@@ -47,11 +47,15 @@ def strip_comments(code: str) -> str:
     return "".join(out)
 
 
-_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*(<[^;{}()]*>)?\s*\(")
+# The kernel attributes CUDA places around `__global__ void` (`__launch_bounds__(256)`, CUDA 13's
+# `__block_size__((128, 1, 1))`, `__cluster_dims__(2, 1, 1)`, `__maxnreg__(64)`): one level of nested parentheses.
+_KERNEL_ATTRIBUTE = r"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*\((?:[^()]|\([^()]*\))*\)\s*"
+_GLOBAL = re.compile(rf"__global__\s+(?:{_KERNEL_ATTRIBUTE})*void\s+"
+                     rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
 # instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.
-_TEMPLATE_HEAD = re.compile(r"\btemplate\s*(<[^;{}]*>)?\s*(?:static\s+|inline\s+|extern\s+)*$")
+_TEMPLATE_HEAD = re.compile(rf"\btemplate\s*(<[^;{{}}]*>)?\s*(?:static\s+|inline\s+|extern\s+|{_KERNEL_ATTRIBUTE})*$")
+TEMPLATE_HEAD = _TEMPLATE_HEAD     # what may stand between `template <...>` and `__global__` (gpu.prepare_source)
 # A function-pointer parameter: `ret (*name)(args)`.
 _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
@@ -312,6 +316,9 @@ def _in_directive(clean: str, pos: int) -> bool:
         if start <= 0 or clean[start - 1] != "\\":
             break
     return clean[start + 1 if start >= 0 else 0:pos].lstrip().startswith("#")
+
+
+in_directive = _in_directive       # (the emu's inline-PTX rewrite asks it of an asm statement)
 
 
 def macro_kernel_lines(code: str) -> list[int]:

@@ -74,7 +74,9 @@ def normalize_ctype(text: str) -> str:
     text = re.sub(r"\b__restrict(?:__)?\b", "", text).replace("  ", " ").strip()     # nvcc takes both spellings
     text = re.sub(r"\s*\*", "*", text)
     # `T* const p`: the parameter's own const qualifier says nothing to the caller (the pointer is a copy).
-    return re.sub(r"\*\s*const$", "*", text)
+    text = re.sub(r"\*\s*const$", "*", text)
+    # east const, `half2 const*` / `size_t const`: the same type as `const half2*` / `const size_t`
+    return re.sub(r"^(?!const\b)([A-Za-z_][\w:]*(?: [A-Za-z_][\w:]*)*?) const\b", r"const \1", text)
 
 
 def element_ctype(ctype: str) -> str:

@@ -28,7 +28,7 @@ import numpy as np
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import KernelSignature, kernel_signatures, template_kernels
+from cudasrc.signatures import TEMPLATE_HEAD, KernelSignature, kernel_signatures, template_kernels
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
@@ -61,8 +61,9 @@ def prepare_source(source: str) -> str:
     for m in _KERNEL_KEYWORD.finditer(source):
         before = source[:m.start()].rstrip()
         last_line = before[before.rfind("\n") + 1:].lstrip()
-        # A template kernel (after `template <...>`, not after an `#include <...>`) cannot have C linkage.
-        template = before.endswith(">") and not last_line.startswith("#")
+        # A template kernel (after `template <...>`, perhaps then `__launch_bounds__(...)`; not after an `#include
+        # <...>`) cannot have C linkage.
+        template = TEMPLATE_HEAD.search(before[-400:]) is not None and not last_line.startswith("#")
         if not (before.endswith('extern "C"') or template):
             out.append(source[last:m.start()])
             out.append('extern "C" ')

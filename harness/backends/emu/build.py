@@ -73,12 +73,13 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     rw = rewrite(source, name, defines_of(flags))
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
+    host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
                  toolkit_headers.include_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
-                 (tc.RACE_FLAGS if race else ()) + flags)
+                 (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
-    key = content_key(rw.source, source, *cmd_flags, *toolchain.link_flags(), toolchain.cxx, toolchain.cxx_version,
-                      tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT)[:40]
+    key = content_key(rw.source, source, *cmd_flags, *gate.macro_flags(flags), *toolchain.link_flags(), toolchain.cxx,
+                      toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT)[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
@@ -92,7 +93,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
             compile_cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
-            link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *flags, "-shared",
+            link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
                         *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
                         *toolchain.link_flags()]
             try:

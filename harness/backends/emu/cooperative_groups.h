@@ -44,6 +44,7 @@ class thread_block_tile {
   unsigned size() const { return N; }
   unsigned num_threads() const { return N; }
   unsigned meta_group_rank() const { return unsigned(::emu::g_cur->linear) / N; }
+  unsigned meta_group_size() const { return (blockDim.x * blockDim.y * blockDim.z + N - 1) / N; }
   template <class T> T shfl(T v, int src, int line = __builtin_LINE()) const {
     return ::emu::shfl(::emu::W_SHFL_IDX, coll(), v, src, int(N), line);
   }

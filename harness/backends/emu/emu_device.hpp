@@ -118,7 +118,7 @@ void syncthreads(int line);
 int syncthreads_count(int pred, int line);   // a block barrier that also counts the threads' predicates
 uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, int c);
 [[noreturn]] void bad_width(int kind, int width, int line);
-// The warp-wide matrix instructions of inline PTX (mma.sync, ldmatrix, stmatrix; rewrite.py): every lane of the
+// The warp-wide matrix instructions of inline PTX (mma.sync, ldmatrix, stmatrix; ptx.py): every lane of the
 // warp hands in `nin` 32-bit registers and, once all 32 have arrived, gets `nout` back. `code` says which form
 // (matrix_code below, or the matrix count and .trans of ldmatrix/stmatrix).
 void matrix_collective(int kind, int code, const uint32_t* in, int nin, uint32_t* out, int nout, int line);
@@ -198,8 +198,9 @@ inline unsigned match(int kind, unsigned mask, T v, int line) {
 }
 
 template <class T>
-inline T& shared_var(int id, const char* name, int line) {
-  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), alignof(T) < 16 ? 16 : alignof(T), name, line,
+inline T& shared_var(int id, const char* name, int line, size_t align = 16) {   // align: the source's __align__
+  size_t a = alignof(T) > align ? alignof(T) : align;
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
                                            int(sizeof(std::remove_all_extents_t<T>))));
 }
 
@@ -250,6 +251,9 @@ struct KernelEntry {
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+#define __block_size__(...)
+#define __cluster_dims__(...)
+#define __maxnreg__(...)
 #define __managed__ EMU_UNSUPPORTED_managed_variables
 // The macros name the runtime by reserved names only (__emu, __-prefixed): a kernel's own macro, defined after
 // this header (`#define syncthreads __syncthreads`, `#define tid ...`), cannot reach into their expansions.
@@ -595,7 +599,7 @@ inline void* __cvta_global_to_generic(size_t a) { return reinterpret_cast<void*>
 inline unsigned __isShared(const void* p) { return ::emu::is_shared(p); }
 inline unsigned __isGlobal(const void* p) { return !::emu::is_shared(p); }
 namespace emu {
-// Inline PTX's cp.async (rewrite.py): a shared-space destination, a global source, the copy size and the bytes
+// Inline PTX's cp.async (ptx.py): a shared-space destination, a global source, the copy size and the bytes
 // read from the source (the rest zero-filled; -1: all).
 inline void cp_async(uint64_t dst, uint64_t src, size_t size, long long src_size, int line) {
   size_t zfill = src_size < 0 ? 0 : size_t(src_size) > size ? size + 1 : size - size_t(src_size);
@@ -624,7 +628,7 @@ inline void set_reg(T& r, uint32_t bits) {
   static_assert(sizeof(T) == 4, "a 32-bit register operand");
   r = __builtin_bit_cast(T, bits);
 }
-// Inline PTX's one-operand float math (rewrite.py): ex2, lg2, sin, cos, tanh, rsqrt (.approx), rcp and sqrt (.approx
+// Inline PTX's one-operand float math (ptx.py): ex2, lg2, sin, cos, tanh, rsqrt (.approx), rcp and sqrt (.approx
 // or .rn), each on f32 bits. Every result is the double function rounded to float: .rn is then IEEE's rounding (53 >=
 // 2*24+2 bits), and .approx a correctly rounded value where the GPU's approximation may differ in the last bits, within
 // the errors the PTX ISA gives. .ftz flushes a subnormal operand and result to zero of the same sign.
@@ -681,6 +685,7 @@ __attribute__((always_inline)) inline void stmatrix(int num, bool trans, bool sh
   if (dst) memcpy(dst, row, 16);
 }
 }  // namespace emu
+#include "emu_ptx.hpp"        // scalar inline PTX (ptx.py)
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

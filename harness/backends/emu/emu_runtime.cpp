@@ -65,6 +65,12 @@ constexpr size_t kPage = 4096;
 constexpr int kSharedGuard = 64;                 // sentinel bytes after every shared variable
 constexpr unsigned char kSentinel = 0xC3;
 constexpr size_t kSharedArena = 256 * 1024;      // > any GPU's shared memory per block
+// Both shared areas are page-aligned, in host memory and in the shared window (kSharedArena is a multiple of the
+// page, the dynamic area starts at kDynWindow): kernels that swizzle absolute shared addresses or ask __align__(1024)
+// of a shared array get what a GPU gives. The dynamic area's data follows kDynLead bytes, the last kSharedGuard of
+// them a sentinel band.
+constexpr size_t kDynLead = 4096;
+constexpr uint32_t kDynWindow = 2 * kSharedArena;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // ptxas: "uses too much shared data (..., 0xc000 max)"
 constexpr int kMaxSharedSlots = 512;
 
@@ -140,7 +146,7 @@ size_t g_static_shared = 0;         // the block's static __shared__ bytes so fa
 SharedSlot g_slots[kMaxSharedSlots];
 int g_used_slots[kMaxSharedSlots];  // the slots placed in this block, in order (reset and checked per block)
 int g_nused = 0;
-unsigned char* g_dyn = nullptr;     // dynamic (extern) __shared__ area: [bytes][guard]
+unsigned char* g_dyn = nullptr;     // dynamic (extern) __shared__ area: [lead, its last kSharedGuard a guard][bytes][guard]
 size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
 bool g_capture_printf = false;
@@ -225,7 +231,7 @@ bool ensure_fibers() {
     base = static_cast<char*>(p);
   }
   Fiber* fibers = static_cast<Fiber*>(std::calloc(kMaxThreads, sizeof(Fiber)));
-  g_shared = static_cast<unsigned char*>(std::malloc(kSharedArena));
+  g_shared = static_cast<unsigned char*>(std::aligned_alloc(kPage, kSharedArena));
   if (!fibers || !g_shared) { std::free(fibers); return false; }
   // The lowest page of each stack is a PROT_NONE guard (overflow -> SIGSEGV).
   size_t per = kStackBytes + kPage;
@@ -811,7 +817,7 @@ bool check_shared_guards() {
       }
   }
   for (int k = 0; k < kSharedGuard; ++k) {
-    bool before = g_dyn[k] != kSentinel, after = g_dyn[kSharedGuard + g_dyn_bytes + k] != kSentinel;
+    bool before = g_dyn[kDynLead - kSharedGuard + k] != kSentinel, after = g_dyn[kDynLead + g_dyn_bytes + k] != kSentinel;
     if (before || after) {
       char buf[320];
       std::snprintf(buf, sizeof buf, "block (%u,%u,%u): write %s the extern __shared__ area (%zu dynamic bytes "
@@ -864,9 +870,9 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   race_block_start();
   for (int u = 0; u < g_nused; ++u) g_slots[g_used_slots[u]].ptr = nullptr;
   g_nused = 0;
-  std::memset(g_dyn, kSentinel, kSharedGuard);
-  std::memset(g_dyn + kSharedGuard, g_poison, g_dyn_bytes);
-  std::memset(g_dyn + kSharedGuard + g_dyn_bytes, kSentinel, kSharedGuard);
+  std::memset(g_dyn + kDynLead - kSharedGuard, kSentinel, kSharedGuard);
+  std::memset(g_dyn + kDynLead, g_poison, g_dyn_bytes);
+  std::memset(g_dyn + kDynLead + g_dyn_bytes, kSentinel, kSharedGuard);
   for (int wi = 0; wi < g_nwarps; ++wi) {
     Warp& w = g_warps[wi];
     int live = std::min(32, g_nthreads - wi * 32);
@@ -965,7 +971,7 @@ void volatile_read_done(const volatile void* p) {
 uint32_t shared_window(const void* p, int line) {
   const unsigned char* c = static_cast<const unsigned char*>(p);
   if (c >= g_shared && c < g_shared + kSharedArena) return uint32_t(c - g_shared);
-  if (g_dyn && c >= g_dyn && c < g_dyn + g_dyn_cap) return uint32_t(kSharedArena + (c - g_dyn));
+  if (g_dyn && c >= g_dyn && c < g_dyn + g_dyn_cap) return uint32_t(kDynWindow - kDynLead + (c - g_dyn));
   char buf[128];
   std::snprintf(buf, sizeof buf, ": a shared-space address of %p at line %d, which is not shared memory", p, line);
   fiber_fault(TRAP, where(cur()) + buf);
@@ -973,7 +979,8 @@ uint32_t shared_window(const void* p, int line) {
 
 void* shared_generic(uint64_t a, int line) {
   if (a < kSharedArena) return g_shared + a;
-  if (g_dyn && a - kSharedArena < g_dyn_cap) return g_dyn + (a - kSharedArena);
+  if (g_dyn && a >= kDynWindow - kDynLead && a - (kDynWindow - kDynLead) < g_dyn_cap)
+    return g_dyn + (a - (kDynWindow - kDynLead));
   char buf[128];
   std::snprintf(buf, sizeof buf, ": shared-space address 0x%llx at line %d lies outside the block's shared memory",
                 (unsigned long long)a, line);
@@ -1032,7 +1039,7 @@ void bad_width(int kind, int width, int line) {
 
 unsigned char* dyn_shared(const char* name, int elem) {
   if (name && !g_dyn_name) { g_dyn_name = name; g_dyn_elem = elem; }
-  return g_dyn + kSharedGuard;
+  return g_dyn + kDynLead;
 }
 
 int device_printf(const char* fmt, ...) {
@@ -1043,6 +1050,10 @@ int device_printf(const char* fmt, ...) {
   va_end(ap);
   if (g_capture_printf && g_printf.size() < (1u << 20)) g_printf += buf;
   return n;
+}
+
+void unsupported_asm(const char* what) {
+  fiber_fault(UNSUPPORTED, where(cur()) + ": " + what);
 }
 
 void device_assert(const char* what, int line) {
@@ -1096,14 +1107,14 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     return BAD_LAUNCH;
   }
   g_nwarps = (g_nthreads + 31) / 32;
-  if (g_dyn_cap < shared_bytes + 2 * kSharedGuard) {
+  if (g_dyn_cap < kDynLead + shared_bytes + kSharedGuard) {
     std::free(g_dyn);
-    g_dyn_cap = shared_bytes + 2 * kSharedGuard;
-    g_dyn = static_cast<unsigned char*>(std::malloc(g_dyn_cap));
+    g_dyn_cap = (kDynLead + shared_bytes + kSharedGuard + kPage - 1) / kPage * kPage;
+    g_dyn = static_cast<unsigned char*>(std::aligned_alloc(kPage, g_dyn_cap));
     if (!g_dyn) {
       g_dyn_cap = 0;
       std::snprintf(err, errlen, "the emulator could not allocate %llu bytes of dynamic shared memory",
-                    shared_bytes + 2 * kSharedGuard);
+                    (unsigned long long)(kDynLead + shared_bytes + kSharedGuard));
       return TOOL_LIMIT;
     }
   }

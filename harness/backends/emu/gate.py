@@ -83,10 +83,17 @@ def cache_part() -> str:
     return "gate:none" if nvcc is None else f"gate:{info}:{' '.join(NVCC_GATE_FLAGS)}"
 
 
+# nvcc's language relaxations a CUDA build may need (Marlin's constexpr host helpers called in device code): the
+# device-side compile takes them; the host compiler has no such rule to relax and never sees them.
+NVCC_ONLY_FLAGS = frozenset({"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--extended-lambda",
+                             "--expt-extended-lambda", "-expt-extended-lambda"})
+
+
 def macro_flags(flags) -> tuple[str, ...]:
-    """The build flags that define or undefine macros (-DNAME, -DNAME=VALUE, -UNAME): the source's meaning
-    depends on them, so the device-side compile takes them too (other flags are the host compiler's own)."""
-    return tuple(f for f in flags if f.startswith(("-D", "-U")))
+    """The build flags the device-side compile takes: those that define or undefine macros (-DNAME, -DNAME=VALUE,
+    -UNAME), for the source's meaning depends on them, and nvcc's language relaxations (NVCC_ONLY_FLAGS); the
+    others are the host compiler's own."""
+    return tuple(f for f in flags if f.startswith(("-D", "-U")) or f in NVCC_ONLY_FLAGS)
 
 
 def start_device_compile(source: str, name: str, work: Path, flags=()) -> Optional[subprocess.Popen]:

@@ -693,3 +693,90 @@ def test_kernels_and_symbols_in_namespaces(load):
                                                    r"\(line 3\)"):
         rewrite("namespace d { __shared__ float stage[4]; }\n__global__ void k(float* y) {\n"
                 "  d::stage[threadIdx.x] = 1.0f;\n  y[0] = d::stage[0];\n}\n")
+
+
+ALIGNMENT = r"""
+__device__ int block_sum(int v) {
+  static __shared__ int partial[32];        // `static` inside a device function: still one slot per block
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  int s = 0;
+  for (int i = 0; i < blockDim.x; ++i) s += partial[i];
+  __syncthreads();
+  return s;
+}
+__global__ void aligned(unsigned* out, int* sums) {
+  extern __shared__ __align__(1024) unsigned char dyn[];
+  __shared__ char small[3];
+  __shared__ __align__(1024) char wide[8];
+  __shared__ __attribute__((aligned(512))) char other[8];
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    small[0] = 1; wide[0] = 2; other[0] = 3; dyn[0] = 4;
+    out[0] = (unsigned)__cvta_generic_to_shared(dyn) % 4096u;
+    out[1] = (unsigned)(reinterpret_cast<unsigned long long>(dyn) % 4096u);
+    out[2] = (unsigned)__cvta_generic_to_shared(wide) % 1024u;
+    out[3] = (unsigned)(reinterpret_cast<unsigned long long>(wide) % 1024u);
+    out[4] = (unsigned)__cvta_generic_to_shared(other) % 512u + small[0] + wide[0] + other[0] + dyn[0] - 10;
+  }
+  sums[blockIdx.x * blockDim.x + threadIdx.x] = block_sum(blockIdx.x + 1);
+}
+"""
+
+
+def test_shared_memory_is_aligned_as_a_gpu_aligns_it_and_static_shared_is_per_block(load):
+    """The dynamic area starts page-aligned in the shared window and in memory (a kernel XOR-swizzling absolute shared
+    addresses computed wrong results when it was only 64-byte aligned), `__align__` on static shared arrays is kept,
+    and a `static __shared__` array of a device function is one slot per block (it was a function-local static
+    reference bound to the first block's slot, and broke the race detector's build)."""
+    mod = load(ALIGNMENT)
+    out, sums = np.zeros(5, np.uint32), np.zeros(64, np.int32)
+    mod.launch("aligned", (2,), (32,), 64, [out, sums], outputs=(1,))
+    assert out.tolist() == [0, 0, 0, 0, 0]
+    assert sums.tolist() == [32] * 32 + [64] * 32
+
+
+REAL_CODE_FORMS = r"""
+#include <iostream>
+#include <mma.h>
+#include <cooperative_groups.h>
+using namespace nvcuda;
+namespace cg = cooperative_groups;
+constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }   // a constexpr host function, as Marlin's
+template <int N>
+__launch_bounds__(N)
+__global__ void scale(float const* __restrict__ x, float* y, size_t const n) {
+  auto tile = cg::tiled_partition<32>(cg::this_thread_block());
+  size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i] + ceil_div(int(n), N) + tile.meta_group_size();
+}
+template __global__ void scale<64>(float const* __restrict__, float*, size_t const);
+template <int N>
+__block_size__((N, 1, 1))
+__global__ void rows(unsigned* out) {
+  __shared__ __align__(16) unsigned short s[64];
+  s[2 * threadIdx.x] = 2 * threadIdx.x; s[2 * threadIdx.x + 1] = 2 * threadIdx.x + 1;
+  __syncwarp();
+  unsigned r, a = static_cast<unsigned>(__cvta_generic_to_shared(&s[(threadIdx.x % 8) * 8]));
+  asm volatile("ldmatrix.sync.aligned.x1.m8n8.shared.b16 {%0}, [%1];" : "=r"(r) : "r"(a));   // `.x1.m8n8`
+  out[threadIdx.x] = r;
+}
+template __global__ void rows<32>(unsigned*);
+"""
+
+
+def test_forms_real_kernels_use(emu):
+    """What a survey of public LLM kernels found emu refusing: <iostream> (a load-time initializer), <mma.h> with
+    only inline PTX, a constexpr host function in device code (nvcc's --expt-relaxed-constexpr reaches its check),
+    __launch_bounds__ before __global__ and __block_size__ in templates, east const, meta_group_size, ldmatrix's
+    `.x1.m8n8` qualifier order."""
+    from harness.backends import BuildError
+    with pytest.raises(BuildError, match=r"calling a constexpr __host__ function"):
+        emu.load(REAL_CODE_FORMS)
+    mod = emu.load(REAL_CODE_FORMS, flags=("--expt-relaxed-constexpr",))
+    x, y = np.arange(100, dtype=np.float32), np.zeros(100, np.float32)
+    mod.launch("scale<64>", (2,), (64,), 0, [x, y, np.uint64(100)], outputs=(1,))
+    np.testing.assert_array_equal(y, 2 * x + 2 + 2)
+    out = np.zeros(32, np.uint32)
+    mod.launch("rows<32>", (1,), (32,), 0, [out], outputs=(0,))
+    lane = np.arange(32)
+    np.testing.assert_array_equal(out, (2 * lane) | (2 * lane + 1) << 16)

@@ -30,6 +30,14 @@ def test_prepare_gives_each_kernel_c_linkage_on_its_own_line():
            [i for i, ln in enumerate(SRC.splitlines()) if "__global__" in ln]
 
 
+def test_prepare_leaves_template_kernels_without_c_linkage_whatever_stands_between():
+    src = ("template <int N> __launch_bounds__(N) __global__ void a(float* y) {}\n"
+           "template <int N>\n__block_size__((N, 1, 1))\n__global__ void b(float* y) {}\n"
+           "template __global__ void a<4>(float*);\n__global__ void c(float* y) {}\n")
+    text = prepare_source(src)
+    assert text.count('extern "C"') == 1 and 'extern "C" __global__ void c' in text
+
+
 def test_prepare_adds_fp16_header_only_when_half_is_used_and_not_included():
     assert prepare_source(SRC).startswith("#include <cuda_fp16.h>\n#line 1\n")
     plain = "__global__ void k(float* y) { y[0] = 1.f; }"
