@@ -122,6 +122,10 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 // warp hands in `nin` 32-bit registers and, once all 32 have arrived, gets `nout` back. `code` says which form
 // (matrix_code below, or the matrix count and .trans of ldmatrix/stmatrix).
 void matrix_collective(int kind, int code, const uint32_t* in, int nin, uint32_t* out, int nout, int line);
+// kWarpScratch bytes of the calling warp's own, outside every range the race detector tracks: where WMMA's mma_sync
+// (emu_wmma.hpp) gathers the lanes' fragments between two meetings of the warp.
+constexpr size_t kWarpScratch = 3 * 512 * sizeof(double);
+void* warp_scratch();
 // mma.sync's element types, and its form packed into one code: A, B, C and D types, K (8, 16 or 32), .satfinite.
 enum MatrixType : int { MT_S8 = 1, MT_U8, MT_F16, MT_BF16, MT_E4M3, MT_E5M2, MT_S32, MT_F32 };
 constexpr int matrix_code(int a, int b, int c, int d, int k, bool satfinite) {

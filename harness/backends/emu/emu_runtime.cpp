@@ -747,6 +747,12 @@ void matrix_collective(int kind, int code, const uint32_t* in, int nin, uint32_t
   std::memcpy(out, w.mat_out[lane], sizeof(uint32_t) * nout);
 }
 
+void* warp_scratch() {
+  static unsigned char* scratch = static_cast<unsigned char*>(std::malloc(kWarpScratch * (kMaxThreads / 32)));
+  if (!scratch) fiber_fault(TOOL_LIMIT, where(cur()) + ": no memory for the warp scratch of WMMA's mma_sync");
+  return scratch + size_t(cur()->warp) * kWarpScratch;
+}
+
 unsigned char* matrix_row(uint64_t address, bool shared_space, int line) {
   unsigned char* p = shared_space ? static_cast<unsigned char*>(shared_generic(address, line))
                                   : reinterpret_cast<unsigned char*>(address);

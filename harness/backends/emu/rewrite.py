@@ -39,11 +39,12 @@ _UNSUPPORTED = [
      "surface loads/stores"),
     (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
-    (r"\bwmma::|\bnvcuda::", "WMMA fragments"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
-    (r"\b__pipeline_arrive_on\b|\bcuda::memcpy_async\b|\bcuda::pipeline\b",
-     "asynchronous copies through cuda::pipeline or mbarriers (the __pipeline_* primitives run)"),
+    (r"\b__pipeline_arrive_on\b|\bpipeline_shared_state\b|\bcuda::barrier\b|"
+     r"\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:block|device|system)\s*>",
+     "asynchronous copies through block-scope pipelines or barriers (pipeline_shared_state, cuda::barrier; the "
+     "thread-scope cuda::pipeline and the __pipeline_* primitives run)"),
     (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
     (r"\b__(?:ballot|any|all)\s*\(", "legacy warp votes without _sync"),
 ]
@@ -157,12 +158,16 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
             if not dm:
                 raise UnsupportedConstruct(None, f"__shared__ declarator {text.strip()!r} (line {line}) is not understood")
             stars, name, dims = dm.group(1), dm.group(2), re.sub(r"\s+", "", dm.group(3))
-            if extern:       # the dynamic shared area sized at launch
-                if not re.fullmatch(r"\[\]", dims) or stars:
+            if extern:       # the dynamic shared area sized at launch: `T name[]`, or rows `T name[][C]...`
+                inner = re.findall(r"\[([^\]]*)\]", dims)[1:]
+                if not dims.startswith("[]") or "" in inner or stars:
                     raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
-                                                     "`extern __shared__ T name[];`")
-                stmts.append((name, f"{qualifiers}{base_type}* const {name} = reinterpret_cast<{base_type}*>("
-                                    f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}))));"))
+                                                     "`extern __shared__ T name[];` or `T name[][C];`")
+                row = "".join(f"[({d})]" for d in inner)
+                pointer = f"{base_type} (* const {name}){row}" if row else f"{base_type}* const {name}"
+                cast = f"{base_type} (*){row}" if row else f"{base_type}*"
+                stmts.append((name, f"{qualifiers}{pointer} = reinterpret_cast<{cast}>("
+                                    f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}{row}))));"))
             else:
                 if "[]" in dims:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")

@@ -135,3 +135,47 @@ def test_inline_ptx_cp_async_with_commit_and_waits(module, src_bytes):
 def test_a_shared_space_address_of_global_memory_traps(module):
     with pytest.raises(KernelFault, match=r"shared-space address of .* at line \d+, which is not shared memory"):
         module.launch("not_shared", (1,), (1,), 0, [np.zeros(1, np.float32), np.zeros(1, np.float32)], outputs=(1,))
+
+
+PIPELINE = r"""
+#include <cuda/pipeline>
+
+// Two stages of a thread-scope pipeline: each thread copies its own elements (a float4 and a float) per stage;
+// consumer_wait lands the oldest stage only. `late`: the copies are read by other threads after a barrier that comes
+// before the wait.
+__global__ void stages(const float4* x, const float* y, float* out, int late) {
+  __shared__ __align__(16) float4 a[2][32];
+  __shared__ float b[2][32];
+  int t = threadIdx.x;
+  cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
+  const auto shape = cuda::aligned_size_t<alignof(float4)>(sizeof(float4));
+  for (int s = 0; s < 2; ++s) {
+    pipe.producer_acquire();
+    cuda::memcpy_async(&a[s][t], &x[32 * s + t], shape, pipe);
+    cuda::memcpy_async(&b[s][t], &y[32 * s + t], sizeof(float), pipe);
+    pipe.producer_commit();
+  }
+  b[1][t] = -1.0f;                       // stage 1 has not landed: its copy will overwrite this
+  if (!late) pipe.consumer_wait();       // stage 0
+  __syncthreads();
+  if (late) pipe.consumer_wait();
+  float4 v = a[0][31 - t];
+  out[3 * t] = v.x + v.y + v.z + v.w + b[0][31 - t];
+  out[3 * t + 1] = b[1][t];              // still this thread's own -1
+  pipe.consumer_release();
+  pipe.consumer_wait();                  // stage 1
+  out[3 * t + 2] = b[1][t];
+}
+"""
+
+
+def test_a_thread_scope_cuda_pipeline_lands_stages_in_order(detector):
+    mod = detector.load(PIPELINE)
+    x, y = np.arange(256, dtype=np.float32).reshape(64, 4), np.arange(64, dtype=np.float32) * 10
+    out = np.zeros(96, np.float32)
+    mod.launch("stages", (1,), (32,), 0, [x, y, out, np.int32(0)], outputs=(2,))
+    t = np.arange(32)
+    assert np.array_equal(out[0::3], x[31 - t].sum(axis=1) + y[31 - t])
+    assert np.all(out[1::3] == -1.0) and np.array_equal(out[2::3], y[32 + t])
+    with pytest.raises(DataRace, match=r"__shared__ '[ab]'"):
+        mod.launch("stages", (1,), (32,), 0, [x, y, out, np.int32(1)], outputs=(2,))
