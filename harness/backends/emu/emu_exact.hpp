@@ -88,4 +88,14 @@ inline double round_int(double v, int mode) {
   return mode == kRoundNearest ? std::nearbyint(v) : mode == kRoundZero ? std::trunc(v)
        : mode == kRoundDown ? std::floor(v) : std::ceil(v);
 }
+
+// The tensor-core dot product (mma.sync, WMMA): sum over k < n of a[k * sa] * b[k * sb], plus c. Each product is exact
+// in binary128 (operands of at most 53 bits); the products are summed in binary128, exactly for f16 and fp8 operands
+// (docs/KERNELS.md, "Tensor-core instructions"), and c joins the sum rounded to odd, so that one rounding to the
+// result's format (at most 53 bits) is the correct rounding of that sum.
+inline __float128 dot_to_odd(const double* a, int sa, const double* b, int sb, int n, double c) {
+  __float128 s = 0;
+  for (int k = 0; k < n; ++k) s += (__float128)a[k * sa] * (__float128)b[k * sb];
+  return sum_to_odd<__float128>(s, (__float128)c);
+}
 }  // namespace emu

@@ -63,8 +63,7 @@ inline double saturate01(double x) { return x != x ? 0.0 : x < 0 ? 0.0 : x > 1 ?
 inline bool is_int(int k) { return k <= 8; }
 inline bool is_signed(int k) { return k >= 5 && k <= 8; }
 inline int int_bits(int k) { return 8 << ((k - 1) & 3); }
-inline uint64_t cvt(int dk, int ak, int mode, int flags, uint64_t bits, int line) {
-  (void)line;
+inline uint64_t cvt(int dk, int ak, int mode, int flags, uint64_t bits) {
   // the source, exactly: an integer, or a double (every f16, bf16 and f32 is one)
   int64_t si = 0; uint64_t ui = 0; double x = 0;
   if (is_int(ak)) {

@@ -628,12 +628,7 @@ void compute_mma(Warp& w) {
         d[j] = uint32_t(v);           // without .satfinite the s32 sum wraps
         continue;
       }
-      // Each product is exact in double; their sum is exact in binary128 for f16 and fp8 operands (every product
-      // is a multiple of 2^-48 below 2^33 in magnitude, so 32 of them need at most 87 bits), and C joins it rounded
-      // to odd, so that the one rounding to D's format below is the correct rounding of the exact result.
-      __float128 s = 0;
-      for (int k = 0; k < K; ++k) s += (__float128)(A[row][k] * B[k][col]);
-      s = sum_to_odd<__float128>(s, (__float128)C[row][col]);
+      __float128 s = dot_to_odd(&A[row][0], 1, &B[0][col], 8, K, C[row][col]);
       d[j] = td == MT_F16 ? __builtin_bit_cast(unsigned short, (_Float16)s) : __builtin_bit_cast(uint32_t, (float)s);
     }
     uint32_t* out = w.mat_out[lane];

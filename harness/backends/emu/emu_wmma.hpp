@@ -15,15 +15,6 @@
 // ties away from zero (cvt.rna.tf32.f32).
 #pragma once
 
-namespace emu {
-// A binary128 value narrowed to double, rounded to odd: one later rounding to half is then the correct one.
-inline double quad_to_odd(__float128 q) {
-  double d = double(q);
-  if ((__float128)d == q || !(d - d == 0) || (__builtin_bit_cast(uint64_t, d) & 1u)) return d;
-  return std::nextafter(d, q > (__float128)d ? INFINITY : -INFINITY);
-}
-}  // namespace emu
-
 namespace nvcuda {
 namespace wmma {
 struct row_major {};
@@ -122,12 +113,10 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
       for (int k = 0; k < K; ++k) acc += int64_t(A[r * K + k]) * int64_t(B[k * N + col]);
       out[i] = satf ? int(acc < INT32_MIN ? INT32_MIN : acc > INT32_MAX ? INT32_MAX : acc) : int(uint32_t(uint64_t(acc)));
     } else {
-      __float128 sum = 0;
-      for (int k = 0; k < K; ++k) sum += (__float128)A[r * K + k] * (__float128)B[k * N + col];
-      sum = ::emu::sum_to_odd<__float128>(sum, (__float128)C[e]);
+      __float128 sum = ::emu::dot_to_odd(&A[r * K], 1, &B[col], N, K, C[e]);
       if constexpr (std::is_same<TD, double>::value) out[i] = double(sum);
       else if constexpr (std::is_same<TD, float>::value) out[i] = float(sum);
-      else out[i] = TD(::emu::quad_to_odd(sum));      // half: rounded to odd in double, then once
+      else out[i] = TD(__half_raw{__builtin_bit_cast(unsigned short, (_Float16)sum)});
     }
   }
   ::emu::syncwarp(0xffffffffu, line);     // no lane refills the scratch before every lane has read it

@@ -18,7 +18,7 @@ import re
 
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.source_text import line_of, matching
-from cudasrc.signatures import split_top_level
+from cudasrc.signatures import in_directive, split_top_level
 
 ASM = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile\s*|__volatile__\s*)?\(")
 
@@ -230,7 +230,7 @@ _SCOPE = {"cta": "kScopeBlock", "gpu": "kScopeDevice", "sys": "kScopeDevice", "c
 _ORDER = {"relaxed": "kRelaxed", "acquire": "kAcquire", "release": "kRelease", "acq_rel": "kAcqRel"}
 _SPACES = {"global", "shared", "shared::cta", "shared::cluster", "local", "const", "param", "generic"}
 # what ld/st/atom may carry that changes nothing emu models (cache and eviction hints)
-_HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|L2::cache_hint|unified|mmio)$")
+_HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|unified|mmio)$")
 _NO_EFFECT = {"prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "applypriority", "discard"}
 SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev, "
                 "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar.sync 0, bar.warp.sync, shfl.sync, "
@@ -395,7 +395,7 @@ def _scalar(b: _Block, text: str) -> str:
         flags = ((1 if "ftz" in mods else 0) | (2 if "sat" in mods else 0) | (4 if "relu" in mods else 0)
                  | (8 if {"rni", "rzi", "rmi", "rpi"} & set(mods) else 0))
         src = f"::emu::ptx::bits_of({rd(args[1], _CTYPE[at])})"
-        value = f"::emu::ptx::cvt({_CVT_KIND[dt]}, {_CVT_KIND[at]}, ::emu::{mode}, {flags}, {src}, {b.line})"
+        value = f"::emu::ptx::cvt({_CVT_KIND[dt]}, {_CVT_KIND[at]}, ::emu::{mode}, {flags}, {src})"
         return wr(args[0], f"({_CTYPE[dt]})::emu::ptx::from_bits<{_CTYPE[dt]}>({value})")
     if op == "cvta":
         need(2)
@@ -472,14 +472,13 @@ def _scalar(b: _Block, text: str) -> str:
             return wr(args[0], f"({ct})(({ut})0 - ({ut}){rd(args[1])})")
         return wr(args[0], f"({ct})({rd(args[1])} < 0 ? ({ut})0 - ({ut}){rd(args[1])} : ({ut}){rd(args[1])})")
     if op in ("and", "or", "xor", "not") and ptype:
-        sym = {"and": "&", "or": "|", "xor": "^"}
         if ptype == "pred":
             if op == "not":
                 need(2)
                 return wr(args[0], f"!{rd(args[1])}")
             need(3)
-            return wr(args[0], f"({rd(args[1])} {sym[op].replace('&', '&&').replace('|', '||')} {rd(args[2])})"
-                      if op != "xor" else f"({rd(args[1])} != {rd(args[2])})")
+            return wr(args[0], f"({rd(args[1])} {({'and': '&&', 'or': '||', 'xor': '!='})[op]} {rd(args[2])})")
+        sym = {"and": "&", "or": "|", "xor": "^"}
         if op == "not":
             need(2)
             return wr(args[0], f"({ct})~{rd(args[1])}")
@@ -654,25 +653,9 @@ def _instructions(template: str) -> list[str]:
 
 def translate(template: str, ops: list[str], line: int) -> str:
     """The C++ statement one asm statement becomes (raises UnsupportedConstruct)."""
-    template = template.strip()
-    single = template.rstrip(";").strip()
-    # the forms handled whole, as before: one instruction over %N operands
-    if "\n" not in single and ";" not in single and not single.startswith("{"):
-        m = re.fullmatch(r"mov\.(?:u32|b32|s32)\s+%(\d+)\s*,\s*%%([\w.]+)", single)
-        if m and m.group(2) in SPECIAL_REGISTERS and int(m.group(1)) < len(ops):
-            return f"(({ops[int(m.group(1))]}) = (unsigned)({SPECIAL_REGISTERS[m.group(2)]}))"
-        if single.startswith("cp.async"):
-            call = _cp_async(template, ops, line)
-            if call is None:
-                raise _fail(template, line, "is not supported by emu; one cp.async copy, cp.async.commit_group, "
-                                            "cp.async.wait_group or cp.async.wait_all per statement is")
-            return call
-        call = _matrix_call(template, ops, line) or _math_call(template, ops, line)
-        if call is not None:
-            return call
-    block = _Block(template, ops, line)
+    block = _Block(template.strip(), ops, line)
     stmts = []
-    for instr in _instructions(template):
+    for instr in _instructions(block.template):
         if instr.startswith(".reg"):
             block.declare(instr)
             continue
@@ -685,7 +668,7 @@ def translate(template: str, ops: list[str], line: int) -> str:
             instr = instr[g.end():]
         stmts.append(guard + "{ " + _one(block, instr) + " }")
         if len(stmts) > _MAX_INSTRUCTIONS:
-            raise block.fail(template[:60], f"has more than {_MAX_INSTRUCTIONS} instructions")
+            raise block.fail(block.template[:60], f"has more than {_MAX_INSTRUCTIONS} instructions")
     return "do { " + " ".join(block.decls + stmts) + " } while (0)"
 
 
@@ -716,7 +699,6 @@ def rewrite_asm(clean: str) -> str:
     (inside a `#define`, with the line breaks escaped). An asm emu does not run becomes a call that raises its
     UnsupportedConstruct when a launch runs it: a macro nothing expands, a function nothing calls, an `if constexpr`
     branch or an architecture's path that the build does not take cost nothing."""
-    from cudasrc.signatures import in_directive
     out, pos = [], 0
     for m in ASM.finditer(clean):
         if m.start() < pos:

@@ -19,7 +19,7 @@ from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
 from cudasrc.preprocess import as_built
-from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures, macro_kernel_lines,
+from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
                                 namespace_blocks, scope_at, skip_string, split_top_level, strip_comments,
                                 template_kernels)
 
