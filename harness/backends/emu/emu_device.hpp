@@ -105,7 +105,7 @@ namespace emu {
 
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
                       W_SYNCWARP, W_MMA, W_REDUCE_ADD, W_REDUCE_MIN, W_REDUCE_MAX, W_REDUCE_AND, W_REDUCE_OR,
-                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX };
+                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX, W_NAMED };
 
 // threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
 struct FiberHead { uint3 __tid; int linear, warp, lane; };
@@ -150,6 +150,20 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
 // its block (emu_runtime.cpp), so that a lock or a flag another warp holds can be released.
 void atomic_done(const volatile void* p, bool changed, uint64_t seen);
 void fence(int scope);      // __threadfence_block (kScopeBlock), __threadfence and __threadfence_system
+// Barrier objects (emu_barrier.hpp, named barriers): an arrival on `phase` of `object` releases the thread's accesses
+// before it to that phase; a wait that saw the phase complete acquires every arrival of it (emu_race.hpp).
+void phase_arrive(const volatile void* object, uint64_t phase, int scope);
+void phase_acquire(const volatile void* object, uint64_t phase, int scope);
+// A misuse of an arrive-wait barrier (emu_barrier.hpp) at `line`: traps, naming the operation and the rule broken.
+[[noreturn]] void barrier_fault(const volatile void* bar, const char* op, const char* why, int line);
+// The barriers initialised in the running block: init notes one, inval forgets it, and every arrival or wait first
+// checks that its barrier was initialised (in shared memory) and that the init happens before it (the detector).
+void barrier_init_seen(const volatile void* bar, int line);
+void barrier_invalidated(const volatile void* bar);
+void barrier_use(const volatile void* bar, const char* op, int line);
+// PTX's named barriers (bar.sync / bar.arrive / barrier.sync with an id, and a thread count or 0 for the whole block):
+// `wait` false only arrives. Barrier 0 with the whole block is __syncthreads.
+void named_barrier(unsigned id, unsigned count, bool wait, int line);
 // Asynchronous copies (__pipeline_memcpy_async): the runtime keeps each thread's pending copies in batches;
 // async_enqueue checks one and queues it, async_commit closes the open batch, and async_ready hands back (and
 // forgets) the copies of every committed batch but the newest `keep`, which the caller then performs.
@@ -158,6 +172,7 @@ constexpr int kMaxAsyncCopies = 128;      // pending copies of one thread
 void async_enqueue(void* dst, const void* src, size_t bytes, size_t zfill, int line);
 void async_commit();
 int async_ready(size_t keep, AsyncCopy* out);
+constexpr size_t kAllAsync = ~size_t(0);  // async_ready's `keep` for every pending copy, uncommitted ones too
 // Shared-space addresses (__cvta_generic_to_shared, inline PTX's shared operands) and back; either traps on an
 // address outside the block's shared memory.
 uint32_t shared_window(const void* p, int line);
@@ -201,6 +216,7 @@ inline unsigned match(int kind, unsigned mask, T v, int line) {
   return unsigned(warp_collective(kind, mask, line, to_bits(v), 0, 0));
 }
 
+constexpr size_t larger(size_t a, size_t b) { return a > b ? a : b; }   // of two __align__/alignas of one declaration
 template <class T>
 inline T& shared_var(int id, const char* name, int line, size_t align = 16) {   // align: the source's __align__
   size_t a = alignof(T) > align ? alignof(T) : align;
@@ -610,15 +626,19 @@ inline void cp_async(uint64_t dst, uint64_t src, size_t size, long long src_size
   async_enqueue(shared_generic(dst, line), reinterpret_cast<const void*>(src), size, zfill, line);
 }
 }  // namespace emu
-__attribute__((always_inline)) inline void __pipeline_wait_prior(size_t keep) {
-  ::emu::AsyncCopy ready[::emu::kMaxAsyncCopies];
-  int n = ::emu::async_ready(keep, ready);
+namespace emu {
+// Performs the copies async_ready hands back for `keep` (kAllAsync: every pending one), in the calling thread.
+__attribute__((always_inline)) inline void async_land(size_t keep) {
+  AsyncCopy ready[kMaxAsyncCopies];
+  int n = async_ready(keep, ready);
   for (int i = 0; i < n; ++i) {
     unsigned char* d = static_cast<unsigned char*>(ready[i].dst);
     memcpy(d, ready[i].src, ready[i].bytes - ready[i].zfill);
     memset(d + ready[i].bytes - ready[i].zfill, 0, ready[i].zfill);
   }
 }
+}  // namespace emu
+__attribute__((always_inline)) inline void __pipeline_wait_prior(size_t keep) { ::emu::async_land(keep); }
 
 namespace emu {
 // A register operand of inline PTX as its 32 bits, and back (a float, an int, a __half2 alike).
@@ -690,6 +710,7 @@ __attribute__((always_inline)) inline void stmatrix(int num, bool trans, bool sh
 }
 }  // namespace emu
 #include "emu_ptx.hpp"        // scalar inline PTX (ptx.py)
+#include "emu_barrier.hpp"    // arrive-wait barriers: PTX's mbarrier, cuda::barrier, block-scope cuda::pipeline
 
 #endif  // EMU_RUNTIME_IMPL
 #endif  // QCONFORM_EMU_DEVICE_HPP

@@ -205,6 +205,21 @@ const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
 std::unordered_map<uintptr_t, ReleaseLog> g_releases;   // per atomic address, in this launch (nodes never move)
+// Per phase of a barrier object (an mbarrier word, a named barrier): the arrivals of one phase, so that a waiter
+// acquires those of the phase it waited for and none of a later one (a producer that arrives again without waiting).
+struct PhaseKey {
+  uintptr_t object;
+  uint64_t phase;
+  bool operator==(const PhaseKey& o) const { return object == o.object && phase == o.phase; }
+};
+struct PhaseKeyHash {
+  size_t operator()(const PhaseKey& k) const { return std::hash<uintptr_t>()(k.object) ^ (k.phase * 0x9E3779B97F4A7C15ull); }
+};
+std::unordered_map<PhaseKey, ReleaseLog, PhaseKeyHash> g_phase_releases;
+// The init of each arrive-wait barrier of the running block (emu_barrier.hpp): every later use of the barrier must
+// happen after it. The barrier's own word cannot tell: a shadow cell keeps the last write only, and the initialising
+// thread's own arrival, an atomic, replaces its init there before another thread's arrival comes to be checked.
+std::unordered_map<uintptr_t, Access> g_barrier_inits;
 Acquired g_block_acquired;                  // acquired by the running block before its barrier interval
 Acquired g_thread_acquired[kMaxThreads];    // acquired by a thread within its barrier interval
 Acquired g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
@@ -261,6 +276,7 @@ void race_block_start() {
     g_thread_pending[i].clear();
   }
   g_block_acquired.clear();
+  g_barrier_inits.clear();
 }
 
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
@@ -837,26 +853,13 @@ extern "C" void __tsan_vptr_update(void*, void*) {}
 extern "C" void __tsan_vptr_read(void*) {}
 
 namespace emu {
-// Every atomic operation of device code announces itself here before its plain load/store (emu_device.hpp):
-// the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
-void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line, int scope, int order) {
-  if (!g_race_on) return;
-  Fiber* f = cur();
-  RaceThread& me = g_race_thr[f->linear];
-  uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-  ReleaseLog& rels = g_releases[addr];
-  // What earlier atomics on this address released and this one can read (the log so far; a release of another
-  // block counts only when both scopes span the two threads). Acquired now with an acquire order, else at the
-  // thread's next fence. A thread that reads the address again before its log changed (a spin) has it already.
-  bool acquire = order & kAcquire;
-  if (me.seen_ptr != p || me.seen_version != rels.version() || me.seen_acquire < acquire)
-    (acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear])
-        .add(&rels, rels.version(), Acquirer{g_bseq, scope == kScopeDevice});
-  // What this atomic releases: through the thread's fences before it, or by itself with a release order; and,
-  // cumulatively, what the thread (or its block, at a barrier) had acquired from other addresses, within the
-  // narrower scope (copied: the scope changes; what came from this address is in its log already).
+// What a release by the running thread puts into `rels`: through the thread's fences before it, or by itself
+// (`by_itself`: a release order, a barrier arrival); and, cumulatively, what the thread (or its block, at a barrier)
+// had acquired from other logs, within the narrower scope (copied: the scope changes; what came from `rels` is in it
+// already).
+void release_into(ReleaseLog& rels, Fiber* f, RaceThread& me, int scope, bool by_itself) {
   int released = 0;
-  if (order & kRelease) {
+  if (by_itself) {
     rels.add(Release{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear), uint8_t(scope)});
     ++me.vc[f->lane];      // the thread's later accesses are not released by it
     released = scope;
@@ -878,6 +881,60 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
             r.scope = uint8_t(std::min(int(r.scope), released));
             rels.add(r);
           }
+}
+
+// A barrier object's phase (barrier.hpp, named barriers): an arrival releases the thread's accesses before it to
+// whoever waits for that phase; a wait that saw the phase complete acquires every arrival of it.
+void phase_arrive(const volatile void* object, uint64_t phase, int scope) {
+  if (!g_race_on) return;
+  Fiber* f = cur();
+  release_into(g_phase_releases[PhaseKey{uintptr_t(object), phase}], f, g_race_thr[f->linear], scope, true);
+}
+void phase_acquire(const volatile void* object, uint64_t phase, int scope) {
+  if (!g_race_on) return;
+  auto it = g_phase_releases.find(PhaseKey{uintptr_t(object), phase});
+  if (it == g_phase_releases.end()) return;
+  g_thread_acquired[cur()->linear].add(&it->second, it->second.version(), Acquirer{g_bseq, scope == kScopeDevice});
+}
+
+
+void race_barrier_init(const volatile void* bar, int line) {
+  if (!g_race_on) return;
+  Fiber* f = cur();
+  const RaceThread& me = g_race_thr[f->linear];
+  g_barrier_inits[uintptr_t(bar)] = Access{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear),
+                                           site_of(uintptr_t(unsigned(line)) | kLineSite)};
+}
+
+// A use (an arrival or a wait) of a barrier whose init is not ordered before it: a race with the init.
+void race_barrier_use(const volatile void* bar, int line) {
+  if (!g_race_on) return;
+  auto it = g_barrier_inits.find(uintptr_t(bar));
+  if (it == g_barrier_inits.end() || it->second.bseq != g_bseq) return;
+  Fiber* f = cur();
+  if (ordered(it->second, f)) return;
+  const RaceThread& me = g_race_thr[f->linear];
+  Access now{g_bseq, me.epoch, me.vc[f->lane], uint16_t(f->linear | kAtomicBit | kBlockAtomicBit),
+             site_of(uintptr_t(unsigned(line)) | kLineSite)};
+  race_found(it->second, true, now, true, uintptr_t(bar));
+}
+
+// Every atomic operation of device code announces itself here before its plain load/store (emu_device.hpp):
+// the access is recorded as atomic, and the load and store the operation is made of are not recorded again.
+void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line, int scope, int order) {
+  if (!g_race_on) return;
+  Fiber* f = cur();
+  RaceThread& me = g_race_thr[f->linear];
+  uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  ReleaseLog& rels = g_releases[addr];
+  // What earlier atomics on this address released and this one can read (the log so far; a release of another
+  // block counts only when both scopes span the two threads). Acquired now with an acquire order, else at the
+  // thread's next fence. A thread that reads the address again before its log changed (a spin) has it already.
+  bool acquire = order & kAcquire;
+  if (me.seen_ptr != p || me.seen_version != rels.version() || me.seen_acquire < acquire)
+    (acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear])
+        .add(&rels, rels.version(), Acquirer{g_bseq, scope == kScopeDevice});
+  release_into(rels, f, me, scope, order & kRelease);
   me.seen_ptr = p;
   me.seen_version = rels.version();
   me.seen_acquire = acquire;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include <unordered_set>
 #include <cerrno>
 #include <sys/mman.h>
 
@@ -53,7 +54,7 @@ const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
                                  "mma.sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
                                  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync"};
+                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync", "bar.sync"};
 enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
 
 constexpr int kMaxThreads = 1024;
@@ -94,6 +95,7 @@ struct AsyncQueue {
 struct Fiber : FiberHead {
   int state;
   int wait_line, wait_kind;
+  unsigned wait_id;    // the named barrier a thread waits at (W_NAMED)
   Context ctx;
   char* stack;    // lowest usable address (a guard page sits below it)
   // Spinning (atomic_done): the address and value the thread's atomics keep reading, how many times in a row,
@@ -438,7 +440,7 @@ void release_barrier() {
   g_pred_sum = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i)
-    if (g_fibers[i].state == WAIT_BAR) { g_order.push_back(i); race_barrier(i); }
+    if (g_fibers[i].state == WAIT_BAR && g_fibers[i].wait_kind == W_BAR) { g_order.push_back(i); race_barrier(i); }
   order_batch(g_order);
   for (int id : g_order) push_ready(id);
   g_bar_count = 0;
@@ -472,6 +474,85 @@ void syncthreads(int line) {
     release_barrier();
   }
   switch_to_sched();
+}
+
+// ---- named barriers (PTX bar.sync / bar.arrive with an id) ---------------------------------------------------
+// Barriers 1 to 15, for the threads that name them: the first arrival of a phase sets its thread count, and the
+// phase completes when that many threads have arrived (bar.arrive counts without waiting: a producer signals
+// consumers). Each arrival releases to its phase and each waiter acquires the phase it waited for (emu_race.hpp),
+// so a producer that arrives again without waiting is not taken to be ordered before the earlier phase's waiters.
+// Threads count one by one, as on sm_70 and later; the count must be a multiple of the warp size (the PTX ISA).
+constexpr unsigned kNamedBarriers = 16;
+struct NamedBarrier { unsigned count, arrived; uint64_t phase; int line; };
+NamedBarrier g_named[kNamedBarriers];
+
+[[gnu::cold, gnu::noinline, noreturn]] void named_barrier_fault(int code, Fiber* f, unsigned id, int line,
+                                                                const std::string& why) {
+  fiber_fault(code, where(f) + ": bar.sync/bar.arrive on barrier " + std::to_string(id) + " at line " +
+              std::to_string(line) + " " + why);
+}
+
+void named_barrier(unsigned id, unsigned count, bool wait, int line) {
+  Fiber* f = cur();
+  if (id == 0 && wait && (count == 0 || count == unsigned(g_nthreads))) { syncthreads(line); return; }
+  if (id >= kNamedBarriers) named_barrier_fault(TRAP, f, id, line, "names a barrier outside 0..15");
+  if (id == 0)
+    named_barrier_fault(UNSUPPORTED, f, id, line, "uses barrier 0 for part of the block or without waiting; emu "
+                        "keeps barrier 0 for __syncthreads (give the partial barrier an id from 1 to 15)");
+  if (count == 0) count = unsigned(g_nthreads);
+  if (count % 32 != 0 && count != unsigned(g_nthreads))
+    named_barrier_fault(TRAP, f, id, line, "with a thread count of " + std::to_string(count) +
+                        ", which is not a multiple of the warp size (the PTX ISA requires one)");
+  if (count > unsigned(g_nthreads))
+    named_barrier_fault(BARRIER_DIVERGENCE, f, id, line, "with a thread count of " + std::to_string(count) +
+                        ", more than the block's " + std::to_string(g_nthreads) + " threads: it can never complete");
+  NamedBarrier& b = g_named[id];
+  if (b.arrived == 0) { b.count = count; b.line = line; }
+  else if (b.count != count)
+    named_barrier_fault(BARRIER_DIVERGENCE, f, id, line, "with a thread count of " + std::to_string(count) +
+                        " while " + std::to_string(b.arrived) + " thread(s) arrived with a count of " +
+                        std::to_string(b.count) + " (line " + std::to_string(b.line) + ")");
+  phase_arrive(&b, b.phase, kScopeBlock);
+  if (++b.arrived < b.count) {
+    if (!wait) return;
+    f->state = WAIT_BAR;
+    f->wait_kind = W_NAMED;
+    f->wait_line = line;
+    f->wait_id = id;
+    switch_to_sched();
+    return;
+  }
+  ++g_progress;
+  uint64_t done = b.phase++;
+  b.arrived = 0;
+  g_order.clear();
+  for (int i = 0; i < g_nthreads; ++i) {
+    Fiber& w = g_fibers[i];
+    if (w.state == WAIT_BAR && w.wait_kind == W_NAMED && w.wait_id == id) {
+      g_cur = &w;                       // acquired by each waiter, as if it ran
+      phase_acquire(&b, done, kScopeBlock);
+      g_order.push_back(i);
+    }
+  }
+  g_cur = f;
+  if (wait) phase_acquire(&b, done, kScopeBlock);
+  order_batch(g_order);
+  for (int i : g_order) push_ready(i);
+}
+
+// The arrive-wait barriers initialised in the running block: shared memory starts poisoned, and a poison byte
+// may look like an initialised word, so the word alone cannot say whether init ran.
+std::unordered_set<uintptr_t> g_live_barriers;
+
+void barrier_init_seen(const volatile void* bar, int line) {
+  g_live_barriers.insert(uintptr_t(bar));
+  race_barrier_init(bar, line);
+}
+void barrier_invalidated(const volatile void* bar) { g_live_barriers.erase(uintptr_t(bar)); }
+void barrier_use(const volatile void* bar, const char* op, int line) {
+  if (is_shared(const_cast<const void*>(bar)) && !g_live_barriers.count(uintptr_t(bar)))
+    barrier_fault(bar, op, "on a barrier that was never initialised", line);
+  race_barrier_use(bar, line);
 }
 
 // ---- warp collectives --------------------------------------------------------------------------------
@@ -851,7 +932,11 @@ std::string describe_stuck() {
     for (auto& g : groups) {
       s += "; warp " + std::to_string(wi) + " lanes " + lane_list(g.second) + " wait at " +
            kWaitName[g.first.first] + " (line " + std::to_string(g.first.second) + ")";
-      if (g.first.first != W_BAR) {
+      if (g.first.first == W_NAMED) {
+        const NamedBarrier& b = g_named[g_fibers[wi * 32 + __builtin_ctz(g.second)].wait_id];
+        s += " on barrier " + std::to_string(&b - g_named) + " (" + std::to_string(b.arrived) + " of " +
+             std::to_string(b.count) + " threads arrived)";
+      } else if (g.first.first != W_BAR) {
         const Warp& w = g_warps[wi];
         unsigned missing = w.mask & ~w.arrived;
         if (missing) s += " for lane(s) " + lane_list(missing);
@@ -865,6 +950,8 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
   g_pred_sum = 0; g_pred_result = 0;
+  for (NamedBarrier& b : g_named) b = NamedBarrier{0, 0, 0, 0};
+  g_live_barriers.clear();
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;
   g_static_shared = 0;
@@ -1019,7 +1106,7 @@ void async_commit() { ++cur()->async.open; }
 int async_ready(size_t keep, AsyncCopy* out) {
   AsyncQueue& q = cur()->async;
   // committed batches are 0 .. open-1; the newest `keep` of them stay pending
-  unsigned done = q.open > keep ? q.open - unsigned(keep) : 0u;
+  unsigned done = keep == kAllAsync ? q.open + 1 : q.open > keep ? q.open - unsigned(keep) : 0u;
   int n = 0, kept = 0;
   for (int i = 0; i < q.count; ++i) {
     if (q.batch[i] < done) {
@@ -1051,6 +1138,12 @@ int device_printf(const char* fmt, ...) {
   va_end(ap);
   if (g_capture_printf && g_printf.size() < (1u << 20)) g_printf += buf;
   return n;
+}
+
+void barrier_fault(const volatile void*, const char* op, const char* why, int line) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf, ": barrier %s at line %d %s", op, line, why);
+  fiber_fault(TRAP, where(cur()) + buf);
 }
 
 void unsupported_asm(const char* what) {
@@ -1168,6 +1261,7 @@ EMU_EXPORT void emu_race_begin() {
   race_untrack();
   g_race_on = true;
   g_releases.clear();
+  g_phase_releases.clear();
   g_launch_bseq0 = g_bseq + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
@@ -1195,6 +1289,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
   race_untrack();
   race_release_shared_shadow();
   g_releases.clear();
+  g_phase_releases.clear();
   race_records_clear();
   g_race_on = false;
   return g_race_accesses;

@@ -7,7 +7,10 @@ the locals. Instructions emu runs (docs/KERNELS.md, "Inline PTX"):
   * cp.async and its group commit and waits, as the __pipeline_* primitives;
   * scalar PTX: mov (special registers, packing), cvt, cvta, integer and float arithmetic, logic, shifts,
     bit-field and byte-permute instructions, lop3, setp/selp, ld/st (every state space, cache hints ignored,
-    .volatile, .relaxed/.acquire/.release as atomics of their scope), atom/red, fence/membar, bar.sync 0;
+    .volatile, .relaxed/.acquire/.release as atomics of their scope), atom/red, fence/membar;
+  * barriers: bar/barrier .sync and .arrive with an id and a thread count (named barriers), the mbarrier
+    instructions and cp.async.mbarrier.arrive (emu_barrier.hpp);
+  * labels and bra within one asm statement (a try_wait loop).
   * the f32 math approximations and the 16-bit packs (emu_device.hpp, ptx_math / ptx_pack16).
 Anything else is UnsupportedConstruct naming the instruction, raised when a launch runs it (code a build never
 runs, such as another architecture's path, costs nothing). Line numbers are kept (a replacement carries the newlines it removes).
@@ -233,7 +236,8 @@ _SPACES = {"global", "shared", "shared::cta", "shared::cluster", "local", "const
 _HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|unified|mmio)$")
 _NO_EFFECT = {"prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "applypriority", "discard"}
 SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev, "
-                "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar.sync 0, bar.warp.sync, shfl.sync, "
+                "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive (named barriers), "
+                "mbarrier, bra within the asm, bar.warp.sync, shfl.sync, "
                 "vote.sync, activemask, createpolicy and the hints that change nothing here (prefetch, griddepcontrol)")
 _MAX_INSTRUCTIONS = 400
 
@@ -542,11 +546,17 @@ def _scalar(b: _Block, text: str) -> str:
         if "warp" in mods:
             need(1)
             return f"::emu::syncwarp({rd(args[0], 'uint32_t')}, {b.line});"
-        if mods and mods[0] not in ("sync", "cta") or "arrive" in mods or "red" in mods:
-            raise b.fail(text, "is a barrier form emu does not run (bar.sync 0 for the whole block it does)")
-        if args and (len(args) > 1 or args[0].strip() != "0"):
-            raise b.fail(text, "uses a named barrier or a thread count; emu runs only bar.sync 0 (__syncthreads)")
-        return f"::emu::syncthreads({b.line});"
+        kinds = [m for m in mods if m not in ("cta", "aligned")]
+        if kinds not in ([], ["sync"], ["arrive"]) or not 1 <= len(args) <= 2:
+            raise b.fail(text, "is a barrier form emu does not run (bar/barrier .sync and .arrive, with a barrier "
+                               "id and an optional thread count, it does)")
+        if kinds != ["arrive"] and len(args) == 1 and args[0].strip() == "0":
+            return f"::emu::syncthreads({b.line});"
+        count = rd(args[1], "uint32_t") if len(args) == 2 else "0u"
+        return (f"::emu::named_barrier({rd(args[0], 'uint32_t')}, {count}, {'false' if kinds == ['arrive'] else 'true'}, "
+                f"{b.line});")
+    if op == "mbarrier":
+        return _mbarrier(b, text, mods, args)
     if op == "shfl" and "sync" in mods:
         need(5)
         kinds = {"idx": "W_SHFL_IDX", "up": "W_SHFL_UP", "down": "W_SHFL_DOWN", "bfly": "W_SHFL_XOR"}
@@ -572,6 +582,42 @@ def _scalar(b: _Block, text: str) -> str:
         return wr(args[0], "(uint64_t)0")       # a cache policy: a hint, no value emu uses
     raise b.fail(text, f"is not supported by emu; emulated are {MATRIX_FORMS}; {MATH_FORMS}; cp.async; and scalar "
                        f"{SCALAR_FORMS}")
+
+
+def _mbarrier(b: _Block, text: str, mods: list[str], args: list[str]) -> str:
+    """mbarrier.init/inval/arrive/arrive_drop/test_wait/try_wait(.parity)/pending_count on emu's arrive-wait
+    barriers (emu_barrier.hpp). try_wait does not suspend: it tests once, and the kernel's loop around it spins."""
+    form, rest = mods[0] if mods else "", mods[1:]
+    scope = next((_SCOPE[m] for m in rest if m in _SCOPE), "kScopeBlock")
+    for m in rest:
+        if m in ("expect_tx", "complete_tx", "noComplete") or m.startswith("shared::cluster"):
+            raise b.fail(text, "counts TMA transactions or reaches another block of the cluster (expect_tx, "
+                               "complete_tx, noComplete, shared::cluster); emu has no tensor memory accelerator")
+        if m not in ("shared", "shared::cta", "b64", "parity", "release", "acquire", "relaxed", "cta", "cluster"):
+            raise b.fail(text, f"carries .{m}, which emu does not model")
+    space = "shared" if any(m.startswith("shared") for m in rest) else "generic"
+    bar = lambda op: f"reinterpret_cast<uint64_t*>({b.address(op, space, text)})"     # noqa: E731
+    rd = lambda x, t: b.read(x, t, text)                                               # noqa: E731
+    line = b.line
+    if form == "init" and len(args) == 2:
+        return f"::emu::mbarrier_init({bar(args[0])}, {rd(args[1], 'uint32_t')}, {line});"
+    if form == "inval" and len(args) == 1:
+        return f"::emu::mbarrier_inval({bar(args[0])});"
+    if form in ("arrive", "arrive_drop") and len(args) in (2, 3):
+        count = rd(args[2], "uint32_t") if len(args) == 3 else "1u"
+        call = (f"::emu::mbarrier_arrive({bar(args[1])}, {count}, {'true' if form == 'arrive_drop' else 'false'}, "
+                f"::emu::{scope}, {line})")
+        return b.write(args[0], call, text)
+    if form in ("test_wait", "try_wait") and len(args) in (3, 4):
+        if "parity" in rest:
+            call = f"::emu::mbarrier_test_wait_parity({bar(args[1])}, {rd(args[2], 'uint32_t')}, ::emu::{scope}, {line})"
+        else:
+            call = f"::emu::mbarrier_test_wait({bar(args[1])}, {rd(args[2], 'uint64_t')}, ::emu::{scope}, {line})"
+        return b.write(args[0], call, text)
+    if form == "pending_count" and len(args) == 2:
+        return b.write(args[0], f"::emu::mbarrier_pending_count({rd(args[1], 'uint64_t')})", text)
+    raise b.fail(text, "is an mbarrier form emu does not run (init, inval, arrive, arrive_drop, test_wait, try_wait "
+                       "with a state or .parity, pending_count it does)")
 
 
 def _space_and_order(b: _Block, text: str, mods: list[str]) -> tuple[str, "str | None", str, bool]:
@@ -654,22 +700,36 @@ def _instructions(template: str) -> list[str]:
 def translate(template: str, ops: list[str], line: int) -> str:
     """The C++ statement one asm statement becomes (raises UnsupportedConstruct)."""
     block = _Block(template.strip(), ops, line)
-    stmts = []
+    stmts: list[str] = []
+    labels: dict[str, str] = {}          # PTX label -> C++ local label (GNU __label__: an asm may be expanded twice)
+
+    def label(name: str) -> str:
+        return labels.setdefault(name, "__ptx_L_" + re.sub(r"[^\w]", "_", name))
     for instr in _instructions(block.template):
         if instr.startswith(".reg"):
             block.declare(instr)
             continue
-        if re.match(r"[A-Za-z_$][\w$]*\s*:", instr) or re.match(r"(?:@!?\S+\s+)?bra\b", instr):
-            raise block.fail(instr, "branches (a label or bra); emu runs straight-line inline PTX only")
+        while (lm := re.match(r"([A-Za-z_$%][\w$]*)\s*:(?!:)\s*", instr)):
+            stmts.append(f"{label(lm.group(1))}:;")
+            instr = instr[lm.end():]
+        if not instr:
+            continue
         guard = ""
         g = re.match(r"@(!?)(\S+)\s+", instr)
         if g:
             guard = f"if ({'!' if g.group(1) else ''}{block.read(g.group(2), 'bool', instr)}) "
             instr = instr[g.end():]
-        stmts.append(guard + "{ " + _one(block, instr) + " }")
+        bm = re.fullmatch(r"bra(?:\.uni)?\s+([A-Za-z_$%][\w$]*)", instr)
+        stmts.append(guard + "{ " + (f"goto {label(bm.group(1))};" if bm else _one(block, instr)) + " }")
         if len(stmts) > _MAX_INSTRUCTIONS:
             raise block.fail(block.template[:60], f"has more than {_MAX_INSTRUCTIONS} instructions")
-    return "do { " + " ".join(block.decls + stmts) + " } while (0)"
+    defined = {s.split(":", 1)[0] for s in stmts if s.startswith("__ptx_L_") and s.endswith(":;")}
+    missing = sorted(name for name, cpp in labels.items() if cpp not in defined)
+    if missing:
+        raise block.fail(block.template[:60], f"branches to {', '.join(missing)}, a label it does not define "
+                                              "(emu runs branches within one asm statement)")
+    head = [f"__label__ {', '.join(labels.values())};"] if labels else []
+    return "do { " + " ".join(head + block.decls + stmts) + " } while (0)"
 
 
 def _one(block: _Block, instr: str) -> str:
@@ -683,6 +743,11 @@ def _one(block: _Block, instr: str) -> str:
             ops.append(block.locals[m.group(0)][0])
             return f"%{len(ops) - 1}"
         instr = re.sub("|".join(rf"(?<![\w%$]){re.escape(n)}(?![\w$])" for n in names), local, instr)
+    m = re.fullmatch(r"cp\.async\.mbarrier\.arrive((?:\.noinc)?)((?:\.shared(?:::cta)?)?)\.b64\s+(\[[^\]]+\])", instr)
+    if m:
+        where = block.address(m.group(3), "shared" if m.group(2) else "generic", instr)
+        return (f"::emu::mbarrier_async_arrive(reinterpret_cast<uint64_t*>({where}), {'true' if m.group(1) else 'false'}, "
+                f"::emu::kScopeBlock, {block.line});")
     if instr.startswith("cp.async"):
         call = _cp_async(instr, ops, block.line)
         if call is None:

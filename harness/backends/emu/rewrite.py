@@ -41,10 +41,9 @@ _UNSUPPORTED = [
      "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
-    (r"\b__pipeline_arrive_on\b|\bpipeline_shared_state\b|\bcuda::barrier\b|"
-     r"\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:block|device|system)\s*>",
-     "asynchronous copies through block-scope pipelines or barriers (pipeline_shared_state, cuda::barrier; the "
-     "thread-scope cuda::pipeline and the __pipeline_* primitives run)"),
+    (r"\b__pipeline_arrive_on\b|\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:device|system)\s*>",
+     "device- or system-scope pipelines and __pipeline_arrive_on (thread- and block-scope cuda::pipeline, "
+     "cuda::barrier and the __pipeline_* primitives run)"),
     (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "legacy warp shuffles without _sync"),
     (r"\b__(?:ballot|any|all)\s*\(", "legacy warp votes without _sync"),
 ]
@@ -113,8 +112,27 @@ def check_unsupported(clean: str) -> None:
 
 # ---- __shared__ declarations -------------------------------------------------------------------------------
 _SHARED = re.compile(r"(\bextern\s+)?\b__shared__\b")
-_ALIGN = re.compile(r"__align__\s*\(\s*(\d+)\s*\)|__attribute__\s*\(\(\s*aligned\s*\(\s*(\d+)\s*\)\s*\)\)")
+_ALIGN = re.compile(r"__align__\s*\(\s*(\d+)\s*\)|__attribute__\s*\(\(\s*aligned\s*\(\s*(\d+)\s*\)\s*\)\)"
+                    r"|\balignas\s*\(((?:[^()]|\([^()]*\))+)\)")
 _DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", re.S)
+
+
+def _split_declarators(decl: str) -> list[str]:
+    """The comma-separated declarators of a declaration: commas inside brackets and template arguments
+    (`pipeline_shared_state<thread_scope_block, 4> state`) do not split. Outside array bounds a `<` here can only
+    open template arguments."""
+    pieces, depth, angles, start = [], 0, 0, 0
+    for i, c in enumerate(decl):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c in "<>" and depth == 0:
+            angles += 1 if c == "<" else -1
+        elif c == "," and depth == 0 and angles == 0:
+            pieces.append(decl[start:i])
+            start = i + 1
+    return pieces + [decl[start:]]
 
 
 def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
@@ -130,7 +148,8 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         at_file_scope = depth.at(m.start()) == 0
         decl = _ALIGN.sub(" ", clean[m.end():semi])
         # `__align__(1024)`: kept (swizzled layouts and ldmatrix rely on it), the largest one the declaration asks
-        aligns = [int(a or b) for a, b in _ALIGN.findall(clean[max(clean.rfind("\n", 0, m.start()), pos):semi])]
+        # (C++'s `alignas(alignof(float4))` too, kept as the constant expression it is)
+        aligns = [(a or b or c).strip() for a, b, c in _ALIGN.findall(clean[max(clean.rfind("\n", 0, m.start()), pos):semi])]
         # An initializer (`= ...`, or `(...)` outside the array bounds, which may hold parentheses): CUDA forbids
         # one on a __shared__ variable, and nvcc refuses it.
         if "=" in decl or "(" in re.sub(r"\[[^\]]*\]", "[]", decl):
@@ -146,7 +165,7 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         qualifiers = ""
         if not re.search(r"\b(?!volatile\b|const\b)[A-Za-z_]\w*", prefix_type):
             qualifiers, prefix_type = prefix_type + " " if prefix_type else "", ""   # `volatile __shared__ float v;`
-        pieces = split_top_level(decl, ",")
+        pieces = _split_declarators(decl)
         first = re.match(r"^(.*?)(\**\s*[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)*)$", pieces[0].strip(), re.S)
         if not first or not (first.group(1).strip() or prefix_type):
             raise UnsupportedConstruct(None, f"__shared__ declaration {decl.strip()!r} (line {line}) is not understood")
@@ -173,7 +192,9 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")
                 bounds = "".join(f"[{d}]" if re.fullmatch(r"\w+", d) else f"[({d})]"      # `[N >> 1]`: inside a
                                  for d in re.findall(r"\[([^\]]*)\]", dims))               # template argument
-                align = f", {max(aligns)}" if aligns else ""
+                align = ""
+                for a in aligns:       # the largest
+                    align = f", size_t({a})" if not align else f", ::emu::larger(size_t({a}){align})"
                 stmts.append((name, f"{qualifiers}auto& {name} = ::emu::shared_var<{base_type}{stars}{bounds}>({slot}, "
                                     f"\"{name}\", {line}{align});"))
                 names.append((name, line))

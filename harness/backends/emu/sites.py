@@ -17,7 +17,8 @@ _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
 MODULE_UNIT = "emu+module.cpp"
 # The runtime's files that hold code (the others only include emu_device.hpp): a frame in one is never the kernel's.
 _RUNTIME_FILES = frozenset([p.name for p in Path(__file__).parent.glob("emu_*") if p.suffix in (".hpp", ".cpp")]
-                           + [p.name for p in Path(__file__).parent.glob("cuda/*")]     # <cuda/atomic>
+                           + [p.name for p in Path(__file__).parent.glob("cuda/**/*")]     # <cuda/atomic>
+                           + [p.name for p in Path(__file__).parent.glob("cooperative_groups/*")]
                            + ["cooperative_groups.h", MODULE_UNIT])
 
 

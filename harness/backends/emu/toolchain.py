@@ -166,8 +166,8 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 def runtime_sha256() -> str:
     """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
     h = hashlib.sha256()
-    headers = [p for pattern in ("*.h*", "iostream", "cuda/*", "cooperative_groups/*")
-               for p in sorted(RUNTIME_DIR.glob(pattern))]
+    headers = [p for pattern in ("*.h*", "iostream", "cuda/**/*", "cooperative_groups/*")
+               for p in sorted(RUNTIME_DIR.glob(pattern)) if p.is_file()]
     for p in headers + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
         h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())

@@ -705,11 +705,14 @@ __device__ int block_sum(int v) {
   __syncthreads();
   return s;
 }
+template <class T, int N> struct Pair { T v[N]; };
 __global__ void aligned(unsigned* out, int* sums) {
   extern __shared__ __align__(1024) unsigned char dyn[];
   __shared__ char small[3];
   __shared__ __align__(1024) char wide[8];
   __shared__ __attribute__((aligned(512))) char other[8];
+  __shared__ alignas(alignof(float4) * 16) char cxx[8], cxx2[4];   // C++'s alignas, a constant expression
+  __shared__ Pair<int, 4> pair, pair2;                            // a template type with two arguments
   if (threadIdx.x == 0 && blockIdx.x == 0) {
     small[0] = 1; wide[0] = 2; other[0] = 3; dyn[0] = 4;
     out[0] = (unsigned)__cvta_generic_to_shared(dyn) % 4096u;
@@ -717,6 +720,9 @@ __global__ void aligned(unsigned* out, int* sums) {
     out[2] = (unsigned)__cvta_generic_to_shared(wide) % 1024u;
     out[3] = (unsigned)(reinterpret_cast<unsigned long long>(wide) % 1024u);
     out[4] = (unsigned)__cvta_generic_to_shared(other) % 512u + small[0] + wide[0] + other[0] + dyn[0] - 10;
+    pair.v[3] = 5; pair2.v[0] = 6;
+    out[5] = (unsigned)__cvta_generic_to_shared(cxx) % 256u + (unsigned)__cvta_generic_to_shared(cxx2) % 256u +
+             unsigned(pair.v[3] + pair2.v[0]) - 11;
   }
   sums[blockIdx.x * blockDim.x + threadIdx.x] = block_sum(blockIdx.x + 1);
 }
@@ -725,13 +731,15 @@ __global__ void aligned(unsigned* out, int* sums) {
 
 def test_shared_memory_is_aligned_as_a_gpu_aligns_it_and_static_shared_is_per_block(load):
     """The dynamic area starts page-aligned in the shared window and in memory (a kernel XOR-swizzling absolute shared
-    addresses computed wrong results when it was only 64-byte aligned), `__align__` on static shared arrays is kept,
+    addresses computed wrong results when it was only 64-byte aligned), `__align__` and C++'s `alignas(expression)`
+    on static shared arrays are kept (cuda-samples declares `alignas(alignof(float4))` arrays; a template type with
+    two arguments is one declarator),
     and a `static __shared__` array of a device function is one slot per block (it was a function-local static
     reference bound to the first block's slot, and broke the race detector's build)."""
     mod = load(ALIGNMENT)
-    out, sums = np.zeros(5, np.uint32), np.zeros(64, np.int32)
+    out, sums = np.zeros(6, np.uint32), np.zeros(64, np.int32)
     mod.launch("aligned", (2,), (32,), 64, [out, sums], outputs=(1,))
-    assert out.tolist() == [0, 0, 0, 0, 0]
+    assert out.tolist() == [0, 0, 0, 0, 0, 0]
     assert sums.tolist() == [32] * 32 + [64] * 32
 
 

@@ -89,11 +89,14 @@ def deferred_asm(src: str) -> str:
 
 @pytest.mark.parametrize("snippet,named", [
     ('asm volatile("wgmma.fence.sync.aligned;");', r"inline PTX 'wgmma.fence.sync.aligned' \(line 2\) is not supported"),
-    ('asm volatile("bar.sync 1, 64;");', r"inline PTX 'bar.sync 1, 64' \(line 2\) uses a named barrier"),
-    ('asm volatile("bra.uni done;\\n done:");', r"branches \(a label or bra\)"),
+    ('asm volatile("bar.red.popc.u32 %0, 1, 1;" : "=r"(n));', r"inline PTX 'bar.red.popc.u32 %0, 1, 1' \(line 2\) "
+                                                              r"is a barrier form emu does not run"),
+    ('asm volatile("bra.uni elsewhere;\\n done:");', r"branches to elsewhere, a label it does not define"),
+    ('asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 16;" :: "r"(n));',
+     r"counts TMA transactions"),
 ])
 def test_inline_ptx_emu_does_not_run_is_named_when_it_runs(snippet, named):
-    assert re.search(named, deferred_asm(f"__global__ void k(float* y){{\n  {snippet}\n}}\n"))
+    assert re.search(named, deferred_asm(f"__global__ void k(float* y, unsigned n){{\n  {snippet}\n}}\n"))
 
 
 def test_a_function_of_the_users_named_like_a_texture_fetch_is_not_one():
