@@ -65,6 +65,9 @@ _CLOSING = {"(": ")", "[": "]", "{": "}", "<": ">"}
 # build reads it
 _DIRECTIVE = re.compile(r"^[ \t]*#", re.M)
 # CUDA's texture fetch functions, by name (a user's `tex2DBilinear` is not one).
+# Cooperative groups' grid group: its sync is a grid-wide barrier (emu parks blocks for it; the GPU backend, which
+# makes no cooperative launch, refuses it).
+GRID_GROUP = re.compile(r"\bthis_grid\s*\(|\bgrid_group\b")
 TEXTURE_FETCH = (r"\b(?:tex1Dfetch|tex[123]D(?:Lod|Grad)?|tex[12]DLayered(?:Lod|Grad)?|texCubemap(?:Layered)?(?:Lod|Grad)?"
                  r"|tex2Dgather)\b")
 

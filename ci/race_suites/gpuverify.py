@@ -32,7 +32,7 @@ CUDA 12 removed, become seeded read-only textures (textures.py); the element-wis
 the SDK's helpers (`lerp`, `length`, ...), which GPUVerify's front end gave every file, get definitions of the same
 meaning where a file uses them (vector_math.py). GPUVerify's front end force-includes its CUDA header: a file that
 uses cooperative_groups, cuRAND or the math constants without including them gets the include (in place of its
-line 1). A file written for its 32-bit front end that defines `size_t` or `clock_t` itself keeps its own type,
+line 1), and its cooperative groups' `synchronize(group)` is defined as `group.sync()`. A file written for its 32-bit front end that defines `size_t` or `clock_t` itself keeps its own type,
 renamed (own_platform_types). Inputs: seeded random buffers (integers in [0, 64),
 floats in [0, 1), random bytes for structs) of max(threads x span, 2^17) elements (span: the largest -D
 value, at least 16); an access past them hits the guard pages (OutOfBounds), and the file runs again with buffers
@@ -345,6 +345,17 @@ def legacy_shuffles(code: str, filename: str) -> str:
     a `#line 1` marker, so line numbers stay."""
     renamed, n = re.subn(r"\b(__shfl(?:_up|_down|_xor)?)\s*\(", rf"\1_sync({SYMBOL_PREFIX}warp_lanes(), ", code)
     return with_definitions(_WARP_LANES, renamed, filename) if n else code
+
+
+# GPUVerify's cooperative-groups header has `synchronize(group)`, which CUDA's spells `group.sync()`.
+_GV_SYNCHRONIZE = ("namespace cooperative_groups { template <class G> __device__ inline void synchronize(const G& g) "
+                   "{ g.sync(); } }")
+
+
+def gv_synchronize(code: str, filename: str) -> str:
+    """`code` with GPUVerify's `cooperative_groups::synchronize(group)` defined, where it calls it."""
+    uses = "cooperative_groups" in code and re.search(r"\bsynchronize\s*\(", code)
+    return with_definitions(_GV_SYNCHRONIZE, code, filename) if uses else code
 
 
 GV_IMPLICIT = (("cooperative_groups", "cooperative_groups.h"), ("curand", "curand_kernel.h"),
@@ -812,7 +823,7 @@ def score_file(backend, path: Path, root: Path, seed: int) -> dict:
     flags = tuple(f"-D{k}={v}" for k, v in header["defines"].items())
     rng = np.random.default_rng([seed, zlib.crc32(rel.encode())])     # per file: order-independent
     code = implicit_includes(single_storage_class(own_platform_types(without_api_redeclarations(device_source(full)))))
-    code = with_vector_math(legacy_shuffles(code, path.name), path.name)
+    code = with_vector_math(gv_synchronize(legacy_shuffles(code, path.name), path.name), path.name)
     code, textures = seeded_textures(code, seed, path.name)
     try:
         code, surfaces = surface_stores(code, path.name)

@@ -28,12 +28,13 @@ import numpy as np
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import TEMPLATE_HEAD, KernelSignature, kernel_signatures, template_kernels
+from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
+                                template_kernels)
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
     POISON_BYTES, Backend, Buffer, BufferLost, BuildError, ContextFailure, LaunchInfo, LaunchRefused, LaunchResult,
-    Module, ResourceExhausted, as_dim3, check_buffer_array,
+    Module, ResourceExhausted, UnsupportedConstruct, as_dim3, check_buffer_array,
 )
 from .client import Worker, WorkerDied, WorkerTimedOut
 from .resident import ResidentBook
@@ -401,6 +402,14 @@ class GpuBackend(Backend):
         sigs = kernel_signatures(source, defines=defines_of(flags))
         if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")
+        clean = strip_comments(source)
+        cooperative = GRID_GROUP.search(clean)
+        if cooperative:
+            raise UnsupportedConstruct(None, f"cooperative groups' grid group (line "
+                                             f"{clean.count(chr(10), 0, cooperative.start()) + 1}): its grid.sync "
+                                             "needs a cooperative launch (cudaLaunchCooperativeKernel), which the GPU "
+                                             "backend does not make, and in a normal launch it is undefined; the emu "
+                                             "backend runs it")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
         key = content_key(text, *options, nvcc_identity(self.nvcc))

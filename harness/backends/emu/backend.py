@@ -420,7 +420,8 @@ class EmuModule(Module):
             for off, buf in getattr(value, "pointers", ()):
                 self._buffers.live(buf, f"symbol {sym!r} (set_symbol) pointer at offset {off}")
         be = self.backend
-        sample = be.block_sampling.blocks(g) if be.schedules > 1 else None
+        # a grid-wide barrier waits for every block: a sample of them would never pass it
+        sample = be.block_sampling.blocks(g) if be.schedules > 1 and not self.built.grid_sync else None
         staging = be._staging
         sent, staged_size = staging.place(checked) if staging is not None else (checked, 0)
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),

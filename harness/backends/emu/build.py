@@ -28,6 +28,7 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018
 class Built:
     path: Path                       # the shared object
     kernels: tuple[KernelSignature, ...]
+    grid_sync: bool = False          # a grid-wide barrier: every schedule runs every block (no sampling)
 
 
 def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
@@ -108,7 +109,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                 _raise_build_error(r.stderr, name)
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
-    return Built(out, tuple(rw.kernels))
+    return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
 def _raise_build_error(stderr: str, name: str) -> None:

@@ -3,7 +3,7 @@
 // group of N consecutive threads inside one warp: shuffles and votes stay within the tile (width N). The runtime
 // rendezvouses a whole warp at a time, so the tiles of one warp sync, shuffle and vote together (over the
 // warp's live lanes): code where the tiles of a warp take different paths to a tile collective is reported as
-// divergence, and a sub-warp tile's sync orders the whole warp. Grid groups (grid.sync needs a cooperative launch) and coalesced groups are not provided.
+// divergence, and a sub-warp tile's sync orders the whole warp. The grid group's sync is a grid-wide barrier; coalesced groups are not provided.
 #pragma once
 #include "emu_device.hpp"
 
@@ -25,6 +25,27 @@ class thread_block {
 
 inline thread_block this_thread_block() { return thread_block(); }
 inline void sync(const thread_block& g, int line = __builtin_LINE()) { g.sync(line); }
+
+// The whole grid (a cooperative launch on a GPU): sync is a grid-wide barrier (emu_runtime.cpp, grid_sync).
+class grid_group {
+ public:
+  void sync(int line = __builtin_LINE()) const { ::emu::grid_sync(line); }
+  bool is_valid() const { return true; }
+  unsigned long long num_blocks() const { return (unsigned long long)gridDim.x * gridDim.y * gridDim.z; }
+  unsigned long long block_rank() const {
+    return ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  }
+  unsigned long long num_threads() const { return num_blocks() * blockDim.x * blockDim.y * blockDim.z; }
+  unsigned long long size() const { return num_threads(); }
+  unsigned long long thread_rank() const {
+    return block_rank() * (blockDim.x * blockDim.y * blockDim.z) + this_thread_block().thread_rank();
+  }
+  dim3 group_dim() const { return gridDim; }
+  dim3 dim_blocks() const { return gridDim; }
+  dim3 block_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+};
+inline grid_group this_grid() { return grid_group(); }
+inline void sync(const grid_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
 template <unsigned N>
 class thread_block_tile {

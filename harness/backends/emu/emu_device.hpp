@@ -105,7 +105,7 @@ namespace emu {
 
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
                       W_SYNCWARP, W_MMA, W_REDUCE_ADD, W_REDUCE_MIN, W_REDUCE_MAX, W_REDUCE_AND, W_REDUCE_OR,
-                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX, W_NAMED };
+                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX, W_NAMED, W_GRID };
 
 // threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
 struct FiberHead { uint3 __tid; int linear, warp, lane; };
@@ -164,6 +164,8 @@ void barrier_use(const volatile void* bar, const char* op, int line);
 // PTX's named barriers (bar.sync / bar.arrive / barrier.sync with an id, and a thread count or 0 for the whole block):
 // `wait` false only arrives. Barrier 0 with the whole block is __syncthreads.
 void named_barrier(unsigned id, unsigned count, bool wait, int line);
+// cooperative groups' grid.sync(): every thread of every block of the launch arrives before any goes on.
+void grid_sync(int line);
 // Asynchronous copies (__pipeline_memcpy_async): the runtime keeps each thread's pending copies in batches;
 // async_enqueue checks one and queues it, async_commit closes the open batch, and async_ready hands back (and
 // forgets) the copies of every committed batch but the newest `keep`, which the caller then performs.

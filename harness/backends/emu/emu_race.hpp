@@ -192,6 +192,7 @@ struct Tracked {
 
 bool g_race_on = false;
 uint32_t g_bseq = 0;                 // sequence number of the running block
+uint32_t g_bseq_last = 0;            // the last one given out (a parked block keeps its own: grid.sync)
 uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
 std::vector<uint64_t> g_bseq_block;  // linear block index by (bseq - g_launch_bseq0)
 RaceThread g_race_thr[kMaxThreads];
@@ -258,7 +259,7 @@ Cell* map_shadow(size_t cells) {
 inline void settle_pending_stores_if_any();
 
 void race_block_start() {
-  ++g_bseq;
+  g_bseq = ++g_bseq_last;
   if (!g_race_on) return;
   settle_pending_stores_if_any();      // before the new block's shared memory is poisoned
   g_bseq_block.push_back(uint64_t(g_block_idx.x) + uint64_t(g_grid_dim.x) * (g_block_idx.y +
@@ -277,6 +278,44 @@ void race_block_start() {
   }
   g_block_acquired.clear();
   g_barrier_inits.clear();
+}
+
+// A block parked at grid.sync (emu_runtime.cpp) keeps its detector state: its block run's sequence number, its
+// threads' clocks and acquisitions, its barriers' inits and the shadow of the shared memory it used, which the
+// blocks that run while it waits overwrite.
+struct RaceBlockState {
+  uint32_t bseq = 0;
+  std::vector<RaceThread> threads;
+  std::vector<Acquired> acquired, pending;
+  Acquired block_acquired;
+  std::unordered_map<uintptr_t, Access> inits;
+  std::vector<Cell> shared, dyn;
+};
+
+void race_park(RaceBlockState& s, size_t shared_cells, size_t dyn_cells) {
+  s.bseq = g_bseq;
+  if (!g_race_on) return;
+  settle_pending_stores_if_any();
+  s.threads.assign(g_race_thr, g_race_thr + g_nthreads);
+  s.acquired.assign(g_thread_acquired, g_thread_acquired + g_nthreads);
+  s.pending.assign(g_thread_pending, g_thread_pending + g_nthreads);
+  s.block_acquired = g_block_acquired;
+  s.inits = g_barrier_inits;
+  if (g_shared_shadow) s.shared.assign(g_shared_shadow, g_shared_shadow + shared_cells);
+  if (g_dyn_shadow) s.dyn.assign(g_dyn_shadow, g_dyn_shadow + std::min(dyn_cells, g_dyn_shadow_cells));
+}
+
+void race_unpark(const RaceBlockState& s) {
+  if (g_race_on) settle_pending_stores_if_any();
+  g_bseq = s.bseq;
+  if (!g_race_on || s.threads.empty()) return;
+  std::copy(s.threads.begin(), s.threads.end(), g_race_thr);
+  std::copy(s.acquired.begin(), s.acquired.end(), g_thread_acquired);
+  std::copy(s.pending.begin(), s.pending.end(), g_thread_pending);
+  g_block_acquired = s.block_acquired;
+  g_barrier_inits = s.inits;
+  if (g_shared_shadow) std::copy(s.shared.begin(), s.shared.end(), g_shared_shadow);
+  if (g_dyn_shadow) std::copy(s.dyn.begin(), s.dyn.end(), g_dyn_shadow);
 }
 
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has

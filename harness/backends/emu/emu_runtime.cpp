@@ -45,6 +45,7 @@ enum FaultCode : int {
   LAUNCH_REFUSED = 7,   // more static __shared__ memory than any GPU gives a block: no device could launch it
   TOOL_LIMIT = 8,   // the tool's own memory (shadow, stacks) could not be had: unchecked, never the kernel's fault
   LATER_BLOCK_WAIT = 9,   // a block spins on progress only a block emu runs after it could make: unchecked
+  PARKED = 10,   // internal, never returned by a launch: every live thread of the block waits at grid.sync
 };
 // WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
 // next block barrier before the next warp starts: a legal GPU order that exposes races between warps inside
@@ -54,7 +55,7 @@ const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
                                  "mma.sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
                                  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync", "bar.sync"};
+                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync", "bar.sync", "grid.sync"};
 enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
 
 constexpr int kMaxThreads = 1024;
@@ -74,6 +75,7 @@ constexpr size_t kDynLead = 4096;
 constexpr uint32_t kDynWindow = 2 * kSharedArena;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // ptxas: "uses too much shared data (..., 0xc000 max)"
 constexpr int kMaxSharedSlots = 512;
+constexpr size_t kMaxParkedBlocks = 4096;        // blocks held at one grid.sync (a GPU holds fewer resident)
 
 // The saved machine state of a suspended fiber (or of the scheduler).
 #if defined(EMU_FIBER_BOOST)
@@ -555,6 +557,120 @@ void barrier_use(const volatile void* bar, const char* op, int line) {
   race_barrier_use(bar, line);
 }
 
+// ---- grid-wide barrier (cooperative groups' grid.sync) ------------------------------------------------------
+// emu runs blocks one after another. A block whose every live thread waits at grid.sync is parked: the used part
+// of its threads' stacks, its shared memory and its scheduler and race-detector state are saved, and the next block
+// runs. When every block of the launch is parked, the barrier completes: each block is restored in turn and runs on
+// to the next grid.sync or to its end. Each thread's arrival releases (device scope) to the barrier's phase and each
+// thread acquires the phase when its block resumes, which also passes a block barrier: the happens-before edges of a
+// grid-wide barrier. As on a GPU, every block must be resident, so the grid must not be sampled.
+int g_grid_waiting = 0, g_grid_line = 0;  // threads of the running block waiting at grid.sync, and the line
+uint64_t g_grid_phase = 0;                // grid.syncs completed in the launch
+bool g_grid_sampled = false;              // the launch runs a sample of its blocks
+char g_grid_object;                       // the barrier's identity for the race detector's phase logs
+
+void grid_sync(int line) {
+  Fiber* f = cur();
+#if defined(__SANITIZE_ADDRESS__)
+  fiber_fault(UNSUPPORTED, where(f) + ": grid.sync at line " + std::to_string(line) + " under AddressSanitizer "
+              "(emu parks a block by copying its threads' stacks, which the sanitizer's stack poisoning forbids)");
+#endif
+  if (g_grid_sampled)
+    fiber_fault(TOOL_LIMIT, where(f) + ": grid.sync at line " + std::to_string(line) + " while only a sample of "
+                "the grid's blocks runs: a grid-wide barrier needs every block");
+  if (g_grid_waiting == 0) g_grid_line = line;
+  phase_arrive(&g_grid_object, g_grid_phase, kScopeDevice);
+  ++g_grid_waiting;
+  f->state = WAIT_BAR;
+  f->wait_kind = W_GRID;
+  f->wait_line = line;
+  switch_to_sched();
+}
+
+inline uintptr_t suspended_sp(const Fiber& f) {
+#if defined(EMU_FIBER_BOOST) || defined(EMU_FIBER_ASM)
+  return reinterpret_cast<uintptr_t>(f.ctx);
+#else
+  return uintptr_t(f.ctx.uc_mcontext.gregs[REG_RSP]);
+#endif
+}
+
+struct ParkedBlock {
+  uint3 idx;
+  std::vector<Fiber> fibers;
+  std::vector<std::vector<char>> stacks;      // [suspended stack pointer, top) of each waiting thread
+  std::vector<Warp> warps;
+  std::vector<unsigned char> shared, dyn;
+  std::vector<std::pair<int, unsigned char*>> slots;
+  size_t shared_top, static_shared;
+  int exited, first_exit, waiting, line;
+  NamedBarrier named[kNamedBarriers];
+  std::unordered_set<uintptr_t> live_barriers;
+  RaceBlockState race;
+};
+
+void park(ParkedBlock& p) {
+  p.idx = g_block_idx;
+  p.fibers.assign(g_fibers, g_fibers + g_nthreads);
+  p.stacks.resize(g_nthreads);
+  for (int i = 0; i < g_nthreads; ++i) {
+    const Fiber& f = g_fibers[i];
+    if (f.state == DONE) { p.stacks[i].clear(); continue; }
+    const char* sp = reinterpret_cast<const char*>(suspended_sp(f));
+    p.stacks[i].assign(sp, static_cast<const char*>(f.stack + kStackBytes));
+  }
+  p.warps.assign(g_warps, g_warps + g_nwarps);
+  p.shared.assign(g_shared, g_shared + g_shared_top);
+  p.dyn.assign(g_dyn, g_dyn + kDynLead + g_dyn_bytes + kSharedGuard);
+  p.slots.clear();
+  for (int u = 0; u < g_nused; ++u) p.slots.emplace_back(g_used_slots[u], g_slots[g_used_slots[u]].ptr);
+  p.shared_top = g_shared_top; p.static_shared = g_static_shared;
+  p.exited = g_exited; p.first_exit = g_first_exit; p.waiting = g_grid_waiting; p.line = g_grid_line;
+  std::copy(g_named, g_named + kNamedBarriers, p.named);
+  p.live_barriers = g_live_barriers;
+  race_park(p.race, g_shared_top, kDynLead + g_dyn_bytes + kSharedGuard);
+}
+
+void unpark(const ParkedBlock& p) {
+  g_block_idx = p.idx;
+  for (int u = 0; u < g_nused; ++u) g_slots[g_used_slots[u]].ptr = nullptr;
+  g_nused = 0;
+  for (const auto& slot : p.slots) { g_slots[slot.first].ptr = slot.second; g_used_slots[g_nused++] = slot.first; }
+  g_shared_top = p.shared_top; g_static_shared = p.static_shared;
+  std::copy(p.shared.begin(), p.shared.end(), g_shared);
+  std::copy(p.dyn.begin(), p.dyn.end(), g_dyn);
+  std::copy(p.warps.begin(), p.warps.end(), g_warps);
+  for (int i = 0; i < g_nthreads; ++i) {
+    g_fibers[i] = p.fibers[i];
+    if (!p.stacks[i].empty())
+      std::memcpy(g_fibers[i].stack + kStackBytes - p.stacks[i].size(), p.stacks[i].data(), p.stacks[i].size());
+  }
+  g_exited = p.exited; g_first_exit = p.first_exit; g_grid_waiting = p.waiting; g_grid_line = p.line;
+  g_bar_count = 0; g_bar_line = 0; g_pred_sum = 0; g_pred_result = 0;
+  std::copy(p.named, p.named + kNamedBarriers, g_named);
+  g_live_barriers = p.live_barriers;
+  g_ready.clear(); g_ready_head = 0;
+  race_unpark(p.race);
+}
+
+// The barrier completes for the restored block: its waiting threads acquire the phase, pass a block barrier and
+// are ready to run.
+void release_grid_waiters() {
+  g_order.clear();
+  for (int i = 0; i < g_nthreads; ++i) {
+    Fiber& w = g_fibers[i];
+    if (w.state == WAIT_BAR && w.wait_kind == W_GRID) {
+      g_cur = &w;
+      phase_acquire(&g_grid_object, g_grid_phase - 1, kScopeDevice);
+      race_barrier(i);
+      g_order.push_back(i);
+    }
+  }
+  g_grid_waiting = 0;
+  order_batch(g_order);
+  for (int id : g_order) push_ready(id);
+}
+
 // ---- warp collectives --------------------------------------------------------------------------------
 void compute_warp(Warp& w);
 
@@ -936,7 +1052,7 @@ std::string describe_stuck() {
         const NamedBarrier& b = g_named[g_fibers[wi * 32 + __builtin_ctz(g.second)].wait_id];
         s += " on barrier " + std::to_string(&b - g_named) + " (" + std::to_string(b.arrived) + " of " +
              std::to_string(b.count) + " threads arrived)";
-      } else if (g.first.first != W_BAR) {
+      } else if (g.first.first != W_BAR && g.first.first != W_GRID) {
         const Warp& w = g_warps[wi];
         unsigned missing = w.mask & ~w.arrived;
         if (missing) s += " for lane(s) " + lane_list(missing);
@@ -945,6 +1061,8 @@ std::string describe_stuck() {
   }
   return s;
 }
+
+int run_ready();
 
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
@@ -983,6 +1101,13 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   }
   order_batch(g_order);
   for (int id : g_order) push_ready(id);
+  g_grid_waiting = 0;
+  return run_ready();
+}
+
+// Runs the block's ready threads until none is: OK when every thread has exited, PARKED when every live one waits
+// at grid.sync, else the fault.
+int run_ready() {
   for (;;) {
     int id = pop_ready();
     if (id < 0) break;
@@ -991,9 +1116,15 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
     if (g_fault) return g_fault;
   }
   if (g_exited != g_nthreads) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "block (%u,%u,%u): no thread can make progress", bx, by, bz);
-    set_fault(DEADLOCK, buf + describe_stuck());
+    if (g_grid_waiting + g_exited == g_nthreads && !g_exited) return PARKED;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "block (%u,%u,%u): no thread can make progress", g_block_idx.x, g_block_idx.y,
+                  g_block_idx.z);
+    std::string why = buf;
+    if (g_grid_waiting + g_exited == g_nthreads)
+      why += " (" + std::to_string(g_exited) + " thread(s) exited while the others wait at grid.sync (line " +
+             std::to_string(g_grid_line) + "): a grid-wide barrier needs every thread of every block)";
+    set_fault(g_grid_waiting + g_exited == g_nthreads ? BARRIER_DIVERGENCE : DEADLOCK, why + describe_stuck());
     return g_fault;
   }
   if (!check_shared_guards()) return g_fault;
@@ -1240,11 +1371,56 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
   int rc = OK;
   g_blocks_after = nblocks;
+  g_grid_phase = 0;
+  g_grid_sampled = nblocks < uint64_t(grid[0]) * grid[1] * grid[2];
+  std::vector<ParkedBlock> parked;       // blocks waiting at grid.sync, in the order they run
+  uint64_t finished = 0;
+  auto settle = [&](int block_rc, ParkedBlock* reuse) {     // after a block ran until it finished or parked
+    if (block_rc == PARKED) {
+      if (parked.size() >= kMaxParkedBlocks) {
+        set_fault(TOOL_LIMIT, "grid.sync in a launch of more than " + std::to_string(kMaxParkedBlocks) +
+                  " blocks: emu holds at most that many blocks at a grid-wide barrier");
+        return g_fault;
+      }
+      ParkedBlock p;
+      if (reuse) p = std::move(*reuse);
+      park(p);
+      parked.push_back(std::move(p));
+      return int(OK);
+    }
+    if (block_rc == OK) {
+      ++finished;
+      if (progress) ++*progress;    // the parent's watchdog: a launch that keeps finishing blocks is alive
+    }
+    return block_rc;
+  };
   for (uint64_t b : order) {
     --g_blocks_after;
-    rc = run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]), unsigned(b / (uint64_t(grid[0]) * grid[1])));
+    rc = settle(run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]),
+                          unsigned(b / (uint64_t(grid[0]) * grid[1]))), nullptr);
     if (rc != OK) break;
-    if (progress) ++*progress;      // the parent's watchdog: a launch that keeps finishing blocks is alive
+  }
+  while (rc == OK && !parked.empty()) {
+    if (finished) {        // a block ended while others wait for it at grid.sync: a GPU waits forever
+      set_fault(DEADLOCK, std::to_string(parked.size()) + " block(s) wait at grid.sync (line " +
+                std::to_string(parked.front().line) + ", first block (" + std::to_string(parked.front().idx.x) + "," +
+                std::to_string(parked.front().idx.y) + "," + std::to_string(parked.front().idx.z) + ")) while " +
+                std::to_string(finished) + " block(s) of the launch finished without reaching it: a grid-wide "
+                "barrier waits for every block");
+      rc = g_fault;
+      break;
+    }
+    ++g_grid_phase;
+    std::vector<ParkedBlock> round = std::move(parked);
+    parked.clear();
+    g_blocks_after = round.size();
+    for (ParkedBlock& p : round) {
+      --g_blocks_after;
+      unpark(p);
+      release_grid_waiters();
+      rc = settle(run_ready(), &p);
+      if (rc != OK) break;
+    }
   }
   if (rc != OK) std::snprintf(err, errlen, "%s", g_err);
   return rc;
@@ -1262,7 +1438,7 @@ EMU_EXPORT void emu_race_begin() {
   g_race_on = true;
   g_releases.clear();
   g_phase_releases.clear();
-  g_launch_bseq0 = g_bseq + 1;
+  g_launch_bseq0 = g_bseq_last + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
   g_race_accesses = 0;

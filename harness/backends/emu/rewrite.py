@@ -19,7 +19,7 @@ from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
 from cudasrc.preprocess import as_built
-from cudasrc.signatures import (TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
+from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
                                 namespace_blocks, scope_at, skip_string, split_top_level, strip_comments,
                                 template_kernels)
 
@@ -37,8 +37,8 @@ _UNSUPPORTED = [
     (TEXTURE_FETCH + r"\s*(?:<[^<>;(){}]*>\s*)?\(", "texture fetches"),
     (r"\bsurf(?:[123]D|[12]DLayered|Cubemap(?:Layered)?)(?:read|write)\s*(?:<[^<>;(){}]*>\s*)?\(",
      "surface loads/stores"),
-    (r"\bthis_grid\s*\(|\bgrid_group\b|\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(",
-     "cooperative groups beyond thread_block and thread_block_tile (grid sync, coalesced groups)"),
+    (r"\bthis_multi_grid\s*\(|\bcoalesced_threads\s*\(|\bcoalesced_group\b",
+     "cooperative groups beyond thread_block, thread_block_tile and grid_group (multi-grid and coalesced groups)"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
     (r"\b__pipeline_arrive_on\b|\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:device|system)\s*>",
@@ -55,6 +55,7 @@ class Rewritten:
     kernels: list[KernelSignature]
     shared_vars: list[tuple[str, int]]     # (name, line) of every rewritten __shared__ declarator
     symbols: list[str]                     # file-scope __device__ / __constant__ variables, in order
+    grid_sync: bool = False                # the source names cooperative groups' grid group: no block sampling
 
 
 
@@ -364,4 +365,4 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     symbols = device_symbols(as_built(body, defines or {}))   # a variable in a dropped branch does not exist
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
-    return Rewritten(tu, kernels, shared, symbols)
+    return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)))

@@ -2,7 +2,8 @@
 
 Blocks of one launch are independent in this kernel family (no grid-wide synchronisation), so every block
 runs under the first schedule (both poison runs) and the extra schedules (reverse, warp-greedy, random) run a
-deterministic sample. Per grid dimension the sample keeps the first two and the last two coordinates (the
+deterministic sample. A source with a grid-wide barrier (cooperative groups' grid.sync) runs every block under
+every schedule: a sample would wait at the barrier for blocks that never run. Per grid dimension the sample keeps the first two and the last two coordinates (the
 first block, the tail block of a partial tile and its neighbour) and `interior` more picked by a seeded
 generator; the sample is every combination of those coordinates, so each tail is run together with the
 first, last and some middle coordinates of the other dimensions. The same grid and size give the same sample;

@@ -72,7 +72,7 @@ def test_a_register_list_of_the_wrong_length_is_named():
     ("surf2Dwrite(1.0f, s, 0, 0);", r"surface loads/stores"),
     ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
     ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
-    ("cooperative_groups::this_grid().sync();", r"grid sync"),
+    ("auto g = cooperative_groups::coalesced_threads();", r"coalesced groups"),
 ])
 def test_unsupported_constructs_are_named(snippet, named):
     with pytest.raises(UnsupportedConstruct, match=named + r".*line 2"):

@@ -483,3 +483,14 @@ def test_resident_buffers_of_a_killed_worker_are_reported_lost(backend):
         mod.read(x)
     fresh = mod.alloc("x2", (2,), np.float32, init=np.ones(2, np.float32))   # a new worker serves new buffers
     assert mod.read(fresh).tolist() == [1.0, 1.0]
+
+
+def test_a_grid_group_is_refused_before_compiling(backend, fake):
+    """grid.sync needs a cooperative launch, which this backend does not make; a comment naming it is no use."""
+    src = ("#include <cooperative_groups.h>\n// this_grid() in a comment\n__global__ void k(float* y) {\n"
+           "  cooperative_groups::this_grid().sync();\n  y[0] = 1.0f;\n}\n")
+    with pytest.raises(gpu.UnsupportedConstruct, match=r"grid group \(line 4\): its grid\.sync needs a cooperative "
+                                                       r"launch"):
+        backend.load(src)
+    assert "compile" not in fake.names()
+    backend.load(SRC.replace("/*", "/* this_grid() */ /*", 1) if "/*" in SRC else "// grid_group\n" + SRC)
