@@ -765,7 +765,8 @@ void compute_shfl(Warp& w, int mode) {
       shfl_lane_fault(w, mode, lane, j);
       return;
     }
-    w.res[lane] = w.val[j];
+    // PTX's `shfl.sync d|p` also wants the predicate (bit 16 of c, set by ptx.py): it comes back in bit 32
+    w.res[lane] = c >> 16 & 1 ? (w.val[j] & 0xffffffffull) | uint64_t(p) << 32 : w.val[j];
   }
 }
 

@@ -561,12 +561,18 @@ def _scalar(b: _Block, text: str) -> str:
         need(5)
         kinds = {"idx": "W_SHFL_IDX", "up": "W_SHFL_UP", "down": "W_SHFL_DOWN", "bfly": "W_SHFL_XOR"}
         kind = next((kinds[m] for m in mods if m in kinds), None)
-        if kind is None or "|" in args[0]:
-            raise b.fail(text, "is a shfl.sync form emu does not run (idx/up/down/bfly.b32 without a predicate "
-                               "output it does)")
-        value = (f"(uint32_t)::emu::warp_collective(::emu::{kind}, {rd(args[4], 'uint32_t')}, {b.line}, "
-                 f"{rd(args[1], 'uint32_t')}, (int){rd(args[2], 'uint32_t')}, (int){rd(args[3], 'uint32_t')})")
-        return wr(args[0], value)
+        if kind is None:
+            raise b.fail(text, "is a shfl.sync form emu does not run (idx/up/down/bfly.b32, with or without a "
+                               "predicate output, it does)")
+        dest, _, pred = args[0].partition("|")
+        # bit 16 of c asks the runtime for the predicate too (bit 32 of the result); PTX's c uses bits 12:0
+        call = (f"::emu::warp_collective(::emu::{kind}, {rd(args[4], 'uint32_t')}, {b.line}, "
+                f"{rd(args[1], 'uint32_t')}, (int){rd(args[2], 'uint32_t')}, "
+                f"(int)({rd(args[3], 'uint32_t')}{' | 0x10000u' if pred else ''}))")
+        if not pred:
+            return wr(dest, f"(uint32_t){call}")
+        return (f"{{ uint64_t __ptx_shfl = {call}; {wr(dest, '(uint32_t)__ptx_shfl')} "
+                f"{wr(pred, 'bool(__ptx_shfl >> 32)')} }}")
     if op == "vote" and "sync" in mods:
         need(3)
         kinds = {"ballot": "W_BALLOT", "any": "W_ANY", "all": "W_ALL"}

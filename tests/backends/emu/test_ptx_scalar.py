@@ -126,11 +126,16 @@ __global__ void atomics(unsigned* counter, unsigned* old, unsigned* slot) {
 }
 
 __global__ void warp(const unsigned* x, unsigned* out) {
-  unsigned v = x[threadIdx.x], s, b;
+  unsigned v = x[threadIdx.x], s, b, u, in_range;
   asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=r"(s) : "r"(v));
   asm volatile("{ .reg .pred p;\n setp.gt.u32 p, %1, 100;\n vote.sync.ballot.b32 %0, p, 0xffffffff; }" : "=r"(b) : "r"(v));
-  out[2 * threadIdx.x] = s;
-  out[2 * threadIdx.x + 1] = b;
+  // with its predicate output: false (and the lane's own value) where the source lane is below the segment
+  asm volatile("{ .reg .pred q;\n shfl.sync.up.b32 %0|q, %2, 3, 0, 0xffffffff;\n selp.u32 %1, 1, 0, q; }"
+               : "=r"(u), "=r"(in_range) : "r"(v));
+  out[4 * threadIdx.x] = s;
+  out[4 * threadIdx.x + 1] = b;
+  out[4 * threadIdx.x + 2] = u;
+  out[4 * threadIdx.x + 3] = in_range;
 }
 
 // An asm emu does not run, in a macro: the source builds, and only a launch that runs it is refused.
@@ -271,11 +276,13 @@ def test_atomics(module):
 
 def test_shuffle_and_vote(module):
     x = np.arange(32, dtype=np.uint32) * 7
-    out = np.zeros(64, np.uint32)
+    out = np.zeros(128, np.uint32)
     module.launch("warp", (1,), (32,), 0, [x, out], outputs=(1,))
     lane = np.arange(32)
-    assert np.array_equal(out[0::2], x[lane ^ 1])
-    assert np.all(out[1::2] == sum(1 << int(i) for i in lane if x[i] > 100))
+    assert np.array_equal(out[0::4], x[lane ^ 1])
+    assert np.all(out[1::4] == sum(1 << int(i) for i in lane if x[i] > 100))
+    assert np.array_equal(out[2::4], np.where(lane >= 3, x[np.maximum(lane - 3, 0)], x))
+    assert np.array_equal(out[3::4], (lane >= 3).astype(np.uint32))
 
 
 def test_an_asm_emu_does_not_run_in_a_macro_refuses_only_the_launch_that_runs_it(module):
