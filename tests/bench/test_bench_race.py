@@ -9,7 +9,11 @@ int8 GEMV (its weights are const, so untracked: the usual shape of qconform's ke
 atomicAdds on 256 bins prices the atomics' path (release/acquire bookkeeping and the spin check after each).
 A counter that 4096 and 16384 threads update with seq_cst cuda::atomic operations prices synchronization: each
 operation acquires what every earlier one released (one entry per thread), by reference to the address's release
-log, so the cost grows with the threads, not with their square as when each acquire copied the entries. A float sum by atomicAdd, whose schedules disagree, prices the detector's
+log, so the cost grows with the threads, not with their square as when each acquire copied the entries. 4000
+phases of a cuda::barrier price the arrive-wait barriers: one release log per barrier, a wait taking it up to its
+phase's end, and a cumulative release copying only what no earlier one copied, so the cost grows with the phases
+(per-phase logs, each copied whole into the next, cost their square: 470 s for 400 phases of a 64-thread block). A
+float sum by atomicAdd, whose schedules disagree, prices the detector's
 reruns of the other schedules. The results are
 checked bit for bit between the two builds (the instrumentation must not change what a kernel computes).
 """
@@ -109,12 +113,45 @@ def _seq_cst_counter(blocks):
     return make
 
 
+BARRIER_PHASES = r"""
+#include <cuda/barrier>
+// 2000 phases of one cuda::barrier: each arrival releases to the barrier's log, each wait acquires up to its phase's end.
+__global__ void phases(const float* x, float* y, int steps) {
+  __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  if (t == 0) init(&bar, blockDim.x);
+  __syncthreads();
+  float acc = 0.0f;
+  for (int k = 0; k < steps; ++k) {
+    s[t] = x[64 * k + t];
+    bar.arrive_and_wait();
+    acc += s[63 - t];
+    bar.arrive_and_wait();
+  }
+  y[blockIdx.x * 64 + t] = acc;
+}
+"""
+N_PHASES = 2000
+
+
+def _barrier_phases(mod):
+    x = np.random.default_rng(INPUT_SEED).standard_normal(64 * N_PHASES).astype(np.float32)
+    y = np.zeros(2 * 64, np.float32)
+
+    def run():
+        mod.launch("phases", (2,), (64,), 0, [x, y, np.int32(N_PHASES)], outputs=(1,))
+        return y.copy()
+    return run
+
+
 # name -> (source, the launch, backend options): the histogram's blocks add into shared bins, so a run on a block
 # sample legitimately gives other counts than the full run; every run covers every block.
 KERNELS = {"sgemm_shared": (SGEMM, _sgemm, {}), "gemv_int8": (GEMV, _gemv, {}),
            "histogram_atomics": (HISTOGRAM, _histogram, {"block_sampling": "all"}),
            "seq_cst_counter": (SEQ_CST_COUNTER, _seq_cst_counter(16), {"block_sampling": "all"}),
-           "seq_cst_counter_16k": (SEQ_CST_COUNTER, _seq_cst_counter(64), {"block_sampling": "all"})}
+           "seq_cst_counter_16k": (SEQ_CST_COUNTER, _seq_cst_counter(64), {"block_sampling": "all"}),
+           "barrier_phases": (BARRIER_PHASES, _barrier_phases, {})}
 _results: dict[str, np.ndarray] = {}
 
 

@@ -4,9 +4,10 @@
 // A barrier is a 64-bit word, as a GPU's mbarrier is: the arrivals its current phase still needs, the count every
 // phase expects, the phase's number and a mark that says init ran. Arrivals are atomic read-modify-writes of the
 // word, so a waiting thread spins and yields like any atomic spin (emu_runtime.cpp) and a wait no arrival can end is
-// reported. Each arrival releases what its thread did before it to the phase it arrives on, and a wait that sees
-// its phase complete acquires every arrival of that phase (phase_arrive / phase_acquire, emu_race.hpp): the
-// happens-before edges the CUDA memory model gives an arrive-wait barrier, with no more ordering than that.
+// reported. Each arrival releases what its thread did before it, the last one of a phase marks where the phase ends,
+// and a wait that sees its phase complete acquires every arrival up to that end and none of a later phase
+// (phase_arrive / phase_complete / phase_acquire, emu_race.hpp): the happens-before edges the CUDA memory model gives
+// an arrive-wait barrier, whose arrivals are read-modify-writes of one object, with no more ordering than that.
 #pragma once
 
 namespace emu {
@@ -68,11 +69,13 @@ inline uint64_t mbarrier_arrive(uint64_t* bar, uint32_t count, bool drop, int sc
     completes = true;
     return mbar::make(mbar::phase(w), next_expected, 0);    // every arrival is in; the phase completes below
   }, line, scope, kRelaxed);
-  phase_arrive(bar, mbar::phase(before), scope);
+  phase_arrive(bar, scope);
   if (completes) {
+    phase_complete(bar, mbar::phase(before));
     phase_acquire(bar, mbar::phase(before), scope);          // the completion function sees every arrival's work
     on_complete();
-    phase_arrive(bar, mbar::phase(before), scope);            // what the completion function did, released too
+    phase_arrive(bar, scope);                                 // what the completion function did, released too
+    phase_complete(bar, mbar::phase(before));
     uint64_t w = atomic_load(bar, line, scope, kRelaxed);
     atomic_store(bar, mbar::make(mbar::phase(w) + 1, mbar::expected(w), mbar::expected(w)), line, scope, kRelaxed);
   }
@@ -114,8 +117,8 @@ __attribute__((always_inline)) inline void mbarrier_async_arrive(uint64_t* bar, 
   if (counts) {
     mbarrier_arrive(bar, 1, false, scope, line);
   } else {
-    uint64_t w = mbarrier_read(bar, scope, "cp.async.mbarrier.arrive", line);
-    phase_arrive(bar, mbar::phase(w), scope);
+    (void)mbarrier_read(bar, scope, "cp.async.mbarrier.arrive", line);
+    phase_arrive(bar, scope);
   }
 }
 }  // namespace emu

@@ -150,9 +150,11 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
 // its block (emu_runtime.cpp), so that a lock or a flag another warp holds can be released.
 void atomic_done(const volatile void* p, bool changed, uint64_t seen);
 void fence(int scope);      // __threadfence_block (kScopeBlock), __threadfence and __threadfence_system
-// Barrier objects (emu_barrier.hpp, named barriers): an arrival on `phase` of `object` releases the thread's accesses
-// before it to that phase; a wait that saw the phase complete acquires every arrival of it (emu_race.hpp).
-void phase_arrive(const volatile void* object, uint64_t phase, int scope);
+// Barrier objects (emu_barrier.hpp, named barriers): an arrival releases the thread's accesses before it; the last
+// arrival of a phase marks its end; a wait that saw the phase complete acquires every arrival up to that end
+// (emu_race.hpp).
+void phase_arrive(const volatile void* object, int scope);
+void phase_complete(const volatile void* object, uint64_t phase);
 void phase_acquire(const volatile void* object, uint64_t phase, int scope);
 // A misuse of an arrive-wait barrier (emu_barrier.hpp) at `line`: traps, naming the operation and the rule broken.
 [[noreturn]] void barrier_fault(const volatile void* bar, const char* op, const char* why, int line);

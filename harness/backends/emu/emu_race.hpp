@@ -41,6 +41,8 @@
 // not so compared counts as changed, never wrongly `kept`).
 #pragma once
 #include <dlfcn.h>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace emu {
@@ -102,6 +104,18 @@ struct ReleaseLog {
   // bseq -> (position, epoch) each time the latest barrier epoch released of it rose: of any scope [0], of
   // device scope [1] (what another block can acquire)
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> max_epoch[2];
+
+  // How far each other log's prefix was copied in by cumulative releases (release_into), per acquirer and scope.
+  struct CopyKey {
+    const ReleaseLog* from;
+    uint32_t bseq;
+    bool device;
+    uint8_t scope;
+    bool operator<(const CopyKey& o) const {
+      return std::tie(from, bseq, device, scope) < std::tie(o.from, o.bseq, o.device, o.scope);
+    }
+  };
+  std::map<CopyKey, uint32_t> copied;
 
   uint32_t version() const { return uint32_t(log.size()); }
   static uint64_t key(uint32_t bseq, uint16_t thread, uint8_t scope) {
@@ -194,6 +208,8 @@ bool g_race_on = false;
 uint32_t g_bseq = 0;                 // sequence number of the running block
 uint32_t g_bseq_last = 0;            // the last one given out (a parked block keeps its own: grid.sync)
 uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
+uint32_t g_ordered_below = 1;        // block runs below it happen before the running one: g_launch_bseq0, or after
+                                     // the launch's last grid-wide barrier, the first run after it
 std::vector<uint64_t> g_bseq_block;  // linear block index by (bseq - g_launch_bseq0)
 RaceThread g_race_thr[kMaxThreads];
 std::vector<Tracked> g_tracked;      // device buffers of the launch
@@ -206,17 +222,15 @@ const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
 std::unordered_map<uintptr_t, ReleaseLog> g_releases;   // per atomic address, in this launch (nodes never move)
-// Per phase of a barrier object (an mbarrier word, a named barrier): the arrivals of one phase, so that a waiter
-// acquires those of the phase it waited for and none of a later one (a producer that arrives again without waiting).
-struct PhaseKey {
-  uintptr_t object;
-  uint64_t phase;
-  bool operator==(const PhaseKey& o) const { return object == o.object && phase == o.phase; }
+// A barrier object (an mbarrier word, a named barrier): one release log for all its phases, and where each phase's
+// arrivals end in it. Its arrivals are read-modify-writes of one object, so a wait that sees phase k complete is
+// ordered after every arrival of phases up to k (they head release sequences that reach it), and after none of a
+// later phase: it acquires the log's prefix up to phase k's end, however much later it looks.
+struct PhaseLog {
+  ReleaseLog log;
+  std::unordered_map<uint64_t, uint32_t> end;    // phase -> the log's length when it completed
 };
-struct PhaseKeyHash {
-  size_t operator()(const PhaseKey& k) const { return std::hash<uintptr_t>()(k.object) ^ (k.phase * 0x9E3779B97F4A7C15ull); }
-};
-std::unordered_map<PhaseKey, ReleaseLog, PhaseKeyHash> g_phase_releases;
+std::unordered_map<uintptr_t, PhaseLog> g_phase_logs;   // per barrier object, in this launch (nodes never move)
 // The init of each arrive-wait barrier of the running block (emu_barrier.hpp): every later use of the barrier must
 // happen after it. The barrier's own word cannot tell: a shadow cell keeps the last write only, and the initialising
 // thread's own arrival, an atomic, replaces its init there before another thread's arrival comes to be checked.
@@ -280,43 +294,10 @@ void race_block_start() {
   g_barrier_inits.clear();
 }
 
-// A block parked at grid.sync (emu_runtime.cpp) keeps its detector state: its block run's sequence number, its
-// threads' clocks and acquisitions, its barriers' inits and the shadow of the shared memory it used, which the
-// blocks that run while it waits overwrite.
-struct RaceBlockState {
-  uint32_t bseq = 0;
-  std::vector<RaceThread> threads;
-  std::vector<Acquired> acquired, pending;
-  Acquired block_acquired;
-  std::unordered_map<uintptr_t, Access> inits;
-  std::vector<Cell> shared, dyn;
-};
-
-void race_park(RaceBlockState& s, size_t shared_cells, size_t dyn_cells) {
-  s.bseq = g_bseq;
-  if (!g_race_on) return;
-  settle_pending_stores_if_any();
-  s.threads.assign(g_race_thr, g_race_thr + g_nthreads);
-  s.acquired.assign(g_thread_acquired, g_thread_acquired + g_nthreads);
-  s.pending.assign(g_thread_pending, g_thread_pending + g_nthreads);
-  s.block_acquired = g_block_acquired;
-  s.inits = g_barrier_inits;
-  if (g_shared_shadow) s.shared.assign(g_shared_shadow, g_shared_shadow + shared_cells);
-  if (g_dyn_shadow) s.dyn.assign(g_dyn_shadow, g_dyn_shadow + std::min(dyn_cells, g_dyn_shadow_cells));
-}
-
-void race_unpark(const RaceBlockState& s) {
-  if (g_race_on) settle_pending_stores_if_any();
-  g_bseq = s.bseq;
-  if (!g_race_on || s.threads.empty()) return;
-  std::copy(s.threads.begin(), s.threads.end(), g_race_thr);
-  std::copy(s.acquired.begin(), s.acquired.end(), g_thread_acquired);
-  std::copy(s.pending.begin(), s.pending.end(), g_thread_pending);
-  g_block_acquired = s.block_acquired;
-  g_barrier_inits = s.inits;
-  if (g_shared_shadow) std::copy(s.shared.begin(), s.shared.end(), g_shared_shadow);
-  if (g_dyn_shadow) std::copy(s.dyn.begin(), s.dyn.end(), g_dyn_shadow);
-}
+// A grid-wide barrier completed (grid.sync, emu_runtime.cpp): every access made before it, by any block, happens
+// before every access after it. Each block resumes as a new block run (race_block_start), and the block runs before
+// it count as ordered, as those of earlier launches do.
+void race_grid_barrier() { g_ordered_below = g_bseq_last + 1; }
 
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
   if (!g_race_on) return;
@@ -342,7 +323,7 @@ void race_warp_sync(int warp, unsigned mask) {   // the lanes of `mask` meet at 
 
 // ---- the check -------------------------------------------------------------------------------------------
 inline bool stale(const Access& a, bool shared) {
-  return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_launch_bseq0);
+  return a.bseq == 0 || (shared ? a.bseq != g_bseq : a.bseq < g_ordered_below);
 }
 
 inline bool covers(const Acquired& rels, const Access& a) {
@@ -913,29 +894,40 @@ void release_into(ReleaseLog& rels, Fiber* f, RaceThread& me, int scope, bool by
   if (released)
     for (const Acquired* got : {&g_thread_acquired[f->linear], &g_block_acquired})
       for (const Acquired::Ref& ref : got->refs)
-        if (ref.log != &rels)
-          for (uint32_t i = 0; i < ref.len; ++i) {
+        if (ref.log != &rels) {
+          // what an earlier release copied from this log (for the same acquirer and scope) is in `rels` already:
+          // copying only the rest keeps a long chain of phases or atomics linear, not quadratic
+          uint32_t& done = rels.copied[ReleaseLog::CopyKey{ref.log, ref.who.bseq, ref.who.device, uint8_t(released)}];
+          for (uint32_t i = done; i < ref.len; ++i) {
             Release r = ref.log->log[i];
             if (!ref.who.takes(r)) continue;
             r.scope = uint8_t(std::min(int(r.scope), released));
             rels.add(r);
           }
+          done = std::max(done, ref.len);
+        }
 }
 
-// A barrier object's phase (barrier.hpp, named barriers): an arrival releases the thread's accesses before it to
-// whoever waits for that phase; a wait that saw the phase complete acquires every arrival of it.
-void phase_arrive(const volatile void* object, uint64_t phase, int scope) {
+// A barrier object's phases (emu_barrier.hpp, named barriers): an arrival releases the thread's accesses before it;
+// the last arrival marks where the phase ends; a wait that saw phase k complete acquires the log up to there.
+void phase_arrive(const volatile void* object, int scope) {
   if (!g_race_on) return;
   Fiber* f = cur();
-  release_into(g_phase_releases[PhaseKey{uintptr_t(object), phase}], f, g_race_thr[f->linear], scope, true);
+  release_into(g_phase_logs[uintptr_t(object)].log, f, g_race_thr[f->linear], scope, true);
+}
+void phase_complete(const volatile void* object, uint64_t phase) {
+  if (!g_race_on) return;
+  PhaseLog& p = g_phase_logs[uintptr_t(object)];
+  p.end[phase] = p.log.version();
 }
 void phase_acquire(const volatile void* object, uint64_t phase, int scope) {
   if (!g_race_on) return;
-  auto it = g_phase_releases.find(PhaseKey{uintptr_t(object), phase});
-  if (it == g_phase_releases.end()) return;
-  g_thread_acquired[cur()->linear].add(&it->second, it->second.version(), Acquirer{g_bseq, scope == kScopeDevice});
+  auto it = g_phase_logs.find(uintptr_t(object));
+  if (it == g_phase_logs.end()) return;
+  auto e = it->second.end.find(phase);
+  uint32_t len = e == it->second.end.end() ? it->second.log.version() : e->second;
+  g_thread_acquired[cur()->linear].add(&it->second.log, len, Acquirer{g_bseq, scope == kScopeDevice});
 }
-
 
 void race_barrier_init(const volatile void* bar, int line) {
   if (!g_race_on) return;

@@ -514,7 +514,7 @@ void named_barrier(unsigned id, unsigned count, bool wait, int line) {
     named_barrier_fault(BARRIER_DIVERGENCE, f, id, line, "with a thread count of " + std::to_string(count) +
                         " while " + std::to_string(b.arrived) + " thread(s) arrived with a count of " +
                         std::to_string(b.count) + " (line " + std::to_string(b.line) + ")");
-  phase_arrive(&b, b.phase, kScopeBlock);
+  phase_arrive(&b, kScopeBlock);
   if (++b.arrived < b.count) {
     if (!wait) return;
     f->state = WAIT_BAR;
@@ -526,6 +526,7 @@ void named_barrier(unsigned id, unsigned count, bool wait, int line) {
   }
   ++g_progress;
   uint64_t done = b.phase++;
+  phase_complete(&b, done);
   b.arrived = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i) {
@@ -561,13 +562,11 @@ void barrier_use(const volatile void* bar, const char* op, int line) {
 // emu runs blocks one after another. A block whose every live thread waits at grid.sync is parked: the used part
 // of its threads' stacks, its shared memory and its scheduler and race-detector state are saved, and the next block
 // runs. When every block of the launch is parked, the barrier completes: each block is restored in turn and runs on
-// to the next grid.sync or to its end. Each thread's arrival releases (device scope) to the barrier's phase and each
-// thread acquires the phase when its block resumes, which also passes a block barrier: the happens-before edges of a
-// grid-wide barrier. As on a GPU, every block must be resident, so the grid must not be sampled.
+// to the next grid.sync or to its end. For the race detector each block resumes as a new block run, and every access
+// before the barrier, of any block, happens before every access after it (race_grid_barrier). As on a GPU, every
+// block must be resident, so the grid must not be sampled.
 int g_grid_waiting = 0, g_grid_line = 0;  // threads of the running block waiting at grid.sync, and the line
-uint64_t g_grid_phase = 0;                // grid.syncs completed in the launch
 bool g_grid_sampled = false;              // the launch runs a sample of its blocks
-char g_grid_object;                       // the barrier's identity for the race detector's phase logs
 
 void grid_sync(int line) {
   Fiber* f = cur();
@@ -579,7 +578,6 @@ void grid_sync(int line) {
     fiber_fault(TOOL_LIMIT, where(f) + ": grid.sync at line " + std::to_string(line) + " while only a sample of "
                 "the grid's blocks runs: a grid-wide barrier needs every block");
   if (g_grid_waiting == 0) g_grid_line = line;
-  phase_arrive(&g_grid_object, g_grid_phase, kScopeDevice);
   ++g_grid_waiting;
   f->state = WAIT_BAR;
   f->wait_kind = W_GRID;
@@ -606,7 +604,6 @@ struct ParkedBlock {
   int exited, first_exit, waiting, line;
   NamedBarrier named[kNamedBarriers];
   std::unordered_set<uintptr_t> live_barriers;
-  RaceBlockState race;
 };
 
 void park(ParkedBlock& p) {
@@ -628,7 +625,6 @@ void park(ParkedBlock& p) {
   p.exited = g_exited; p.first_exit = g_first_exit; p.waiting = g_grid_waiting; p.line = g_grid_line;
   std::copy(g_named, g_named + kNamedBarriers, p.named);
   p.live_barriers = g_live_barriers;
-  race_park(p.race, g_shared_top, kDynLead + g_dyn_bytes + kSharedGuard);
 }
 
 void unpark(const ParkedBlock& p) {
@@ -650,21 +646,15 @@ void unpark(const ParkedBlock& p) {
   std::copy(p.named, p.named + kNamedBarriers, g_named);
   g_live_barriers = p.live_barriers;
   g_ready.clear(); g_ready_head = 0;
-  race_unpark(p.race);
+  race_block_start();      // a new block run: what came before the barrier is ordered before it
 }
 
-// The barrier completes for the restored block: its waiting threads acquire the phase, pass a block barrier and
-// are ready to run.
+// The barrier completes for the restored block: its waiting threads are ready to run.
 void release_grid_waiters() {
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i) {
-    Fiber& w = g_fibers[i];
-    if (w.state == WAIT_BAR && w.wait_kind == W_GRID) {
-      g_cur = &w;
-      phase_acquire(&g_grid_object, g_grid_phase - 1, kScopeDevice);
-      race_barrier(i);
-      g_order.push_back(i);
-    }
+    const Fiber& w = g_fibers[i];
+    if (w.state == WAIT_BAR && w.wait_kind == W_GRID) g_order.push_back(i);
   }
   g_grid_waiting = 0;
   order_batch(g_order);
@@ -1372,7 +1362,6 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     for (uint64_t i = nblocks; i > 1; --i) std::swap(order[i - 1], order[rng_next() % i]);
   int rc = OK;
   g_blocks_after = nblocks;
-  g_grid_phase = 0;
   g_grid_sampled = nblocks < uint64_t(grid[0]) * grid[1] * grid[2];
   std::vector<ParkedBlock> parked;       // blocks waiting at grid.sync, in the order they run
   uint64_t finished = 0;
@@ -1411,7 +1400,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
       rc = g_fault;
       break;
     }
-    ++g_grid_phase;
+    race_grid_barrier();
     std::vector<ParkedBlock> round = std::move(parked);
     parked.clear();
     g_blocks_after = round.size();
@@ -1438,8 +1427,8 @@ EMU_EXPORT void emu_race_begin() {
   race_untrack();
   g_race_on = true;
   g_releases.clear();
-  g_phase_releases.clear();
-  g_launch_bseq0 = g_bseq_last + 1;
+  g_phase_logs.clear();
+  g_launch_bseq0 = g_ordered_below = g_bseq_last + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
   g_race_accesses = 0;
@@ -1466,7 +1455,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
   race_untrack();
   race_release_shared_shadow();
   g_releases.clear();
-  g_phase_releases.clear();
+  g_phase_logs.clear();
   race_records_clear();
   g_race_on = false;
   return g_race_accesses;
