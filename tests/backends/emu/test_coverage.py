@@ -789,3 +789,27 @@ def test_forms_real_kernels_use(emu):
     mod.launch("rows<32>", (1,), (32,), 0, [out], outputs=(0,))
     lane = np.arange(32)
     np.testing.assert_array_equal(out, (2 * lane) | (2 * lane + 1) << 16)
+
+
+CUDA_STD = r"""
+#include <cuda/std/type_traits>
+#include <cuda/std/limits>
+#include <cuda/std/cstdint>
+#include <cuda/std/atomic>
+template <class T>
+__global__ void widths(T* out, unsigned* count) {
+  static_assert(cuda::std::is_same<T, float>::value, "float only");
+  cuda::std::atomic_ref<unsigned> c(*count);
+  c.fetch_add(1u);
+  out[threadIdx.x] = cuda::std::numeric_limits<T>::max() > T(1) ? T(sizeof(cuda::std::int64_t)) : T(0);
+}
+template __global__ void widths<float>(float*, unsigned*);
+"""
+
+
+def test_cuda_std_headers_name_the_standard_library(load):
+    """libcu++'s <cuda/std/...> headers (NVIDIA's dmmaTensorCoreGemm sample includes <cuda/std/type_traits>): the
+    standard library's names under cuda::std, and cuda::std::atomic_ref as emu's cuda::atomic_ref."""
+    out, count = np.zeros(32, np.float32), np.zeros(1, np.uint32)
+    load(CUDA_STD).launch("widths<float>", (1,), (32,), 0, [out, count], outputs=(0,))
+    assert np.all(out == 8.0) and count[0] == 32
