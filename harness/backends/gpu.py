@@ -405,11 +405,11 @@ class GpuBackend(Backend):
         clean = strip_comments(source)
         cooperative = GRID_GROUP.search(clean)
         if cooperative:
-            raise UnsupportedConstruct(None, f"cooperative groups' grid group (line "
-                                             f"{clean.count(chr(10), 0, cooperative.start()) + 1}): its grid.sync "
-                                             "needs a cooperative launch (cudaLaunchCooperativeKernel), which the GPU "
-                                             "backend does not make, and in a normal launch it is undefined; the emu "
-                                             "backend runs it")
+            line = clean.count("\n", 0, cooperative.start()) + 1
+            raise UnsupportedConstruct(None, f"cooperative groups' grid group (line {line}): its grid.sync needs a "
+                                             "cooperative launch (cudaLaunchCooperativeKernel), which the GPU backend "
+                                             "does not make, and in a normal launch it is undefined; the emu backend "
+                                             "runs it")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
         key = content_key(text, *options, nvcc_identity(self.nvcc))

@@ -13,7 +13,8 @@
 namespace emu {
 namespace mbar {
 constexpr int kExpectedShift = 21, kPhaseShift = 42;
-constexpr uint64_t kCountMask = (uint64_t(1) << 21) - 1;     // PTX: counts up to 2^20 - 1
+constexpr uint64_t kCountMask = (uint64_t(1) << 21) - 1;     // a 21-bit field: room for counts up to kMaxCount
+constexpr uint64_t kMaxCount = (uint64_t(1) << 20) - 1;      // the PTX ISA's largest expected count
 constexpr uint64_t kPhaseMask = (uint64_t(1) << 20) - 1;
 constexpr uint64_t kMark = uint64_t(1) << 62, kMarkMask = uint64_t(3) << 62;
 inline uint32_t pending(uint64_t w) { return uint32_t(w & kCountMask); }
@@ -38,7 +39,7 @@ inline uint64_t mbarrier_read(uint64_t* bar, int scope, const char* op, int line
 // mbarrier.init / cuda::barrier's init: a plain store, so that an arrival that does not happen after it (no
 // __syncthreads between) is a race the detector reports.
 inline void mbarrier_init(uint64_t* bar, uint64_t count, int line) {
-  if (count == 0 || count > mbar::kCountMask - 1)
+  if (count == 0 || count > mbar::kMaxCount)
     barrier_fault(bar, "init", "with an expected count outside 1 .. 2^20-1", line);
   *bar = mbar::make(0, uint32_t(count), uint32_t(count));
   barrier_init_seen(bar, line);

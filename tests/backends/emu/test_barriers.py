@@ -91,7 +91,7 @@ __global__ void drop(const float* x, float* y) {
   y[t] = v;
 }
 
-// Misuses: no __syncthreads after init; no init at all; an update larger than the expected count.
+// Misuses: no __syncthreads after init; no init at all; an update larger than the expected count; a count too large.
 __global__ void misuse(float* y, int which) {
   __shared__ cuda::barrier<cuda::thread_scope_block> bar;
   int t = threadIdx.x;
@@ -100,10 +100,12 @@ __global__ void misuse(float* y, int which) {
     bar.arrive_and_wait();
   } else if (which == 1) {
     bar.arrive_and_wait();
-  } else {
+  } else if (which == 2) {
     if (t == 0) init(&bar, 1);
     __syncthreads();
     if (t == 0) (void)bar.arrive(2);
+  } else {
+    if (t == 0) init(&bar, 1 << 20);                 // one more than the PTX ISA's largest count
   }
   y[t] = 1.0f;
 }
@@ -165,6 +167,8 @@ def test_barrier_misuse_is_a_race_or_a_fault_naming_the_rule(barrier_module):
         barrier_module.launch("misuse", (1,), (64,), 0, [y, np.int32(1)], outputs=(0,))
     with pytest.raises(KernelFault, match=r"barrier arrive at line \d+ with more arrivals than its phase still needs"):
         barrier_module.launch("misuse", (1,), (64,), 0, [y, np.int32(2)], outputs=(0,))
+    with pytest.raises(KernelFault, match=r"barrier init at line \d+ with an expected count outside 1 \.\. 2\^20-1"):
+        barrier_module.launch("misuse", (1,), (64,), 0, [y, np.int32(3)], outputs=(0,))
 
 
 PIPELINE = r"""
