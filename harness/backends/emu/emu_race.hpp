@@ -23,7 +23,11 @@
 //   * scopes: an atomic or a fence of block scope (atomicXxx_block, __threadfence_block, cuda::atomic with
 //     thread_scope_block) acts among the threads of its block only: two atomics on one address never race when
 //     both are of device scope or both threads are in one block, and a release or an acquire reaches another
-//     block only when its fence and its atomic are both of device scope.
+//     block only when its fence and its atomic are both of device scope;
+//   * barrier objects (arrive-wait barriers, named barriers): an arrival releases by itself into the object's log,
+//     and a wait that saw phase k complete acquires the log up to phase k's end (phase_arrive / phase_acquire);
+//   * a grid-wide barrier (grid.sync): every access before it is ordered before every access after it (each block
+//     resumes as a new block run, and earlier runs count as ordered: race_grid_barrier).
 // A race does not stop the launch (the emulator's state stays sound): every distinct race is recorded, distinct
 // by (unordered pair of access sites, buffer or __shared__ variable), with the text of its first occurrence
 // naming both accesses (block, thread, warp/lane, source line as a `{pc:0x..}` token the Python side resolves
