@@ -77,8 +77,8 @@ inline uint64_t mbarrier_arrive(uint64_t* bar, uint32_t count, bool drop, int sc
     on_complete();
     phase_arrive(bar, scope);                                 // what the completion function did, released too
     phase_complete(bar, mbar::phase(before));
-    uint64_t w = atomic_load(bar, line, scope, kRelaxed);
-    atomic_store(bar, mbar::make(mbar::phase(w) + 1, mbar::expected(w), mbar::expected(w)), line, scope, kRelaxed);
+    atomic_rmw(bar, [](uint64_t w) { return mbar::make(mbar::phase(w) + 1, mbar::expected(w), mbar::expected(w)); },
+               line, scope, kRelaxed);
   }
   return before;
 }

@@ -924,13 +924,17 @@ void phase_complete(const volatile void* object, uint64_t phase) {
   PhaseLog& p = g_phase_logs[uintptr_t(object)];
   p.end[phase] = p.log.version();
 }
-void phase_acquire(const volatile void* object, uint64_t phase, int scope) {
+// `thread` (of the running block) acquires; the scheduler acquires for each waiter it releases.
+void phase_acquire_by(int thread, const volatile void* object, uint64_t phase, int scope) {
   if (!g_race_on) return;
   auto it = g_phase_logs.find(uintptr_t(object));
   if (it == g_phase_logs.end()) return;
   auto e = it->second.end.find(phase);
   uint32_t len = e == it->second.end.end() ? it->second.log.version() : e->second;
-  g_thread_acquired[cur()->linear].add(&it->second.log, len, Acquirer{g_bseq, scope == kScopeDevice});
+  g_thread_acquired[thread].add(&it->second.log, len, Acquirer{g_bseq, scope == kScopeDevice});
+}
+void phase_acquire(const volatile void* object, uint64_t phase, int scope) {
+  phase_acquire_by(cur()->linear, object, phase, scope);
 }
 
 void race_barrier_init(const volatile void* bar, int line) {

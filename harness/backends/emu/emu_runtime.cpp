@@ -530,15 +530,13 @@ void named_barrier(unsigned id, unsigned count, bool wait, int line) {
   b.arrived = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i) {
-    Fiber& w = g_fibers[i];
+    const Fiber& w = g_fibers[i];
     if (w.state == WAIT_BAR && w.wait_kind == W_NAMED && w.wait_id == id) {
-      g_cur = &w;                       // acquired by each waiter, as if it ran
-      phase_acquire(&b, done, kScopeBlock);
+      phase_acquire_by(i, &b, done, kScopeBlock);
       g_order.push_back(i);
     }
   }
-  g_cur = f;
-  if (wait) phase_acquire(&b, done, kScopeBlock);
+  if (wait) phase_acquire_by(f->linear, &b, done, kScopeBlock);
   order_batch(g_order);
   for (int i : g_order) push_ready(i);
 }

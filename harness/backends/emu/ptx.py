@@ -476,18 +476,14 @@ def _scalar(b: _Block, text: str) -> str:
             return wr(args[0], f"({ct})(({ut})0 - ({ut}){rd(args[1])})")
         return wr(args[0], f"({ct})({rd(args[1])} < 0 ? ({ut})0 - ({ut}){rd(args[1])} : ({ut}){rd(args[1])})")
     if op in ("and", "or", "xor", "not") and ptype:
-        if ptype == "pred":
-            if op == "not":
-                need(2)
-                return wr(args[0], f"!{rd(args[1])}")
-            need(3)
-            return wr(args[0], f"({rd(args[1])} {({'and': '&&', 'or': '||', 'xor': '!='})[op]} {rd(args[2])})")
-        sym = {"and": "&", "or": "|", "xor": "^"}
+        # predicates with C++'s logical operators, integers with its bitwise ones
+        sym = ({"and": "&&", "or": "||", "xor": "!=", "not": "!"} if ptype == "pred" else
+               {"and": "&", "or": "|", "xor": "^", "not": "~"})[op]
         if op == "not":
             need(2)
-            return wr(args[0], f"({ct})~{rd(args[1])}")
+            return wr(args[0], f"({ct}){sym}{rd(args[1])}")
         need(3)
-        return wr(args[0], f"({ct})({rd(args[1])} {sym[op]} {rd(args[2])})")
+        return wr(args[0], f"({ct})({rd(args[1])} {sym} {rd(args[2])})")
     if op in ("shl", "shr") and ptype:
         need(3)
         return wr(args[0], f"::emu::ptx::{op}<{ct}>({rd(args[1])}, {rd(args[2], 'uint32_t')})")

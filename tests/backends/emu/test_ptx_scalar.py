@@ -138,6 +138,21 @@ __global__ void warp(const unsigned* x, unsigned* out) {
   out[4 * threadIdx.x + 3] = in_range;
 }
 
+// Logic on registers and on predicates: and/or/xor/not of b32, and the same four of the predicates a > 10, b > 10.
+__global__ void logic(const unsigned* a, const unsigned* b, unsigned* out) {
+  unsigned x = a[threadIdx.x], y = b[threadIdx.x], r[4], p;
+  asm("and.b32 %0, %1, %2;" : "=r"(r[0]) : "r"(x), "r"(y));
+  asm("or.b32 %0, %1, %2;" : "=r"(r[1]) : "r"(x), "r"(y));
+  asm("xor.b32 %0, %1, %2;" : "=r"(r[2]) : "r"(x), "r"(y));
+  asm("not.b32 %0, %1;" : "=r"(r[3]) : "r"(x));
+  asm("{ .reg .pred p, q, s, t, u, v;\n setp.gt.u32 p, %1, 10;\n setp.gt.u32 q, %2, 10;\n and.pred s, p, q;\n"
+      " or.pred t, p, q;\n xor.pred u, p, q;\n not.pred v, p;\n"
+      " selp.u32 %0, 1, 0, s;\n selp.u32 %1, 2, 0, t;\n or.b32 %0, %0, %1;\n selp.u32 %1, 4, 0, u;\n"
+      " or.b32 %0, %0, %1;\n selp.u32 %1, 8, 0, v;\n or.b32 %0, %0, %1; }" : "=r"(p), "+r"(x) : "r"(y));
+  for (int k = 0; k < 4; ++k) out[5 * threadIdx.x + k] = r[k];
+  out[5 * threadIdx.x + 4] = p;
+}
+
 // An asm emu does not run, in a macro: the source builds, and only a launch that runs it is refused.
 #define PROXY_FENCE() asm volatile("fence.proxy.async;\n" ::: "memory")
 __global__ void maybe(int* y, int use) {
@@ -272,6 +287,19 @@ def test_atomics(module):
     module.launch("atomics", (1,), (96,), 0, [counter, old, slot])       # read and written: not poisoned
     assert counter.tolist() == [192, 96] and sorted(old.tolist()) == list(range(0, 192, 2))
     assert 1 <= slot[0] <= 96
+
+
+def test_logic_on_registers_and_predicates(module):
+    rng = np.random.default_rng(7)
+    a, b = rng.integers(0, 21, 64, dtype=np.uint32), rng.integers(0, 2**32, 64, dtype=np.uint32)
+    b[::2] = rng.integers(0, 21, 32, dtype=np.uint32)           # half of them small, so q varies
+    out = np.zeros(5 * 64, np.uint32)
+    module.launch("logic", (1,), (64,), 0, [a, b, out], outputs=(2,))
+    out = out.reshape(64, 5)
+    assert np.array_equal(out[:, 0], a & b) and np.array_equal(out[:, 1], a | b)
+    assert np.array_equal(out[:, 2], a ^ b) and np.array_equal(out[:, 3], ~a)
+    p, q = a > 10, b > 10
+    assert np.array_equal(out[:, 4], (p & q) * 1 + (p | q) * 2 + (p ^ q) * 4 + (~p) * 8)
 
 
 def test_shuffle_and_vote(module):
