@@ -1,9 +1,10 @@
-// Resolves `#include <cooperative_groups.h>` in kernel source: the thread-block subset of cooperative groups
-// on the emu runtime. A thread_block is the CUDA block (sync = __syncthreads); a thread_block_tile<N> is a
-// group of N consecutive threads inside one warp: shuffles and votes stay within the tile (width N). The runtime
-// rendezvouses a whole warp at a time, so the tiles of one warp sync, shuffle and vote together (over the
-// warp's live lanes): code where the tiles of a warp take different paths to a tile collective is reported as
-// divergence, and a sub-warp tile's sync orders the whole warp. The grid group's sync is a grid-wide barrier; coalesced groups are not provided.
+// Resolves `#include <cooperative_groups.h>` in kernel source: cooperative groups on the emu runtime. A
+// thread_block is the CUDA block (sync = __syncthreads); a thread_block_tile<N> is a group of N consecutive
+// threads inside one warp: its syncs, shuffles and votes are collectives of the tile's live lanes alone, so the
+// tiles of a warp go their own ways and a tile's sync orders only its lanes. The grid group's sync is a grid-wide
+// barrier. A
+// coalesced group is the set of lanes that converge at coalesced_threads() (emu's convergence, emu_runtime.cpp:
+// converged) or a partition of it; its collectives name exactly its lanes.
 #pragma once
 #include "emu_device.hpp"
 
@@ -58,8 +59,9 @@ class thread_block_tile {
     unsigned base = N == 32 ? 0xffffffffu : ((1u << N) - 1u);
     return base << (lane / N * N);
   }
-  // The lanes that rendezvous: the tile itself for a full warp, else every live lane of the warp (see above).
-  unsigned coll() const { return N == 32 ? 0xffffffffu : ::emu::activemask(); }
+  // The lanes that meet at the tile's collectives: the whole warp for a full-warp tile (a missing lane is then a
+  // fault), else the tile's live lanes.
+  unsigned coll() const { return N == 32 ? 0xffffffffu : mask() & ::emu::activemask(); }
   void sync(int line = __builtin_LINE()) const { ::emu::syncwarp(coll(), line); }
   unsigned thread_rank() const { return unsigned(::emu::g_cur->lane) % N; }
   unsigned size() const { return N; }
@@ -87,6 +89,87 @@ class thread_block_tile {
 
 template <unsigned N>
 inline thread_block_tile<N> tiled_partition(const thread_block&) { return thread_block_tile<N>(); }
+
+// The lanes of a warp that converged (or a partition of them); ranks count its lanes from the lowest. Shuffles
+// take and give ranks; ballot and match give rank bits, as CUDA's do.
+class coalesced_group {
+ public:
+  explicit coalesced_group(unsigned lanes, unsigned meta_rank = 0, unsigned meta_size = 1)
+      : lanes_(lanes), meta_rank_(meta_rank), meta_size_(meta_size) {}
+  unsigned get_mask() const { return lanes_; }
+  unsigned num_threads() const { return unsigned(__builtin_popcount(lanes_)); }
+  unsigned size() const { return num_threads(); }
+  unsigned thread_rank() const { return unsigned(__builtin_popcount(lanes_ & ((1u << lane()) - 1u))); }
+  unsigned meta_group_rank() const { return meta_rank_; }
+  unsigned meta_group_size() const { return meta_size_; }
+  bool is_valid() const { return lanes_ != 0; }
+  void sync(int line = __builtin_LINE()) const { ::emu::syncwarp(lanes_, line); }
+  // A rank past the group names no lane: its shuffle reads a lane outside the mask (reported, as undefined).
+  template <class T> T shfl(T v, int src_rank, int line = __builtin_LINE()) const {
+    return ::emu::shfl(::emu::W_SHFL_IDX, lanes_, v, int(__fns(lanes_, 0, src_rank + 1) & 31u), 32, line);
+  }
+  // Up and down move by ranks; a lane with no group member that far away gets its own value.
+  template <class T> T shfl_down(T v, unsigned delta, int line = __builtin_LINE()) const {
+    return shfl_lane(v, __fns(lanes_, unsigned(lane()), int(delta) + 1), line);
+  }
+  template <class T> T shfl_up(T v, unsigned delta, int line = __builtin_LINE()) const {
+    return shfl_lane(v, __fns(lanes_, unsigned(lane()), -(int(delta) + 1)), line);
+  }
+  unsigned ballot(int pred, int line = __builtin_LINE()) const {
+    return to_ranks(::emu::vote(::emu::W_BALLOT, lanes_, pred, line));
+  }
+  bool any(int pred, int line = __builtin_LINE()) const { return ::emu::vote(::emu::W_ANY, lanes_, pred, line) != 0; }
+  bool all(int pred, int line = __builtin_LINE()) const { return ::emu::vote(::emu::W_ALL, lanes_, pred, line) != 0; }
+  template <class T> unsigned match_any(T v, int line = __builtin_LINE()) const {
+    return to_ranks(::emu::match(::emu::W_MATCH_ANY, lanes_, v, line));
+  }
+  template <class T> unsigned match_all(T v, int& pred, int line = __builtin_LINE()) const {
+    unsigned r = ::emu::match(::emu::W_MATCH_ALL, lanes_, v, line);
+    pred = r != 0;
+    return to_ranks(r);
+  }
+
+ private:
+  static int lane() { return ::emu::g_cur->lane; }
+  template <class T> T shfl_lane(T v, unsigned src_lane, int line) const {
+    return ::emu::shfl(::emu::W_SHFL_IDX, lanes_, v, int(src_lane < 32 ? src_lane : unsigned(lane())), 32, line);
+  }
+  // Lane bits to rank bits: bit r of the result is the group's r-th lane.
+  unsigned to_ranks(unsigned lane_bits) const {
+    unsigned out = 0, rank = 0;
+    for (unsigned m = lanes_; m; m &= m - 1, ++rank)
+      if (lane_bits >> __builtin_ctz(m) & 1u) out |= 1u << rank;
+    return out;
+  }
+  unsigned lanes_, meta_rank_, meta_size_;
+};
+
+inline coalesced_group coalesced_threads(int line = __builtin_LINE()) { return coalesced_group(__activemask(line)); }
+inline void sync(const coalesced_group& g, int line = __builtin_LINE()) { g.sync(line); }
+
+// Tiles of `tile` consecutive ranks (a power of two <= 32); the caller's tile. No lanes meet: nothing to wait for.
+inline coalesced_group tiled_partition(const coalesced_group& g, unsigned tile, int line = __builtin_LINE()) {
+  if (tile == 0 || tile > 32 || (tile & (tile - 1))) ::emu::bad_width(::emu::W_SYNCWARP, int(tile), line);
+  unsigned first = g.thread_rank() / tile * tile, lanes = 0;
+  for (unsigned r = first; r < first + tile && r < g.size(); ++r) lanes |= 1u << __fns(g.get_mask(), 0, int(r) + 1);
+  return coalesced_group(lanes, g.thread_rank() / tile, (g.size() + tile - 1) / tile);
+}
+// The group's lanes that pass the same label (labeled_partition) or predicate (binary_partition) as the caller.
+template <class Label>
+inline coalesced_group labeled_partition(const coalesced_group& g, Label label, int line = __builtin_LINE()) {
+  return coalesced_group(::emu::match(::emu::W_MATCH_ANY, g.get_mask(), label, line));
+}
+template <unsigned N, class Label>
+inline coalesced_group labeled_partition(const thread_block_tile<N>& g, Label label, int line = __builtin_LINE()) {
+  return coalesced_group(::emu::match(::emu::W_MATCH_ANY, g.coll(), label, line) & g.mask());
+}
+inline coalesced_group binary_partition(const coalesced_group& g, bool pred, int line = __builtin_LINE()) {
+  return labeled_partition(g, int(pred), line);
+}
+template <unsigned N>
+inline coalesced_group binary_partition(const thread_block_tile<N>& g, bool pred, int line = __builtin_LINE()) {
+  return labeled_partition(g, int(pred), line);
+}
 
 // <cooperative_groups/reduce.h> and <cooperative_groups/scan.h> over a tile: a butterfly of shfl_xor for reduce
 // (every lane gets the result), a Hillis-Steele ladder of shfl_up for the scans. CUDA does not specify the order in
@@ -127,5 +210,32 @@ inline T exclusive_scan(const thread_block_tile<N>& g, T v, int line = __builtin
 }
 template <unsigned N>
 inline void sync(const thread_block_tile<N>& g, int line = __builtin_LINE()) { g.sync(line); }
+
+// Over a coalesced group of any size: a shfl_up ladder in rank space, its last rank's value broadcast for reduce.
+template <class T, class Op>
+inline T inclusive_scan(const coalesced_group& g, T v, Op op, int line = __builtin_LINE()) {
+  for (unsigned o = 1; o < g.size(); o *= 2) {
+    T t = g.shfl_up(v, o, line);
+    if (g.thread_rank() >= o) v = op(t, v);
+  }
+  return v;
+}
+template <class T>
+inline T inclusive_scan(const coalesced_group& g, T v, int line = __builtin_LINE()) {
+  return inclusive_scan(g, v, plus<T>(), line);
+}
+template <class T, class Op>
+inline T exclusive_scan(const coalesced_group& g, T v, Op op, int line = __builtin_LINE()) {
+  T in = inclusive_scan(g, v, op, line), up = g.shfl_up(in, 1, line);
+  return g.thread_rank() == 0 ? T() : up;
+}
+template <class T>
+inline T exclusive_scan(const coalesced_group& g, T v, int line = __builtin_LINE()) {
+  return exclusive_scan(g, v, plus<T>(), line);
+}
+template <class T, class Op>
+inline T reduce(const coalesced_group& g, T v, Op op, int line = __builtin_LINE()) {
+  return g.shfl(inclusive_scan(g, v, op, line), int(g.size()) - 1, line);
+}
 
 }  // namespace cooperative_groups

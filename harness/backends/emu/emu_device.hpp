@@ -105,7 +105,8 @@ namespace emu {
 
 enum WaitKind : int { W_NONE = 0, W_BAR, W_SHFL_IDX, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL,
                       W_SYNCWARP, W_MMA, W_REDUCE_ADD, W_REDUCE_MIN, W_REDUCE_MAX, W_REDUCE_AND, W_REDUCE_OR,
-                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX, W_NAMED, W_GRID };
+                      W_REDUCE_XOR, W_MATCH_ANY, W_MATCH_ALL, W_LDMATRIX, W_STMATRIX, W_NAMED, W_GRID,
+                      W_CONVERGE };
 
 // threadIdx expands to __tid: a reserved name, so a kernel's own `#define tid ...` cannot reach into it
 struct FiberHead { uint3 __tid; int linear, warp, lane; };
@@ -135,7 +136,8 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
 unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
-unsigned activemask();
+unsigned activemask();           // the warp's lanes that have not exited (the rendezvous set of sub-warp tiles)
+unsigned converged(int line);    // __activemask: the lanes that converge with the caller at `line`
 long long clock_tick();
 // What the memory model needs to know of an atomic operation: its scope (the threads it is atomic with and can
 // synchronize with: those of its block, or of the device) and whether it acquires or releases by itself
@@ -353,7 +355,7 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
 #define __powf(x, y) ::powf((x), (y))
 #define __exp10f(x) ::exp10f(x)
 
-inline unsigned __activemask() { return ::emu::activemask(); }
+inline unsigned __activemask(int line = __builtin_LINE()) { return ::emu::converged(line); }
 // A fence releases what the thread did before it through the thread's next atomic, and completes the acquire of
 // the thread's earlier atomics (emu_race.hpp); a block-scope fence does either only among threads of its block.
 inline void __threadfence() { ::emu::fence(::emu::kScopeDevice); }
@@ -414,6 +416,15 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x ? __builtin_clz(unsigned(x)) : 32; }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// PTX fns.b32: the position of the |offset|-th set bit of `mask`, counting from bit `base` upward (offset > 0) or
+// downward (offset < 0), base included; offset 0 asks whether bit `base` itself is set. 0xffffffff when none is.
+inline unsigned __fns(unsigned mask, unsigned base, int offset) {
+  if (offset == 0) return base < 32 && (mask >> base & 1u) ? base : 0xffffffffu;
+  int step = offset > 0 ? 1 : -1, left = offset > 0 ? offset : -offset;
+  for (int pos = int(base); pos >= 0 && pos < 32; pos += step)
+    if ((mask >> pos & 1u) && --left == 0) return unsigned(pos);
+  return 0xffffffffu;
+}
 inline unsigned __brev(unsigned x) {
   x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1); x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
   x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4); x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);

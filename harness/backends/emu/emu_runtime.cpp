@@ -55,7 +55,8 @@ const char* const kWaitName[] = {"-", "__syncthreads", "__shfl_sync", "__shfl_up
                                  "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp",
                                  "mma.sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
                                  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync", "bar.sync", "grid.sync"};
+                                 "__match_all_sync", "ldmatrix.sync", "stmatrix.sync", "bar.sync", "grid.sync",
+                                 "__activemask"};
 enum State : int { READY = 0, WAIT_BAR, WAIT_WARP, DONE };
 
 constexpr int kMaxThreads = 1024;
@@ -108,13 +109,26 @@ struct Fiber : FiberHead {
   // Spinning on a volatile load (volatile_read_done): the address read last and how many times in a row.
   const volatile void* volatile_ptr;
   int volatile_reads;
+  bool spin_yielded;   // back in the ready queue because it spins (not on its way to a convergence point)
+  unsigned converged;  // the lanes that converged with it at its last __activemask (converged())
   AsyncQueue async;
 };
 
 inline Fiber* cur() { return static_cast<Fiber*>(g_cur); }
 
+// A warp collective in progress: the lanes it names and those that have arrived. Several can be in progress in one
+// warp (the groups of a partition each shuffle among themselves; a tile shuffles while lanes of its group already wait
+// at the group's next collective). Two that wait for each other's lanes are divergence, reported at the arrival
+// that closes the cycle; longer cycles end as a deadlock when no thread can run.
+struct Meet { unsigned arrived, mask; int kind, line; };
+
 struct Warp {
-  unsigned exists, exited, arrived, mask;
+  unsigned exists, exited;
+  unsigned converging;   // lanes waiting at __activemask for the warp's other lanes to stop (converged())
+  Meet meets[32];
+  int nmeets;
+  // The collective that completes, while compute_warp works out its results.
+  unsigned mask;
   int kind, line;
   uint64_t val[32];
   int bval[32], cval[32];
@@ -372,8 +386,11 @@ int pop_ready();
 // A fiber that blocks (or exits: `final`) hands over directly to the next ready fiber, so a rendezvous costs
 // one switch instead of two through the scheduler; the scheduler regains control when nothing is ready or
 // a fault was raised. The order is the ready queue's, exactly as when every switch went through run_block.
+void release_converged(int warp);
+
 void switch_to_sched(bool final) {
   Fiber* self = cur();
+  if (g_warps[self->warp].converging && (self->state != READY || self->spin_yielded)) release_converged(self->warp);
   int next = g_fault ? -1 : pop_ready();
   if (next >= 0 && &g_fibers[next] == self) return;      // released again before anyone else ran
   ++g_switches;
@@ -665,7 +682,9 @@ void compute_warp(Warp& w);
 // Arrive at a warp collective; returns when every lane of `mask` has arrived and the result is ready.
 // The diagnosis of a collective that cannot complete, out of line: the hot path of every rendezvous then keeps
 // a small stack frame (fibers' frames compete for the L1 cache at every switch).
-[[gnu::cold, gnu::noinline, noreturn]] void warp_arrive_fault(Fiber* f, Warp& w, int kind, unsigned mask, int line) {
+// `other`: the collective in progress whose lanes the call names, if any.
+[[gnu::cold, gnu::noinline, noreturn]] void warp_arrive_fault(Fiber* f, Warp& w, const Meet* other, int kind,
+                                                              unsigned mask, int line) {
   unsigned bit = 1u << f->lane;
   const char* name = kWaitName[kind];
   if (!(mask & bit))
@@ -679,13 +698,22 @@ void compute_warp(Warp& w);
   if (mask & w.exited)
     fiber_fault(BARRIER_DIVERGENCE, where(f) + ": " + name + " at line " + std::to_string(line) +
                 " names lane(s) " + lane_list(mask & w.exited) + " that have exited");
-  if (!(w.mask & mask))
-    fiber_fault(UNSUPPORTED, where(f) + ": concurrent warp collectives with disjoint masks (" + name +
-                " at line " + std::to_string(line) + ", " + kWaitName[w.kind] + " at line " +
-                std::to_string(w.line) + ")");
   fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached " + name + " at line " + std::to_string(line) +
-              " while lane(s) " + lane_list(w.arrived) + " wait at " + kWaitName[w.kind] + " at line " +
-              std::to_string(w.line) + (w.mask != mask ? " (masks differ)" : ""));
+              " while lane(s) " + lane_list(other->arrived) + " wait at " + kWaitName[other->kind] + " at line " +
+              std::to_string(other->line) + (other->mask != mask ? " (masks differ)" : ""));
+}
+
+// The collective in progress that names lane(s) of `mask`, or null.
+inline Meet* meet_naming(Warp& w, unsigned mask) {
+  for (int i = 0; i < w.nmeets; ++i)
+    if (w.meets[i].mask & mask) return &w.meets[i];
+  return nullptr;
+}
+// The collective where lane(s) of `lanes` wait, or null.
+inline const Meet* meet_holding(const Warp& w, unsigned lanes) {
+  for (int i = 0; i < w.nmeets; ++i)
+    if (w.meets[i].arrived & lanes) return &w.meets[i];
+  return nullptr;
 }
 
 void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
@@ -693,21 +721,28 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   Warp& w = g_warps[f->warp];
   unsigned bit = 1u << f->lane;
   if (__builtin_expect(!(mask & bit) || (mask & ~w.exists) || (mask & w.exited), 0))
-    warp_arrive_fault(f, w, kind, mask, line);
-  if (w.arrived == 0) {
-    w.kind = kind; w.mask = mask; w.line = line;
-  } else if (__builtin_expect(w.kind != kind || w.line != line || w.mask != mask, 0)) {
-    warp_arrive_fault(f, w, kind, mask, line);
+    warp_arrive_fault(f, w, nullptr, kind, mask, line);
+  Meet* m = nullptr;
+  for (int i = 0; i < w.nmeets; ++i) {
+    Meet& x = w.meets[i];
+    if (x.kind == kind && x.line == line && x.mask == mask) m = &x;
+    // X waits for this lane, and this collective for a lane that waits at X: neither can complete
+    else if (__builtin_expect((x.arrived & mask) && (x.mask & bit), 0)) warp_arrive_fault(f, w, &x, kind, mask, line);
+  }
+  if (!m) {                       // at most 32 in progress: each holds a lane
+    m = &w.meets[w.nmeets++];
+    *m = Meet{0, mask, kind, line};
   }
   w.val[f->lane] = v; w.bval[f->lane] = b; w.cval[f->lane] = c;
-  w.arrived |= bit;
+  m->arrived |= bit;
   f->wait_kind = kind;
   f->wait_line = line;
-  if (w.arrived == w.mask) {
+  if (m->arrived == m->mask) {
     ++g_progress;
+    w.mask = mask; w.kind = kind; w.line = line;
+    *m = w.meets[--w.nmeets];
     compute_warp(w);
     race_warp_sync(f->warp, mask);
-    w.arrived = 0;
     g_order.clear();
     for (int l = 0; l < 32; ++l)
       if (mask >> l & 1u) g_order.push_back(f->warp * 32 + l);
@@ -960,9 +995,9 @@ void thread_exit() {
   ++g_progress;
   if (g_exited++ == 0) g_first_exit = f->linear;
   w.exited |= bit;
-  if (w.arrived && (w.mask & bit)) {
-    set_fault(BARRIER_DIVERGENCE, where(f) + ": exited while lane(s) " + lane_list(w.arrived) + " wait at " +
-              kWaitName[w.kind] + " (line " + std::to_string(w.line) + ") with a mask naming it");
+  if (const Meet* m = meet_naming(w, bit)) {
+    set_fault(BARRIER_DIVERGENCE, where(f) + ": exited while lane(s) " + lane_list(m->arrived) + " wait at " +
+              kWaitName[m->kind] + " (line " + std::to_string(m->line) + ") with a mask naming it");
   } else if (g_bar_count && g_bar_count + g_exited == g_nthreads) {
     barrier_exit_fault(g_bar_line);
   }
@@ -1041,9 +1076,9 @@ std::string describe_stuck() {
         const NamedBarrier& b = g_named[g_fibers[wi * 32 + __builtin_ctz(g.second)].wait_id];
         s += " on barrier " + std::to_string(&b - g_named) + " (" + std::to_string(b.arrived) + " of " +
              std::to_string(b.count) + " threads arrived)";
-      } else if (g.first.first != W_BAR && g.first.first != W_GRID) {
-        const Warp& w = g_warps[wi];
-        unsigned missing = w.mask & ~w.arrived;
+      } else if (g.first.first != W_BAR && g.first.first != W_GRID && g.first.first != W_CONVERGE) {
+        const Meet* m = meet_holding(g_warps[wi], g.second);
+        unsigned missing = m ? m->mask & ~m->arrived : 0u;
         if (missing) s += " for lane(s) " + lane_list(missing);
       }
     }
@@ -1072,7 +1107,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
     Warp& w = g_warps[wi];
     int live = std::min(32, g_nthreads - wi * 32);
     w.exists = live == 32 ? 0xffffffffu : ((1u << live) - 1u);
-    w.exited = 0; w.arrived = 0; w.mask = 0;
+    w.exited = 0; w.nmeets = 0; w.mask = 0; w.converging = 0;
   }
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i) {
@@ -1084,6 +1119,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
     f->wait_kind = W_NONE; f->wait_line = 0;
     f->spin_ptr = nullptr; f->spin_reads = 0; f->spin_idle = 0;
     f->volatile_ptr = nullptr; f->volatile_reads = 0;
+    f->spin_yielded = false; f->converged = 0;
     f->async.count = 0; f->async.open = 0;
     prepare_fiber(f);
     g_order.push_back(i);
@@ -1154,8 +1190,10 @@ void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
     fiber_fault(LATER_BLOCK_WAIT, where(f) + buf + "; it may wait for one of the " + std::to_string(g_blocks_after) +
                 " block(s) that emu runs after it (emu runs blocks one after another, a GPU may run them at once)");
   }
+  f->spin_yielded = true;
   push_ready(f->linear);
   switch_to_sched();
+  f->spin_yielded = false;
 }
 
 // A volatile load of the race build (emu_race.hpp: g++ gives volatile accesses entry points of their own). A thread
@@ -1169,8 +1207,10 @@ void volatile_read_done(const volatile void* p) {
   if (p != f->volatile_ptr) { f->volatile_ptr = p; f->volatile_reads = 1; return; }
   if (++f->volatile_reads < kSpinReads) return;
   f->volatile_reads = 0;
+  f->spin_yielded = true;
   push_ready(f->linear);
   switch_to_sched();
+  f->spin_yielded = false;
 }
 
 // ---- the shared window ----------------------------------------------------------------------------------
@@ -1281,6 +1321,52 @@ void trap(int line) {
 unsigned activemask() {
   const Warp& w = g_warps[cur()->warp];
   return w.exists & ~w.exited;
+}
+
+// ---- convergence: __activemask and coalesced groups ------------------------------------------------------
+// Since Volta, which lanes of a warp execute an instruction together is the hardware's choice; CUDA promises only
+// that the calling lane is among them. emu gives the largest set a GPU gives when the warp reconverges before the
+// call: a lane at __activemask waits until no other lane of its warp is still running (each has exited, waits at
+// a barrier or collective, spins, or waits at __activemask too); the lanes waiting at the same line then converge
+// and get their set. Groups at different lines are released one at a time (the first line first), so their
+// collectives never overlap.
+unsigned converged(int line) {
+  Fiber* f = cur();
+  f->state = WAIT_WARP;
+  f->wait_kind = W_CONVERGE;
+  f->wait_line = line;
+  g_warps[f->warp].converging |= 1u << f->lane;
+  switch_to_sched();
+  return f->converged;
+}
+
+void release_converged(int warp) {
+  Warp& w = g_warps[warp];
+  unsigned live = w.exists & ~w.exited & ~w.converging;
+  for (unsigned m = live; m; m &= m - 1) {
+    const Fiber& f = g_fibers[warp * 32 + __builtin_ctz(m)];
+    if (f.state == READY && !f.spin_yielded) return;     // still on its way: it may reach the same line
+  }
+  // The group at the first line of the source goes first: lanes that went ahead (past the end of an if, say) then
+  // wait where the others, released in turn, join them. Any order is legal; this one gives the reconverged sets
+  // of structured code on every schedule.
+  int line = INT_MAX;
+  for (unsigned m = w.converging; m; m &= m - 1) line = std::min(line, g_fibers[warp * 32 + __builtin_ctz(m)].wait_line);
+  unsigned group = 0;
+  for (unsigned m = w.converging; m; m &= m - 1) {
+    int l = __builtin_ctz(m);
+    if (g_fibers[warp * 32 + l].wait_line == line) group |= 1u << l;
+  }
+  w.converging &= ~group;
+  ++g_progress;
+  g_order.clear();
+  for (unsigned m = group; m; m &= m - 1) {
+    Fiber& f = g_fibers[warp * 32 + __builtin_ctz(m)];
+    f.converged = group;
+    g_order.push_back(f.linear);
+  }
+  order_batch(g_order);
+  for (int id : g_order) push_ready(id);
 }
 
 long long clock_tick() { return (long long)(++g_clock); }

@@ -235,7 +235,7 @@ _SPACES = {"global", "shared", "shared::cta", "shared::cluster", "local", "const
 # what ld/st/atom may carry that changes nothing emu models (cache and eviction hints)
 _HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|unified|mmio)$")
 _NO_EFFECT = {"prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "applypriority", "discard"}
-SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev, "
+SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev/fns, "
                 "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive (named barriers), "
                 "mbarrier, bra within the asm, bar.warp.sync, shfl.sync, "
                 "vote.sync, activemask, createpolicy and the hints that change nothing here (prefetch, griddepcontrol)")
@@ -490,6 +490,9 @@ def _scalar(b: _Block, text: str) -> str:
     if op in ("popc", "clz") and ptype:
         need(2)
         return wr(args[0], f"(uint32_t)::emu::ptx::{op}<{ct}>({rd(args[1])})")
+    if op == "fns":
+        need(4)
+        return wr(args[0], f"::__fns({rd(args[1], 'uint32_t')}, {rd(args[2], 'uint32_t')}, {rd(args[3], 'int32_t')})")
     if op == "brev" and ptype:
         need(2)
         return wr(args[0], f"::emu::ptx::brev<{ct}>({rd(args[1])})")
@@ -579,7 +582,7 @@ def _scalar(b: _Block, text: str) -> str:
         return wr(args[0], value if kind == "W_BALLOT" else f"({value} != 0)")
     if op == "activemask":
         need(1)
-        return wr(args[0], "::emu::activemask()")
+        return wr(args[0], f"::emu::converged({b.line})")
     if op == "createpolicy":
         return wr(args[0], "(uint64_t)0")       # a cache policy: a hint, no value emu uses
     raise b.fail(text, f"is not supported by emu; emulated are {MATRIX_FORMS}; {MATH_FORMS}; cp.async; and scalar "

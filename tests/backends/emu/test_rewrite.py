@@ -72,7 +72,7 @@ def test_a_register_list_of_the_wrong_length_is_named():
     ("surf2Dwrite(1.0f, s, 0, 0);", r"surface loads/stores"),
     ("float v = __shfl(y[0], 0);", r"legacy warp shuffles"),
     ("cudaDeviceSynchronize();", r"CUDA runtime API calls"),
-    ("auto g = cooperative_groups::coalesced_threads();", r"coalesced groups"),
+    ("auto g = cooperative_groups::this_multi_grid();", r"multi-grid group"),
 ])
 def test_unsupported_constructs_are_named(snippet, named):
     with pytest.raises(UnsupportedConstruct, match=named + r".*line 2"):
@@ -134,8 +134,8 @@ def test_file_scope_shared_is_declared_where_used_and_uninstantiated_templates_a
 
 
 def test_missing_intrinsic_is_an_unsupported_construct(emu):
-    with pytest.raises(UnsupportedConstruct, match=r"'__fns' \(line 2\) is not provided by the emu runtime"):
-        emu.load("__global__ void k(unsigned* y){\n  y[0] = __fns(y[0], 0u, 1);\n}\n")
+    with pytest.raises(UnsupportedConstruct, match=r"'__vadd2' \(line 2\) is not provided by the emu runtime"):
+        emu.load("__global__ void k(unsigned* y){\n  y[0] = __vadd2(y[0], 1u);\n}\n")
 
 
 def test_syntax_error_is_a_build_error(emu):
