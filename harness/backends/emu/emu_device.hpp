@@ -166,8 +166,11 @@ void barrier_init_seen(const volatile void* bar, int line);
 void barrier_invalidated(const volatile void* bar);
 void barrier_use(const volatile void* bar, const char* op, int line);
 // PTX's named barriers (bar.sync / bar.arrive / barrier.sync with an id, and a thread count or 0 for the whole block):
-// `wait` false only arrives. Barrier 0 with the whole block is __syncthreads.
-void named_barrier(unsigned id, unsigned count, bool wait, int line);
+// `wait` false only arrives. Barrier 0 with the whole block is __syncthreads. Returns how many of the phase's threads
+// passed a true `pred` (to the threads that wait).
+unsigned named_barrier(unsigned id, unsigned count, bool wait, int line, bool pred = false);
+enum BarrierReduction : int { kBarPopc = 0, kBarAnd, kBarOr };
+unsigned barrier_reduce(unsigned id, unsigned count, int op, bool pred, int line);
 // cooperative groups' grid.sync(): every thread of every block of the launch arrives before any goes on.
 void grid_sync(int line);
 // Asynchronous copies (__pipeline_memcpy_async): the runtime keeps each thread's pending copies in batches;

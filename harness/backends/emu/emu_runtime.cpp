@@ -110,6 +110,7 @@ struct Fiber : FiberHead {
   const volatile void* volatile_ptr;
   int volatile_reads;
   bool spin_yielded;   // back in the ready queue because it spins (not on its way to a convergence point)
+  unsigned bar_count;  // the true predicates of the named-barrier phase it last completed (bar.red)
   unsigned converged;  // the lanes that converged with it at its last __activemask (converged())
   AsyncQueue async;
 };
@@ -502,7 +503,7 @@ void syncthreads(int line) {
 // so a producer that arrives again without waiting is not taken to be ordered before the earlier phase's waiters.
 // Threads count one by one, as on sm_70 and later; the count must be a multiple of the warp size (the PTX ISA).
 constexpr unsigned kNamedBarriers = 16;
-struct NamedBarrier { unsigned count, arrived; uint64_t phase; int line; };
+struct NamedBarrier { unsigned count, arrived, preds; uint64_t phase; int line; };
 NamedBarrier g_named[kNamedBarriers];
 
 [[gnu::cold, gnu::noinline, noreturn]] void named_barrier_fault(int code, Fiber* f, unsigned id, int line,
@@ -511,9 +512,11 @@ NamedBarrier g_named[kNamedBarriers];
               std::to_string(line) + " " + why);
 }
 
-void named_barrier(unsigned id, unsigned count, bool wait, int line) {
+// `pred`: this thread's predicate for bar.red; the count of true ones among the phase's threads is returned to each
+// thread that waits (each gets its own copy: a later phase may complete before a released thread runs).
+unsigned named_barrier(unsigned id, unsigned count, bool wait, int line, bool pred) {
   Fiber* f = cur();
-  if (id == 0 && wait && (count == 0 || count == unsigned(g_nthreads))) { syncthreads(line); return; }
+  if (id == 0 && wait && (count == 0 || count == unsigned(g_nthreads))) return unsigned(syncthreads_count(pred, line));
   if (id >= kNamedBarriers) named_barrier_fault(TRAP, f, id, line, "names a barrier outside 0..15");
   if (id == 0)
     named_barrier_fault(UNSUPPORTED, f, id, line, "uses barrier 0 for part of the block or without waiting; emu "
@@ -532,30 +535,42 @@ void named_barrier(unsigned id, unsigned count, bool wait, int line) {
                         " while " + std::to_string(b.arrived) + " thread(s) arrived with a count of " +
                         std::to_string(b.count) + " (line " + std::to_string(b.line) + ")");
   phase_arrive(&b, kScopeBlock);
+  b.preds += pred;
   if (++b.arrived < b.count) {
-    if (!wait) return;
+    if (!wait) return 0;
     f->state = WAIT_BAR;
     f->wait_kind = W_NAMED;
     f->wait_line = line;
     f->wait_id = id;
     switch_to_sched();
-    return;
+    return f->bar_count;
   }
   ++g_progress;
   uint64_t done = b.phase++;
   phase_complete(&b, done);
+  unsigned preds = b.preds;
   b.arrived = 0;
+  b.preds = 0;
   g_order.clear();
   for (int i = 0; i < g_nthreads; ++i) {
-    const Fiber& w = g_fibers[i];
+    Fiber& w = g_fibers[i];
     if (w.state == WAIT_BAR && w.wait_kind == W_NAMED && w.wait_id == id) {
       phase_acquire_by(i, &b, done, kScopeBlock);
+      w.bar_count = preds;
       g_order.push_back(i);
     }
   }
   if (wait) phase_acquire_by(f->linear, &b, done, kScopeBlock);
   order_batch(g_order);
   for (int i : g_order) push_ready(i);
+  return preds;
+}
+
+// PTX bar.red: a named barrier that also reduces the threads' predicates (popc: how many are true; and; or).
+unsigned barrier_reduce(unsigned id, unsigned count, int op, bool pred, int line) {
+  unsigned trues = named_barrier(id, count, true, line, pred);
+  unsigned threads = count ? count : unsigned(g_nthreads);
+  return op == kBarPopc ? trues : op == kBarAnd ? unsigned(trues == threads) : unsigned(trues != 0);
 }
 
 // The arrive-wait barriers initialised in the running block: shared memory starts poisoned, and a poison byte
@@ -1092,7 +1107,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
   g_pred_sum = 0; g_pred_result = 0;
-  for (NamedBarrier& b : g_named) b = NamedBarrier{0, 0, 0, 0};
+  for (NamedBarrier& b : g_named) b = NamedBarrier{0, 0, 0, 0, 0};
   g_live_barriers.clear();
   g_ready.clear(); g_ready_head = 0;
   g_shared_top = 0;

@@ -8,7 +8,7 @@ the locals. Instructions emu runs (docs/KERNELS.md, "Inline PTX"):
   * scalar PTX: mov (special registers, packing), cvt, cvta, integer and float arithmetic, logic, shifts,
     bit-field and byte-permute instructions, lop3, setp/selp, ld/st (every state space, cache hints ignored,
     .volatile, .relaxed/.acquire/.release as atomics of their scope), atom/red, fence/membar;
-  * barriers: bar/barrier .sync and .arrive with an id and a thread count (named barriers), the mbarrier
+  * barriers: bar/barrier .sync, .arrive and .red with an id and a thread count (named barriers), the mbarrier
     instructions and cp.async.mbarrier.arrive (emu_barrier.hpp);
   * labels and bra within one asm statement (a try_wait loop).
   * the f32 math approximations and the 16-bit packs (emu_device.hpp, ptx_math / ptx_pack16).
@@ -236,7 +236,7 @@ _SPACES = {"global", "shared", "shared::cta", "shared::cluster", "local", "const
 _HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|unified|mmio)$")
 _NO_EFFECT = {"prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "applypriority", "discard"}
 SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev/fns, "
-                "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive (named barriers), "
+                "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive/red (named barriers), "
                 "mbarrier, bra within the asm, bar.warp.sync, shfl.sync, "
                 "vote.sync, activemask, createpolicy and the hints that change nothing here (prefetch, griddepcontrol)")
 _MAX_INSTRUCTIONS = 400
@@ -546,9 +546,17 @@ def _scalar(b: _Block, text: str) -> str:
             need(1)
             return f"::emu::syncwarp({rd(args[0], 'uint32_t')}, {b.line});"
         kinds = [m for m in mods if m not in ("cta", "aligned")]
+        if kinds in (["red", "popc", "u32"], ["red", "and", "pred"], ["red", "or", "pred"]):
+            if not 3 <= len(args) <= 4:
+                raise b.fail(text, "needs a destination, a barrier id, an optional thread count and a predicate")
+            count = rd(args[2], "uint32_t") if len(args) == 4 else "0u"
+            op = {"popc": "kBarPopc", "and": "kBarAnd", "or": "kBarOr"}[kinds[1]]
+            value = (f"::emu::barrier_reduce({rd(args[1], 'uint32_t')}, {count}, ::emu::{op}, "
+                     f"{rd(args[-1], 'bool')}, {b.line})")
+            return wr(args[0], value if kinds[1] == "popc" else f"({value} != 0)")
         if kinds not in ([], ["sync"], ["arrive"]) or not 1 <= len(args) <= 2:
-            raise b.fail(text, "is a barrier form emu does not run (bar/barrier .sync and .arrive, with a barrier "
-                               "id and an optional thread count, it does)")
+            raise b.fail(text, "is a barrier form emu does not run (bar/barrier .sync, .arrive and .red (popc.u32, "
+                               "and.pred, or.pred), with a barrier id and an optional thread count, it does)")
         if kinds != ["arrive"] and len(args) == 1 and args[0].strip() == "0":
             return f"::emu::syncthreads({b.line});"
         count = rd(args[1], "uint32_t") if len(args) == 2 else "0u"

@@ -381,6 +381,32 @@ __global__ void named(const float* x, float* y, int rows, int fix) {
   if (t < 32) y[blockIdx.x * 32 + lane] = acc;
 }
 
+// bar.red: a popc over the block at barrier 0, then an and over warps 0-1 at barrier 1 and an or of the negated
+// predicate over warps 2-3 at barrier 2 (64 threads each), twice, the second round on new values. Each thread also
+// writes a shared slot before the popc and reads another's after it (`order` 0: the read comes before the barrier).
+__global__ void reductions(const int* x, unsigned* out, int order) {
+  __shared__ int s[128];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  int seen = order ? 0 : s[127 - t];
+  unsigned n;
+  asm volatile("{ .reg .pred p;\n setp.gt.s32 p, %1, 0;\n bar.red.popc.u32 %0, 0, p; }" : "=r"(n) : "r"(x[t]) : "memory");
+  if (order) seen = s[127 - t];
+  for (int round = 0; round < 2; ++round) {
+    int v = x[128 * (round + 1) + t];
+    unsigned r;
+    if (t < 64)
+      asm volatile("{ .reg .pred p, q;\n setp.gt.s32 p, %1, 0;\n bar.red.and.pred q, 1, 64, p;\n"
+                   " selp.u32 %0, 1, 0, q; }" : "=r"(r) : "r"(v) : "memory");
+    else
+      asm volatile("{ .reg .pred p, q;\n setp.gt.s32 p, %1, 0;\n barrier.cta.red.or.pred q, 2, %2, !p;\n"
+                   " selp.u32 %0, 1, 0, q; }" : "=r"(r) : "r"(v), "r"(64) : "memory");
+    out[4 * t + 1 + round] = r;
+  }
+  out[4 * t] = n;
+  out[4 * t + 3] = unsigned(seen);
+}
+
 // Named-barrier misuse: counts that disagree, a count no threads can reach, a count not a multiple of 32.
 __global__ void named_misuse(float* y, int which) {
   int t = threadIdx.x;
@@ -441,6 +467,26 @@ def test_named_barriers_order_a_producer_warp_and_a_consumer_warp(ptx_module):
     write, read = _line(PTX, "row[lane] = x[32 * r + lane];"), _line(PTX, "acc += row[31 - lane];")
     with pytest.raises(DataRace, match=rf"__shared__ 'row' .*(line {read}.*line {write}|line {write}.*line {read})"):
         ptx_module.launch("named", (1,), (64,), 0, [x, y, np.int32(rows), np.int32(0)], outputs=(1,))
+
+
+def test_bar_red_counts_ands_and_ors_the_predicates_of_its_threads(ptx_module):
+    rng = np.random.default_rng(4)
+    x = rng.integers(-3, 40, 3 * 128).astype(np.int32)
+    x[128 + 64:128 + 128] = 1                          # round 0: warps 2-3 all positive, so or(!p) is false
+    x[256:256 + 64] = 5                                # round 1: warps 0-1 all positive, so and(p) is true
+    out = np.zeros(4 * 128, np.uint32)
+    ptx_module.launch("reductions", (1,), (128,), 0, [x, out, np.int32(1)], outputs=(1,))
+    got = out.reshape(128, 4)
+    assert np.all(got[:, 0] == np.sum(x[:128] > 0))
+    for rnd in range(2):
+        v = x[128 * (rnd + 1):128 * (rnd + 2)]
+        assert np.all(got[:64, 1 + rnd] == int(np.all(v[:64] > 0))), rnd
+        assert np.all(got[64:, 1 + rnd] == int(np.any(v[64:] <= 0))), rnd
+    assert list(got[[0, 64], 2]) == [1, 1] and list(got[[0, 64], 1]) == [0, 0]
+    assert np.array_equal(got[:, 3], x[:128][::-1].astype(np.uint32))
+    write, read = _line(PTX, "  s[t] = x[t];"), _line(PTX, "int seen = order ? 0 : s[127 - t];")
+    with pytest.raises(DataRace, match=rf"__shared__ 's' .*(line {read}.*line {write}|line {write}.*line {read})"):
+        ptx_module.launch("reductions", (1,), (128,), 0, [x, out, np.int32(0)], outputs=(1,))
 
 
 def test_named_barrier_misuse_is_a_fault_naming_the_rule(ptx_module):
