@@ -98,6 +98,7 @@ def run(args) -> int:
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
+    from cudasrc.host_code import without_host_functions
     from cudasrc.signatures import kernel_signatures
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     path = check_input(args.source, "source")
@@ -127,6 +128,9 @@ def run(args) -> int:
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
+    host = without_host_functions(source)[1]
+    if host:
+        print("host code, not run: " + ", ".join(f"{h.name} (line {h.line})" for h in host))
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:

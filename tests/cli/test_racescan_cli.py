@@ -47,6 +47,21 @@ def test_options_replace_the_header_and_same_value_races_are_marked(tmp_path, ca
     assert "verdict: CLEAN" in capsys.readouterr().out
 
 
+def test_a_whole_program_runs_as_its_device_code_and_says_what_it_left_out(tmp_path, capsys):
+    src = tmp_path / "prog.cu"
+    src.write_text("#include <cstdio>\n__shared__ int smem[64];\n"
+                   "__global__ void sum(const int* x, int* out) {\n  smem[threadIdx.x] = x[threadIdx.x];\n"
+                   "  if (threadIdx.x == 0) { int s = 0; for (int i = 0; i < 64; ++i) s += smem[i]; *out = s; }\n}\n"
+                   "void fill(int* p) { cudaMemset(p, 0, 256); }\n"
+                   "int main() {\n  int *x, *out;\n  cudaMalloc(&x, 256);\n  cudaMalloc(&out, 4);\n  fill(x);\n"
+                   "  sum<<<1, 64>>>(x, out);\n  return 0;\n}\n")
+    assert main(["racescan", str(src), "--kernel", "sum", "--grid", "1", "--block", "64", "--args",
+                 "x:int32[64]=random(0,9) out:int32[1]!out", "--seed", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "host code, not run: fill (line 7), main (line 8)" in out
+    assert "verdict: RACE (DataRace" in out and "__shared__ 'smem'" in out      # the missing __syncthreads
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "no `// launch: KERNEL grid=.. block=..` line in its leading comment; give --kernel, --grid and --block"),
     (["--kernel", "k", "--grid", "1", "--block", "4"], "no `// args: ...` line in its leading comment; give --args"),

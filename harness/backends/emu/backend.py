@@ -17,7 +17,7 @@ from harness.backends.base import (POISON_BYTES, Backend, Buffer, KernelFault, K
                                    Module, OutOfBounds, ResourceExhausted, SandboxViolation, Struct, Symbol, UninitializedRead, as_dim3,
                                    check_buffer_array)
 from harness.backends.client import FORGED, LastWords, Worker, WorkerDied, WorkerTimedOut
-from harness.backends.emu import guarded, races, sandbox
+from harness.backends.emu import guarded, races, sandbox, sites
 from harness.backends.emu import staging as shm
 from harness.backends.emu import toolchain as tc
 from harness.backends.emu import watchdog
@@ -453,7 +453,7 @@ class EmuModule(Module):
             err = None
             if outcome.fault:
                 cls, detail = outcome.fault
-                err = faults.fault_error(cls, launch, detail, "emu worker")
+                err = faults.fault_error(cls, launch, sites.resolve(detail, spec.so_path), "emu worker")
             if outcome.races:     # resolved here, not in the sandboxed worker: addr2line is a program to run
                 found = races.resolve(races.parse(outcome.races), spec.so_path)
                 err = races.fault(launch, found, outcome.race_where, err)

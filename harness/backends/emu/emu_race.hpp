@@ -360,17 +360,22 @@ inline bool conflict(const Access& a, const Fiber* f, bool shared, uint16_t atom
   return !stale(a, shared) && !morally_strong(a, atomic) && !ordered(a, f);
 }
 
+// The source line of the call whose return address is `pc`, as a token the Python side resolves (sites.py).
+std::string pc_token(uintptr_t pc) {
+  Dl_info info;
+  uintptr_t off = pc;
+  if (dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fbase) off = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "{pc:0x%lx}", (unsigned long)(off - 1));   // the call instruction
+  return buf;
+}
+
 std::string describe_site(uint16_t site) {
   if (site == 0) return "an unknown line";
   uintptr_t key = g_sites[site];
+  if (!(key & kLineSite)) return pc_token(key);
   char buf[64];
-  if (key & kLineSite) std::snprintf(buf, sizeof buf, "line %lu", (unsigned long)(key & ~kLineSite));
-  else {
-    Dl_info info;
-    uintptr_t off = key;
-    if (dladdr(reinterpret_cast<void*>(key), &info) && info.dli_fbase) off = key - reinterpret_cast<uintptr_t>(info.dli_fbase);
-    std::snprintf(buf, sizeof buf, "{pc:0x%lx}", (unsigned long)(off - 1));   // the call instruction
-  }
+  std::snprintf(buf, sizeof buf, "line %lu", (unsigned long)(key & ~kLineSite));
   return buf;
 }
 
@@ -825,6 +830,9 @@ void race_release_shared_shadow() {
 
 namespace emu {
 void volatile_read_done(const volatile void* p);     // emu_runtime.cpp: a spin on a volatile load yields
+
+// A misaligned access through an aligned entry point: the kernel's fault (emu_runtime.cpp).
+[[gnu::cold, gnu::noinline]] void misaligned(uintptr_t a, size_t size, bool write, uintptr_t pc);
 // Whether [a, a + n) may touch a tracked range: three unsigned range tests, kept inline in the entry points so
 // the loads of untracked memory (const weights, locals) cost a call and these tests only.
 inline bool maybe_tracked(uintptr_t a, size_t n) {
@@ -834,26 +842,31 @@ inline bool maybe_tracked(uintptr_t a, size_t n) {
 }  // namespace emu
 
 // ---- entry points of the compiler's instrumentation (-fsanitize=thread without libtsan) -------------------
-#define EMU_TSAN_ACCESS(NAME, SIZE, WRITE)                                                                     \
+#define EMU_TSAN_ACCESS(NAME, SIZE, WRITE, ALIGNED)                                                            \
   extern "C" void NAME(void* p) {                                                                             \
     uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
+    if (ALIGNED && __builtin_expect(a & (SIZE - 1), 0))                                                        \
+      ::emu::misaligned(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
     if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
       ::emu::race_access(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
   }
 #define EMU_TSAN_SIZES(KIND, WRITE)                                                                            \
-  EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE)                     \
-  EMU_TSAN_ACCESS(__tsan_##KIND##4, 4, WRITE) EMU_TSAN_ACCESS(__tsan_##KIND##8, 8, WRITE)                     \
-  EMU_TSAN_ACCESS(__tsan_##KIND##16, 16, WRITE)                                                               \
-  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##2, 2, WRITE) EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##4, 4, WRITE) \
-  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##8, 8, WRITE)                                                       \
-  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##16, 16, WRITE)
+  EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE, true) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE, true)         \
+  EMU_TSAN_ACCESS(__tsan_##KIND##4, 4, WRITE, true) EMU_TSAN_ACCESS(__tsan_##KIND##8, 8, WRITE, true)         \
+  EMU_TSAN_ACCESS(__tsan_##KIND##16, 16, WRITE, true)                                                         \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##2, 2, WRITE, false)                                                \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##4, 4, WRITE, false)                                                \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##8, 8, WRITE, false)                                                \
+  EMU_TSAN_ACCESS(__tsan_unaligned_##KIND##16, 16, WRITE, false)
 EMU_TSAN_SIZES(read, false)
 EMU_TSAN_SIZES(write, true)
 // Volatile accesses race like plain ones; a volatile load may also be a spin on a flag, so it may yield.
 #define EMU_TSAN_VOLATILE(SIZE)                                                                                \
-  EMU_TSAN_ACCESS(__tsan_volatile_write##SIZE, SIZE, true)                                                    \
+  EMU_TSAN_ACCESS(__tsan_volatile_write##SIZE, SIZE, true, true)                                              \
   extern "C" void __tsan_volatile_read##SIZE(void* p) {                                                       \
     uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
+    if (__builtin_expect(a & (SIZE - 1), 0))                                                                   \
+      ::emu::misaligned(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
     if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
       ::emu::race_access(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
     ::emu::volatile_read_done(p);                                                                             \

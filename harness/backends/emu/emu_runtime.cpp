@@ -1211,6 +1211,20 @@ void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
   f->spin_yielded = false;
 }
 
+// The compiler calls an aligned entry point (__tsan_read4, not __tsan_unaligned_read4) where the type says the
+// address is a multiple of the access's size; on a GPU such an access at another address stops the kernel
+// (cudaErrorMisalignedAddress), where an x86 CPU would go on.
+void misaligned(uintptr_t a, size_t size, bool write, uintptr_t pc) {
+  if (!g_on_fiber) return;                 // a module's static initialisers: not device code
+  char buf[200];
+  std::snprintf(buf, sizeof buf, ": misaligned address: a %zu-byte %s of 0x%lx at ", size, write ? "write" : "read",
+                (unsigned long)a);
+  char why[160];
+  std::snprintf(why, sizeof why, " (the address must be a multiple of %zu; a GPU stops the kernel with "
+                "cudaErrorMisalignedAddress)", size);
+  fiber_fault(TRAP, where(cur()) + buf + pc_token(pc) + why);
+}
+
 // A volatile load of the race build (emu_race.hpp: g++ gives volatile accesses entry points of their own). A thread
 // that reads one volatile address kSpinReads times in a row with no other volatile load between yields, as after
 // atomics: `while (*flag == 0) {}` lets the thread that sets the flag run. Unlike an atomic spin it is never taken

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
+from cudasrc.host_code import without_host_functions
 from cudasrc.preprocess import as_built
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
                                 namespace_blocks, scope_at, skip_string, split_top_level, strip_comments,
@@ -337,7 +338,7 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None) -> Rewritten:
     """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
     build's flags define, with which a kernel's parameter list is read where it has conditionals."""
-    clean = strip_comments(code)
+    clean, _ = without_host_functions(code)     # host code never runs here, as on a GPU: a whole program loads
     check_unsupported(clean)
     try:
         kernels = kernel_signatures(code, defines=defines)

@@ -464,6 +464,14 @@ def judge(spec: LaunchSpec, plan: list[Schedule], runs: list[dict[int, np.ndarra
     for i in spec.outputs:
         idx = checks.unwritten(first[i], second[i], (plan[0].poison, plan[1].poison))
         if idx.size:
+            derived = np.setdiff1d(diff(1, i), idx, assume_unique=True)
+            if derived.size:      # values computed from the poison: the kernel read the output before writing it
+                return "UninitializedRead", (
+                    "the result depends on the poison pattern, so the kernel read memory it had not written (an "
+                    f"output before writing it; {idx.size} element(s) of it hold the poison itself, not written or "
+                    "written back unchanged): " +
+                    checks.describe_difference(spec.names[i], first[i], second[i], derived, str(plan[0]),
+                                               str(plan[1]) + where(1)))
             return "UnwrittenOutput", checks.describe_unwritten(spec.names[i], first[i], idx)
     for i in first:
         idx = diff(1, i)

@@ -89,8 +89,8 @@ def deferred_asm(src: str) -> str:
 
 @pytest.mark.parametrize("snippet,named", [
     ('asm volatile("wgmma.fence.sync.aligned;");', r"inline PTX 'wgmma.fence.sync.aligned' \(line 2\) is not supported"),
-    ('asm volatile("bar.red.popc.u32 %0, 1, 1;" : "=r"(n));', r"inline PTX 'bar.red.popc.u32 %0, 1, 1' \(line 2\) "
-                                                              r"is a barrier form emu does not run"),
+    ('asm volatile("barrier.cluster.arrive;");', r"inline PTX 'barrier.cluster.arrive' \(line 2\) "
+                                                r"is a barrier form emu does not run"),
     ('asm volatile("bra.uni elsewhere;\\n done:");', r"branches to elsewhere, a label it does not define"),
     ('asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], 16;" :: "r"(n));',
      r"counts TMA transactions"),

@@ -1,0 +1,80 @@
+"""A whole CUDA program loads on emu as its device code (its host functions dropped, as a GPU build leaves them
+on the host), and the faults a GPU's own checkers find in such programs are found: a read of an output before it
+is written (the values depend on the poison), and an access at an address its type does not allow (a GPU stops
+with cudaErrorMisalignedAddress; an x86 CPU would go on)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import KernelCrash, UninitializedRead
+
+PROGRAM = r"""#include <cstdio>
+#include <cassert>
+#define CHECK(call) assert((call) == cudaSuccess)
+static constexpr int N = 64;
+
+__global__ void add_index(int* v) {
+  int t = threadIdx.x + blockDim.x * blockIdx.x;
+  v[t] += t;
+}
+
+__global__ void word_at(const char* bytes, int offset, float* y) {
+  y[threadIdx.x] = *(const float*)(bytes + offset + 4 * threadIdx.x);
+}
+
+struct __attribute__((packed)) Record { char tag; int value; };
+__global__ void packed_values(const Record* r, int* y) { y[threadIdx.x] = r[threadIdx.x].value; }
+
+int main() {
+  int* v = nullptr;
+  CHECK(cudaMalloc(&v, N * sizeof(int)));
+  add_index<<<2, N / 2>>>(v);
+  CHECK(cudaDeviceSynchronize());
+  printf("done\n");
+  return 0;
+}
+"""
+
+
+def _line(text: str) -> int:
+    return next(i for i, line in enumerate(PROGRAM.split("\n"), 1) if text in line)
+
+
+@pytest.fixture(scope="module")
+def program(emu):
+    return emu.load(PROGRAM)
+
+
+def test_a_whole_program_loads_as_its_device_code(program):
+    v = np.arange(64, dtype=np.int32) * 10
+    program.launch("add_index", (2,), (32,), 0, [v], outputs=())
+    assert np.array_equal(v, np.arange(64) * 11)
+
+
+def test_an_output_read_before_it_is_written_is_an_uninitialized_read(program):
+    v = np.zeros(64, np.int32)
+    # v[0] += 0 writes the poison back unchanged; the other 63 values are computed from it
+    with pytest.raises(UninitializedRead, match=r"read memory it had not written \(an output before writing it; 1 "
+                                                r"element\(s\) of it hold the poison itself.*'v' differs at 63"):
+        program.launch("add_index", (2,), (32,), 0, [v], outputs=(0,))
+
+
+def test_a_misaligned_access_stops_the_kernel_as_on_a_gpu(program):
+    data = np.arange(64, dtype=np.float32)
+    raw = data.view(np.int8)
+    y = np.zeros(8, np.float32)
+    program.launch("word_at", (1,), (8,), 0, [raw, np.int32(8), y], outputs=(2,))
+    assert np.array_equal(y, data[2:10])
+    with pytest.raises(KernelCrash, match=rf"misaligned address: a 4-byte read of 0x[0-9a-f]+ at line "
+                                          rf"{_line('y[threadIdx.x] = *(const float*)')} \(the address must be a "
+                                          r"multiple of 4; a GPU stops the kernel with cudaErrorMisalignedAddress\)"):
+        program.launch("word_at", (1,), (8,), 0, [raw, np.int32(2), y], outputs=(2,))
+
+
+def test_a_packed_field_the_compiler_knows_is_unaligned_is_no_fault(program):
+    rec = np.zeros(8, dtype=np.dtype([("tag", "i1"), ("value", "<i4")], align=False))
+    rec["tag"], rec["value"] = 7, np.arange(8) * 3
+    y = np.zeros(8, np.int32)
+    program.launch("packed_values", (1,), (8,), 0, [rec.view(np.uint8), y], outputs=(1,))
+    assert np.array_equal(y, np.arange(8) * 3)
