@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cudasrc.signatures import closing_bracket, kernel_signatures, strip_comments
+from cudasrc.host_code import without_host_functions
+from cudasrc.signatures import kernel_signatures
 from cudasrc.types import SCALAR_DTYPES
 from harness.backends.base import Struct
 
@@ -46,27 +47,9 @@ def label_of(path: Path) -> "str | None":
 
 # ---- device code -------------------------------------------------------------------------------------------
 def device_code(source: str) -> str:
-    """Drop every top-level function definition that is not __global__ or __device__ (host code), keeping line
-    count; keep declarations, structs, typedefs, constants and preprocessor lines."""
-    text = strip_comments(source)
-    out, pos, j = [], 0, 0
-    while True:
-        k = text.find("{", j)
-        if k < 0:
-            break
-        head_start = max(text.rfind(";", 0, k), text.rfind("}", 0, k), text.rfind("\n#", 0, k)) + 1
-        if text[head_start:].startswith("#"):
-            head_start = text.find("\n", head_start) + 1
-        head = text[head_start:k]
-        end = closing_bracket(text, k)
-        is_function = re.search(r"\)\s*(?:const\s*)?$", head) and not re.search(r"=\s*$", head)
-        if is_function and "__global__" not in head and "__device__" not in head:
-            out.append(text[pos:head_start])
-            out.append("\n" * text.count("\n", head_start, end + 1))
-            pos = end + 1
-        j = end + 1
-    out.append(text[pos:])
-    return "".join(out)
+    """The source's device code: comments stripped, host function definitions blanked (line count kept), as emu
+    itself loads a whole program (cudasrc/host_code.py)."""
+    return without_host_functions(source)[0]
 
 
 # ---- inputs ------------------------------------------------------------------------------------------------
