@@ -147,6 +147,7 @@ class coalesced_group {
 inline coalesced_group coalesced_threads(int line = __builtin_LINE()) { return coalesced_group(__activemask(line)); }
 inline void sync(const coalesced_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
+
 // Tiles of `tile` consecutive ranks (a power of two <= 32); the caller's tile. No lanes meet: nothing to wait for.
 inline coalesced_group tiled_partition(const coalesced_group& g, unsigned tile, int line = __builtin_LINE()) {
   if (tile == 0 || tile > 32 || (tile & (tile - 1))) ::emu::bad_width(::emu::W_SYNCWARP, int(tile), line);
@@ -169,6 +170,48 @@ inline coalesced_group binary_partition(const coalesced_group& g, bool pred, int
 template <unsigned N>
 inline coalesced_group binary_partition(const thread_block_tile<N>& g, bool pred, int line = __builtin_LINE()) {
   return labeled_partition(g, int(pred), line);
+}
+
+// The type-erased group a function takes to serve any group: the block, a tile or a coalesced group (grid_group
+// does not convert, as in CUDA). A group of lanes is kept as its lanes; its rank counts them from the lowest.
+class thread_group {
+ public:
+  thread_group(const thread_block&) : lanes_(0), size_(blockDim.x * blockDim.y * blockDim.z) {}
+  template <unsigned N>
+  thread_group(const thread_block_tile<N>& t) : lanes_(t.mask()), size_(N) {}
+  thread_group(const coalesced_group& g) : lanes_(g.get_mask()), size_(g.size()) {}
+  thread_group(unsigned lanes, unsigned size) : lanes_(lanes), size_(size) {}
+  bool is_block() const { return lanes_ == 0; }
+  unsigned get_mask() const { return lanes_; }
+  unsigned long long size() const { return size_; }
+  unsigned long long num_threads() const { return size_; }
+  unsigned long long thread_rank() const {
+    return is_block() ? thread_block().thread_rank()
+                      : unsigned(__builtin_popcount(lanes_ & ((1u << ::emu::g_cur->lane) - 1u)));
+  }
+  void sync(int line = __builtin_LINE()) const {
+    if (is_block()) ::emu::syncthreads(line);
+    else ::emu::syncwarp(lanes_ & ::emu::activemask(), line);
+  }
+
+ private:
+  unsigned lanes_, size_;
+};
+inline void sync(const thread_group& g, int line = __builtin_LINE()) { g.sync(line); }
+
+// tiled_partition(parent, n) with the size at run time: the caller's tile of n consecutive ranks of the parent
+// (a power of two <= 32).
+inline thread_group tiled_partition(const thread_group& parent, unsigned tile, int line = __builtin_LINE()) {
+  if (tile == 0 || tile > 32 || (tile & (tile - 1))) ::emu::bad_width(::emu::W_SYNCWARP, int(tile), line);
+  if (parent.is_block()) {
+    unsigned lane = unsigned(::emu::g_cur->lane);
+    return thread_group(((tile == 32 ? 0xffffffffu : (1u << tile) - 1u) << (lane / tile * tile)), tile);
+  }
+  coalesced_group g = tiled_partition(coalesced_group(parent.get_mask()), tile, line);
+  return thread_group(g.get_mask(), g.size());
+}
+inline thread_group tiled_partition(const thread_block& parent, unsigned tile, int line = __builtin_LINE()) {
+  return tiled_partition(thread_group(parent), tile, line);
 }
 
 // <cooperative_groups/reduce.h> and <cooperative_groups/scan.h> over a tile: a butterfly of shfl_xor for reduce

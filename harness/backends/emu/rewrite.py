@@ -38,9 +38,9 @@ _UNSUPPORTED = [
     (TEXTURE_FETCH + r"\s*(?:<[^<>;(){}]*>\s*)?\(", "texture fetches"),
     (r"\bsurf(?:[123]D|[12]DLayered|Cubemap(?:Layered)?)(?:read|write)\s*(?:<[^<>;(){}]*>\s*)?\(",
      "surface loads/stores"),
-    (r"\bthis_multi_grid\s*\(|::\s*thread_group\b",
-     "cooperative groups' multi-grid group and the type-erased thread_group (thread_block, thread_block_tile, "
-     "coalesced_group and grid_group run)"),
+    (r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b",
+     "cooperative groups' multi-grid group (thread_block, thread_block_tile, coalesced_group, thread_group and "
+     "grid_group run)"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
     (r"\b__managed__\b", "__managed__ variables"),
     (r"\b__pipeline_arrive_on\b|\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:device|system)\s*>",

@@ -128,6 +128,41 @@ __global__ void tiles(const int* x, int* out, int order) {
   out[2 * t + 1] = tid == 1 ? row[t / 32][7 - tile.thread_rank()] : 0;
 }
 
+// A reduction written once for any group (the type-erased thread_group, as NVIDIA's simpleCooperativeGroups writes
+// it): over the block, over tiles of 16 made at compile time and tiles of 8 made at run time; and the rank and size
+// of a coalesced group through it. `sync_tiles` 0 leaves out the syncs of the 16-thread tiles' reductions.
+__device__ int group_sum(cg::thread_group g, int* x, int v, int sync_it) {
+  int r = int(g.thread_rank());
+  for (int i = int(g.size()) / 2; i > 0; i /= 2) {
+    x[r] = v;
+    if (sync_it) g.sync();
+    if (r < i) v += x[r + i];
+    if (sync_it) g.sync();
+  }
+  return v;
+}
+__global__ void any_group(const int* in, int* sums, int* ranks, int sync_tiles) {
+  extern __shared__ int work[];
+  cg::thread_block block = cg::this_thread_block();
+  int t = int(block.thread_rank()), v = in[t];
+  int whole = group_sum(block, work, v, 1);
+  if (t == 0) sums[0] = whole;
+  block.sync();
+  cg::thread_block_tile<16> t16 = cg::tiled_partition<16>(block);
+  int s16 = group_sum(t16, work + t - int(t16.thread_rank()), v, sync_tiles);
+  if (t16.thread_rank() == 0) sums[1 + t / 16] = s16;
+  block.sync();
+  cg::thread_group t8 = cg::tiled_partition(block, 8);
+  int s8 = group_sum(t8, work + t - int(t8.thread_rank()), v, 1);
+  if (t8.thread_rank() == 0) sums[5 + t / 8] = s8;
+  if (v % 3 == 0) {
+    cg::thread_group odd = cg::coalesced_threads();
+    ranks[t] = int(odd.thread_rank()) + 100 * int(odd.size());
+  } else {
+    ranks[t] = -1;
+  }
+}
+
 // __fns and PTX fns.b32 on the same operands.
 __global__ void nth_set_bit(const unsigned* mask, const unsigned* base, const int* offset, unsigned* out) {
   int t = threadIdx.x;
@@ -300,3 +335,21 @@ def test_the_nth_set_bit_by_intrinsic_and_by_ptx(schedules_module):
     want = np.array([_fns(int(m), int(b), int(o)) for m, b, o in zip(mask, base, offset)], np.uint32)
     assert list(want[:4]) == [3, 3, 3, 1]
     assert np.array_equal(out[0::2], want) and np.array_equal(out[1::2], want)
+
+
+def test_one_reduction_serves_any_group_through_thread_group(detector_module):
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 50, 64).astype(np.int32)
+    sums, ranks = np.zeros(13, np.int32), np.zeros(64, np.int32)
+    detector_module.launch("any_group", (1,), (64,), 64 * 4, [x, sums, ranks, np.int32(1)], outputs=(1, 2))
+    assert sums[0] == x.sum()
+    assert np.array_equal(sums[1:5], x.reshape(4, 16).sum(axis=1))
+    assert np.array_equal(sums[5:13], x.reshape(8, 8).sum(axis=1))
+    for w in range(2):
+        lanes = [lane for lane in range(32) if x[32 * w + lane] % 3 == 0]
+        want = np.full(32, -1)
+        want[lanes] = np.arange(len(lanes)) + 100 * len(lanes)
+        assert np.array_equal(ranks[32 * w:32 * w + 32], want), w
+    write, read = _line("x[r] = v;"), _line("if (r < i) v += x[r + i];")
+    with pytest.raises(DataRace, match=rf"extern __shared__.*(line {write}.*line {read}|line {read}.*line {write})"):
+        detector_module.launch("any_group", (1,), (64,), 64 * 4, [x, sums, ranks, np.int32(0)], outputs=(1, 2))

@@ -200,12 +200,11 @@ def test_cooperative_groups_reduce_and_scan_over_tiles(load):
         assert np.array_equal(rows[1:, 5], np.cumsum(tiles[t])[:-1]) and rows[0, 5] == 0
 
 
-def test_the_type_erased_thread_group_is_reported_unsupported(load):
+def test_the_multi_grid_group_is_reported_unsupported(load):
     from harness.backends.base import UnsupportedConstruct
     src = ("#include <cooperative_groups.h>\n"
-           "__global__ void k(int* o) { cooperative_groups::thread_group g = cooperative_groups::this_thread_block();"
-           " o[0] = g.size(); }\n")
-    with pytest.raises(UnsupportedConstruct, match="type-erased thread_group"):
+           "__global__ void k(int* o) { auto g = cooperative_groups::this_multi_grid(); o[0] = g.size(); }\n")
+    with pytest.raises(UnsupportedConstruct, match="multi-grid group"):
         load(src)
 
 
