@@ -126,11 +126,11 @@ struct Meet { unsigned arrived, mask; int kind, line; };
 struct Warp {
   unsigned exists, exited;
   unsigned converging;   // lanes waiting at __activemask for the warp's other lanes to stop (converged())
-  Meet meets[32];
-  int nmeets;
+  int nmeets;            // (the fields each arrival reads share the first cache line with meets[0])
   // The collective that completes, while compute_warp works out its results.
   unsigned mask;
   int kind, line;
+  Meet meets[32];
   uint64_t val[32];
   int bval[32], cval[32];
   uint64_t res[32];
@@ -388,10 +388,12 @@ int pop_ready();
 // one switch instead of two through the scheduler; the scheduler regains control when nothing is ready or
 // a fault was raised. The order is the ready queue's, exactly as when every switch went through run_block.
 void release_converged(int warp);
+int g_converging = 0;     // lanes of the block waiting at __activemask (one load on every switch's path)
 
 void switch_to_sched(bool final) {
   Fiber* self = cur();
-  if (g_warps[self->warp].converging && (self->state != READY || self->spin_yielded)) release_converged(self->warp);
+  if (g_converging && g_warps[self->warp].converging && (self->state != READY || self->spin_yielded))
+    release_converged(self->warp);
   int next = g_fault ? -1 : pop_ready();
   if (next >= 0 && &g_fibers[next] == self) return;      // released again before anyone else ran
   ++g_switches;
@@ -738,15 +740,20 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
   if (__builtin_expect(!(mask & bit) || (mask & ~w.exists) || (mask & w.exited), 0))
     warp_arrive_fault(f, w, nullptr, kind, mask, line);
   Meet* m = nullptr;
-  for (int i = 0; i < w.nmeets; ++i) {
-    Meet& x = w.meets[i];
-    if (x.kind == kind && x.line == line && x.mask == mask) m = &x;
-    // X waits for this lane, and this collective for a lane that waits at X: neither can complete
-    else if (__builtin_expect((x.arrived & mask) && (x.mask & bit), 0)) warp_arrive_fault(f, w, &x, kind, mask, line);
-  }
-  if (!m) {                       // at most 32 in progress: each holds a lane
-    m = &w.meets[w.nmeets++];
-    *m = Meet{0, mask, kind, line};
+  if (__builtin_expect(w.nmeets == 1, 1) && w.meets[0].kind == kind && w.meets[0].line == line &&
+      w.meets[0].mask == mask) {
+    m = &w.meets[0];              // the common case: the warp's one collective in progress
+  } else {
+    for (int i = 0; i < w.nmeets; ++i) {
+      Meet& x = w.meets[i];
+      if (x.kind == kind && x.line == line && x.mask == mask) m = &x;
+      // X waits for this lane, and this collective for a lane that waits at X: neither can complete
+      else if (__builtin_expect((x.arrived & mask) && (x.mask & bit), 0)) warp_arrive_fault(f, w, &x, kind, mask, line);
+    }
+    if (!m) {                     // at most 32 in progress: each holds a lane
+      m = &w.meets[w.nmeets++];
+      *m = Meet{0, mask, kind, line};
+    }
   }
   w.val[f->lane] = v; w.bval[f->lane] = b; w.cval[f->lane] = c;
   m->arrived |= bit;
@@ -1142,6 +1149,7 @@ int run_block(unsigned bx, unsigned by, unsigned bz) {
   order_batch(g_order);
   for (int id : g_order) push_ready(id);
   g_grid_waiting = 0;
+  g_converging = 0;
   return run_ready();
 }
 
@@ -1365,6 +1373,7 @@ unsigned converged(int line) {
   f->wait_kind = W_CONVERGE;
   f->wait_line = line;
   g_warps[f->warp].converging |= 1u << f->lane;
+  ++g_converging;
   switch_to_sched();
   return f->converged;
 }
@@ -1387,6 +1396,7 @@ void release_converged(int warp) {
     if (g_fibers[warp * 32 + l].wait_line == line) group |= 1u << l;
   }
   w.converging &= ~group;
+  g_converging -= __builtin_popcount(group);
   ++g_progress;
   g_order.clear();
   for (unsigned m = group; m; m &= m - 1) {
