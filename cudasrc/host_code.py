@@ -81,7 +81,7 @@ def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list, drop
             end = closing_bracket(text, k)
         except ValueError:
             return                                                 # unbalanced: the compiler will say so
-        if _FUNCTION_HEAD.search(head) and not re.search(r"=\s*$", head):
+        if _is_function_head(head):
             if not device_words & set(_IDENT.findall(head)) and not _CONSTEXPR.search(head):
                 spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
                 dropped.append(HostFunction(_name_of(head), text.count("\n", 0, head_start) + 1 +
@@ -89,6 +89,23 @@ def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list, drop
         elif _SCOPE_HEAD.search(head):
             _scan(text, k + 1, end, device_words, spans, dropped)
         j = end + 1
+
+
+def _is_function_head(head: str) -> bool:
+    """A function definition's head: it ends with a parameter list (and what may follow one), and that list is not
+    an attribute's (`typedef struct __align__(16) {` opens a struct) nor an initializer's (`= {`)."""
+    if not _FUNCTION_HEAD.search(head) or re.search(r"=\s*$", head):
+        return False
+    close = head.rstrip().rfind(")")
+    depth, i = 0, close
+    while i >= 0:                           # the `(` that opens the last parenthesized group
+        depth += {")": 1, "(": -1}.get(head[i], 0)
+        if depth == 0:
+            break
+        i -= 1
+    before = head[:max(i, 0)].rstrip()
+    word = _IDENT.findall(before)[-1:] or [""]
+    return word[0] not in _NOT_A_NAME and not re.search(r"\b(?:struct|class|union|enum|typedef)\b", before)
 
 
 def _name_of(head: str) -> str:

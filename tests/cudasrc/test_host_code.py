@@ -10,6 +10,7 @@ PROGRAM = r"""#include <cstdio>
 static constexpr int N = 128;
 __shared__ int smem[N];
 struct Params { int n; float scale; };
+typedef struct __align__(16) { float x, y, z, w; } Quad;
 HD inline float twice(float x) { return 2.0f * x; }
 constexpr int half(int n) { return n / 2; }
 template <class T> __device__ T clampv(T v) { return v < 0 ? 0 : v; }
@@ -44,18 +45,18 @@ int main() {
 def test_host_functions_are_blanked_and_named_and_device_code_stays():
     out, dropped = without_host_functions(PROGRAM)
     assert out.count("\n") == PROGRAM.count("\n")
-    assert [(d.name, d.line) for d in dropped] == [("host_helper", 10), ("fill", 13), ("main", 29)]
+    assert [(d.name, d.line) for d in dropped] == [("host_helper", 11), ("fill", 14), ("main", 30)]
     assert all(isinstance(d, HostFunction) for d in dropped)
     for gone in ("host_helper", "CHECK(cudaMalloc", "<<<", "int main", "void fill"):
         assert gone not in out, gone
     kept = ["HD inline float twice", "constexpr int half", "template <class T> __device__ T clampv",
             "__device__ float third", "__device__ float at(int i) const", "extern \"C\" __global__ void k",
             "Buffer(int n) : n_(n) { cudaMalloc(&p_, n); }", "struct Params { int n; float scale; };",
-            "#define CHECK(x)"]
+            "#define CHECK(x)", "typedef struct __align__(16) { float x, y, z, w; } Quad;"]
     for text in kept:
         assert text in out, text
     lines = out.split("\n")
-    assert lines[26].strip() == "y[t] = twice(p.scale) + detail::third(half(N)) + clampv(smem[t]);"
+    assert lines[27].strip() == "y[t] = twice(p.scale) + detail::third(half(N)) + clampv(smem[t]);"
 
 
 def test_a_source_without_host_code_is_only_stripped_of_comments():
