@@ -1365,8 +1365,8 @@ unsigned activemask() {
 // that the calling lane is among them. emu gives the largest set a GPU gives when the warp reconverges before the
 // call: a lane at __activemask waits until no other lane of its warp is still running (each has exited, waits at
 // a barrier or collective, spins, or waits at __activemask too); the lanes waiting at the same line then converge
-// and get their set. Groups at different lines are released one at a time (the first line first), so their
-// collectives never overlap.
+// and get their set. Groups at different lines are released one at a time, the first line first (each group's
+// collectives then meet apart from the others': warp_arrive).
 unsigned converged(int line) {
   Fiber* f = cur();
   f->state = WAIT_WARP;
