@@ -147,7 +147,6 @@ class coalesced_group {
 inline coalesced_group coalesced_threads(int line = __builtin_LINE()) { return coalesced_group(__activemask(line)); }
 inline void sync(const coalesced_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
-
 // Tiles of `tile` consecutive ranks (a power of two <= 32); the caller's tile. No lanes meet: nothing to wait for.
 inline coalesced_group tiled_partition(const coalesced_group& g, unsigned tile, int line = __builtin_LINE()) {
   if (tile == 0 || tile > 32 || (tile & (tile - 1))) ::emu::bad_width(::emu::W_SYNCWARP, int(tile), line);
