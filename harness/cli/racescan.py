@@ -52,6 +52,9 @@ def register(sub) -> None:
     p.add_argument("--race-check", choices=("on", "off"), default="on",
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR", type=path_name,
+                   help="a folder of headers the source includes (repeatable; the source's own folder is searched "
+                        "first)")
     p.set_defaults(func=run)
 
 
@@ -105,6 +108,12 @@ def run(args) -> int:
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
     source = path.read_text(errors="replace")
+    includes = [path.resolve().parent]
+    for d in args.include_dirs:
+        folder = check_input(d, "-I")
+        if not folder.is_dir():
+            raise ValueError(f"-I: {d} is not a folder")
+        includes.append(folder.resolve())
     launch, specs = _launch(args, read_header(source))
     signatures = {k.name: k for k in kernel_signatures(source)}
     if launch.kernel not in signatures:
@@ -135,7 +144,8 @@ def run(args) -> int:
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
             verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
-                            seed, name=path.name, tick=bar.advance, points=points)
+                            seed, name=path.name, tick=bar.advance, points=points,
+                            flags=tuple(f"-I{d}" for d in includes))
     finally:
         backend.close()
     where = f" at {_named(verdict.at)}" if verdict.at else ""
@@ -150,6 +160,7 @@ def run(args) -> int:
     replay = [f"qconform racescan {shlex.quote(args.source)}", f"--seed {seed}"]
     replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
                if getattr(args, o) is not None]
+    replay += [f"-I {shlex.quote(d)}" for d in args.include_dirs]
     if args.arg_specs is not None:
         replay.append(f"--args {shlex.quote(args.arg_specs)}")
     point = dict(verdict.at) or args.at

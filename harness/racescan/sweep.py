@@ -78,16 +78,17 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
 
 def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
           specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT, name: str = "kernel.cu",
-          tick: Optional[Callable[[], None]] = None, points: Optional[Sequence[dict]] = None) -> Verdict:
+          tick: Optional[Callable[[], None]] = None, points: Optional[Sequence[dict]] = None,
+          flags: Sequence[str] = ()) -> Verdict:
     """Load `source` on `backend` and launch `kernel` over the domain of the specs' swept scalars
     (`range(lo,hi)`; see sweep_points), every other argument generated from `seed` as make_args does. Without
     a swept scalar this is one launch, as harness.racescan.scan. `name`: the source's file name in messages;
     `tick()` after each launch (progress); `points`: launch at these instead (a replay's one point, or the
-    sweep_points the caller already has)."""
+    sweep_points the caller already has); `flags`: the build's (`-I` folders of the source's own headers)."""
     if points is None:
         points, _ = sweep_points({s.name: s.domain for s in specs if s.domain is not None}, seed, limit)
     try:
-        module = backend.load(source, name=name)
+        module = backend.load(source, flags, name=name)
     except (KernelFault, BuildError) as exc:
         return classify(exc, has_detector(backend))
     # Fresh arrays at every point: a launch writes its outputs back into the arrays it was given.

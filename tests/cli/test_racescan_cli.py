@@ -62,6 +62,27 @@ def test_a_whole_program_runs_as_its_device_code_and_says_what_it_left_out(tmp_p
     assert "verdict: RACE (DataRace" in out and "__shared__ 'smem'" in out      # the missing __syncthreads
 
 
+def test_headers_are_found_beside_the_source_and_in_minus_i_folders_and_a_changed_one_rebuilds(tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "dev.cuh").write_text("__device__ inline int twice(int x) { return 2 * x; }\n")
+    poke = tmp_path / "sub" / "poke.cuh"
+    poke.write_text("__device__ inline void poke(int* y, int t) { if (t == 0) y[1] = 0; }\n")   # beside thread 1
+    src = tmp_path / "k.cu"
+    src.write_text('#include "dev.cuh"\n#include "poke.cuh"\n'
+                   "__global__ void k(int* y) { int t = threadIdx.x; y[t] = twice(t); poke(y, t); }\n")
+    argv = ["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args", "y:int32[32]!out",
+            "--seed", "2"]
+    assert main(argv) == 3                                    # poke.cuh is in no folder the build searches
+    assert "poke.cuh" in capsys.readouterr().out
+    assert main(argv + ["-I", str(tmp_path / "sub")]) == 1
+    out, err = capsys.readouterr()
+    assert "data race on 'y' index 1" in out and f"-I {tmp_path / 'sub'}" in err     # the replay keeps -I
+    poke.write_text("__device__ inline void poke(int* y, int t) {}\n")   # the header alone changes: a new build
+    assert main(argv + ["-I", str(tmp_path / "sub")]) == 0
+    assert main(argv + ["-I", str(tmp_path / "none")]) == 2
+    assert "-I: no such file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "no `// launch: KERNEL grid=.. block=..` line in its leading comment; give --kernel, --grid and --block"),
     (["--kernel", "k", "--grid", "1", "--block", "4"], "no `// args: ...` line in its leading comment; give --args"),

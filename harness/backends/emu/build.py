@@ -1,6 +1,7 @@
 """Compile CUDA source into an emu shared object, cached by content hash (harness.cache.cache_entry)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -22,6 +23,9 @@ from .sites import MODULE_UNIT
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
                          r"is not a member of)", re.M)
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  toolkit_headers.include_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
                  (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
-    key = content_key(rw.source, source, *cmd_flags, *gate.macro_flags(flags), *toolchain.link_flags(), toolchain.cxx,
+    key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_header_digests(source, flags),
+                      *toolchain.link_flags(), toolchain.cxx,
                       toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT)[:40]
 
     def make(tmp_so: Path) -> None:
@@ -110,6 +115,29 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels), rw.grid_sync)
+
+
+def _header_digests(source: str, flags: Sequence[str]) -> list[str]:
+    """The path and SHA-256 of every header the source includes, recursively, from the build's -I folders (the
+    module depends on them as on the source: a changed header is a new build)."""
+    dirs = [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
+    if not dirs:
+        return []
+    out, seen, todo = [], set(), [(source, None)]
+    while todo:
+        text, here = todo.pop()
+        for name in _INCLUDE.findall(text):
+            for d in ([here] if here else []) + dirs:
+                path = d / name
+                if path.is_file():
+                    path = path.resolve()
+                    if path not in seen:
+                        seen.add(path)
+                        data = path.read_bytes()
+                        out.append(f"{path}:{hashlib.sha256(data).hexdigest()}")
+                        todo.append((data.decode(errors="replace"), path.parent))
+                    break
+    return out
 
 
 def _raise_build_error(stderr: str, name: str) -> None:

@@ -89,11 +89,11 @@ NVCC_ONLY_FLAGS = frozenset({"--expt-relaxed-constexpr", "-expt-relaxed-constexp
                              "--expt-extended-lambda", "-expt-extended-lambda"})
 
 
-def macro_flags(flags) -> tuple[str, ...]:
+def device_compile_flags(flags) -> tuple[str, ...]:
     """The build flags the device-side compile takes: those that define or undefine macros (-DNAME, -DNAME=VALUE,
-    -UNAME), for the source's meaning depends on them, and nvcc's language relaxations (NVCC_ONLY_FLAGS); the
-    others are the host compiler's own."""
-    return tuple(f for f in flags if f.startswith(("-D", "-U")) or f in NVCC_ONLY_FLAGS)
+    -UNAME) and the folders of the source's headers (-IDIR), for the source's meaning depends on them, and nvcc's
+    language relaxations (NVCC_ONLY_FLAGS); the others are the host compiler's own."""
+    return tuple(f for f in flags if f.startswith(("-D", "-U", "-I")) or f in NVCC_ONLY_FLAGS)
 
 
 def start_device_compile(source: str, name: str, work: Path, flags=()) -> Optional[subprocess.Popen]:
@@ -108,7 +108,7 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
         safe += ".cu"
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
-    return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, *macro_flags(flags), "-o", "device.ptx", safe], cwd=work / "gate",
+    return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), "-o", "device.ptx", safe], cwd=work / "gate",
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=tool_env(work),
                             preexec_fn=protocol.dies_with_caller())
 
