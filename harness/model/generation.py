@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from harness.judging.progress import Progress
-from harness.judging.registry import FAIL, PASS, TIE
+from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
 from reference.decoder import LANES, StepRecord, logit_bound_parts
 from reference.model import ModelConfig, ModelWeights
 
@@ -190,10 +190,14 @@ def judge_lanes(ref: ReferenceDecode, lanes: Sequence[str]) -> list[StreamResult
 
 
 def judge_external(ref: ReferenceDecode, stream: ExternalStream) -> StreamResult:
-    """A stream computed elsewhere against exact, with its bound lane's derived bound."""
+    """A stream computed elsewhere against exact, with its bound lane's derived bound; `unchecked` (with the
+    reason in teacher.fault) where the tool could not compute it."""
     if stream.bound_lane not in ref.lanes:
         raise ValueError(f"external: stream {stream.name} is judged with lane {stream.bound_lane!r}, "
                          f"which did not run")
+    if stream.unchecked:
+        return StreamResult(name=stream.name, tokens=[], verdict=UNCHECKED, divergence=None,
+                            teacher=TeacherStats(steps=0, fault=stream.unchecked), bound_lane=stream.bound_lane)
     lane = ref.lanes[stream.bound_lane]
     if len(stream.logits) != len(ref.fed):
         raise ValueError(f"external: {stream.name} gave {len(stream.logits)} teacher-forced steps, "

@@ -5,10 +5,19 @@ tokens and teacher-forced logits, to be judged like a lane against the exact lan
 llama.cpp's CPU matmuls for Q8_0 weights quantize the activation to Q8_0 (float16 block scales, round half away
 from zero): an int8-activation computation, so its streams are judged with the derived bound of the ``fast``
 lane (Int8Act) at the same step.
+
+llama.cpp runs in a child process (`python -m harness.model.llama_cpp JOB OUT`): a crash of the library (one
+build of llama-cpp-python 0.3.36 dies in its AMX matmul on some CPUs) then ends only that process, and the
+stream comes back unchecked with the signal and the library's version, while the lanes are still judged.
 """
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +76,8 @@ def greedy(llm, prompt: list[int], n_tokens: int) -> list[int]:
     return out
 
 
-def llama_streams(path, prompt: list[int], fed: list[int], n_tokens: int) -> list[ExternalStream]:
-    """llama.cpp's free-running tokens and its teacher-forced logits over `fed` (the exact lane's sequence)."""
+def _streams_here(path, prompt: list[int], fed: list[int], n_tokens: int) -> tuple[list[int], np.ndarray]:
+    """In this process: llama.cpp's greedy tokens and its teacher-forced logits over `fed` (steps x vocab)."""
     llm = load(path, n_ctx=len(prompt) + n_tokens + 1)
     try:
         vocab = llm.n_vocab()
@@ -78,4 +87,55 @@ def llama_streams(path, prompt: list[int], fed: list[int], n_tokens: int) -> lis
         llm.close() if hasattr(llm, "close") else None
     if logits and logits[0].shape != (vocab,):
         raise ValueError(f"llama.cpp returned logits of shape {logits[0].shape}, expected ({vocab},)")
-    return [ExternalStream(name=NAME, tokens=tokens, logits=logits, bound_lane="fast")]
+    return tokens, np.array(logits, dtype=np.float64).reshape(len(fed), vocab)
+
+
+def _child_env() -> dict:
+    """The child finds this checkout's packages first, also where they are not installed."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def llama_streams(path, prompt: list[int], fed: list[int], n_tokens: int) -> list[ExternalStream]:
+    """llama.cpp's free-running tokens and its teacher-forced logits over `fed` (the exact lane's sequence),
+    computed in a child process (module docstring). A load error is a ValueError naming the file; a crash of
+    the child is an unchecked stream with the reason."""
+    version = getattr(import_llama(), "__version__", "unknown version")
+    with tempfile.TemporaryDirectory(prefix="qconform-llama-") as tmp:
+        job, out = Path(tmp) / "job.json", Path(tmp) / "streams.npz"
+        job.write_text(json.dumps({"model": str(path), "prompt": [int(t) for t in prompt],
+                                   "fed": [int(t) for t in fed], "n_tokens": int(n_tokens)}))
+        run = subprocess.run([sys.executable, "-m", __name__, str(job), str(out)], capture_output=True, text=True,
+                             env=_child_env())
+        if run.returncode < 0:
+            why = (f"llama.cpp (llama-cpp-python {version}) died with {signal.Signals(-run.returncode).name} "
+                   f"in its child process; the comparison could not run here (the cross-check's limit, "
+                   f"not the model's)")
+            return [ExternalStream(name=NAME, tokens=[], logits=[], bound_lane="fast", unchecked=why)]
+        if run.returncode != 0:
+            lines = run.stderr.strip().splitlines() or [f"exit status {run.returncode}"]
+            raise ValueError(lines[-1])
+        with np.load(out) as data:
+            tokens, logits = data["tokens"].tolist(), list(data["logits"])
+    return [ExternalStream(name=NAME, tokens=[int(t) for t in tokens], logits=logits, bound_lane="fast")]
+
+
+def _child_main(argv: list[str]) -> int:
+    """`python -m harness.model.llama_cpp JOB OUT`: the streams of JOB (json) written to OUT (npz). A
+    ValueError (the file does not load) is one line on stderr and exit status 2."""
+    job_path, out_path = argv
+    job = json.loads(Path(job_path).read_text())
+    try:
+        tokens, logits = _streams_here(job["model"], job["prompt"], job["fed"], job["n_tokens"])
+    except ValueError as exc:
+        print(str(exc).replace("\n", " "), file=sys.stderr)
+        return 2
+    with open(out_path, "wb") as f:
+        np.savez(f, tokens=np.array(tokens, dtype=np.int64), logits=logits)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

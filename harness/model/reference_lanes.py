@@ -62,12 +62,14 @@ class RouterEffect:
 class ExternalStream:
     """A token stream computed elsewhere (llama.cpp, the kernels on a backend): free-running tokens and
     teacher-forced logits per step of the exact lane's fed sequence; judged with the derived bound of the
-    reference lane `bound_lane`."""
+    reference lane `bound_lane`. `unchecked`: the tool could not compute it (a crash of the library), said as
+    the stream's verdict, never a failure."""
 
     name: str
     tokens: list[int]
     logits: list[np.ndarray]
     bound_lane: str
+    unchecked: Optional[str] = None     # why the stream could not be computed (then tokens and logits are empty)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from harness.cache import atomic_write
 from harness.judging.records import finite_json
+from harness.judging.registry import UNCHECKED
 from harness.model.generation import GenerationRun, StreamResult
 from reference.decoder import LOGIT_BOUND_FAILURE
 
@@ -30,6 +31,8 @@ def stream_dict(s: StreamResult, pieces: Pieces = None) -> dict:
     if s.bound_lane:
         d["judged_with_bound_of"] = s.bound_lane
         d["leading_tokens_equal_to_that_lane"] = s.agrees_with_lane
+    if s.verdict == UNCHECKED:
+        d["reason"] = s.teacher.fault
     if pieces is not None:
         d["pieces"] = [piece_of(pieces, t) for t in s.tokens]
     return d
@@ -105,9 +108,15 @@ def router_text(run: GenerationRun) -> str:
             f"{percent(r.top1_agreement)}")
 
 
+def external_note(s: StreamResult) -> str:
+    if s.verdict == UNCHECKED:
+        return f"{s.name}: unchecked: {s.teacher.fault}"
+    return (f"{s.name} is judged with the `{s.bound_lane}` lane's bound; its first {s.agrees_with_lane} of "
+            f"{len(s.tokens)} tokens equal that lane's free-running stream.")
+
+
 def external_notes(run: GenerationRun) -> list[Block]:
-    return [Text(f"{s.name} is judged with the `{s.bound_lane}` lane's bound; its first {s.agrees_with_lane} of "
-                 f"{len(s.tokens)} tokens equal that lane's free-running stream.") for s in run.external]
+    return [Text(external_note(s)) for s in run.external]
 
 
 def margin_charts(run: GenerationRun) -> list[Block]:
@@ -160,6 +169,9 @@ def print_summary(run: GenerationRun, pieces: Pieces = None) -> None:
         if run.locks:
             tables.append(lock_table(run))
     console(tables)
+    for s in run.external:
+        if s.verdict == UNCHECKED:
+            print(external_note(s))
     shown = " ".join(f"{t}{'' if pieces is None else '[' + piece_of(pieces, t) + ']'}" for t in run.exact_tokens)
     print(f"exact tokens: {shown}")
 

@@ -62,3 +62,56 @@ def test_compare_command_writes_the_llama_stream(tiny_gguf, tmp_path):
     assert doc["external"][0]["judged_with_bound_of"] == "fast"
     assert 0 <= doc["external"][0]["leading_tokens_equal_to_that_lane"] <= 4
     assert rc == (1 if doc["failed"] else 0)
+
+
+# A stand-in for llama-cpp-python, found first on the child's path: it loads, or refuses the file, or dies the
+# way a crashing native library does. It needs no llama extra, so these run everywhere.
+_FAKE_LLAMA = """
+import os, signal
+__version__ = "0.0-stand-in"
+class Llama:
+    def __init__(self, model_path, **kw):
+        if os.environ.get("STAND_IN_LLAMA") == "refuse":
+            raise ValueError("failed to load model from " + model_path)
+    def n_vocab(self):
+        return 1024
+    def reset(self):
+        pass
+    def eval(self, tokens):
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+@pytest.fixture
+def stand_in_llama(tmp_path, monkeypatch):
+    pkg = tmp_path / "stand_in" / "llama_cpp"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(_FAKE_LLAMA)
+    monkeypatch.delitem(sys.modules, "llama_cpp", raising=False)
+    monkeypatch.syspath_prepend(str(pkg.parent))
+    monkeypatch.setenv("PYTHONPATH", str(pkg.parent))
+    return monkeypatch
+
+
+def test_a_crash_of_llama_cpp_is_an_unchecked_stream_and_the_lanes_are_still_judged(stand_in_llama, tiny_gguf,
+                                                                                     tmp_path, capsys):
+    out = tmp_path / "g"
+    rc = main(["generate", "--model", str(tiny_gguf), "--lanes", "exact,fast", "--tokens", "2", "--compare",
+               "llama.cpp", "--no-router-effect", "--out", str(out)])
+    doc = json.loads((out / "report.json").read_text())
+    (ext,) = doc["external"]
+    assert ext["verdict"] == "unchecked" and ext["tokens"] == []
+    assert "died with SIGSEGV" in ext["reason"] and "0.0-stand-in" in ext["reason"]
+    (fast,) = doc["lanes"]                                            # the fast lane, judged as ever
+    assert fast["name"] == "fast" and fast["verdict"] in ("pass", "tie") and fast["teacher_forced"]["steps"] > 0
+    assert rc == 0 and not doc["failed"]                              # the tool's limit is not a failure
+    assert "llama.cpp: unchecked: llama.cpp (llama-cpp-python 0.0-stand-in) died with SIGSEGV" in capsys.readouterr().out
+    assert "unchecked" in (out / "report.md").read_text()
+
+
+def test_a_file_llama_cpp_refuses_is_a_clear_error(stand_in_llama, tiny_gguf, tmp_path, capsys):
+    stand_in_llama.setenv("STAND_IN_LLAMA", "refuse")
+    rc = main(["generate", "--model", str(tiny_gguf), "--tokens", "2", "--compare", "llama.cpp", "--out",
+               str(tmp_path / "g")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"llama.cpp could not load {tiny_gguf}: failed to load model" in err
