@@ -7,12 +7,19 @@ a dead worker loses nothing but the unit it was running. That unit is submitted 
 too, it comes back as `Lost(reason)`. On the local clusters started here, Dask's own resubmission after a
 worker death is turned off (`distributed.scheduler.allowed-failures: 0`) so every retry is this one, counted
 and bounded; a running cluster keeps its own setting (its retries come first).
+
+A unit is submitted only to an idle worker thread, named for it. When a worker dies, Dask fails every unit
+assigned to it, also the ones only queued behind the running one; a queued unit would lose a try through no
+fault of its own, and after two such deaths an innocent unit was `Lost`. With no queue on any worker, the unit
+a death fails is the unit that was running there.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
+from collections import deque
 from typing import Any, Iterator, Optional
 
 import dask
@@ -50,38 +57,83 @@ def _run_unit(token: str, unit: Any):
 
 
 class _ClusterSession(Session):
+    WORKER_WAIT_S = 300        # how long a cluster with no worker left (all dead, restarting) is waited for
+    VIEW_S = 1.0               # how long the scheduler's list of running workers is reused
+
     def __init__(self, client: Client, token: str):
         self.client, self.token = client, token
+        self._view: Optional[tuple[float, dict[str, int]]] = None
 
-    def _submit(self, i: int, unit, attempt: int):
-        return self.client.submit(_run_unit, self.token, unit, key=f"qconform-{self.token}-{i}-try{attempt}",
-                                  pure=False)
+    def _running_threads(self, fresh: bool = False) -> dict[str, int]:
+        """Threads per worker that is running, asked of the scheduler (a worker still starting is left out: the
+        scheduler would send its unit elsewhere, perhaps behind a busy one). The answer is kept for VIEW_S, or
+        until a worker dies (`fresh`): a unit's end does not change the workers."""
+        now = time.monotonic()
+        if fresh or self._view is None or now - self._view[0] > self.VIEW_S:
+            workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            self._view = (now, {addr: int(w.get("nthreads", 0)) for addr, w in workers.items()
+                                if w.get("status") == "running"})
+        return self._view[1]
+
+    def _free_threads(self, placed: dict, fresh: bool = False) -> list[str]:
+        """One entry per idle worker thread, by worker address, as the scheduler sees the workers now (a dead
+        worker is gone from it, a restarted one back once it runs); `placed`: the worker each unit in flight was
+        given to. Waits for a running worker while the cluster has none."""
+        threads = self._running_threads(fresh)
+        if not threads:
+            deadline = time.monotonic() + self.WORKER_WAIT_S
+            while not threads and time.monotonic() < deadline:
+                time.sleep(0.1)
+                threads = self._running_threads(fresh=True)
+            if not threads:
+                raise RuntimeError(f"--cluster: no worker left on the cluster for {self.WORKER_WAIT_S} s")
+        busy: dict[str, int] = {}
+        for addr in placed.values():
+            busy[addr] = busy.get(addr, 0) + 1
+        return [addr for addr, n in sorted(threads.items()) for _ in range(n - busy.get(addr, 0))]
 
     def results(self, units) -> Iterator[tuple[int, Any]]:
-        meta, live = {}, {}
-        for i, u in enumerate(units):
-            f = self._submit(i, u, 0)
-            meta[f.key], live[f.key] = (i, u, 0), f
-        pending = distributed.as_completed(list(live.values()))
+        waiting = deque((i, u, 0) for i, u in enumerate(units))     # retries go to the front
+        meta, live, placed = {}, {}, {}
+        pending = distributed.as_completed()
+
+        def fill(fresh: bool = False) -> None:
+            # each unit goes to an idle thread of its own: the scheduler, left to choose, may queue two units
+            # on one worker when it takes them for instant; a worker gone meanwhile lets the unit go elsewhere
+            for addr in self._free_threads(placed, fresh) if waiting else ():
+                if not waiting:
+                    break
+                i, u, attempt = waiting.popleft()
+                f = self.client.submit(_run_unit, self.token, u, key=f"qconform-{self.token}-{i}-try{attempt}",
+                                       pure=False, workers=[addr], allow_other_workers=True)
+                meta[f.key], live[f.key], placed[f.key] = (i, u, attempt), f, addr
+                pending.add(f)
+            if waiting and not live:
+                raise RuntimeError("--cluster: the cluster has no idle worker thread and nothing is running")
+
         try:
-            for f in pending:
+            fill()
+            while live:
+                f = next(pending)
                 i, u, attempt = meta.pop(f.key)
                 live.pop(f.key)
+                placed.pop(f.key)
                 if f.status == "error":
                     exc = f.exception()
                     if not isinstance(exc, KilledWorker):
                         f.result()                   # the unit's own error: raised here, as in a serial run
                     if attempt < RETRIES:
                         self.retried += 1
-                        g = self._submit(i, u, attempt + 1)
-                        meta[g.key], live[g.key] = (i, u, attempt + 1), g
-                        pending.add(g)
+                        waiting.appendleft((i, u, attempt + 1))
+                        fill(fresh=True)
                         continue
+                    fill(fresh=True)
                     yield i, Lost(f"the cluster worker running it died {attempt + 1} times "
                                   f"(retried {attempt} time(s) on another worker): {exc}")
                     continue
                 result = f.result()
                 f.release()
+                fill()                               # the next unit starts before the caller looks at this one
                 yield i, result
         finally:
             if live:                                 # stopped early (an error, an interrupt): drop the rest
