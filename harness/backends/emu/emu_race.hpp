@@ -875,6 +875,20 @@ EMU_TSAN_VOLATILE(1) EMU_TSAN_VOLATILE(2) EMU_TSAN_VOLATILE(4) EMU_TSAN_VOLATILE
 #undef EMU_TSAN_VOLATILE
 #undef EMU_TSAN_SIZES
 #undef EMU_TSAN_ACCESS
+// -fsanitize=alignment's report (the layout is g++'s UBSan ABI): a typed load or store whose address breaks its
+// type's alignment. Only loads and stores are the kernel's accesses: a member access or a reference bound through
+// a misaligned float4* reads nothing by itself (its field's own load is checked at the field's alignment).
+namespace emu {
+struct UbsanLocation { const char* file; unsigned line, column; };
+struct UbsanTypeMismatch { UbsanLocation loc; const void* type; unsigned char log_alignment, kind; };
+}  // namespace emu
+extern "C" void __ubsan_handle_type_mismatch_v1(void* data, void* p) {   // g++'s built-in declaration
+  enum { kLoad = 0, kStore = 1 };
+  const auto* d = static_cast<const ::emu::UbsanTypeMismatch*>(data);
+  if (d->kind == kLoad || d->kind == kStore)
+    ::emu::misaligned(reinterpret_cast<uintptr_t>(p), size_t(1) << d->log_alignment, d->kind == kStore,
+                      reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
 extern "C" void __tsan_read_range(void* p, long n) {   // (the signatures are those g++ declares built in)
   if (__builtin_expect(::emu::g_race_on, 0))
     ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));

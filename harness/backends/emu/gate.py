@@ -51,7 +51,7 @@ DEVICE_LIBC = re.compile(
     r"__cxa_atexit|__dso_handle|__cxa_pure_virtual|__cxa_throw|__cxa_begin_catch|__cxa_end_catch|"
     r"__cxa_rethrow|__cxa_allocate_exception|__cxa_free_exception|__gxx_personality_v0|_Unwind_Resume|"
     r"_ZSt9terminatev|_Zn[wa]m\w*|_Zd[la]Pv\w*|_ZTV\w+|_ZTI\w+|_ZTS\w+|__memcpy_chk|__memset_chk|"
-    r"__memmove_chk|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__asan_\w+|__tsan_\w+|"
+    r"__memmove_chk|_GLOBAL_OFFSET_TABLE_|__tls_get_addr|__asan_\w+|__tsan_\w+|__ubsan_handle_type_mismatch_v1|"
     r"__[a-z]+(?:hf|bf|sf|df|xf|tf|si|di|ti|hc|sc|dc|xc|tc)\d)$")      # libgcc's arithmetic helpers
 
 

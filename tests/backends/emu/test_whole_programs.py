@@ -23,6 +23,21 @@ __global__ void word_at(const char* bytes, int offset, float* y) {
   y[threadIdx.x] = *(const float*)(bytes + offset + 4 * threadIdx.x);
 }
 
+__global__ void vec_sums(const float* x, int offset, float* y) {
+  float4 v = reinterpret_cast<const float4*>(x + offset)[threadIdx.x];
+  y[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
+__global__ void first_of_vec(const float* x, int offset, float* y) {
+  y[threadIdx.x] = reinterpret_cast<const float4*>(x + offset + 4 * threadIdx.x)->x;
+}
+
+__device__ int word;
+__global__ void odd_store(int* y) {
+  *(int*)((char*)&word + 1) = 42;
+  y[0] = 1;
+}
+
 struct __attribute__((packed)) Record { char tag; int value; };
 __global__ void packed_values(const Record* r, int* y) { y[threadIdx.x] = r[threadIdx.x].value; }
 
@@ -78,3 +93,32 @@ def test_a_packed_field_the_compiler_knows_is_unaligned_is_no_fault(program):
     y = np.zeros(8, np.int32)
     program.launch("packed_values", (1,), (8,), 0, [rec.view(np.uint8), y], outputs=(1,))
     assert np.array_equal(y, np.arange(8) * 3)
+
+
+def test_a_misaligned_float4_is_a_16_byte_access_even_where_gcc_copies_it_as_four_floats(program):
+    """g++ splits the float4 into four 4-byte loads, each aligned at offset 1; a GPU loads it as one 16-byte vector
+    and stops (the race build's -fsanitize=alignment checks the access at the type's alignment)."""
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    program.launch("vec_sums", (1,), (4,), 0, [x, np.int32(4), y], outputs=(2,))
+    assert np.array_equal(y, x[4:20].reshape(4, 4).sum(axis=1))
+    with pytest.raises(KernelCrash, match=rf"misaligned address: a 16-byte read of 0x[0-9a-f]+ at line "
+                                          rf"{_line('float4 v = reinterpret_cast')} \(the address must be a "
+                                          r"multiple of 16"):
+        program.launch("vec_sums", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
+
+
+def test_one_field_read_through_a_misaligned_float4_pointer_is_no_fault(program):
+    """Only the field is loaded (4 bytes, aligned), as a GPU does: the member access alone touches nothing."""
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    program.launch("first_of_vec", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
+    assert np.array_equal(y, x[1:17:4])
+
+
+def test_an_address_the_compiler_knows_is_odd_is_checked_too(program):
+    """compute-sanitizer's memcheck demo: a store to a __device__ int's address + 1. g++ knows it is odd and
+    stores through its unaligned path, which the race build's aligned entry points never saw."""
+    with pytest.raises(KernelCrash, match=rf"misaligned address: a 4-byte write of 0x[0-9a-f]+ at line "
+                                          rf"{_line('*(int*)((char*)&word + 1) = 42;')} "):
+        program.launch("odd_store", (1,), (1,), 0, [np.zeros(1, np.int32)], outputs=(0,))
