@@ -86,7 +86,7 @@ class _ClusterSession(Session):
                 time.sleep(0.1)
                 threads = self._running_threads(fresh=True)
             if not threads:
-                raise RuntimeError(f"--cluster: no worker left on the cluster for {self.WORKER_WAIT_S} s")
+                raise ValueError(f"--cluster: no worker left on the cluster for {self.WORKER_WAIT_S} s")
         busy: dict[str, int] = {}
         for addr in placed.values():
             busy[addr] = busy.get(addr, 0) + 1
@@ -109,7 +109,7 @@ class _ClusterSession(Session):
                 meta[f.key], live[f.key], placed[f.key] = (i, u, attempt), f, addr
                 pending.add(f)
             if waiting and not live:
-                raise RuntimeError("--cluster: the cluster has no idle worker thread and nothing is running")
+                raise ValueError("--cluster: the cluster has no idle worker thread and nothing is running")
 
         try:
             fill()

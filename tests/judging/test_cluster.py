@@ -156,3 +156,16 @@ def test_bad_cluster_addresses_are_refused(bad, why):
 def test_cluster_and_jobs_together_are_refused():
     with pytest.raises(ValueError, match="--cluster and -j: choose one"):
         make_executor(2, "local:2")
+
+
+@needs_dask
+def test_free_threads_leave_out_the_busy_ones_and_a_cluster_without_workers_is_a_clear_error(monkeypatch):
+    from harness.judging import cluster
+    session = cluster._ClusterSession(client=None, token="t")
+    monkeypatch.setattr(session, "_running_threads", lambda fresh=False: {"tcp://b": 1, "tcp://a": 2})
+    assert session._free_threads({"k1": "tcp://a"}) == ["tcp://a", "tcp://b"]
+    assert session._free_threads({"k1": "tcp://a", "k2": "tcp://a", "k3": "tcp://b"}) == []
+    monkeypatch.setattr(session, "_running_threads", lambda fresh=False: {})
+    monkeypatch.setattr(session, "WORKER_WAIT_S", 0.2)
+    with pytest.raises(ValueError, match=r"--cluster: no worker left on the cluster for 0.2 s"):
+        session._free_threads({})
