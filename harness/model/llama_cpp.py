@@ -17,11 +17,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from harness.cache import scratch_folder
 from harness.model.reference_lanes import ExternalStream
 
 GGML_TYPE_F32 = 0
@@ -103,8 +103,8 @@ def llama_streams(path, prompt: list[int], fed: list[int], n_tokens: int) -> lis
     computed in a child process (module docstring). A load error is a ValueError naming the file; a crash of
     the child is an unchecked stream with the reason."""
     version = getattr(import_llama(), "__version__", "unknown version")
-    with tempfile.TemporaryDirectory(prefix="qconform-llama-") as tmp:
-        job, out = Path(tmp) / "job.json", Path(tmp) / "streams.npz"
+    with scratch_folder("llama") as tmp:
+        job, out = tmp / "job.json", tmp / "streams.npz"
         job.write_text(json.dumps({"model": str(path), "prompt": [int(t) for t in prompt],
                                    "fed": [int(t) for t in fed], "n_tokens": int(n_tokens)}))
         run = subprocess.run([sys.executable, "-m", __name__, str(job), str(out)], capture_output=True, text=True,
