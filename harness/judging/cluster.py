@@ -11,7 +11,9 @@ and bounded; a running cluster keeps its own setting (its retries come first).
 A unit is submitted only to an idle worker thread, named for it. When a worker dies, Dask fails every unit
 assigned to it, also the ones only queued behind the running one; a queued unit would lose a try through no
 fault of its own, and after two such deaths an innocent unit was `Lost`. With no queue on any worker, the unit
-a death fails is the unit that was running there.
+a death fails is the unit that was running there. A finished unit's result stays on its worker until it is
+fetched; if that worker dies first, Dask recomputes it, and a fetch that waits longer than FETCH_S (one such
+wait was seen never to end) submits the unit again under a key of its own, which costs it no try.
 """
 from __future__ import annotations
 
@@ -59,10 +61,12 @@ def _run_unit(token: str, unit: Any):
 class _ClusterSession(Session):
     WORKER_WAIT_S = 300        # how long a cluster with no worker left (all dead, restarting) is waited for
     VIEW_S = 1.0               # how long the scheduler's list of running workers is reused
+    FETCH_S = 30.0             # how long the result of a finished unit may take to arrive (it is held by a worker)
 
     def __init__(self, client: Client, token: str):
         self.client, self.token = client, token
         self._view: Optional[tuple[float, dict[str, int]]] = None
+        self.submitted = 0
 
     def _running_threads(self, fresh: bool = False) -> dict[str, int]:
         """Threads per worker that is running, asked of the scheduler (a worker still starting is left out: the
@@ -104,8 +108,9 @@ class _ClusterSession(Session):
                 if not waiting:
                     break
                 i, u, attempt = waiting.popleft()
-                f = self.client.submit(_run_unit, self.token, u, key=f"qconform-{self.token}-{i}-try{attempt}",
-                                       pure=False, workers=[addr], allow_other_workers=True)
+                self.submitted += 1
+                f = self.client.submit(_run_unit, self.token, u, pure=False, workers=[addr], allow_other_workers=True,
+                                       key=f"qconform-{self.token}-{i}-try{attempt}-{self.submitted}")
                 meta[f.key], live[f.key], placed[f.key] = (i, u, attempt), f, addr
                 pending.add(f)
             if waiting and not live:
@@ -131,7 +136,15 @@ class _ClusterSession(Session):
                     yield i, Lost(f"the cluster worker running it died {attempt + 1} times "
                                   f"(retried {attempt} time(s) on another worker): {exc}")
                     continue
-                result = f.result()
+                try:
+                    result = f.result(timeout=self.FETCH_S)
+                except TimeoutError:
+                    # its result was lost with the worker that held it, and Dask's recomputation has not come
+                    # back: the unit runs again under a key of its own (not a try: it did not die on the unit)
+                    self.client.cancel([f])
+                    waiting.appendleft((i, u, attempt))
+                    fill()
+                    continue
                 f.release()
                 fill()                               # the next unit starts before the caller looks at this one
                 yield i, result

@@ -169,3 +169,26 @@ def test_free_threads_leave_out_the_busy_ones_and_a_cluster_without_workers_is_a
     monkeypatch.setattr(session, "WORKER_WAIT_S", 0.2)
     with pytest.raises(ValueError, match=r"--cluster: no worker left on the cluster for 0.2 s"):
         session._free_threads({})
+
+
+@needs_dask
+def test_a_result_lost_with_its_worker_is_computed_again_without_costing_a_try(tmp_path, monkeypatch):
+    """A finished unit's result is held by its worker; when that worker dies before the result is fetched, the
+    fetch waits on Dask's recomputation (once seen to hang). After FETCH_S the unit is submitted again under a
+    key of its own. Here the first fetch of unit 1 is made to time out."""
+    import distributed
+    fetch = distributed.Future.result
+    timed_out = []
+
+    def first_fetch_of_b_times_out(self, timeout=None):
+        if "-1-try0-" in str(self.key) and not timed_out:
+            timed_out.append(self.key)
+            raise TimeoutError("stand-in: the result did not arrive")
+        return fetch(self, timeout=timeout)
+
+    monkeypatch.setattr(distributed.Future, "result", first_fetch_of_b_times_out)
+    with make_executor(cluster="local:1").open(Work(_setup, _die_on_some, str(tmp_path))) as session:
+        got = dict(session.results(["a", "b", "c"]))
+        retried = session.retried
+    assert timed_out and got == {0: "done a", 1: "done b", 2: "done c"}
+    assert retried == 0
