@@ -21,8 +21,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import deque
-from typing import Any, Iterator, Optional
+from collections import Counter, deque
+from typing import Any, Iterable, Iterator, Optional
 
 import dask
 import distributed
@@ -75,82 +75,75 @@ class _ClusterSession(Session):
         now = time.monotonic()
         if fresh or self._view is None or now - self._view[0] > self.VIEW_S:
             workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
-            self._view = (now, {addr: int(w.get("nthreads", 0)) for addr, w in workers.items()
-                                if w.get("status") == "running"})
+            self._view = (now, {addr: int(w["nthreads"]) for addr, w in workers.items()
+                                if w.get("status") == "running" and w.get("nthreads")})
         return self._view[1]
 
-    def _free_threads(self, placed: dict, fresh: bool = False) -> list[str]:
+    def _free_threads(self, busy: Iterable[str], fresh: bool = False) -> list[str]:
         """One entry per idle worker thread, by worker address, as the scheduler sees the workers now (a dead
-        worker is gone from it, a restarted one back once it runs); `placed`: the worker each unit in flight was
-        given to. Waits for a running worker while the cluster has none."""
+        worker is gone from it, a restarted one back once it runs); `busy`: the worker of each unit in flight.
+        Waits for a running worker while the cluster has none."""
         threads = self._running_threads(fresh)
-        if not threads:
-            deadline = time.monotonic() + self.WORKER_WAIT_S
-            while not threads and time.monotonic() < deadline:
-                time.sleep(0.1)
-                threads = self._running_threads(fresh=True)
-            if not threads:
+        deadline = time.monotonic() + self.WORKER_WAIT_S
+        while not threads:
+            if time.monotonic() > deadline:
                 raise ValueError(f"--cluster: no worker left on the cluster for {self.WORKER_WAIT_S} s")
-        busy: dict[str, int] = {}
-        for addr in placed.values():
-            busy[addr] = busy.get(addr, 0) + 1
-        return [addr for addr, n in sorted(threads.items()) for _ in range(n - busy.get(addr, 0))]
+            time.sleep(0.1)
+            threads = self._running_threads(fresh=True)
+        taken = Counter(busy)
+        return [addr for addr, n in sorted(threads.items()) for _ in range(n - taken[addr])]
 
     def results(self, units) -> Iterator[tuple[int, Any]]:
         waiting = deque((i, u, 0) for i, u in enumerate(units))     # retries go to the front
-        meta, live, placed = {}, {}, {}
+        flight: dict[Any, tuple[Any, int, Any, int, str]] = {}     # key: (future, index, unit, attempt, worker)
         pending = distributed.as_completed()
 
         def fill(fresh: bool = False) -> None:
             # each unit goes to an idle thread of its own: the scheduler, left to choose, may queue two units
             # on one worker when it takes them for instant; a worker gone meanwhile lets the unit go elsewhere
-            for addr in self._free_threads(placed, fresh) if waiting else ():
-                if not waiting:
-                    break
+            free = self._free_threads((x[4] for x in flight.values()), fresh) if waiting else []
+            for addr in free[:len(waiting)]:
                 i, u, attempt = waiting.popleft()
                 self.submitted += 1
                 f = self.client.submit(_run_unit, self.token, u, pure=False, workers=[addr], allow_other_workers=True,
                                        key=f"qconform-{self.token}-{i}-try{attempt}-{self.submitted}")
-                meta[f.key], live[f.key], placed[f.key] = (i, u, attempt), f, addr
+                flight[f.key] = (f, i, u, attempt, addr)
                 pending.add(f)
-            if waiting and not live:
-                raise ValueError("--cluster: the cluster has no idle worker thread and nothing is running")
 
         try:
             fill()
-            while live:
+            while flight:
                 f = next(pending)
-                i, u, attempt = meta.pop(f.key)
-                live.pop(f.key)
-                placed.pop(f.key)
+                _, i, u, attempt, _ = flight.pop(f.key)
+                died, again, result = False, None, None
                 if f.status == "error":
                     exc = f.exception()
                     if not isinstance(exc, KilledWorker):
                         f.result()                   # the unit's own error: raised here, as in a serial run
+                    died = True
                     if attempt < RETRIES:
                         self.retried += 1
-                        waiting.appendleft((i, u, attempt + 1))
-                        fill(fresh=True)
-                        continue
-                    fill(fresh=True)
-                    yield i, Lost(f"the cluster worker running it died {attempt + 1} times "
-                                  f"(retried {attempt} time(s) on another worker): {exc}")
-                    continue
-                try:
-                    result = f.result(timeout=self.FETCH_S)
-                except TimeoutError:
-                    # its result was lost with the worker that held it, and Dask's recomputation has not come
-                    # back: the unit runs again under a key of its own (not a try: it did not die on the unit)
-                    self.client.cancel([f])
-                    waiting.appendleft((i, u, attempt))
-                    fill()
-                    continue
-                f.release()
-                fill()                               # the next unit starts before the caller looks at this one
-                yield i, result
+                        again = attempt + 1
+                    else:
+                        result = Lost(f"the cluster worker running it died {attempt + 1} times "
+                                      f"(retried {attempt} time(s) on another worker): {exc}")
+                else:
+                    try:
+                        result = f.result(timeout=self.FETCH_S)
+                        f.release()
+                    except TimeoutError:
+                        # its result was lost with the worker that held it, and Dask's recomputation has not come
+                        # back: the unit runs again under a key of its own (not a try: it did not die on the unit)
+                        self.client.cancel([f])
+                        again = attempt
+                if again is not None:
+                    waiting.appendleft((i, u, again))
+                fill(fresh=died)                     # the next unit starts before the caller looks at this one
+                if again is None:
+                    yield i, result
         finally:
-            if live:                                 # stopped early (an error, an interrupt): drop the rest
-                self.client.cancel(list(live.values()))
+            if flight:                               # stopped early (an error, an interrupt): drop the rest
+                self.client.cancel([x[0] for x in flight.values()])
             pending.clear()
 
 

@@ -163,12 +163,12 @@ def test_free_threads_leave_out_the_busy_ones_and_a_cluster_without_workers_is_a
     from harness.judging import cluster
     session = cluster._ClusterSession(client=None, token="t")
     monkeypatch.setattr(session, "_running_threads", lambda fresh=False: {"tcp://b": 1, "tcp://a": 2})
-    assert session._free_threads({"k1": "tcp://a"}) == ["tcp://a", "tcp://b"]
-    assert session._free_threads({"k1": "tcp://a", "k2": "tcp://a", "k3": "tcp://b"}) == []
+    assert session._free_threads(["tcp://a"]) == ["tcp://a", "tcp://b"]
+    assert session._free_threads(["tcp://a", "tcp://a", "tcp://b"]) == []
     monkeypatch.setattr(session, "_running_threads", lambda fresh=False: {})
     monkeypatch.setattr(session, "WORKER_WAIT_S", 0.2)
     with pytest.raises(ValueError, match=r"--cluster: no worker left on the cluster for 0.2 s"):
-        session._free_threads({})
+        session._free_threads([])
 
 
 @needs_dask
