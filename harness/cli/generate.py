@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.cli.options import (add_force_option, add_verify_weights_option, check_context, check_tokens,
-                                 path_name, positive_int, seed as seed_value, token_list)
+                                 path_name, positive_float, positive_int, seed as seed_value, token_list)
 from reference.decoder import LANES
 
 BACKENDS = ("reference", "emu", "gpu", "auto")
@@ -30,6 +30,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the default synthetic model")
     p.add_argument("--compare", default=None, choices=COMPARE,
                    help="also run the GGUF through llama.cpp (extra 'llama': llama-cpp-python)")
+    p.add_argument("--compare-stall", type=positive_float, default=None, metavar="SECONDS",
+                   help="--compare: the longest wait for llama.cpp's next token, loading included, before its "
+                        "stream is unchecked (default 600)")
     p.add_argument("--no-router-effect", action="store_true", help="skip the F32-router comparison")
     p.add_argument("--source", type=path_name, action="append", default=[],
                    help="CUDA file to take the kernels from (repeatable; default: qconform's emitters), e.g. the "
@@ -108,6 +111,8 @@ def run(args) -> int:
                          "their own streams)")
     if args.emu_schedule is not None and args.emu_schedules is not None:
         raise ValueError("--emu-schedule: runs one schedule; leave out --emu-schedules")
+    if args.compare_stall is not None and args.compare is None:
+        raise ValueError("--compare-stall: limits the --compare run; give --compare too")
     if args.update_lock and not args.lock:
         raise ValueError("--update-lock: give the lock file with --lock")
     lanes = parse_lanes(args.lanes)
@@ -124,9 +129,10 @@ def run(args) -> int:
     pieces = _pieces(ckpt)
     external, external_lanes = None, ()
     if args.compare == "llama.cpp":
-        from harness.model.llama_cpp import import_llama, llama_streams
+        from harness.model.llama_cpp import STALL_S, import_llama, llama_streams
         import_llama()              # before any decoding: say now that the extra is missing
-        external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens)), ("fast",)
+        stall_s = args.compare_stall or STALL_S
+        external, external_lanes = (lambda p, fed: llama_streams(path, p, fed, args.tokens, stall_s)), ("fast",)
     from harness.model.generation import run_generation
     from harness.reports.generation import print_summary, write_generation_report
     print(f"qconform generate: {path.name}, lanes {','.join(lanes)}, prompt {prompt}, {args.tokens} tokens, "

@@ -1,6 +1,7 @@
 """`--compare llama.cpp`: the same GGUF through llama.cpp, judged like a lane (needs the extra 'llama')."""
 import json
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -67,18 +68,33 @@ def test_compare_command_writes_the_llama_stream(tiny_gguf, tmp_path):
 # A stand-in for llama-cpp-python, found first on the child's path: it loads, or refuses the file, or dies the
 # way a crashing native library does. It needs no llama extra, so these run everywhere.
 _FAKE_LLAMA = """
-import os, signal
+import os, signal, time
 __version__ = "0.0-stand-in"
+MODE = os.environ.get("STAND_IN_LLAMA", "crash")
 class Llama:
     def __init__(self, model_path, **kw):
-        if os.environ.get("STAND_IN_LLAMA") == "refuse":
+        if MODE == "refuse":
             raise ValueError("failed to load model from " + model_path)
+        if MODE == "hang-loading":
+            time.sleep(3600)
+        self.evals = 0
     def n_vocab(self):
         return 1024
     def reset(self):
         pass
     def eval(self, tokens):
-        os.kill(os.getpid(), signal.SIGSEGV)
+        print("." * 80, flush=True)          # native libraries print; this must not count as progress
+        self.evals += 1
+        if MODE == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if MODE == "hang" and self.evals == 3:
+            time.sleep(3600)
+    @property
+    def n_tokens(self):
+        return self.evals
+    @property
+    def scores(self):
+        return [[0.0] * 1024] * (self.evals + 1)
 """
 
 
@@ -115,3 +131,30 @@ def test_a_file_llama_cpp_refuses_is_a_clear_error(stand_in_llama, tiny_gguf, tm
                str(tmp_path / "g")])
     err = capsys.readouterr().err
     assert rc == 2 and f"llama.cpp could not load {tiny_gguf}: failed to load model" in err
+
+
+@pytest.mark.parametrize("mode, where", [("hang", "after loading and 2 of 6 token evaluations"),
+                                         ("hang-loading", "while loading the file")])
+def test_a_hang_of_llama_cpp_is_killed_and_its_stream_unchecked(stand_in_llama, tiny_gguf, mode, where):
+    """A child that stops making progress is killed after the stall limit; where it stopped is said."""
+    stand_in_llama.setenv("STAND_IN_LLAMA", mode)
+    start = time.monotonic()
+    (stream,) = llama_cpp.llama_streams(tiny_gguf, [1, 2], [1, 2, 3], 2, stall_s=1.5)
+    assert time.monotonic() - start < 30                    # not the stand-in's hour
+    assert stream.tokens == [] and stream.unchecked
+    assert f"made no progress for 1.5 s {where} and was killed" in stream.unchecked, stream.unchecked
+
+
+def test_a_child_that_keeps_making_progress_is_not_killed(stand_in_llama, tiny_gguf):
+    """Negative control of the stall limit: the stand-in, never hanging, finishes under the same limit."""
+    stand_in_llama.setenv("STAND_IN_LLAMA", "ok")
+    (stream,) = llama_cpp.llama_streams(tiny_gguf, [1, 2], [1, 2, 3], 2, stall_s=1.5)
+    assert stream.unchecked is None and len(stream.tokens) == 2 and len(stream.logits) == 3
+
+
+def test_compare_stall_needs_compare(tiny_gguf, tmp_path, capsys):
+    rc = main(["generate", "--model", str(tiny_gguf), "--compare-stall", "5", "--out", str(tmp_path / "g")])
+    assert rc == 2 and "--compare-stall: limits the --compare run; give --compare too" in capsys.readouterr().err
+    assert main(["generate", "--compare", "llama.cpp", "--compare-stall", "0", "--out", str(tmp_path / "h")]) == 2
+    assert "--compare-stall" in capsys.readouterr().err
+    assert llama_cpp.STALL_S == 600                         # the default the option's help states
