@@ -80,8 +80,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
-                 toolkit_headers.include_flags() + (tc.SANITIZE_FLAGS if sanitize else ()) +
-                 (tc.RACE_FLAGS if race else ()) + host_flags)
+                 toolkit_headers.include_flags() + tc.ALIGN_FLAGS +
+                 (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
     key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_header_digests(source, flags),
                       *toolchain.link_flags(), toolchain.cxx,

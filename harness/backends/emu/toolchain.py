@@ -38,10 +38,12 @@ STACK_PROBE_FLAGS = ("-fstack-clash-protection",)
 # DWARF 4: binutils' addr2line misnames the file of inlined frames in GCC's DWARF 5 line tables (a line of an inlined
 # device function of kernel.cu came back as the compiled unit's, and was then dropped for the call site's line).
 # Volatile accesses get entry points of their own, so that a thread spinning on a volatile load can yield.
-# -fsanitize=alignment checks each typed load and store against its type's alignment (emu_race.hpp's handler): a
-# float4 that g++ copies as four floats is still a 16-byte access for the GPU, which stops on a misaligned one.
-RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "--param=tsan-distinguish-volatile=1",
-              "-fsanitize=alignment", "-g1", "-gdwarf-4")
+RACE_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "--param=tsan-distinguish-volatile=1")
+# Every build: -fsanitize=alignment checks each typed load and store against its type's alignment (the runtime's
+# handler, emu_race.hpp): a float4 that g++ copies as four floats is still a 16-byte access for the GPU, which stops
+# on a misaligned one. Line tables name the fault's line (the AddressSanitizer build keeps its full -g).
+ALIGN_FLAGS = ("-fsanitize=alignment",)
+LINE_FLAGS = ("-g1", "-gdwarf-4")
 
 _BOOST_PROBE = r"""
 #include <boost/context/detail/fcontext.hpp>

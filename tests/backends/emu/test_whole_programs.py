@@ -61,6 +61,20 @@ def program(emu):
     return emu.load(PROGRAM)
 
 
+@pytest.fixture(scope="module", params=["race", "plain", "asan"])
+def any_build(request, emu):
+    """The program in each build emu makes: the race detector's (default), --race-check off's, AddressSanitizer's.
+    A misaligned access is the kernel's fault in all three."""
+    if request.param == "race":
+        yield emu.load(PROGRAM)
+        return
+    from harness.backends.emu.backend import EmuBackend
+    backend = (EmuBackend(timeout_s=60, race_check=False) if request.param == "plain" else
+               EmuBackend(timeout_s=120, sanitize=True))
+    yield backend.load(PROGRAM)
+    backend.close()
+
+
 def test_a_whole_program_loads_as_its_device_code(program):
     v = np.arange(64, dtype=np.int32) * 10
     program.launch("add_index", (2,), (32,), 0, [v], outputs=())
@@ -75,50 +89,50 @@ def test_an_output_read_before_it_is_written_is_an_uninitialized_read(program):
         program.launch("add_index", (2,), (32,), 0, [v], outputs=(0,))
 
 
-def test_a_misaligned_access_stops_the_kernel_as_on_a_gpu(program):
+def test_a_misaligned_access_stops_the_kernel_as_on_a_gpu(any_build):
     data = np.arange(64, dtype=np.float32)
     raw = data.view(np.int8)
     y = np.zeros(8, np.float32)
-    program.launch("word_at", (1,), (8,), 0, [raw, np.int32(8), y], outputs=(2,))
+    any_build.launch("word_at", (1,), (8,), 0, [raw, np.int32(8), y], outputs=(2,))
     assert np.array_equal(y, data[2:10])
     with pytest.raises(KernelCrash, match=rf"misaligned address: a 4-byte read of 0x[0-9a-f]+ at line "
                                           rf"{_line('y[threadIdx.x] = *(const float*)')} \(the address must be a "
                                           r"multiple of 4; a GPU stops the kernel with cudaErrorMisalignedAddress\)"):
-        program.launch("word_at", (1,), (8,), 0, [raw, np.int32(2), y], outputs=(2,))
+        any_build.launch("word_at", (1,), (8,), 0, [raw, np.int32(2), y], outputs=(2,))
 
 
-def test_a_packed_field_the_compiler_knows_is_unaligned_is_no_fault(program):
+def test_a_packed_field_the_compiler_knows_is_unaligned_is_no_fault(any_build):
     rec = np.zeros(8, dtype=np.dtype([("tag", "i1"), ("value", "<i4")], align=False))
     rec["tag"], rec["value"] = 7, np.arange(8) * 3
     y = np.zeros(8, np.int32)
-    program.launch("packed_values", (1,), (8,), 0, [rec.view(np.uint8), y], outputs=(1,))
+    any_build.launch("packed_values", (1,), (8,), 0, [rec.view(np.uint8), y], outputs=(1,))
     assert np.array_equal(y, np.arange(8) * 3)
 
 
-def test_a_misaligned_float4_is_a_16_byte_access_even_where_gcc_copies_it_as_four_floats(program):
+def test_a_misaligned_float4_is_a_16_byte_access_even_where_gcc_copies_it_as_four_floats(any_build):
     """g++ splits the float4 into four 4-byte loads, each aligned at offset 1; a GPU loads it as one 16-byte vector
-    and stops (the race build's -fsanitize=alignment checks the access at the type's alignment)."""
+    and stops (every build's -fsanitize=alignment checks the access at the type's alignment)."""
     x = np.arange(64, dtype=np.float32)
     y = np.zeros(4, np.float32)
-    program.launch("vec_sums", (1,), (4,), 0, [x, np.int32(4), y], outputs=(2,))
+    any_build.launch("vec_sums", (1,), (4,), 0, [x, np.int32(4), y], outputs=(2,))
     assert np.array_equal(y, x[4:20].reshape(4, 4).sum(axis=1))
     with pytest.raises(KernelCrash, match=rf"misaligned address: a 16-byte read of 0x[0-9a-f]+ at line "
                                           rf"{_line('float4 v = reinterpret_cast')} \(the address must be a "
                                           r"multiple of 16"):
-        program.launch("vec_sums", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
+        any_build.launch("vec_sums", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
 
 
-def test_one_field_read_through_a_misaligned_float4_pointer_is_no_fault(program):
+def test_one_field_read_through_a_misaligned_float4_pointer_is_no_fault(any_build):
     """Only the field is loaded (4 bytes, aligned), as a GPU does: the member access alone touches nothing."""
     x = np.arange(64, dtype=np.float32)
     y = np.zeros(4, np.float32)
-    program.launch("first_of_vec", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
+    any_build.launch("first_of_vec", (1,), (4,), 0, [x, np.int32(1), y], outputs=(2,))
     assert np.array_equal(y, x[1:17:4])
 
 
-def test_an_address_the_compiler_knows_is_odd_is_checked_too(program):
+def test_an_address_the_compiler_knows_is_odd_is_checked_too(any_build):
     """compute-sanitizer's memcheck demo: a store to a __device__ int's address + 1. g++ knows it is odd and
-    stores through its unaligned path, which the race build's aligned entry points never saw."""
+    stores through its unaligned path, which the race build's aligned entry points never saw and x86 runs."""
     with pytest.raises(KernelCrash, match=rf"misaligned address: a 4-byte write of 0x[0-9a-f]+ at line "
                                           rf"{_line('*(int*)((char*)&word + 1) = 42;')} "):
-        program.launch("odd_store", (1,), (1,), 0, [np.zeros(1, np.int32)], outputs=(0,))
+        any_build.launch("odd_store", (1,), (1,), 0, [np.zeros(1, np.int32)], outputs=(0,))
