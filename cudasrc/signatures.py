@@ -249,7 +249,8 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     """Every launchable `__global__ void name(params)` in the source, in order: the kernels that are not
     templates, and each explicit instantiation of a template kernel (`template __global__ void k<float, 4>(...);`,
     named `k<float,4>`, its parameters as the instantiation spells them). A template kernel's own definition is
-    not launchable (template_kernels names those). With `resolve`, simple typedefs and enumerations of the source
+    not launchable (template_kernels names those), nor is a declaration (`__global__ void k(float*);`, a prototype
+    that its definition follows or another file defines). With `resolve`, simple typedefs and enumerations of the source
     resolved (an enumeration by value is its underlying integer type), else the parameter types as declared.
     A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
     with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own."""
@@ -261,8 +262,11 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
     for m, template, instantiation in _globals(clean):
-        body = clean[m.end():closing_bracket(clean, m.end() - 1)].strip()
+        close = closing_bracket(clean, m.end() - 1)
+        body = clean[m.end():close].strip()
         texts = _split_params(body) if body and body != "void" else []
+        if not template and not instantiation and clean[close + 1:].lstrip().startswith(";"):
+            continue          # a prototype: the kernel is its definition's (here or in another file)
         if template:      # a template's definition or declaration: its parameter names
             template_params.setdefault(m.group(1), [_split_param(p)[1] for p in texts])
             continue

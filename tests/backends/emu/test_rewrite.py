@@ -217,3 +217,24 @@ def test_kernels_written_inside_a_macro_are_named_not_miscompiled(emu):
     assert np.array_equal(y, np.ones(4, np.float32))
     with pytest.raises(ValueError, match=r"no kernel 'twice' in this module \(it has plain\)"):
         mod.launch("twice", (1,), (4,), 0, [y])
+
+
+PROTOTYPED = """typedef int data_t;
+__global__ void test_kernel(int* n, data_t* out);     // a header's prototype, as Indigo's driver declares its kernel
+__device__ data_t twice(data_t v) { return 2 * v; }
+__global__ void test_kernel(int* n, data_t* out) { out[threadIdx.x] = twice(n[threadIdx.x]); }
+"""
+
+
+def test_a_kernel_declared_before_its_definition_is_one_kernel(emu):
+    assert [(k.name, k.line) for k in rewrite(PROTOTYPED).kernels] == [("test_kernel", 4)]
+    module = emu.load(PROTOTYPED)
+    out = np.zeros(4, np.int32)
+    module.launch("test_kernel", (1,), (4,), 0, [np.arange(4, dtype=np.int32), out], outputs=(1,))
+    assert np.array_equal(out, [0, 2, 4, 6])
+
+
+def test_an_overloaded_kernel_name_is_still_named():
+    """Negative control of the prototype rule: two definitions of one name stay unsupported."""
+    with pytest.raises(UnsupportedConstruct, match=r"overloaded kernel name 'k' \(lines 1 and 2\)"):
+        rewrite("__global__ void k(int* a) { a[0] = 1; }\n__global__ void k(float* a) { a[0] = 1; }\n")
