@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
-suites (graph codes), GPUVerify's CUDA test suite and benchmarks, faial's labelled examples, ScoR's scoped
-race microbenchmarks, and GKLEE's test suite.
+suites (graph codes; Indigo 1 as HiRace's artifact generated it), GPUVerify's CUDA test suite and benchmarks,
+faial's labelled examples, ScoR's scoped race microbenchmarks, and GKLEE's test suite.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -11,8 +11,8 @@ reported when any of its kernels' verdict is a race (harness.racescan.classify, 
 or a kernel that hits the tool's limits cannot be scored, and the reason is kept. Prints progress to stderr and
 a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
-The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/gpuverify.py,
-ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/gklee.py.
+The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/indigo1.py,
+ci/race_suites/gpuverify.py, ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/gklee.py.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import faial, gklee, gpuverify, indigo, scor  # noqa: E402
+from ci.race_suites import faial, gklee, gpuverify, indigo, indigo1, scor  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
@@ -82,12 +82,18 @@ class Suite(NamedTuple):
     per_label: "int | None"                 # default sample size per label; None: every file, unscored ones too
 
 
-def open_suite(root: Path) -> "Suite | None":
+def open_suite(root: Path, graph: "str | None" = None) -> "Suite | None":
+    """The suite at root, or None; `graph`: Indigo 1's input graph (a file of its indigo/input)."""
     for codes, headers in indigo.LAYOUTS:
         gen, lib = root / codes, root / headers
         if gen.is_dir() and lib.is_dir():
             return Suite("Indigo", sorted(gen.glob("*/*.cu")), indigo.label_of, lambda f: f.parent.name, lambda f: f.name,
                          lambda backend, f, seed: indigo.score_file(backend, f, lib, seed), 60)
+    files = indigo1.suite_files(root)
+    if files:
+        graph = graph or indigo1.INPUT_GRAPH
+        return Suite(f"Indigo 1 (graph {graph})", files, indigo1.label_of, lambda f: f.parent.name, lambda f: f.name,
+                     lambda backend, f, seed: indigo1.score_file(backend, f, root, seed, graph), None)
     found = gpuverify.suite_files(root)
     if found:
         gv, files = found
@@ -184,11 +190,13 @@ def summarize(records: list[dict]) -> str:
 def main(argv: "list[str] | None" = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("suite", type=Path, help="Indigo3Suite checkout with generatedCodes/CUDA generated, "
-                    "Indigo2Suite checkout, GPUVerify checkout (testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
+                    "Indigo2Suite checkout, HiRace-Artifact-SC24 checkout (Indigo 1), GPUVerify checkout "
+                    "(testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
                     "checkout (examples/drf/test.ml), ScoR checkout (microbenchmarks/src), or GkleeTests checkout "
                     "(NAME/expected.txt beside NAME/*.cu)")
     ap.add_argument("--per-label", type=int, default=None,
-                    help="files per label (racy, race-free); default 60 for Indigo, every file for GPUVerify, "
+                    help="files per label (racy, race-free); default 60 for Indigo 2 and 3, every file for Indigo 1, "
+                         "GPUVerify, "
                          "faial, ScoR and GKLEE")
     ap.add_argument("--seed", type=int, default=0, help="seed of the selection and of every input (default 0)")
     ap.add_argument("--race-check", choices=("on", "off", "default"), default="default",
@@ -197,14 +205,22 @@ def main(argv: "list[str] | None" = None) -> int:
     ap.add_argument("--block-sampling", default="all",
                     help="emu block sampling (default all: these kernels' blocks cooperate through atomics on "
                          "shared elements, so a run on a block sample legitimately differs from the full run)")
+    ap.add_argument("--graph", default=None,
+                    help=f"Indigo 1: the input graph, a file of its {indigo1.INPUTS} (default {indigo1.INPUT_GRAPH})")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")
     args = ap.parse_args(argv)
-    suite = open_suite(args.suite)
+    suite = open_suite(args.suite, args.graph)
     if suite is None:
         ap.error(f"suite: {args.suite} has neither generatedCodes/CUDA + lib/ (Indigo3: run generate_all_codes.py "
-                 f"cuda first) nor codes/cuda + include/ (Indigo2) nor {gpuverify.GV_CODES} (GPUVerify) nor "
+                 f"cuda first) nor codes/cuda + include/ (Indigo2) nor {indigo1.CODES} (HiRace's Indigo 1) nor "
+                 f"{gpuverify.GV_CODES} (GPUVerify) nor "
                  f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial) "
                  f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR) nor */{gklee.EXPECTED} beside *.cu (GKLEE)")
+    if args.graph is not None:
+        if not suite.name.startswith("Indigo 1"):
+            ap.error(f"--graph: only Indigo 1 takes an input graph; {args.suite} is {suite.name}")
+        if Path(args.graph).name != args.graph or not (args.suite / indigo1.INPUTS / args.graph).is_file():
+            ap.error(f"--graph: {args.graph} is not a file name in {args.suite / indigo1.INPUTS}")
     if args.out and args.out.exists():
         ap.error(f"--out: {args.out} exists; choose another path")
     if args.per_label is not None and args.per_label < 1:
@@ -243,8 +259,8 @@ def main(argv: "list[str] | None" = None) -> int:
           f"{time.time() - t0:.0f} s")
     print(summarize(records))
     if args.out:
-        atomic_write(args.out, json.dumps({"seed": args.seed, "backend": backend.describe(), "records": records},
-                                          indent=1))
+        atomic_write(args.out, json.dumps({"seed": args.seed, "suite": suite.name, "backend": backend.describe(),
+                                           "records": records}, indent=1))
     return 0
 
 
