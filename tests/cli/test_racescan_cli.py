@@ -83,6 +83,40 @@ def test_headers_are_found_beside_the_source_and_in_minus_i_folders_and_a_change
     assert "-I: no such file" in capsys.readouterr().err
 
 
+# A benchmark suite's layout (Indigo's): every program is one kernel file, and a shared driver header declares the
+# kernel and holds main(), the allocations, the launch and the host helpers. The header's device helper stays.
+DRIVER = r"""#pragma once
+#include <cstdio>
+#include "more/helpers.cuh"
+__global__ void test_kernel(int* data, int n);
+static void check(cudaError_t e) { if (e != cudaSuccess) { printf("%s\n", cudaGetErrorString(e)); exit(1); } }
+int main() {
+  int* d = nullptr;
+  check(cudaMalloc(&d, 64 * sizeof(int)));
+  test_kernel<<<1, 32>>>(d, 32);
+  check(cudaDeviceSynchronize());
+  return 0;
+}
+"""
+HELPERS = "__device__ inline int bump(int x) { return x + 1; }\nvoid host_only() { cudaDeviceReset(); }\n"
+
+
+def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
+    (tmp_path / "include" / "more").mkdir(parents=True)
+    (tmp_path / "include" / "driver.cuh").write_text(DRIVER)
+    (tmp_path / "include" / "more" / "helpers.cuh").write_text(HELPERS)
+    src = tmp_path / "racy.cu"
+    src.write_text('#include "driver.cuh"\n'
+                   "__global__ void test_kernel(int* data, int n) { if (threadIdx.x < n) data[0] = bump(data[0]); }\n")
+    argv = ["racescan", str(src), "-I", str(tmp_path / "include"), "--kernel", "test_kernel", "--grid", "1",
+            "--block", "32", "--args", "data:int32[64]=random(0,9) n:int32=32", "--seed", "3"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "verdict: RACE (DataRace" in out and "data race on 'data' index 0" in out, out
+    # the header is the user's file and stays as it was; a GPU build of the program (nvcc) takes it whole
+    assert (tmp_path / "include" / "driver.cuh").read_text() == DRIVER
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "no `// launch: KERNEL grid=.. block=..` line in its leading comment; give --kernel, --grid and --block"),
     (["--kernel", "k", "--grid", "1", "--block", "4"], "no `// args: ...` line in its leading comment; give --args"),

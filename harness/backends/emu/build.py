@@ -12,6 +12,7 @@ from typing import Sequence
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
+from cudasrc.host_code import without_host_functions
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
@@ -26,6 +27,8 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+# What the compiled module's headers are: copies of the source's own headers with their host functions dropped.
+HEADER_COPIES = "host-dropped-headers-1"
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,10 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  toolkit_headers.include_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
-    key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_header_digests(source, flags),
+    headers = _local_headers(source, flags)
+    key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_digests(headers),
                       *toolchain.link_flags(), toolchain.cxx,
-                      toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT)[:40]
+                      toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES)[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
@@ -97,7 +101,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
-            compile_cmd = [toolchain.cxx, *cmd_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
+            compile_flags = _with_header_copies(cmd_flags, flags, headers, work / "headers")
+            compile_cmd = [toolchain.cxx, *compile_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
                         *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
@@ -117,13 +122,20 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
-def _header_digests(source: str, flags: Sequence[str]) -> list[str]:
-    """The path and SHA-256 of every header the source includes, recursively, from the build's -I folders (the
-    module depends on them as on the source: a changed header is a new build)."""
-    dirs = [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
+def _include_dirs(flags: Sequence[str]) -> list[Path]:
+    return [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
+
+
+def _local_headers(source: str, flags: Sequence[str]) -> list[Path]:
+    """Every header the source includes, recursively, that is found in the build's -I folders (or, for a header's
+    own includes, beside that header), resolved, each once: the source's own headers, which the module depends on
+    as on the source."""
+    dirs = _include_dirs(flags)
     if not dirs:
         return []
-    out, seen, todo = [], set(), [(source, None)]
+    out: list[Path] = []
+    seen: set[Path] = set()
+    todo: list[tuple[str, "Path | None"]] = [(source, None)]
     while todo:
         text, here = todo.pop()
         for name in _INCLUDE.findall(text):
@@ -133,11 +145,40 @@ def _header_digests(source: str, flags: Sequence[str]) -> list[str]:
                     path = path.resolve()
                     if path not in seen:
                         seen.add(path)
-                        data = path.read_bytes()
-                        out.append(f"{path}:{hashlib.sha256(data).hexdigest()}")
-                        todo.append((data.decode(errors="replace"), path.parent))
+                        out.append(path)
+                        todo.append((path.read_bytes().decode(errors="replace"), path.parent))
                     break
     return out
+
+
+def _digests(headers: Sequence[Path]) -> list[str]:
+    """The path and SHA-256 of each header (a changed header is a new build)."""
+    return [f"{path}:{hashlib.sha256(path.read_bytes()).hexdigest()}" for path in headers]
+
+
+def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: Sequence[Path],
+                        into: Path) -> tuple[str, ...]:
+    """The compile's flags with the source's headers replaced by copies under `into` whose host functions are
+    dropped, as the source's own are: a program whose `main`, allocations and launches live in a header loads as its
+    device code too. The copies keep every header's absolute place (mirrored under `into`), so that a header's
+    `#include "../x.h"` finds the copy of x.h; each -I folder of `flags` becomes its copy, with the original after
+    it for what the walk did not see (a computed `#include MACRO`)."""
+    if not headers:
+        return tuple(cmd_flags)
+    for path in headers:
+        copy = into / path.relative_to(path.anchor)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_bytes().decode("latin-1")          # every byte kept as it is
+        copy.write_bytes(without_host_functions(text)[0].encode("latin-1"))
+    user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
+    out: list[str] = []
+    for f in cmd_flags:
+        if f in user:
+            d = Path(f[2:]).resolve()
+            out += [f"-I{into / d.relative_to(d.anchor)}", f]
+        else:
+            out.append(f)
+    return tuple(out)
 
 
 def _raise_build_error(stderr: str, name: str) -> None:
