@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from .preprocess import object_macros
 from .signatures import closing_bracket, strip_comments
@@ -30,13 +31,15 @@ _DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n\\]|\\.|\\\n)*", re.M)
 _CONSTEXPR = re.compile(r"\bconst(?:expr|eval)\b")
 
 
-def without_host_functions(code: str) -> tuple[str, tuple[HostFunction, ...]]:
+def without_host_functions(code: str, words: Iterable[str] = ()) -> tuple[str, tuple[HostFunction, ...]]:
     """`code` with its comments stripped and each host function definition blanked (its newlines kept, so every
     line keeps its number), looking inside namespaces and `extern "C"` blocks; and what was dropped. A
     head counts as device code where `__global__` or `__device__` is in it, also through an object-like macro
-    (`#define HD __host__ __device__`); a constexpr function stays too (device code may call it)."""
+    (`#define HD __host__ __device__`) of `code`, or one of `words` (device_words of the program's other files: a
+    library defines its `HOST_DEVICE` in one header and uses it in the others); a constexpr function stays too
+    (device code may call it)."""
     text = strip_comments(code)
-    device_words = _device_words(text)
+    device_words = device_words_of(text) | set(words)
     spans: list[tuple[int, int]] = []
     dropped: list[HostFunction] = []
     _scan(_without_directives(text), 0, len(text), device_words, spans, dropped)
@@ -55,8 +58,8 @@ def _without_directives(text: str) -> str:
     return _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def _device_words(text: str) -> set[str]:
-    """`__global__`, `__device__` and the object-like macros that expand to either."""
+def device_words_of(text: str) -> set[str]:
+    """`__global__`, `__device__` and the object-like macros of `text` that expand to either."""
     macros = object_macros(text)
     words = {"__global__", "__device__"}
     grew = True

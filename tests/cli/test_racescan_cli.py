@@ -98,13 +98,17 @@ int main() {
   return 0;
 }
 """
-HELPERS = "__device__ inline int bump(int x) { return x + 1; }\nvoid host_only() { cudaDeviceReset(); }\n"
+# A library's way: one header defines the execution-space macro, another uses it (the device helper must stay).
+CONFIG = "#pragma once\n#define QC_HOST_DEVICE __host__ __device__\n"
+HELPERS = ('#include "../config.cuh"\nQC_HOST_DEVICE inline int bump(int x) { return x + 1; }\n'
+           "void host_only() { cudaDeviceReset(); }\n")
 
 
 def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
     (tmp_path / "include" / "more").mkdir(parents=True)
     (tmp_path / "include" / "driver.cuh").write_text(DRIVER)
     (tmp_path / "include" / "more" / "helpers.cuh").write_text(HELPERS)
+    (tmp_path / "include" / "config.cuh").write_text(CONFIG)
     src = tmp_path / "racy.cu"
     src.write_text('#include "driver.cuh"\n'
                    "__global__ void test_kernel(int* data, int n) { if (threadIdx.x < n) data[0] = bump(data[0]); }\n")

@@ -12,9 +12,9 @@ from typing import Sequence
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
-from cudasrc.host_code import without_host_functions
+from cudasrc.host_code import device_words_of, without_host_functions
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import KernelSignature
+from cudasrc.signatures import KernelSignature, strip_comments
 
 from . import gate, toolkit_headers
 from . import toolchain as tc
@@ -78,7 +78,9 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
-    rw = rewrite(source, name, defines_of(flags))
+    headers = _local_headers(source, flags)
+    words = device_words_of("\n".join([source, *(strip_comments(h.read_bytes().decode("latin-1")) for h in headers)]))
+    rw = rewrite(source, name, defines_of(flags), words)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
@@ -86,7 +88,6 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  toolkit_headers.include_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
-    headers = _local_headers(source, flags)
     key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_digests(headers),
                       *toolchain.link_flags(), toolchain.cxx,
                       toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES)[:40]
@@ -101,7 +102,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
-            compile_flags = _with_header_copies(cmd_flags, flags, headers, work / "headers")
+            compile_flags = _with_header_copies(cmd_flags, flags, headers, work / "headers", words)
             compile_cmd = [toolchain.cxx, *compile_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
@@ -157,19 +158,20 @@ def _digests(headers: Sequence[Path]) -> list[str]:
 
 
 def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: Sequence[Path],
-                        into: Path) -> tuple[str, ...]:
+                        into: Path, words: set[str]) -> tuple[str, ...]:
     """The compile's flags with the source's headers replaced by copies under `into` whose host functions are
     dropped, as the source's own are: a program whose `main`, allocations and launches live in a header loads as its
     device code too. The copies keep every header's absolute place (mirrored under `into`), so that a header's
     `#include "../x.h"` finds the copy of x.h; each -I folder of `flags` becomes its copy, with the original after
-    it for what the walk did not see (a computed `#include MACRO`)."""
+    it for what the walk did not see (a computed `#include MACRO`). `words`: the macros of all the files that mark
+    a function as device code."""
     if not headers:
         return tuple(cmd_flags)
     for path in headers:
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
         text = path.read_bytes().decode("latin-1")          # every byte kept as it is
-        copy.write_bytes(without_host_functions(text)[0].encode("latin-1"))
+        copy.write_bytes(without_host_functions(text, words)[0].encode("latin-1"))
     user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
     out: list[str] = []
     for f in cmd_flags:

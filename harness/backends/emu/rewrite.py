@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
@@ -335,10 +336,12 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 """
 
 
-def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None) -> Rewritten:
+def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None,
+            device_words: Iterable[str] = ()) -> Rewritten:
     """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
-    build's flags define, with which a kernel's parameter list is read where it has conditionals."""
-    clean, _ = without_host_functions(code)     # host code never runs here, as on a GPU: a whole program loads
+    build's flags define, with which a kernel's parameter list is read where it has conditionals; `device_words`:
+    the macros of the source's own headers that mark a function as device code (cudasrc.host_code)."""
+    clean, _ = without_host_functions(code, device_words)    # host code never runs here (a GPU runs it on the host)
     check_unsupported(clean)
     try:
         kernels = kernel_signatures(code, defines=defines)
