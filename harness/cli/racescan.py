@@ -15,6 +15,7 @@ import argparse
 import random
 import shlex
 import sys
+from pathlib import Path
 
 from harness.cli.options import non_negative_int, path_name, positive_float, positive_int, seed as seed_value
 
@@ -97,11 +98,28 @@ def _verdict_line(v) -> str:
     return f"verdict: {v.kind.upper()}" + (f" ({', '.join(what)})" if what else "")
 
 
+def _print_host_code(source: str, includes: list[Path]) -> None:
+    """Say which host functions of the program, its own headers included, the build leaves out (not run)."""
+    from cudasrc.host_code import device_words_of, without_host_functions
+    from cudasrc.includes import local_headers, read_text
+    from cudasrc.signatures import strip_comments
+    headers = local_headers(source, includes)
+    texts = [(None, source)] + [(h.name, read_text(h)) for h in headers]
+    words = device_words_of("\n".join(strip_comments(t) for _, t in texts))
+    parts = []
+    for name, text in texts:
+        host = without_host_functions(text, words)[1]
+        if host:
+            listed = ", ".join(f"{h.name} (line {h.line})" for h in host)
+            parts.append(listed if name is None else f"in {name}: {listed}")
+    if parts:
+        print("host code, not run: " + "; ".join(parts))
+
+
 def run(args) -> int:
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
-    from cudasrc.host_code import without_host_functions
     from cudasrc.signatures import kernel_signatures
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     path = check_input(args.source, "source")
@@ -137,9 +155,7 @@ def run(args) -> int:
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
-    host = without_host_functions(source)[1]
-    if host:
-        print("host code, not run: " + ", ".join(f"{h.name} (line {h.line})" for h in host))
+    _print_host_code(source, includes)
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:

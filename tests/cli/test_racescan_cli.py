@@ -117,6 +117,7 @@ def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "verdict: RACE (DataRace" in out and "data race on 'data' index 0" in out, out
+    assert "host code, not run: in driver.cuh: check (line 5), main (line 6); in helpers.cuh: host_only (line 3)" in out
     # the header is the user's file and stays as it was; a GPU build of the program (nvcc) takes it whole
     assert (tmp_path / "include" / "driver.cuh").read_text() == DRIVER
 

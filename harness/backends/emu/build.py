@@ -13,6 +13,7 @@ from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from cudasrc.host_code import device_words_of, without_host_functions
+from cudasrc.includes import local_headers, read_text
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature, strip_comments
 
@@ -26,7 +27,6 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018
                          r"is not a member of)", re.M)
 
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 # What the compiled module's headers are: copies of the source's own headers with their host functions dropped.
 HEADER_COPIES = "host-dropped-headers-1"
 
@@ -79,7 +79,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
     headers = _local_headers(source, flags)
-    words = device_words_of("\n".join([source, *(strip_comments(h.read_bytes().decode("latin-1")) for h in headers)]))
+    words = device_words_of("\n".join([source, *(strip_comments(read_text(h)) for h in headers)]))
     rw = rewrite(source, name, defines_of(flags), words)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
@@ -128,28 +128,9 @@ def _include_dirs(flags: Sequence[str]) -> list[Path]:
 
 
 def _local_headers(source: str, flags: Sequence[str]) -> list[Path]:
-    """Every header the source includes, recursively, that is found in the build's -I folders (or, for a header's
-    own includes, beside that header), resolved, each once: the source's own headers, which the module depends on
-    as on the source."""
-    dirs = _include_dirs(flags)
-    if not dirs:
-        return []
-    out: list[Path] = []
-    seen: set[Path] = set()
-    todo: list[tuple[str, "Path | None"]] = [(source, None)]
-    while todo:
-        text, here = todo.pop()
-        for name in _INCLUDE.findall(text):
-            for d in ([here] if here else []) + dirs:
-                path = d / name
-                if path.is_file():
-                    path = path.resolve()
-                    if path not in seen:
-                        seen.add(path)
-                        out.append(path)
-                        todo.append((path.read_bytes().decode(errors="replace"), path.parent))
-                    break
-    return out
+    """The source's own headers (cudasrc.includes), looked up in the build's -I folders: the module depends on
+    them as on the source."""
+    return local_headers(source, _include_dirs(flags))
 
 
 def _digests(headers: Sequence[Path]) -> list[str]:
@@ -170,8 +151,7 @@ def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers:
     for path in headers:
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
-        text = path.read_bytes().decode("latin-1")          # every byte kept as it is
-        copy.write_bytes(without_host_functions(text, words)[0].encode("latin-1"))
+        copy.write_bytes(without_host_functions(read_text(path), words)[0].encode("latin-1"))
     user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
     out: list[str] = []
     for f in cmd_flags:
