@@ -6,7 +6,8 @@ worker through a worker plugin, which the scheduler also hands to a worker that 
 a dead worker loses nothing but the unit it was running. That unit is submitted once more; if its worker dies
 too, it comes back as `Lost(reason)`. On the local clusters started here, Dask's own resubmission after a
 worker death is turned off (`distributed.scheduler.allowed-failures: 0`) so every retry is this one, counted
-and bounded; a running cluster keeps its own setting (its retries come first).
+and bounded; a running cluster keeps its own setting (its retries come first), and the run's description says how
+many it makes.
 
 A unit is submitted only to an idle worker thread, named for it. When a worker dies, Dask fails every unit
 assigned to it, also the ones only queued behind the running one; a queued unit would lose a try through no
@@ -147,6 +148,24 @@ class _ClusterSession(Session):
             pending.clear()
 
 
+def _scheduler_allowed_failures(dask_scheduler) -> int:
+    return int(dask_scheduler.allowed_failures)
+
+
+def _own_retries(client: Client) -> str:
+    """What a running cluster's scheduler does itself when a unit's worker dies, said in the run's description: it
+    resubmits the unit `allowed-failures` times before qconform sees the death and counts a try."""
+    try:
+        n = client.run_on_scheduler(_scheduler_allowed_failures)
+    except Exception as exc:         # a scheduler that runs no client functions: say it is not known
+        return f" (its scheduler's own retries after a worker death are not known: {type(exc).__name__})"
+    if n == 0:
+        return ""
+    killed = (RETRIES + 1) * (n + 1)
+    return (f" (its scheduler resubmits a unit whose worker dies {n} time(s) itself, before qconform's own retry: "
+            f"distributed.scheduler.allowed-failures = {n}; a unit that kills its worker can kill {killed})")
+
+
 class Cluster:
     """`local_workers` worker processes started here (one thread each, stopped at the end), or the running
     scheduler at `address`."""
@@ -174,6 +193,7 @@ class Cluster:
                 except (OSError, TimeoutError) as exc:
                     raise ValueError(f"--cluster: no Dask scheduler answers at {self.address}: {exc}") from None
                 self.workers = len(client.scheduler_info().get("workers", {})) or None
+                self.description += _own_retries(client)
             plugin = _SessionPlugin(token, work)
             client.register_plugin(plugin)
             try:

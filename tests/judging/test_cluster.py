@@ -192,3 +192,23 @@ def test_a_result_lost_with_its_worker_is_computed_again_without_costing_a_try(t
         retried = session.retried
     assert timed_out and got == {0: "done a", 1: "done b", 2: "done c"}
     assert retried == 0
+
+
+@needs_dask
+@pytest.mark.parametrize("allowed", [0, 3])
+def test_a_running_clusters_own_retries_are_said(allowed):
+    """A cluster found at an address keeps its scheduler's allowed-failures: the description says what it does."""
+    import dask
+    from distributed import LocalCluster
+    from harness.judging.cluster import Cluster
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed}):
+        local = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0")
+    try:
+        cluster = Cluster(None, local.scheduler_address)
+        with cluster.open(Work(_setup, _jobs, None)):
+            pass
+        said = "resubmits a unit whose worker dies 3 time(s) itself" in cluster.description
+        assert said == (allowed == 3), cluster.description
+        assert cluster.description.startswith(f"the Dask cluster at {local.scheduler_address}")
+    finally:
+        local.close()
