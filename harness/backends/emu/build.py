@@ -79,7 +79,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
     headers = _local_headers(source, flags)
-    words = device_words_of("\n".join([source, *(strip_comments(read_text(h)) for h in headers)]))
+    words = device_words_of("\n".join(strip_comments(text) for text in [source, *map(read_text, headers)]))
     rw = rewrite(source, name, defines_of(flags), words)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
