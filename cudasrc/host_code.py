@@ -58,6 +58,12 @@ def _without_directives(text: str) -> str:
     return _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
+def program_device_words(texts: Iterable[str]) -> set[str]:
+    """device_words_of every file of a program together (comments stripped): a macro one file defines marks
+    functions as device code in the others."""
+    return device_words_of("\n".join(strip_comments(t) for t in texts))
+
+
 def device_words_of(text: str) -> set[str]:
     """`__global__`, `__device__` and the object-like macros of `text` that expand to either."""
     macros = object_macros(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 
@@ -15,23 +15,26 @@ def read_text(path: Path) -> str:
     return path.read_bytes().decode("latin-1")
 
 
-def local_headers(source: str, dirs: Sequence[Path]) -> list[Path]:
+def find_include(name: str, here: Optional[Path], dirs: Sequence[Path]) -> Optional[Path]:
+    """The file `#include "name"` reaches: beside the including file (`here`, its folder), then in `dirs` in
+    order; resolved, or None."""
+    for d in ([here] if here else []) + list(dirs):
+        if (d / name).is_file():
+            return (d / name).resolve()
+    return None
+
+
+def local_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
     """Every header `source` includes, recursively, that is found in `dirs` (the build's -I folders, searched in
-    order) or beside the header that includes it, resolved, each once, in the order found. Every `#include` line
-    counts, also one in a branch the build drops."""
-    out: list[Path] = []
-    seen: set[Path] = set()
+    order) or beside the header that includes it: resolved path -> text (read once), in the order found. Every
+    `#include` line counts, also one in a branch the build drops."""
+    out: dict[Path, str] = {}
     todo: list[tuple[str, "Path | None"]] = [(source, None)]
     while todo:
         text, here = todo.pop()
         for name in INCLUDE.findall(text):
-            for d in ([here] if here else []) + list(dirs):
-                path = d / name
-                if path.is_file():
-                    path = path.resolve()
-                    if path not in seen:
-                        seen.add(path)
-                        out.append(path)
-                        todo.append((read_text(path), path.parent))
-                    break
+            path = find_include(name, here, dirs)
+            if path is not None and path not in out:
+                out[path] = read_text(path)
+                todo.append((out[path], path.parent))
     return out

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
+from cudasrc.includes import find_include
 from harness.racescan import Verdict, classify, scan_points
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
@@ -30,13 +31,12 @@ def inline_includes(path: Path, dirs: Sequence[Path] = (), seen: "set[Path] | No
     out = []
     for i, line in enumerate(path.read_text(errors="replace").splitlines()):
         m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-        inc = next((d / m.group(1) for d in (path.parent, *dirs) if (d / m.group(1)).is_file()), None) if m else None
+        inc = find_include(m.group(1), path.parent, dirs) if m else None
         if m and inc is None and required:
             raise FileNotFoundError(f"{path.name}: include {m.group(1)!r} not found")
         if inc is None:
             out.append(line)
             continue
-        inc = inc.resolve()
         if inc in seen:              # included before: the line stays, empty
             out.append("")
             continue

@@ -100,12 +100,10 @@ def _verdict_line(v) -> str:
 
 def _print_host_code(source: str, includes: list[Path]) -> None:
     """Say which host functions of the program, its own headers included, the build leaves out (not run)."""
-    from cudasrc.host_code import device_words_of, without_host_functions
-    from cudasrc.includes import local_headers, read_text
-    from cudasrc.signatures import strip_comments
-    headers = local_headers(source, includes)
-    texts = [(None, source)] + [(h.name, read_text(h)) for h in headers]
-    words = device_words_of("\n".join(strip_comments(t) for _, t in texts))
+    from cudasrc.host_code import program_device_words, without_host_functions
+    from cudasrc.includes import local_headers
+    texts = [(None, source)] + [(h.name, text) for h, text in local_headers(source, includes).items()]
+    words = program_device_words(t for _, t in texts)
     parts = []
     for name, text in texts:
         host = without_host_functions(text, words)[1]

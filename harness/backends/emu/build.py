@@ -12,10 +12,10 @@ from typing import Sequence
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
-from cudasrc.host_code import device_words_of, without_host_functions
-from cudasrc.includes import local_headers, read_text
+from cudasrc.host_code import program_device_words, without_host_functions
+from cudasrc.includes import local_headers
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import KernelSignature, strip_comments
+from cudasrc.signatures import KernelSignature
 
 from . import gate, toolkit_headers
 from . import toolchain as tc
@@ -79,7 +79,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
     headers = _local_headers(source, flags)
-    words = device_words_of("\n".join(strip_comments(text) for text in [source, *map(read_text, headers)]))
+    words = program_device_words([source, *headers.values()])
     rw = rewrite(source, name, defines_of(flags), words)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
@@ -127,18 +127,18 @@ def _include_dirs(flags: Sequence[str]) -> list[Path]:
     return [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
 
 
-def _local_headers(source: str, flags: Sequence[str]) -> list[Path]:
-    """The source's own headers (cudasrc.includes), looked up in the build's -I folders: the module depends on
-    them as on the source."""
+def _local_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
+    """The source's own headers and their texts (cudasrc.includes), looked up in the build's -I folders: the module
+    depends on them as on the source."""
     return local_headers(source, _include_dirs(flags))
 
 
-def _digests(headers: Sequence[Path]) -> list[str]:
+def _digests(headers: dict[Path, str]) -> list[str]:
     """The path and SHA-256 of each header (a changed header is a new build)."""
-    return [f"{path}:{hashlib.sha256(path.read_bytes()).hexdigest()}" for path in headers]
+    return [f"{path}:{hashlib.sha256(text.encode('latin-1')).hexdigest()}" for path, text in headers.items()]
 
 
-def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: Sequence[Path],
+def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
                         into: Path, words: set[str]) -> tuple[str, ...]:
     """The compile's flags with the source's headers replaced by copies under `into` whose host functions are
     dropped, as the source's own are: a program whose `main`, allocations and launches live in a header loads as its
@@ -148,10 +148,10 @@ def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers:
     a function as device code."""
     if not headers:
         return tuple(cmd_flags)
-    for path in headers:
+    for path, text in headers.items():
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(without_host_functions(read_text(path), words)[0].encode("latin-1"))
+        copy.write_bytes(without_host_functions(text, words)[0].encode("latin-1"))
     user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
     out: list[str] = []
     for f in cmd_flags:
