@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 
@@ -24,17 +24,19 @@ def find_include(name: str, here: Optional[Path], dirs: Sequence[Path]) -> Optio
     return None
 
 
-def local_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
+def local_headers(source: str, dirs: Sequence[Path],
+                  readable: Callable[[Path], bool] = lambda path: True) -> dict[Path, str]:
     """Every header `source` includes, recursively, that is found in `dirs` (the build's -I folders, searched in
     order) or beside the header that includes it: resolved path -> text (read once), in the order found. Every
-    `#include` line counts, also one in a branch the build drops."""
+    `#include` line counts, also one in a branch the build drops. A file `readable` refuses is not read (an
+    untrusted source names it; the confined compiler is refused it too)."""
     out: dict[Path, str] = {}
     todo: list[tuple[str, "Path | None"]] = [(source, None)]
     while todo:
         text, here = todo.pop()
         for name in INCLUDE.findall(text):
             path = find_include(name, here, dirs)
-            if path is not None and path not in out:
+            if path is not None and path not in out and readable(path):
                 out[path] = read_text(path)
                 todo.append((out[path], path.parent))
     return out

@@ -19,11 +19,15 @@ from typing import Callable, Iterator, Mapping
 _SWEPT: set[Path] = set()
 
 
+def cache_root() -> Path:
+    """Where every cache folder lives: $QCONFORM_CACHE, default ~/.cache/qconform (not created here)."""
+    return Path(os.environ.get("QCONFORM_CACHE") or Path.home() / ".cache" / "qconform")
+
+
 def cache_dir(kind: str) -> Path:
     """A per-purpose cache folder: $QCONFORM_CACHE/<kind>, default ~/.cache/qconform/<kind>. The first use in a
     process removes what killed processes of this machine left there (`stale_temporaries_in`)."""
-    root = Path(os.environ.get("QCONFORM_CACHE") or Path.home() / ".cache" / "qconform")
-    path = root / kind
+    path = cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     if path not in _SWEPT:
         _SWEPT.add(path)

@@ -1,4 +1,4 @@
-"""The GPU backend: kernels compiled by nvcc through PyCUDA and launched on a CUDA device.
+"""The GPU backend: kernels compiled by nvcc (confined: harness.confine), launched through PyCUDA on a CUDA device.
 
 It gives the same guarantees as the CPU backend where a GPU can give them cheaply: every array travels to
 a plain device allocation (never managed memory) framed by guard bands of SENTINEL_BYTE that are verified
@@ -27,6 +27,7 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness.cache import cache_dir, cache_entry, content_key
+from harness.toolchain.compile import cubin_of
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
                                 template_kernels)
@@ -209,7 +210,8 @@ def nvcc_identity(nvcc: str) -> str:
 
 # A module that stands in for PyCUDA (its `driver()` and `compiler()` return modules shaped like
 # pycuda.driver and pycuda.compiler): the fake driver of the tests and of `ci/gpu-check.sh`'s dry run. Read in
-# the caller and in the worker process alike, which inherits the environment.
+# the caller and in the worker process alike, which inherits the environment. Without it, nvcc is run by
+# qconform, confined (harness.toolchain.compile.cubin_of), and PyCUDA loads the cubin.
 DRIVER_ENV = "QCONFORM_GPU_DRIVER"
 
 
@@ -221,11 +223,6 @@ def _stand_in():
 def import_driver():
     stand_in = _stand_in()
     return stand_in.driver() if stand_in else importlib.import_module("pycuda.driver")
-
-
-def import_compiler():
-    stand_in = _stand_in()
-    return stand_in.compiler() if stand_in else importlib.import_module("pycuda.compiler")
 
 
 def _pycuda_version() -> str:
@@ -420,18 +417,26 @@ class GpuBackend(Backend):
 
     def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...]) -> bytes:
         def make(tmp) -> None:
-            compiler = import_compiler()
-            try:
-                # PyCUDA's SourceModule is compile() + module_from_buffer(); its own cache writes in place, which
-                # parallel test workers could read half-written, so compile uncached and cache through ours.
-                cubin = compiler.compile(text, nvcc=self.nvcc, options=list(flags), no_extern_c=True,
-                                         arch=self.arch, cache_dir=False)
-            except self.cuda.CompileError as exc:
-                log = "\n".join(s for s in (getattr(exc, "stdout", ""), getattr(exc, "stderr", "")) if s)
-                raise BuildError(f"nvcc could not compile the source for {self.arch}: {exc}\n{log}".rstrip()) from exc
+            if _stand_in() is None:
+                # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),
+                # and cached through qconform's cache, which parallel workers never read half-written
+                cubin, log = cubin_of(text, self.nvcc, [*flags, "-arch", self.arch])
+                if cubin is None:
+                    raise BuildError(f"nvcc could not compile the source for {self.arch}:\n{log}".rstrip())
+            else:
+                cubin = self._stand_in_cubin(text, flags)
             tmp.write_bytes(cubin)
 
         return cache_entry(cache_dir("gpu-cubin") / f"{key}.cubin", make)[0].read_bytes()
+
+    def _stand_in_cubin(self, text: str, flags: tuple[str, ...]) -> bytes:
+        """The stand-in driver's compile (the tests', and `ci/gpu-check.sh`'s dry run), shaped like PyCUDA's."""
+        try:
+            return _stand_in().compiler().compile(text, nvcc=self.nvcc, options=list(flags), no_extern_c=True,
+                                                  arch=self.arch, cache_dir=False)
+        except self.cuda.CompileError as exc:
+            log = "\n".join(s for s in (getattr(exc, "stdout", ""), getattr(exc, "stderr", "")) if s)
+            raise BuildError(f"nvcc could not compile the source for {self.arch}: {exc}\n{log}".rstrip()) from exc
 
     # -- facts -----------------------------------------------------------------------------------------
     def describe(self) -> dict:

@@ -80,7 +80,8 @@ def emu_status() -> dict:
             "sandbox": ("off: $QCONFORM_EMU_SANDBOX=off (trusted sources only)" if sandbox.disabled_by_user() else
                         f"unavailable: {why_not}; the emu backend refuses to run kernels" if why_not else
                         f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"
-                        + (f" + Landlock ABI {sandbox.landlock_abi()}" if sandbox.landlock_abi() else
+                        + (f" + Landlock ABI {sandbox.landlock_abi()} (reads: the system's, Python's and the "
+                           "kernel cache's folders; no writes)" if sandbox.landlock_abi() else
                            " (no Landlock in this kernel)")),
             "device_gate": gate.describe(),
             "curand": (f"the toolkit's headers in {curand}" if curand else
@@ -109,7 +110,13 @@ def compile_toolchain() -> dict:
 def collect() -> dict:
     return {"python": sys.version.split()[0], "platform": platform.platform(), "compilers": compilers(),
             "emu": emu_status(), "cuda_toolkits": cuda_toolkits(), "compile_toolchain": compile_toolchain(),
-            "gpu": gpu_status()}
+            "compiler_confinement": compiler_confinement(), "gpu": gpu_status()}
+
+
+def compiler_confinement() -> str:
+    """What a compiler run on a kernel source may read and write (harness.confine)."""
+    from harness import confine
+    return confine.describe()
 
 
 def render(info: dict) -> str:
@@ -140,6 +147,7 @@ def render(info: dict) -> str:
                      f"SASS reader: {tc['cuobjdump'] or tc['nvdisasm'] or 'none'})")
     else:
         lines.append(f"compile and SASS checks: no toolchain ({tc['reason']})")
+    lines.append(f"compilers of kernel sources: {info['compiler_confinement']}")
     gpu = info["gpu"]
     lines.append("gpu backend: " + ("usable" if gpu["usable"] else f"not usable: {gpu['reason']}"))
     return "\n".join(lines)

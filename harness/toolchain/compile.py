@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from reference.modes import Mode
 
+from harness import confine
 from harness.cache import atomic_write, cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from harness.interrupts import helper_pool
 from cudasrc.signatures import kernel_signatures, strip_comments
@@ -321,7 +322,23 @@ def _run_tool(cmd: Sequence[str], timeout: float, cwd: Optional[Path] = None) ->
     (tool_env), not in a compile's cache entry, whose folder may be a caller's `cache` that nothing sweeps:
     removed after the run, or by the next run's sweep if this one is killed."""
     with scratch_folder("nvcc") as temps:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=tool_env(temps))
+        writable = [temps, *([cwd] if cwd is not None else [])]
+        with confine.confined(cmd, writable=writable, cwd=cwd) as preexec:     # the source is untrusted
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=tool_env(temps),
+                                  preexec_fn=preexec)
+
+
+def cubin_of(code: str, nvcc: str, options: Sequence[str], timeout: float = 900) -> tuple[Optional[bytes], str]:
+    """`nvcc -cubin <options>` of `code`, confined (harness.confine: the source is untrusted) in a scratch folder:
+    (the cubin, or None when nvcc failed; nvcc's output, with a line where confinement refused a file)."""
+    with scratch_folder("nvcc") as work:
+        (work / "kernel.cu").write_text(code)
+        cmd = [nvcc, *(["-cubin"] if "-cubin" not in options else []), *options, "-o", "kernel.cubin", "kernel.cu"]
+        proc = _run_tool(cmd, timeout=timeout, cwd=work)
+        log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
+        log += confine.explain(log)
+        cubin = work / "kernel.cubin"
+        return (cubin.read_bytes() if proc.returncode == 0 and cubin.is_file() else None), log
 
 
 def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list[str]:
@@ -331,7 +348,8 @@ def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list[str]:
 
 
 def cache_key(code: str, flags: Sequence[str], version: str) -> str:
-    return content_key(_ENTRY_VERSION, code, "\0".join(flags), version)
+    # a failed compile's log is cached: one made unconfined (it may quote any file) is never served confined
+    return content_key(_ENTRY_VERSION, code, "\0".join(flags), version, confine.cache_part())
 
 
 def _load(entry: Path, arch: str, key: str) -> Optional[CompileResult]:
@@ -359,12 +377,13 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
 
     def make(work: Path) -> None:
         work.mkdir()
-        (work / "kernel.cu").write_text(code)
+        (work / "kernel.cu").write_text(code)          # kept beside its cubin, as compiled
         t0 = time.perf_counter()
-        proc = _run_tool([str(tc.nvcc), *flags, "-o", "kernel.cubin", "kernel.cu"], timeout=900, cwd=work)
+        cubin, log = cubin_of(code, str(tc.nvcc), flags)
         seconds = time.perf_counter() - t0
-        log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
-        ok = proc.returncode == 0 and (work / "kernel.cubin").is_file()
+        ok = cubin is not None
+        if ok:
+            (work / "kernel.cubin").write_bytes(cubin)
         resources = parse_ptxas(log) if ok else {}
         (work / "result.json").write_text(json.dumps(
             {"ok": ok, "arch": arch, "flags": flags, "nvcc": tc.version, "log": log, "seconds": round(seconds, 3),

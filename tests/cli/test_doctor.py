@@ -116,3 +116,13 @@ def test_doctor_says_where_curands_headers_come_from(capsys, monkeypatch):
     monkeypatch.setattr(toolkit_headers, "toolkit_include", lambda: None)      # a toolkit without cuRAND
     assert main(["doctor"]) == 0
     assert "cuRAND device API (curand_kernel.h): not found (install the toolchain extra" in capsys.readouterr().out
+
+
+def test_doctor_says_whether_the_compilers_are_confined(capsys, monkeypatch):
+    from harness import confine, landlock
+    assert main(["doctor"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("compilers of kernel sources:"))
+    assert ("Landlock ABI" in line) == (landlock.abi() > 0)
+    monkeypatch.setenv(confine.OFF_ENV, "off")
+    assert main(["doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compiler_confinement"].startswith("off:")

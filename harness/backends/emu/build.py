@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from harness import confine
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
@@ -48,11 +49,15 @@ def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
 
 
 def _compile(cmd: Sequence[str], work: Path, cwd: "Path | None" = None) -> subprocess.CompletedProcess:
-    """One compiler run, its temporaries in the scratch folder `work` (tool_env); the compiler dies with the
-    thread that started it (a judge process killed mid-build leaves none behind, nor its temporaries outside
-    the cache). LC_ALL=C: plain ASCII quotes in compiler messages."""
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=protocol.dies_with_caller(),
-                          env=tool_env(work, dict(os.environ, LC_ALL="C")), cwd=cwd)
+    """One compiler run, confined (harness.confine: it reads the system's, the toolchain's and the source's
+    folders and writes only in the scratch folder `work`, where its temporaries go too: tool_env); the compiler
+    dies with the thread that started it (a judge process killed mid-build leaves none behind, nor its
+    temporaries outside the cache). LC_ALL=C: plain ASCII quotes in compiler messages."""
+    toolkit = toolkit_headers.toolkit_include()          # cuRAND's headers, linked from a folder of the cache
+    with confine.confined(cmd, writable=[work], cwd=cwd, reads=[toolkit] if toolkit else [],
+                          then=protocol.dies_with_caller()) as preexec:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=preexec,
+                              env=tool_env(work, dict(os.environ, LC_ALL="C")), cwd=cwd)
 
 
 def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
@@ -61,12 +66,13 @@ def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
     key = content_key(*flags, toolchain.cxx, toolchain.cxx_version, tc.runtime_sha256())[:40]
 
     def make(tmp: Path) -> None:
-        cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
-               "-o", str(tmp)]
         with scratch_folder("emu") as work:
+            cmd = [toolchain.cxx, *flags, f"-I{tc.RUNTIME_DIR}", "-c", str(tc.RUNTIME_DIR / "emu_runtime.cpp"),
+                   "-o", str(work / "runtime.o")]
             r = _compile(cmd, work)
-        if r.returncode != 0:
-            raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
+            if r.returncode != 0:
+                raise BuildError(f"emu: the runtime did not compile with {toolchain.cxx}:\n{r.stderr[-4000:]}")
+            os.replace(work / "runtime.o", tmp)
 
     return cache_entry(cache_dir("emu") / f"runtime-{key}.o", make)[0]
 
@@ -106,8 +112,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             compile_cmd = [toolchain.cxx, *compile_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
-                        *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime), "-o", str(tmp_so),
-                        *toolchain.link_flags()]
+                        *(("-Wl,--no-undefined",) if race else ()), str(obj), str(runtime),
+                        "-o", str(work / "module.so"), *toolchain.link_flags()]
             try:
                 r = _compile(compile_cmd, work, cwd=work)
             finally:
@@ -118,6 +124,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             r = _compile(link_cmd, work)
             if r.returncode != 0:
                 _raise_build_error(r.stderr, name)
+            os.replace(work / "module.so", tmp_so)      # the compilers write in the scratch folder alone
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels), rw.grid_sync)
@@ -130,7 +137,9 @@ def _include_dirs(flags: Sequence[str]) -> list[Path]:
 def _local_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
     """The source's own headers and their texts (cudasrc.includes), looked up in the build's -I folders: the module
     depends on them as on the source."""
-    return local_headers(source, _include_dirs(flags))
+    dirs = _include_dirs(flags)
+    roots = confine.source_roots(dirs)
+    return local_headers(source, dirs, readable=lambda path: confine.may_read(path, roots))
 
 
 def _digests(headers: dict[Path, str]) -> list[str]:
@@ -177,6 +186,6 @@ def _raise_build_error(stderr: str, name: str) -> None:
         if os.path.basename(m.group("file")) == safe:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "
                                              "emu runtime")
-    errors = [ln for ln in stderr.splitlines() if ": error:" in ln]
-    head = "\n".join(errors[:20]) if errors else stderr[-4000:]
+    errors = [ln for ln in stderr.splitlines() if ": error:" in ln or "fatal error:" in ln]
+    head = "\n".join(errors[:20] + [confine.explain(stderr)]).strip() if errors else stderr[-4000:]
     raise BuildError(f"emu: the host compiler rejected {name}:\n{head}")

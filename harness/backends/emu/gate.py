@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from harness import confine
 from harness.backends import protocol
 from harness.backends.base import BuildError
 from harness.cache import tool_env
@@ -108,9 +109,10 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
         safe += ".cu"
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
-    return subprocess.Popen([nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), "-o", "device.ptx", safe], cwd=work / "gate",
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=tool_env(work),
-                            preexec_fn=protocol.dies_with_caller())
+    cmd = [nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), "-o", "device.ptx", safe]
+    with confine.confined(cmd, writable=[work], cwd=work / "gate", then=protocol.dies_with_caller()) as preexec:
+        return subprocess.Popen(cmd, cwd=work / "gate", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=tool_env(work), preexec_fn=preexec)
 
 
 def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
@@ -125,7 +127,8 @@ def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
     if proc.returncode != 0:
         errors = [ln for ln in out.splitlines() if "error" in ln]
         raise BuildError(f"emu: {name} is not device code that a GPU build accepts; nvcc's device-side "
-                         f"compile refused it (nothing was run):\n" + "\n".join(errors[:20] or out.splitlines()[-20:]))
+                         f"compile refused it (nothing was run):\n"
+                         + "\n".join((errors[:20] or out.splitlines()[-20:]) + [confine.explain(out)]).strip())
 
 
 def _readelf(obj: Path, *what: str) -> str:

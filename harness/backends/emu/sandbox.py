@@ -4,15 +4,16 @@ Applied by the worker to itself after its own imports and before it loads any ke
   * resource limits (setrlimit): address space (`memory_mb`), CPU time over the worker's life (`cpu_s`),
     no child processes (RLIMIT_NPROC 0), no core files, at most FSIZE_BYTES per written file, NOFILE fds;
   * PR_SET_NO_NEW_PRIVS (no set-uid program can give privileges back; required for an unprivileged filter);
-  * Landlock, where the kernel has it: no file-system change or program execution by any system call;
+  * Landlock, where the kernel has it: reading only the system's, Python's and the cache's folders
+    (readable_roots), and no file-system change or program execution, by any system call;
   * a seccomp-bpf filter built with libseccomp (the `pyseccomp` binding): every system call that makes a
     process or thread, runs a program, opens a socket, opens a file for writing, changes the file system,
     signals another process, traces or reads another process, or bypasses seccomp (io_uring, other
     architectures' system call tables) is answered with SIGSYS (SECCOMP_RET_TRAP). The runtime's handler
     (emu_signals.hpp) writes `emu-sandbox: refused system call N` and ends the worker; the parent names the
     call (describe_violation) and starts a new worker.
-Everything else (reading files, anonymous memory, writing to the descriptors the worker already holds) is
-allowed: SECURITY.md says what that leaves open.
+Everything else (reading those folders, anonymous memory, writing to the descriptors the worker already holds)
+is allowed: SECURITY.md says what that leaves open.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ import resource
 import sys
 from dataclasses import asdict, dataclass
 from typing import Optional
+
+from harness import confine, landlock
+from harness.cache import cache_root
 
 ENV = "QCONFORM_EMU_SANDBOX_LIMITS"   # the limits as JSON, passed from the parent to the worker
 OFF_ENV = "QCONFORM_EMU_SANDBOX"      # the user's switch: "off" runs kernels unsandboxed (trusted sources only)
@@ -152,42 +156,49 @@ def _native_arch() -> Optional[int]:
 
 
 # ---- Landlock: a second wall for the file system, where the kernel has it -----------------------------------
-_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_RESTRICT_SELF = 444, 446     # the same number on every architecture
-# access rights refused everywhere (no rule grants any back): exec, write, truncate, create, remove, rename
-_FS_DENIED = {1: 0b1_1111_1111_0011, 2: 1 << 13, 3: 1 << 14}    # by the ABI version that introduced them
-_NET_DENIED = 0b11                                              # ABI 4: TCP bind and connect
-_SCOPED = 0b11                                                  # ABI 6: abstract unix sockets, signals outside
+# governed: every file-system right but device ioctls. Given back: reading, beneath readable_roots() alone.
+# Never given back: exec, write, truncate, create, remove, rename.
+_FS_HANDLED = landlock.fs_rights(7) & ~landlock.IOCTL_DEV
+_READ = landlock.READ_FILE | landlock.READ_DIR
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/proc/self", "/sys/devices/system/cpu")
 
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version, 0 where it has none (or it is disabled)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    v = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)     # LANDLOCK_CREATE_RULESET_VERSION
-    return max(int(v), 0)
+    return landlock.abi()
 
 
-def landlock() -> int:
-    """Restrict the calling process (no_new_privs already set) with a Landlock ruleset that refuses every
-    file-system change and program execution (and, from ABI 4, TCP; from ABI 6, signals to processes
-    outside). Returns the ABI used, 0 where Landlock is absent: seccomp then stands alone."""
-    abi = landlock_abi()
-    if abi == 0:
+def readable_roots() -> list[str]:
+    """What a sandboxed worker may read: the system's program and library folders (confine.SYSTEM), Python's
+    installation and import path (modules are imported lazily, tracebacks read their source), the libraries'
+    folders of $LD_LIBRARY_PATH, qconform's cache of built kernels, its own /proc entry and a few devices.
+    Never the home folder or `/` as a whole (an import path entry that is the working folder may be either)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    entries = [*confine.SYSTEM, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+               *sys.path, *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep), str(cache_root() / "emu"),
+               *_DEVICES]
+    out: list[str] = []
+    for entry in entries:
+        if entry and os.path.realpath(entry) not in (home, "/") and os.path.exists(entry) and entry not in out:
+            out.append(entry)
+    return out
+
+
+def apply_landlock() -> int:
+    """Restrict the calling process with a Landlock ruleset that allows reading beneath readable_roots() alone
+    and refuses every file-system change and program execution (and, from ABI 4, TCP; from ABI 6, signals to
+    processes outside). Returns the ABI used, 0 where Landlock is absent: seccomp then stands alone."""
+    version = landlock.abi()
+    if version == 0:
         return 0
-    fs = sum(bits for version, bits in _FS_DENIED.items() if version <= abi)
-    fields = [fs] + ([_NET_DENIED] if abi >= 4 else []) + ([_SCOPED] if abi >= 6 else [])
-    attr = (ctypes.c_uint64 * len(fields))(*fields)
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0)
-    if fd < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    rules = landlock.Ruleset(version, _FS_HANDLED)
     try:
-        if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        for root in readable_roots():
+            rules.allow(root, _READ)
+        rules.restrict_self()
     finally:
-        os.close(fd)
-    return abi
+        rules.close()
+    return version
 
 
 # ---- the worker's side -----------------------------------------------------------------------------------
@@ -219,7 +230,7 @@ def apply(limits: Limits) -> None:
     if libc.prctl(38, 1, 0, 0, 0) != 0:            # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
-    landlock()
+    apply_landlock()
     f = sc.SyscallFilter(sc.ALLOW)
     f.set_attr(sc.Attr.ACT_BADARCH, sc.TRAP)       # int 0x80 / x32 calls would bypass a native-only table
     arch = sc.system_arch()

@@ -87,7 +87,8 @@ def test_a_killed_builds_compiler_leaves_its_temporaries_only_where_the_next_run
     system.mkdir()
     log = tmp_path / "made.log"
     waits = recording_tool(tmp_path / "nvcc", log, "exec sleep 600")
-    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(system), QCONFORM_CACHE=str(tmp_path / "cache"))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(system), QCONFORM_CACHE=str(tmp_path / "cache"),
+               QCONFORM_COMPILER_CONFINE="off")      # the stand-in logs outside the scratch folder
     starter = subprocess.Popen([sys.executable, "-c", KILLED_IN_SCRATCH, str(waits), str(log)],
                                stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
     _kill_and_check_the_compiler_dies(starter)

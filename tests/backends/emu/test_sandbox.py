@@ -160,6 +160,27 @@ def test_the_sandbox_stops_what_passes_the_gate(backend, tmp_path, ungated, prob
     assert tok == int(np.argmax(logits))
 
 
+@pytest.mark.skipif(sandbox.landlock_abi() == 0, reason="this kernel has no Landlock")
+def test_a_kernel_past_the_gate_cannot_read_the_users_files(backend, tmp_path, ungated, monkeypatch):
+    """The probe opens a planted secret beside the tests (outside every readable root) and reports its first
+    byte as the token, or -1 when the open is refused; the negative control runs it unsandboxed."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("g-planted\n")
+    reader = (f'FILE* f = fopen("{secret}", "r"); *d_tok = f ? fgetc(f) : -1; if (f) fclose(f);')
+    source = HEADERS + SIG + (CLEAN_BODY % reader)
+    tok, _ = run_argmax(backend.load(source))
+    assert tok == -1
+    assert "/etc/shadow" not in sandbox.readable_roots() and str(Path.home()) not in sandbox.readable_roots()
+    monkeypatch.setenv(sandbox.OFF_ENV, "off")                         # the negative control: no sandbox
+    from harness.backends.emu.backend import EmuBackend
+    be = EmuBackend(timeout_s=60, schedules=2)
+    try:
+        tok, _ = run_argmax(be.load(source))
+    finally:
+        be.close()
+    assert tok == ord("g")
+
+
 def test_a_reply_forged_by_the_kernel_is_not_read(backend, tmp_path, ungated):
     """The kernel shares the worker's descriptors: a pickle it writes into the reply pipe that would run
     `touch` in the parent is refused by the parent's reader, and the worker is replaced."""
@@ -192,7 +213,7 @@ LANDLOCK_ONLY = r"""
 import ctypes, os, sys
 from harness.backends.emu import sandbox
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)          # no_new_privs, then Landlock alone (no seccomp filter)
-assert sandbox.landlock() > 0
+assert sandbox.apply_landlock() > 0
 try:
     open(sys.argv[1], "w")
 except PermissionError:

@@ -1,0 +1,196 @@
+"""What a compiler run on an untrusted source may touch. A kernel source can make the compiler read any file
+(`#include "/proc/self/environ"`, a header that is a symlink to a key) and print what it read in its error
+messages, which end up in reports. So every compiler run on such a source (emu's g++ build and nvcc gate, the
+GPU backend's nvcc, the SASS listing) is confined with Landlock to:
+  * read and run: the system's program and library folders (SYSTEM), the compiler's own installation, and the
+    paths its command names (sources, -I folders, objects), each widened to the source tree it lies in
+    (`source_roots`) with that tree's `.git` left out (a CI checkout keeps its token in `.git/config`);
+  * write: the scratch folders its caller names, and /dev/null.
+Everything else is refused by the kernel, whatever the system call, also to the programs the compiler starts.
+Where the kernel has no Landlock the compilers run as before, and qconform says so once (`warn_unconfined`)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence
+
+from harness import landlock
+
+OFF_ENV = "QCONFORM_COMPILER_CONFINE"       # "off": compilers read what the user can (trusted sources only)
+SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
+          "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/localtime")
+DEVICES = ("/dev/null",)
+LEFT_OUT = ".git"                            # a checkout's credentials and history, never a header's place
+_VALUE_PREFIXES = ("-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-I", "-L", "-B")
+_warned: list[bool] = []
+
+
+def disabled_by_user() -> bool:
+    return os.environ.get(OFF_ENV, "").strip().lower() in ("off", "0", "no", "false")
+
+
+def available() -> int:
+    """The Landlock ABI the compilers are confined with, 0 when they are not (no Landlock, or switched off)."""
+    return 0 if disabled_by_user() else landlock.abi()
+
+
+def cache_part() -> str:
+    """What a cached compiler log depends on: whether the compiler that wrote it was confined."""
+    return f"compiler-confined:{available() > 0}"
+
+
+def describe() -> str:
+    version = available()
+    if version:
+        return (f"Landlock ABI {version}: reads limited to the system's and the toolchain's folders and the "
+                "source's tree (its .git left out); writes to the build's scratch folder")
+    if disabled_by_user():
+        return f"off: ${OFF_ENV}=off (trusted sources only; a source's #include can read any file you can)"
+    return "not confined: this kernel has no Landlock; a source's #include can read any file you can"
+
+
+def warn_unconfined() -> None:
+    """Say once per process that compilers run unconfined where the kernel has no Landlock."""
+    if not _warned and not disabled_by_user() and landlock.abi() == 0:
+        _warned.append(True)
+        print(f"qconform: warning: compilers run unconfined ({describe()}; SECURITY.md)", file=sys.stderr)
+
+
+def _home() -> Optional[Path]:
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def source_root(path: "str | Path") -> Optional[Path]:
+    """The folder beneath which a compile that names `path` may read: the top of the git work tree holding it
+    (a `.git` entry marks it), so that `#include "../common/x.h"` in a checkout builds; else the folder itself
+    (a file's folder for a file). Never the home folder or `/` as a whole: None then."""
+    p = Path(path).resolve()
+    folder = p if p.is_dir() else p.parent
+    top = next((d for d in (folder, *folder.parents) if (d / LEFT_OUT).exists()), None)
+    unsafe = {Path(p.anchor), _home()}
+    if top is not None and top not in unsafe:
+        return top
+    return None if folder in unsafe else folder
+
+
+def source_roots(paths: Sequence["str | Path"]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        root = source_root(p) if os.path.exists(p) else None
+        if root is not None and root not in out:
+            out.append(root)
+    return out
+
+
+def may_read(path: "str | Path", roots: Sequence[Path]) -> bool:
+    """Whether a compile confined to `roots` reads `path` (resolved): beneath a root, and not in its .git."""
+    p = Path(path).resolve()
+    for root in roots:
+        if p == root or root in p.parents:
+            return LEFT_OUT not in p.relative_to(root).parts
+    return False
+
+
+def named_paths(cmd: Sequence[str], cwd: "str | Path | None" = None) -> list[Path]:
+    """The existing files and folders a compiler command names: plain arguments, the values of -I, -isystem,
+    -include, -L and the like, and of --option=value (relative ones against `cwd`)."""
+    base = Path(cwd or os.getcwd())
+    out: list[Path] = []
+    for arg in cmd[1:]:
+        value = arg
+        if arg.startswith("-"):
+            prefix = next((p for p in _VALUE_PREFIXES if arg.startswith(p) and len(arg) > len(p)), None)
+            value = arg[len(prefix):] if prefix else arg.partition("=")[2]
+        if value and (base / value).exists():
+            out.append((base / value).resolve())
+    return out
+
+
+def tool_home(exe: str) -> Path:
+    """The installation a compiler belongs to: the folder above its bin/ (it reads its headers and libraries
+    from there, and starts its helpers from there); its own folder where that would be the home folder or `/`
+    (a wrapper in ~/bin)."""
+    folder = Path(shutil.which(exe) or exe).resolve().parent
+    return folder if folder.parent in (Path(folder.anchor), _home()) else folder.parent
+
+
+def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Sequence["str | Path"],
+           version: int) -> landlock.Ruleset:
+    rules = landlock.Ruleset(version, landlock.fs_rights(version))
+    try:
+        for p in (*SYSTEM, *reads):
+            rules.allow(p, landlock.READ)
+        rules.allow(tool_home(cmd[0]), landlock.READ)
+        for root in source_roots([*named_paths(cmd, cwd), *([cwd] if cwd else [])]):
+            _allow_without_git(rules, root)
+        for p in writable:
+            rules.allow(p, landlock.fs_rights(version))
+        for p in DEVICES:
+            rules.allow(p, landlock.READ_FILE | landlock.WRITE_FILE | landlock.TRUNCATE | landlock.IOCTL_DEV)
+    except BaseException:
+        rules.close()
+        raise
+    return rules
+
+
+def _allow_without_git(rules: landlock.Ruleset, root: Path) -> None:
+    """Reading beneath `root`, its .git left out: a rule for each entry beside it (Landlock gives rights back,
+    it cannot take a sub-folder out of a rule), and listing the root itself."""
+    if not (root / LEFT_OUT).exists():
+        rules.allow(root, landlock.READ)
+        return
+    rules.allow(root, landlock.READ_DIR)
+    for entry in os.scandir(root):
+        if entry.name != LEFT_OUT:
+            rules.allow(entry.path, landlock.READ)
+
+
+@contextlib.contextmanager
+def confined(cmd: Sequence[str], *, writable: Sequence["str | Path"], cwd: "str | Path | None" = None,
+             reads: Sequence["str | Path"] = (), then: Optional[Callable[[], None]] = None
+             ) -> Iterator[Optional[Callable[[], None]]]:
+    """A preexec_fn that confines `cmd` (see the module's text), then runs `then` (another preexec_fn); for the
+    subprocess started inside the block. `reads`: more folders of the toolchain's that it may read (another
+    compiler's headers). Without Landlock: `then` alone, after a warning."""
+    version = available()
+    if version == 0:
+        warn_unconfined()
+        yield then
+        return
+    rules = _rules(cmd, cwd, writable, reads, version)
+
+    def enter() -> None:
+        rules.restrict_self()
+        if then is not None:
+            then()
+    try:
+        yield enter
+    finally:
+        rules.close()
+
+
+_REFUSED = (re.compile(r"^(?:[^\n:]*:\d+:\d+: )?fatal error: (?P<path>[^\n:]+): Permission denied$", re.M),
+            re.compile(r'(?:could|can)not open source file "(?P<path>[^"\n]+)"'))
+
+
+def explain(log: str) -> str:
+    """A line to add to a compiler's log where confinement refused a file that exists (empty otherwise)."""
+    if not available():
+        return ""
+    for pattern in _REFUSED:
+        for m in pattern.finditer(log):
+            path = m.group("path")
+            if os.path.exists(path):
+                target = os.path.realpath(path)
+                link = f" (a link to {target})" if target != os.path.abspath(path) else ""
+                return (f"qconform: the compiler was not allowed to read {path}{link}: a source may include "
+                        "files only from its own tree (the git work tree or folder of the source and of each -I "
+                        f"folder, without {LEFT_OUT}) and the system's and the toolchain's folders (SECURITY.md)")
+    return ""
