@@ -40,3 +40,28 @@ def test_bench_launch_with_and_without_the_sandbox(benchmark, monkeypatch, mode)
         benchmark.extra_info["sandbox"] = be.describe()["sandbox"]
     finally:
         be.close()
+
+
+@pytest.mark.parametrize("mode", ["confined", "off"])
+def test_bench_a_compile_with_and_without_confinement(benchmark, monkeypatch, tmp_path, mode):
+    """One small host compile (g++ -c of a 20-line file) as emu runs its compilers, confined by Landlock
+    (harness.confine: the ruleset is made for each run) or not."""
+    import os
+    import subprocess
+
+    from harness import confine, landlock
+    if mode == "confined" and landlock.abi() == 0:
+        pytest.skip("this kernel has no Landlock")
+    monkeypatch.setenv(confine.OFF_ENV, "on" if mode == "confined" else "off")
+    src = tmp_path / "k.cpp"
+    src.write_text("#include <cmath>\n" + "\n".join(f"float f{i}(float x) {{ return std::sqrt(x) + {i}; }}"
+                                                   for i in range(20)) + "\n")
+    cmd = ["g++", "-O2", "-c", str(src), "-o", str(tmp_path / "k.o")]
+
+    def compile_once():
+        with confine.confined(cmd, writable=[tmp_path], cwd=tmp_path) as preexec:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, preexec_fn=preexec,
+                               env=dict(os.environ, TMPDIR=str(tmp_path)))
+        assert r.returncode == 0, r.stderr
+    benchmark(compile_once)
+    benchmark.extra_info["confinement"] = confine.describe()
