@@ -55,16 +55,20 @@ TEMP_FOLDER_VARIABLES = ("TMPDIR", "TMP", "TEMP")
 
 
 def tool_env(work: "str | Path", base: "Mapping[str, str] | None" = None) -> dict[str, str]:
-    """The environment for a compiler run: `base` (default os.environ) with its temporary folder set to `work`,
-    a `scratch_folder` (or a folder inside one). A compiler killed mid-run cannot remove its temporaries; in
-    `work` they go with the folder or with the next run's sweep, never piling up in the system's temporary
-    folder. `work` must exist: a compiler silently falls back to the system's folder otherwise."""
+    """The environment for a compiler run: `base` (default os.environ) with ccache off and its temporary folder
+    set to `work`, a `scratch_folder` (or a folder inside one). A compiler killed mid-run cannot remove its
+    temporaries; in `work` they go with the folder or with the next run's sweep, never piling up in the
+    system's temporary folder. `work` must exist: a compiler silently falls back to the system's folder
+    otherwise."""
     folder = os.path.abspath(work)            # the compiler may run in another working folder
     if not os.path.isdir(folder):
         raise ValueError(f"work: the compiler's temporary folder {folder} does not exist (a compiler would "
                          "silently use the system's temporary folder instead)")
     env = dict(os.environ if base is None else base)
     env.update(dict.fromkeys(TEMP_FOLDER_VARIABLES, folder))
+    # a ccache in front of the compiler (Debian's /usr/lib/ccache on PATH) writes its own cache outside `work`,
+    # which a confined compile may not (harness.confine); qconform caches what it builds itself
+    env["CCACHE_DISABLE"] = "1"
     return env
 
 

@@ -171,7 +171,8 @@ def test_tool_env_extends_its_base_and_needs_an_existing_folder(tmp_path, monkey
     work.mkdir()
     monkeypatch.chdir(tmp_path)
     env = tool_env("work", {"LC_ALL": "C", "TMPDIR": "/elsewhere", "TEMP": "/elsewhere"})
-    assert env == {"LC_ALL": "C", "TMPDIR": str(work), "TMP": str(work), "TEMP": str(work)}   # absolute
+    assert env == {"LC_ALL": "C", "TMPDIR": str(work), "TMP": str(work), "TEMP": str(work),   # absolute
+                   "CCACHE_DISABLE": "1"}
     assert tool_env(work)["PATH"] == os.environ["PATH"]                 # the default base: this process's
     with pytest.raises(ValueError, match=r"^work: .*missing does not exist"):
         tool_env(tmp_path / "missing")      # a compiler would silently fall back to the system's folder
