@@ -3,8 +3,8 @@
 messages, which end up in reports. So every compiler run on such a source (emu's g++ build and nvcc gate, the
 GPU backend's nvcc, the SASS listing) is confined with Landlock to:
   * read and run: the system's program and library folders (SYSTEM), the compiler's own installation, and the
-    paths its command names (sources, -I folders, objects), each widened to the source tree it lies in
-    (`source_roots`) with that tree's `.git` left out (a CI checkout keeps its token in `.git/config`);
+    folders of the paths its command names (the source's, the -I folders, the objects'), each without the
+    entries at its top whose names begin with a dot (`.git`, where a CI checkout keeps its token; `.env`);
   * write: the scratch folders its caller names, and /dev/null.
 Everything else is refused by the kernel, whatever the system call, also to the programs the compiler starts.
 Where the kernel has no Landlock the compilers run as before, and qconform says so once (`warn_unconfined`)."""
@@ -24,7 +24,6 @@ OFF_ENV = "QCONFORM_COMPILER_CONFINE"       # "off": compilers read what the use
 SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
           "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/localtime")
 DEVICES = ("/dev/null",)
-LEFT_OUT = ".git"                            # a checkout's credentials and history, never a header's place
 _VALUE_PREFIXES = ("-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-I", "-L", "-B")
 _warned: list[bool] = []
 
@@ -46,8 +45,8 @@ def cache_part() -> str:
 def describe() -> str:
     version = available()
     if version:
-        return (f"Landlock ABI {version}: reads limited to the system's and the toolchain's folders and the "
-                "source's tree (its .git left out); writes to the build's scratch folder")
+        return (f"Landlock ABI {version}: reads limited to the system's and the toolchain's folders, the source's "
+                "folder and the -I folders (without their dot entries); writes to the build's scratch folder")
     if disabled_by_user():
         return f"off: ${OFF_ENV}=off (trusted sources only; a source's #include can read any file you can)"
     return "not confined: this kernel has no Landlock; a source's #include can read any file you can"
@@ -68,16 +67,12 @@ def _home() -> Optional[Path]:
 
 
 def source_root(path: "str | Path") -> Optional[Path]:
-    """The folder beneath which a compile that names `path` may read: the top of the git work tree holding it
-    (a `.git` entry marks it), so that `#include "../common/x.h"` in a checkout builds; else the folder itself
-    (a file's folder for a file). Never the home folder or `/` as a whole: None then."""
+    """The folder beneath which a compile that names `path` may read: the folder itself, or a file's folder.
+    Not widened (to a checkout's top, say): a CI job may leave credentials anywhere in its checkout, and a
+    folder outside these is named with -I. Never the home folder or `/` as a whole: None then."""
     p = Path(path).resolve()
     folder = p if p.is_dir() else p.parent
-    top = next((d for d in (folder, *folder.parents) if (d / LEFT_OUT).exists()), None)
-    unsafe = {Path(p.anchor), _home()}
-    if top is not None and top not in unsafe:
-        return top
-    return None if folder in unsafe else folder
+    return None if folder in (Path(p.anchor), _home()) else folder
 
 
 def source_roots(paths: Sequence["str | Path"]) -> list[Path]:
@@ -90,12 +85,10 @@ def source_roots(paths: Sequence["str | Path"]) -> list[Path]:
 
 
 def may_read(path: "str | Path", roots: Sequence[Path]) -> bool:
-    """Whether a compile confined to `roots` reads `path` (resolved): beneath a root, and not in its .git."""
+    """Whether a compile confined to `roots` reads `path` (resolved): beneath a root, and not under one of its
+    dot entries."""
     p = Path(path).resolve()
-    for root in roots:
-        if p == root or root in p.parents:
-            return LEFT_OUT not in p.relative_to(root).parts
-    return False
+    return any(root in p.parents and not p.relative_to(root).parts[0].startswith(".") for root in roots)
 
 
 def named_paths(cmd: Sequence[str], cwd: "str | Path | None" = None) -> list[Path]:
@@ -129,7 +122,7 @@ def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Seq
             rules.allow(p, landlock.READ)
         rules.allow(tool_home(cmd[0]), landlock.READ)
         for root in source_roots([*named_paths(cmd, cwd), *([cwd] if cwd else [])]):
-            _allow_without_git(rules, root)
+            _allow_without_dot_entries(rules, root)
         for p in writable:
             rules.allow(p, landlock.fs_rights(version))
         for p in DEVICES:
@@ -140,15 +133,16 @@ def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Seq
     return rules
 
 
-def _allow_without_git(rules: landlock.Ruleset, root: Path) -> None:
-    """Reading beneath `root`, its .git left out: a rule for each entry beside it (Landlock gives rights back,
-    it cannot take a sub-folder out of a rule), and listing the root itself."""
-    if not (root / LEFT_OUT).exists():
+def _allow_without_dot_entries(rules: landlock.Ruleset, root: Path) -> None:
+    """Reading beneath `root`, the entries at its top whose names begin with a dot left out: then a rule for each
+    other entry (Landlock gives rights back, it cannot take a sub-folder out of a rule), and listing the root."""
+    entries = list(os.scandir(root))
+    if not any(e.name.startswith(".") for e in entries):
         rules.allow(root, landlock.READ)
         return
     rules.allow(root, landlock.READ_DIR)
-    for entry in os.scandir(root):
-        if entry.name != LEFT_OUT:
+    for entry in entries:
+        if not entry.name.startswith("."):
             rules.allow(entry.path, landlock.READ)
 
 
@@ -189,8 +183,9 @@ def explain(log: str) -> str:
             path = m.group("path")
             if os.path.exists(path):
                 target = os.path.realpath(path)
-                link = f" (a link to {target})" if target != os.path.abspath(path) else ""
-                return (f"qconform: the compiler was not allowed to read {path}{link}: a source may include "
-                        "files only from its own tree (the git work tree or folder of the source and of each -I "
-                        f"folder, without {LEFT_OUT}) and the system's and the toolchain's folders (SECURITY.md)")
+                where = ("" if target == path else f" (a link to {target})" if target != os.path.abspath(path)
+                         else f" (that is {target})")
+                return (f"qconform: the compiler was not allowed to read {path}{where}: a source may include "
+                        "files only from its own folder and the -I folders (not their dot entries, such as .git) "
+                        "and the system's and the toolchain's folders; name a folder of yours with -I (SECURITY.md)")
     return ""

@@ -56,19 +56,16 @@ def test_the_paths_a_command_names(tmp_path):
                                                     tmp_path]
 
 
-def test_a_source_tree_is_its_git_work_tree_never_home_or_root(tmp_path, monkeypatch):
+def test_a_source_root_is_the_named_folder_never_widened_never_home_or_root(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "kernels" / "sub").mkdir(parents=True)
-    loose = tmp_path / "loose"
-    loose.mkdir()
-    assert confine.source_root(repo / "kernels" / "sub") == repo          # `../common.h` in a checkout builds
-    assert confine.source_root(loose) == loose
-    assert confine.source_root(loose / "k.cu") == loose                   # a file: its folder
+    (repo / "kernels" / "k.cu").write_text("")
+    assert confine.source_root(repo / "kernels" / "sub") == repo / "kernels" / "sub"     # not the checkout's top
+    assert confine.source_root(repo / "kernels" / "k.cu") == repo / "kernels"           # a file: its folder
     monkeypatch.setattr(confine, "_home", lambda: tmp_path)
-    (tmp_path / ".git").mkdir()                                           # a home kept in git (dotfiles)
-    assert confine.source_root(loose) == loose                            # not widened to the home folder
-    assert confine.source_root(tmp_path) is None
+    assert confine.source_root(tmp_path) is None                                        # never the home folder
+    assert confine.source_root(tmp_path / "x.cu") is None
     assert confine.source_root("/") is None
 
 
@@ -81,19 +78,21 @@ def test_a_compilers_installation_is_the_folder_above_its_bin_never_home(tmp_pat
     assert confine.tool_home(str(tmp_path / "bin" / "nvcc")) == tmp_path / "bin"      # a wrapper in ~/bin
 
 
-def test_may_read_leaves_out_a_trees_git_folder(tmp_path):
+def test_may_read_leaves_out_a_roots_dot_entries_and_what_lies_outside(tmp_path):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    (repo / ".git" / "config").write_text("")
-    (repo / "a.h").write_text("")
+    (repo / "inc").mkdir()
+    for name in (".git/config", ".env", "a.h", "inc/.hidden.h"):
+        (repo / name).write_text("")
     (tmp_path / "b.h").write_text("")
-    link = repo / "link.h"
-    link.symlink_to(tmp_path / "b.h")
+    (repo / "link.h").symlink_to(tmp_path / "b.h")
     roots = [repo]
     assert confine.may_read(repo / "a.h", roots)
+    assert confine.may_read(repo / "inc" / ".hidden.h", roots)          # only the entries at a root's top
     assert not confine.may_read(repo / ".git" / "config", roots)
+    assert not confine.may_read(repo / ".env", roots)
     assert not confine.may_read(tmp_path / "b.h", roots)
-    assert not confine.may_read(link, roots)                              # resolved: the link's target counts
+    assert not confine.may_read(repo / "link.h", roots)                 # resolved: the link's target counts
 
 
 # ---- the compiler, confined -------------------------------------------------------------------------------
@@ -130,18 +129,21 @@ def test_the_environment_and_other_processes_are_not_readable(tmp_path, monkeypa
 
 
 @needs_landlock
-def test_a_checkouts_git_folder_is_left_out_while_its_other_folders_build(tmp_path):
+def test_a_checkouts_dot_entries_stay_unread_and_a_sibling_folder_needs_its_i_flag(tmp_path):
     repo = tmp_path / "repo"
     secret_file(repo / ".git", "config")
+    secret_file(repo, ".env")
     common = repo / "common"
     common.mkdir()
     (common / "value.h").write_text("#define VALUE 7\n")
     src = repo / "kernels"
     src.mkdir()
-    out = preprocess(tmp_path, quoting("../.git/config"), src)
-    assert "Permission denied" in out and SECRET not in out
-    ok = preprocess(tmp_path, '#include "../common/value.h"\nint main() { return VALUE; }\n', src)
-    assert ok == ""                                                       # `../` within the checkout builds
+    for leak in ("../.git/config", "../.env"):
+        out = preprocess(tmp_path, quoting(leak), src, flags=[f"-I{repo}"])      # even with the top as -I
+        assert "Permission denied" in out and SECRET not in out, leak
+    sibling = '#include "../common/value.h"\nint main() { return VALUE; }\n'
+    assert "Permission denied" in preprocess(tmp_path, sibling, src)            # not widened to the checkout
+    assert preprocess(tmp_path, sibling, src, flags=[f"-I{common}"]) == ""      # named with -I: it builds
 
 
 @needs_landlock
