@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
+from cudasrc.includes import local_headers
 from harness import landlock
 
 OFF_ENV = "QCONFORM_COMPILER_CONFINE"       # "off": compilers read what the user can (trusted sources only)
@@ -89,6 +90,13 @@ def may_read(path: "str | Path", roots: Sequence[Path]) -> bool:
     dot entries."""
     p = Path(path).resolve()
     return any(root in p.parents and not p.relative_to(root).parts[0].startswith(".") for root in roots)
+
+
+def own_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
+    """The headers of `source` found in `dirs` (cudasrc.includes.local_headers) that a confined compile may read:
+    qconform reads no file for a source that the source's compiler may not."""
+    roots = source_roots(dirs)
+    return local_headers(source, dirs, readable=lambda path: may_read(path, roots))
 
 
 def named_paths(cmd: Sequence[str], cwd: "str | Path | None" = None) -> list[Path]:

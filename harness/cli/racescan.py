@@ -101,8 +101,8 @@ def _verdict_line(v) -> str:
 def _print_host_code(source: str, includes: list[Path]) -> None:
     """Say which host functions of the program, its own headers included, the build leaves out (not run)."""
     from cudasrc.host_code import program_device_words, without_host_functions
-    from cudasrc.includes import local_headers
-    texts = [(None, source)] + [(h.name, text) for h, text in local_headers(source, includes).items()]
+    from harness.confine import own_headers
+    texts = [(None, source)] + [(h.name, text) for h, text in own_headers(source, includes).items()]
     words = program_device_words(t for _, t in texts)
     parts = []
     for name, text in texts:

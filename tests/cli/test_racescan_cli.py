@@ -151,3 +151,22 @@ def test_a_missing_file_an_outside_point_and_a_source_that_does_not_build(tmp_pa
     assert main(["racescan", str(bad), "--seed", "1"]) == 3      # nothing was checked
     out = capsys.readouterr().out
     assert "verdict: UNSUPPORTED (BuildError)" in out and "bad.cu" in out
+
+
+def test_a_header_linked_outside_the_sources_folders_is_neither_built_nor_listed(tmp_path, capsys):
+    """qconform's own reading of a program's headers (the host-code listing) keeps to what its confined compiler
+    may read: a header that links to a file elsewhere is not opened (nor would the compiler open it)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.h").write_text("int leaked_function_name() { return 42; }\n")
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    (src_dir / "evil.h").symlink_to(elsewhere / "secret.h")
+    (src_dir / "fine.h").write_text("void host_helper() {}\n")
+    src = src_dir / "prog.cu"
+    src.write_text('#include "fine.h"\n#if 0\n#include "evil.h"\n#endif\n'
+                   "__global__ void k(int* out) { out[threadIdx.x] = 1; }\n")
+    assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args",
+                 "out:int32[32]!out", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "in fine.h: host_helper (line 1)" in out and "leaked_function_name" not in out

@@ -14,7 +14,6 @@ from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from cudasrc.host_code import program_device_words, without_host_functions
-from cudasrc.includes import local_headers
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
@@ -137,9 +136,7 @@ def _include_dirs(flags: Sequence[str]) -> list[Path]:
 def _local_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
     """The source's own headers and their texts (cudasrc.includes), looked up in the build's -I folders: the module
     depends on them as on the source."""
-    dirs = _include_dirs(flags)
-    roots = confine.source_roots(dirs)
-    return local_headers(source, dirs, readable=lambda path: confine.may_read(path, roots))
+    return confine.own_headers(source, _include_dirs(flags))
 
 
 def _digests(headers: dict[Path, str]) -> list[str]:
