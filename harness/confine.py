@@ -178,7 +178,7 @@ def confined(cmd: Sequence[str], *, writable: Sequence["str | Path"], cwd: "str 
         rules.close()
 
 
-_REFUSED = (re.compile(r"^(?:[^\n:]*:\d+:\d+: )?fatal error: (?P<path>[^\n:]+): Permission denied$", re.M),
+_REFUSED = (re.compile(r"^(?:[^\n]*?: )?fatal error: (?P<path>[^\n:]+): Permission denied$", re.M),   # g++, nvcc
             re.compile(r'(?:could|can)not open source file "(?P<path>[^"\n]+)"'))
 
 

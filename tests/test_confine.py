@@ -95,6 +95,20 @@ def test_may_read_leaves_out_a_roots_dot_entries_and_what_lies_outside(tmp_path)
     assert not confine.may_read(repo / "link.h", roots)                 # resolved: the link's target counts
 
 
+@needs_landlock
+@pytest.mark.parametrize("message", [
+    "k.cpp:2:10: fatal error: {path}: Permission denied",           # an #include
+    "cc1plus: fatal error: {path}: Permission denied",              # a file the command line names (-include)
+    'k.cu(2): catastrophic error: cannot open source file "{path}"',
+])
+def test_a_refusal_is_explained_with_where_the_path_leads(tmp_path, message):
+    secret = secret_file(tmp_path)
+    (tmp_path / "link.h").symlink_to(secret)
+    assert f"not allowed to read {secret}: " in confine.explain(message.format(path=secret))
+    assert f"(a link to {secret})" in confine.explain(message.format(path=tmp_path / "link.h"))
+    assert confine.explain(message.format(path=tmp_path / "missing.h")) == ""     # absent: not confinement's doing
+
+
 # ---- the compiler, confined -------------------------------------------------------------------------------
 @needs_landlock
 def test_an_absolute_include_outside_the_tree_is_refused_and_its_text_never_printed(tmp_path):
