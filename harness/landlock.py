@@ -59,7 +59,9 @@ class Ruleset:
             raise ValueError("version: Landlock is not available in this kernel (ABI 0)")
         self.version = version
         self.handled = handled_fs & fs_rights(version)
-        fields = [self.handled] + ([NET_TCP] if net and version >= 4 else [0] if version >= 4 else [])
+        fields = [self.handled]
+        if version >= 4:
+            fields.append(NET_TCP if net else 0)
         if version >= 6:
             fields.append(SCOPES if scoped else 0)
         attr = (ctypes.c_uint64 * len(fields))(*fields)
