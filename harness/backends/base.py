@@ -146,7 +146,12 @@ class UninitializedRead(KernelFault):
 
 
 class UnsupportedConstruct(KernelFault):
-    """The source uses something this backend cannot run; the message names the construct."""
+    """The source uses something this backend cannot run; the message names the construct. The backend's limit,
+    not a verdict on the kernel (a GPU may run it): `unchecked`, never `fail`."""
+
+    def __init__(self, launch: "LaunchInfo | None", detail: str, *, tool_limit: bool = True,
+                 coverage: "dict | None" = None):
+        super().__init__(launch, detail, tool_limit=tool_limit, coverage=coverage)
 
 
 class ResourceExhausted(KernelFault):

@@ -21,7 +21,7 @@ from cudasrc.signatures import source_sha256
 from harness.cases.names import Case, cases_for_contract
 from harness.cases.planted import Plant, planted_source
 
-from .core import FAIL, UNCHECKED, CaseResult, judge_case
+from .core import FAIL, UNCHECKED, CaseResult, judge_case, verdict_for_fault
 from .records import EXIT_NOTHING_CHECKED, counts, exit_status, grouped_reasons, result_row
 
 # GPU timing: (batches, back-to-back launches per batch), after the backend's fixed warm-up; the per-launch
@@ -118,11 +118,12 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
         try:
             modules[j] = (be.load(job.code), None)
         except (BuildError, KernelFault, ValueError) as exc:
-            modules[j] = (None, f"the source did not build on {be.name}: {exc}")
-    module, load_error = modules[j]
+            modules[j] = (None, _load_failure(be, exc, f"the source did not build on {be.name}"))
+    module, failed = modules[j]
     case, contract = job.cases[k]
     if module is None:
-        return CaseResult(case, FAIL, load_error or "", [], {})
+        verdict, reason, fault = failed
+        return CaseResult(case, verdict, reason, [], {}, fault=fault)
     res = judge_case(module, case, contract, GPU_TIMING if getattr(be, "name", "") == "gpu" else None)
     if res.fault in STICKY_FAULTS:
         # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the next case gets
@@ -130,8 +131,18 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
         try:
             modules[j] = (be.load(job.code), None)
         except (BuildError, KernelFault, ValueError) as exc:
-            modules[j] = (None, f"reloading after {res.fault} failed: {exc}")
+            modules[j] = (None, _load_failure(be, exc, f"reloading after {res.fault} failed"))
     return res
+
+
+def _load_failure(be, exc: Exception, what: str) -> tuple[str, str, Optional[str]]:
+    """(verdict, reason, fault) of every case of a source that did not load (`what` happened): `fail`, unless the
+    backend cannot run it (an UnsupportedConstruct, or another of the tool's limits), which is `unchecked`."""
+    from harness.backends.base import KernelFault
+    if isinstance(exc, KernelFault) and verdict_for_fault(exc) == UNCHECKED:
+        return UNCHECKED, f"the source cannot be run on {be.name} (its limit, not a verdict on the kernel): {exc}", \
+            type(exc).__name__
+    return FAIL, f"{what}: {exc}", None
 
 
 class _CaseWorker:

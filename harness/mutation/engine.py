@@ -270,6 +270,11 @@ def _judge_mutant(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult
                    else last.verdict)
             return MutantResult(m, KILLED, last.case.name, f"{baseline[last.case.name]} -> {now}: "
                                 f"{last.reason[:400]}", ran, time.monotonic() - t)
+    lost = next((r for r in results if r.verdict == UNCHECKED and _rank(baseline.get(r.case.name, UNCHECKED))
+                 is not None), None)
+    if lost is not None:     # a case the tool judged on the unmutated kernel and cannot judge on the mutant
+        return MutantResult(m, NOT_RUN, lost.case.name, f"the tool could not judge this case on the mutant "
+                            f"({lost.reason[:300]})", ran, time.monotonic() - t)
     detail = f"every one of {len(results)} case(s) kept its verdict under every schedule"
     on_asan = _sanitized_pass(worker, m, kc, mcode)
     if isinstance(on_asan, MutantResult):

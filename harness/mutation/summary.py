@@ -60,7 +60,7 @@ def _score(run: MutationRun) -> str:
 def headline(run: MutationRun) -> str:
     c = {s: run.count(s) for s in STATUSES}
     return (f"mutation score {_score(run)}: {c[KILLED]} killed, {c[SURVIVED]} survived, {c[EQUIVALENT]} equivalent, "
-            f"{c[NO_COMPILE]} did not compile" + (f", {c[NOT_RUN]} not run (time limit or tool failure: see each mutant)" if c[NOT_RUN] else ""))
+            f"{c[NO_COMPILE]} did not compile" + (f", {c[NOT_RUN]} not run (time limit, tool failure, or a case the tool cannot judge on the mutant: see each mutant)" if c[NOT_RUN] else ""))
 
 
 def markdown(run: MutationRun) -> str:

@@ -200,14 +200,16 @@ def test_budget_arithmetic_and_validation():
 class FakeBackend:
     name = "fake"
 
-    def __init__(self, make_module, fail_build=False):
-        self.make_module, self.fail_build, self.loads = make_module, fail_build, 0
+    def __init__(self, make_module, fail_build=False, unsupported=False):
+        self.make_module, self.fail_build, self.unsupported, self.loads = make_module, fail_build, unsupported, 0
 
     def load(self, source, flags=()):
-        from harness.backends.base import BuildError
+        from harness.backends.base import BuildError, UnsupportedConstruct
         self.loads += 1
         if self.fail_build:
             raise BuildError("fake compiler: error: expected ';'")
+        if self.unsupported:
+            raise UnsupportedConstruct(None, "'__cluster_dims__' (line 3) is not provided by the fake runtime")
         return self.make_module(self.loads)
 
     def describe(self):
@@ -239,6 +241,22 @@ def test_a_source_that_does_not_build_fails_every_case():
     from harness.judging.runner import run_cases
     run = run_cases(FakeBackend(None, fail_build=True), [_gemv_job()], progress=False)
     assert run.rows and all(r["verdict"] == FAIL and "did not build" in r["reason"] for r in run.rows)
+
+
+def test_a_source_the_backend_cannot_run_is_unchecked_at_load_and_at_launch():
+    """An UnsupportedConstruct is the backend's limit (a GPU may run the kernel): never `fail`."""
+    from harness.backends.base import UnsupportedConstruct
+    from harness.judging.runner import run_cases
+    run = run_cases(FakeBackend(None, unsupported=True), [_gemv_job()], progress=False)
+    assert run.rows and all(r["verdict"] == UNCHECKED and "cannot be run on fake" in r["reason"]
+                            and "__cluster_dims__" in r["reason"] for r in run.rows)
+
+    def unsupported(*args):
+        raise UnsupportedConstruct(None, "inline PTX 'barrier.cluster.arrive' (line 2) is a barrier form emu "
+                                         "does not run")
+    c, case = _gemv_case()
+    res = judge_case(FakeModule({"gk_gemv": unsupported}), case, c)
+    assert res.verdict == UNCHECKED and res.fault == "UnsupportedConstruct" and "barrier.cluster" in res.reason
 
 
 def test_bytes_moved_counts_only_what_the_op_must_touch():

@@ -14,7 +14,7 @@ import pytest
 
 from emitters.registry import emit
 from harness.cli import main
-from harness.mutation.engine import EQUIVALENT, KILLED, NO_COMPILE, SURVIVED, run_mutation, worse
+from harness.mutation.engine import EQUIVALENT, KILLED, NO_COMPILE, NOT_RUN, SURVIVED, run_mutation, worse
 from harness.mutation.operators import Mutant, mutants_of
 from reference.modes import Mode
 
@@ -149,3 +149,16 @@ def test_a_survivor_reading_out_of_bounds_is_killed_on_the_sanitizer_build(tmp_p
     run = run_mutation(code, "m.cu", by, 19, ["tiny"], jobs=1, progress=False, mutants=[m])
     (r,) = run.results
     assert r.status == KILLED and "on the AddressSanitizer build" in r.detail and "OutOfBounds" in r.detail, r.detail
+
+
+def test_a_mutant_the_backend_cannot_run_is_not_run_never_survived(tmp_path):
+    """An edit that puts a construct the CPU backend does not run into the kernel (a cluster barrier) leaves every
+    case unchecked: the mutant was not judged, so it is `not-run` with the case's reason, outside the score."""
+    code, by = _elem(tmp_path)
+    at = code.index("c[idx] = a[idx]")
+    cluster = Mutant("cluster", "k0_elem", "constant", 0, "a cluster barrier", at, at,
+                     'asm volatile("barrier.cluster.arrive;"); ')
+    run = run_mutation(code, "e.cu", by, 3, ["tiny"], jobs=1, progress=False, mutants=[cluster])
+    (r,) = run.results
+    assert r.status == NOT_RUN and "UnsupportedConstruct" in r.detail and "barrier.cluster.arrive" in r.detail
+    assert run.count(SURVIVED) == 0
