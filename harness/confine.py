@@ -67,13 +67,19 @@ def _home() -> Optional[Path]:
         return None
 
 
+def too_wide(folder: "str | Path") -> bool:
+    """Whether `folder` (resolved) is the home folder or `/`: never a folder any rule gives whole."""
+    p = Path(folder).resolve()
+    return p in (Path(p.anchor), _home())
+
+
 def source_root(path: "str | Path") -> Optional[Path]:
     """The folder beneath which a compile that names `path` may read: the folder itself, or a file's folder.
     Not widened (to a checkout's top, say): a CI job may leave credentials anywhere in its checkout, and a
     folder outside these is named with -I. Never the home folder or `/` as a whole: None then."""
     p = Path(path).resolve()
     folder = p if p.is_dir() else p.parent
-    return None if folder in (Path(p.anchor), _home()) else folder
+    return None if too_wide(folder) else folder
 
 
 def source_roots(paths: Sequence["str | Path"]) -> list[Path]:
@@ -119,7 +125,7 @@ def tool_home(exe: str) -> Path:
     from there, and starts its helpers from there); its own folder where that would be the home folder or `/`
     (a wrapper in ~/bin)."""
     folder = Path(shutil.which(exe) or exe).resolve().parent
-    return folder if folder.parent in (Path(folder.anchor), _home()) else folder.parent
+    return folder if too_wide(folder.parent) else folder.parent
 
 
 def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Sequence["str | Path"],

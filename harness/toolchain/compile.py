@@ -328,17 +328,23 @@ def _run_tool(cmd: Sequence[str], timeout: float, cwd: Optional[Path] = None) ->
                                   preexec_fn=preexec)
 
 
+def _nvcc_cubin(code: str, nvcc: str, options: Sequence[str], work: Path, timeout: float = 900) -> tuple[bool, str]:
+    """`nvcc -cubin <options>` of `code` as `work`/kernel.cu into `work`/kernel.cubin, confined (harness.confine:
+    the source is untrusted): (whether the cubin was made; nvcc's output, with a line where confinement refused a
+    file)."""
+    (work / "kernel.cu").write_text(code)
+    cmd = [nvcc, *(["-cubin"] if "-cubin" not in options else []), *options, "-o", "kernel.cubin", "kernel.cu"]
+    proc = _run_tool(cmd, timeout=timeout, cwd=work)
+    log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
+    return proc.returncode == 0 and (work / "kernel.cubin").is_file(), log + confine.explain(log)
+
+
 def cubin_of(code: str, nvcc: str, options: Sequence[str], timeout: float = 900) -> tuple[Optional[bytes], str]:
-    """`nvcc -cubin <options>` of `code`, confined (harness.confine: the source is untrusted) in a scratch folder:
-    (the cubin, or None when nvcc failed; nvcc's output, with a line where confinement refused a file)."""
+    """`nvcc -cubin <options>` of `code`, confined, in a scratch folder: (the cubin, or None when nvcc failed;
+    nvcc's output)."""
     with scratch_folder("nvcc") as work:
-        (work / "kernel.cu").write_text(code)
-        cmd = [nvcc, *(["-cubin"] if "-cubin" not in options else []), *options, "-o", "kernel.cubin", "kernel.cu"]
-        proc = _run_tool(cmd, timeout=timeout, cwd=work)
-        log = (proc.stdout + proc.stderr).replace(str(work) + os.sep, "")
-        log += confine.explain(log)
-        cubin = work / "kernel.cubin"
-        return (cubin.read_bytes() if proc.returncode == 0 and cubin.is_file() else None), log
+        ok, log = _nvcc_cubin(code, nvcc, options, work, timeout)
+        return ((work / "kernel.cubin").read_bytes() if ok else None), log
 
 
 def nvcc_flags(arch: str, extra: Sequence[str] = ()) -> list[str]:
@@ -377,13 +383,9 @@ def compile_source(code: str, arch: str, toolchain: Optional[Toolchain] = None,
 
     def make(work: Path) -> None:
         work.mkdir()
-        (work / "kernel.cu").write_text(code)          # kept beside its cubin, as compiled
         t0 = time.perf_counter()
-        cubin, log = cubin_of(code, str(tc.nvcc), flags)
+        ok, log = _nvcc_cubin(code, str(tc.nvcc), flags, work)     # kernel.cu stays beside its cubin
         seconds = time.perf_counter() - t0
-        ok = cubin is not None
-        if ok:
-            (work / "kernel.cubin").write_bytes(cubin)
         resources = parse_ptxas(log) if ok else {}
         (work / "result.json").write_text(json.dumps(
             {"ok": ok, "arch": arch, "flags": flags, "nvcc": tc.version, "log": log, "seconds": round(seconds, 3),

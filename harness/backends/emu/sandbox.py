@@ -173,13 +173,12 @@ def readable_roots() -> list[str]:
     installation and import path (modules are imported lazily, tracebacks read their source), the libraries'
     folders of $LD_LIBRARY_PATH, qconform's cache of built kernels, its own /proc entry and a few devices.
     Never the home folder or `/` as a whole (an import path entry that is the working folder may be either)."""
-    home = os.path.realpath(os.path.expanduser("~"))
     entries = [*confine.SYSTEM, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                *sys.path, *os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep), str(cache_root() / "emu"),
                *_DEVICES]
     out: list[str] = []
     for entry in entries:
-        if entry and os.path.realpath(entry) not in (home, "/") and os.path.exists(entry) and entry not in out:
+        if entry and os.path.exists(entry) and not confine.too_wide(entry) and entry not in out:
             out.append(entry)
     return out
 
