@@ -11,6 +11,7 @@ Where the kernel has no Landlock the compilers run as before, and qconform says 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -105,6 +106,17 @@ def own_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
     return local_headers(source, dirs, readable=lambda path: may_read(path, roots))
 
 
+def include_dirs(flags: Sequence[str]) -> list[Path]:
+    """The folders of a compile's -IDIR flags."""
+    return [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
+
+
+def header_digests(headers: dict[Path, str]) -> list[str]:
+    """The path and SHA-256 of each of own_headers' headers, for a build's cache key (a changed header is a new
+    build)."""
+    return [f"{path}:{hashlib.sha256(text.encode('latin-1')).hexdigest()}" for path, text in headers.items()]
+
+
 def named_paths(cmd: Sequence[str], cwd: "str | Path | None" = None) -> list[Path]:
     """The existing files and folders a compiler command names: plain arguments, the values of -I, -isystem,
     -include, -L and the like, and of --option=value (relative ones against `cwd`)."""
@@ -184,6 +196,7 @@ def confined(cmd: Sequence[str], *, writable: Sequence["str | Path"], cwd: "str 
         rules.close()
 
 
+REFUSAL = "qconform: the compiler was not allowed to read"      # explain's line begins so (backends.base.build_error)
 _REFUSED = (re.compile(r"^(?:[^\n]*?: )?fatal error: (?P<path>[^\n:]+): Permission denied$", re.M),   # g++, nvcc
             re.compile(r'(?:could|can)not open source file "(?P<path>[^"\n]+)"'))
 
@@ -199,7 +212,7 @@ def explain(log: str) -> str:
                 target = os.path.realpath(path)
                 where = ("" if target == path else f" (a link to {target})" if target != os.path.abspath(path)
                          else f" (that is {target})")
-                return (f"qconform: the compiler was not allowed to read {path}{where}: a source may include "
+                return (f"{REFUSAL} {path}{where}: a source may include "
                         "files only from its own folder and the -I folders (not their dot entries, such as .git) "
                         "and the system's and the toolchain's folders; name a folder of yours with -I (SECURITY.md)")
     return ""

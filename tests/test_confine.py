@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import confine, landlock
-from harness.backends.base import BuildError
+from harness.backends.base import BuildError, ConfinementRefused, build_error
 from harness.backends.emu import gate
 
 needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock")
@@ -212,9 +212,9 @@ def test_an_emu_build_cannot_read_outside_the_sources_tree(tmp_path, monkeypatch
     (src / "evil.h").symlink_to(secret)
     toolchain = tc.toolchain()
     for include in (str(secret), "evil.h"):
-        with pytest.raises(BuildError) as info:
+        with pytest.raises(ConfinementRefused) as info:
             build(KERNEL.format(include=include), [f"-I{src}"], toolchain=toolchain, name="k.cu")
-        assert SECRET not in str(info.value) and "not allowed to read" in str(info.value), str(info.value)
+        assert SECRET not in str(info.value) and str(info.value).startswith(confine.REFUSAL), str(info.value)
     # qconform's own walk of the headers (it copies them without host code) leaves both unread too
     (src / "fine.h").write_text("#define FINE 1\n")
     walked = _local_headers(f'#include "{secret}"\n#include "evil.h"\n#include "fine.h"\n', [f"-I{src}"])
@@ -253,6 +253,24 @@ def test_the_gpu_backends_compile_is_the_same_confined_nvcc(tmp_path, monkeypatc
     backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
     backend.nvcc = str(toolchain.nvcc)
     backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
-    with pytest.raises(BuildError) as info:
+    with pytest.raises(ConfinementRefused) as info:
         backend._cached_cubin("leak-test", KERNEL.format(include=secret), ())
-    assert SECRET not in str(info.value) and "not allowed to read" in str(info.value)
+    assert SECRET not in str(info.value) and str(info.value).startswith(confine.REFUSAL)
+
+
+@needs_landlock
+def test_a_refused_header_is_a_confinement_refusal_and_any_other_failure_a_build_error(tmp_path):
+    """build_error tells qconform's refusal (the kernel is not at fault: its cases are unchecked) from a source
+    that does not compile (its fault): the same compile, with the header readable or not."""
+    elsewhere = secret_file(tmp_path / "elsewhere", "h.h")
+    (tmp_path / "src").mkdir()
+    log = preprocess(tmp_path, quoting(str(elsewhere)), tmp_path / "src")
+    refused = build_error("emu: the host compiler rejected k.cpp:", log.strip(), log)
+    assert type(refused) is ConfinementRefused
+    first, *rest = str(refused).splitlines()
+    assert first.startswith(confine.REFUSAL) and str(elsewhere) in first and rest      # the why first, then g++
+    assert "rejected" not in str(refused)          # not "the compiler rejected it": it was not let read it
+    broken = "int v = ;\n"
+    log = preprocess(tmp_path, broken, tmp_path / "src")
+    failed = build_error("emu: the host compiler rejected k.cpp:", log.strip(), log)
+    assert type(failed) is BuildError and str(failed).startswith("emu: the host compiler rejected k.cpp:")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -181,6 +182,32 @@ class BufferLost(KernelCrash):
 
 class BuildError(RuntimeError):
     """The source did not compile for this backend (compiler output attached)."""
+
+
+class ConfinementRefused(BuildError):
+    """The compile failed because the compiler was not allowed to read a file the source includes (harness.confine:
+    only the source's own folder, the -I folders and the system's and the toolchain's). qconform's rule, not a fault
+    of the kernel's code: its cases are `unchecked`, with the refused path and the -I that would allow it."""
+
+
+def build_error(headline: str, excerpt: str, log: str) -> BuildError:
+    """The error of a compile that failed: `headline`, then `excerpt` (the compiler's lines worth showing) for a
+    BuildError; where confinement refused a file that `log` (the compiler's whole output) names, a
+    ConfinementRefused that says so first (harness.confine.explain), then the excerpt."""
+    from harness import confine
+    why = confine.explain(log)
+    if not why:
+        return BuildError(f"{headline}\n{excerpt}".rstrip())
+    lines = [line for line in excerpt.splitlines() if line != why]
+    return ConfinementRefused("\n".join([why, *lines]).rstrip())
+
+
+def source_flags(paths: Sequence["str | Path"], include_dirs: Sequence["str | Path"] = ()) -> tuple[str, ...]:
+    """The compile flags of a source made of the files `paths`: -I each one's own folder first (a backend compiles a
+    copy elsewhere, and `#include "x.h"` looks beside the including file), then -I each of `include_dirs`; absolute,
+    each folder once."""
+    folders = [Path(p).resolve().parent for p in paths] + [Path(d).resolve() for d in include_dirs]
+    return tuple(f"-I{d}" for d in dict.fromkeys(folders))
 
 
 @dataclass(frozen=True)

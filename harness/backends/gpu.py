@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
+from harness import confine
 from harness.cache import cache_dir, cache_entry, content_key
 from harness.toolchain.compile import cubin_of
 from cudasrc.preprocess import defines_of
@@ -35,7 +36,7 @@ from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kern
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
     POISON_BYTES, Backend, Buffer, BufferLost, BuildError, ContextFailure, LaunchInfo, LaunchRefused, LaunchResult,
-    Module, ResourceExhausted, UnsupportedConstruct, as_dim3, check_buffer_array,
+    Module, ResourceExhausted, UnsupportedConstruct, as_dim3, build_error, check_buffer_array,
 )
 from .client import Worker, WorkerDied, WorkerTimedOut
 from .resident import ResidentBook
@@ -225,6 +226,17 @@ def import_driver():
     return stand_in.driver() if stand_in else importlib.import_module("pycuda.driver")
 
 
+def _pycuda_include() -> list[str]:
+    """-I PyCUDA's folder of device headers (pycuda-complex.hpp, pycuda-helpers.hpp), which its compile() always
+    passes: a source written for PyCUDA includes them."""
+    try:
+        from importlib.resources import files
+        folder = files("pycuda") / "cuda"
+    except (ModuleNotFoundError, TypeError):
+        return []
+    return [f"-I{folder}"] if folder.is_dir() else []
+
+
 def _pycuda_version() -> str:
     stand_in = _stand_in()
     if stand_in:
@@ -409,7 +421,8 @@ class GpuBackend(Backend):
                                              "runs it")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
-        key = content_key(text, *options, nvcc_identity(self.nvcc))
+        headers = confine.own_headers(source, confine.include_dirs(flags))     # a changed header is a new build
+        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers))
         cubin = self._cached_cubin(key, text, flags)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
@@ -420,9 +433,9 @@ class GpuBackend(Backend):
             if _stand_in() is None:
                 # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),
                 # and cached through qconform's cache, which parallel workers never read half-written
-                cubin, log = cubin_of(text, self.nvcc, [*flags, "-arch", self.arch])
+                cubin, log = cubin_of(text, self.nvcc, [*flags, *_pycuda_include(), "-arch", self.arch])
                 if cubin is None:
-                    raise BuildError(f"nvcc could not compile the source for {self.arch}:\n{log}".rstrip())
+                    raise build_error(f"nvcc could not compile the source for {self.arch}:", log, log)
             else:
                 cubin = self._stand_in_cubin(text, flags)
             tmp.write_bytes(cubin)

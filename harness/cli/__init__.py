@@ -111,6 +111,14 @@ def _ended_by(command: str, exc: BaseException) -> int:
         name = f" {exc.filename}" if exc.filename else ""
         print(f"{command}: error:{name}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+    from harness.backends.base import BuildError, ConfinementRefused
+    from harness.judging.records import EXIT_FAIL, EXIT_NOTHING_CHECKED
+    if isinstance(exc, ConfinementRefused):     # qconform's rule, not the kernel's: nothing was checked
+        print(f"{command}: the source was not built, so nothing was checked: {exc}", file=sys.stderr)
+        return EXIT_NOTHING_CHECKED
+    if isinstance(exc, BuildError):     # the kernels a command needed do not compile: their fault
+        print(f"{command}: fail: the source does not build: {exc}", file=sys.stderr)
+        return EXIT_FAIL
     raise exc
 
 

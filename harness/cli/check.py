@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 import sys
 
-from harness.cli.options import add_force_option, add_speed_options, path_name, seed as seed_value
+from harness.cli.options import (add_force_option, add_include_option, add_speed_options, include_dirs, path_name,
+                                 seed as seed_value)
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -18,6 +19,7 @@ from reference.shapes import parse_shape_list
 def register(sub) -> None:
     p = sub.add_parser("check", help="judge the kernels of a .cu file against the family's contracts")
     p.add_argument("--source", type=path_name, required=True, help="CUDA C file (e.g. one written by `qconform extract`)")
+    add_include_option(p)
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"], help="where kernels run")
     p.add_argument("--mode", default=None,
                    help="comma-separated modes to judge (default: every mode whose contract matches)")
@@ -41,6 +43,7 @@ def run(args) -> int:
     src = check_input(args.source, "--source")
     if not src.is_file():
         raise ValueError(f"--source: {args.source} is not a file")
+    includes = include_dirs(args)
     shapes = parse_shape_list(args.shapes)
     modes = [Mode.parse(t) for t in args.mode.split(",") if t.strip()] if args.mode else None
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -48,7 +51,7 @@ def run(args) -> int:
     with RunFolder(args.out, "--out", args.force, "check") as folder:
         use_inputs_from(args)
         rc = run_check(args.backend, src, shapes, modes, seed, folder.path, sanitize=args.sanitize,
-                       schedules=args.schedules, workers=args.jobs, cluster=args.cluster)
+                       schedules=args.schedules, workers=args.jobs, cluster=args.cluster, include_dirs=includes)
         folder.finish(rc, args, seed)
     print(folder.wrote_line(), file=sys.stderr)
     return rc

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cli.options import (add_force_option, add_verify_weights_option, check_context, check_tokens,
-                                 path_name, positive_float, positive_int, seed as seed_value, token_list)
+from harness.cli.options import (add_force_option, add_include_option, add_verify_weights_option, check_context,
+                                 check_tokens, include_dirs, path_name, positive_float, positive_int,
+                                 seed as seed_value, token_list)
 from reference.decoder import LANES
 
 BACKENDS = ("reference", "emu", "gpu", "auto")
@@ -37,6 +38,7 @@ def register(sub) -> None:
     p.add_argument("--source", type=path_name, action="append", default=[],
                    help="CUDA file to take the kernels from (repeatable; default: qconform's emitters), e.g. the "
                         "seed's extracted GEN_DEVICE_KERNELS.cu, MOE_ROUTER_TOPK_KERNELS.cu, MOE_SINGLE_PASS_KERNELS.cu")
+    add_include_option(p)
     p.add_argument("--lock", type=path_name, default=None,
                    help="token lock file: recorded when absent, else every kernel stream is checked against it")
     p.add_argument("--update-lock", action="store_true", help="re-bless --lock with the current streams")
@@ -91,6 +93,7 @@ def _check_paths(args) -> None:
     from harness.cli.lifecycle import check_input, check_output
     for src in args.source:
         check_input(src, "--source")
+    include_dirs(args)
     if args.model and Path(args.model).exists():
         check_input(args.model, "--model")
     if args.lock and (args.update_lock or not Path(args.lock).exists()):
@@ -101,7 +104,7 @@ def _check_paths(args) -> None:
 
 def run(args) -> int:
     if args.backend == "reference":
-        for flag, given in (("--source", args.source), ("--lock", args.lock), ("--update-lock", args.update_lock),
+        for flag, given in (("--source", args.source), ("-I", args.include_dirs), ("--lock", args.lock), ("--update-lock", args.update_lock),
                             ("--emu-schedules", args.emu_schedules is not None),
                             ("--emu-schedule", args.emu_schedule is not None)):
             if given:
@@ -113,6 +116,8 @@ def run(args) -> int:
         raise ValueError("--emu-schedule: runs one schedule; leave out --emu-schedules")
     if args.compare_stall is not None and args.compare is None:
         raise ValueError("--compare-stall: limits the --compare run; give --compare too")
+    if args.include_dirs and not args.source:
+        raise ValueError("-I: headers belong to --source files; give --source too")
     if args.update_lock and not args.lock:
         raise ValueError("--update-lock: give the lock file with --lock")
     lanes = parse_lanes(args.lanes)
@@ -154,6 +159,7 @@ def run(args) -> int:
 
 def _kernel_job(args, ckpt, lanes, prompt):
     """--backend emu|gpu|auto: every kernel lane's program loaded on the backend (phase 2 of the run)."""
+    from harness.backends.base import source_flags
     from harness.model.generation import KernelJob
     from harness.model.kernel_generation import KernelSetup, kernel_lanes, prepare_lanes, read_sources
     from harness.model.locks import LockRequest
@@ -168,7 +174,7 @@ def _kernel_job(args, ckpt, lanes, prompt):
         options["schedule"] = args.emu_schedule
     backend = resolve_backend(args.backend) if not options else _emu_with(args.backend, options)
     setup = KernelSetup(backend, read_sources(args.source), list(args.source), args.model, args.seed,
-                        not args.no_blame)
+                        not args.no_blame, tuple(args.include_dirs), source_flags(args.source, args.include_dirs))
     runners = prepare_lanes(ckpt.weights, klanes, len(prompt) + args.tokens - 1, setup)
     lock = LockRequest(Path(args.lock), ckpt.sha256(), args.update_lock) if args.lock else None
     return KernelJob(setup, runners, lock)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import sys
 
-from harness.cli.options import (add_cluster_option, add_force_option, add_jobs_option, fraction, path_name,
-                                 positive_float, positive_int, seed as seed_value)
+from harness.cli.options import (add_cluster_option, add_force_option, add_include_option, add_jobs_option, fraction,
+                                 include_dirs, path_name, positive_float, positive_int, seed as seed_value)
 from reference.modes import Mode
 from reference.shapes import parse_shape_list
 
@@ -22,6 +22,7 @@ def register(sub) -> None:
     from harness.mutation.operators import OPERATORS
     p = sub.add_parser("mutate", help="mutation analysis: the share of injected kernel bugs the cases catch")
     p.add_argument("--source", type=path_name, required=True, help="CUDA C file whose kernels are mutated")
+    add_include_option(p)
     p.add_argument("--kernels", default=None, help="comma-separated kernel names (default: every matched kernel)")
     p.add_argument("--mode", default=None, help="comma-separated modes whose contracts judge the kernels")
     p.add_argument("--shapes", default="tiny", help="comma-separated shape sets (default: tiny)")
@@ -66,10 +67,12 @@ def run(args) -> int:
     from harness.mutation import summary
     from harness.mutation.engine import MutationRun, run_mutation
     from harness.judging.records import EXIT_FAIL, EXIT_NOTHING_CHECKED
+    from harness.backends.base import source_flags
     from harness.cli.lifecycle import RunFolder, check_input
     src = check_input(args.source, "--source")
     if not src.is_file():
         raise ValueError(f"--source: {args.source} is not a file")
+    flags = source_flags([src], include_dirs(args))
     if args.equivalent:
         check_input(args.equivalent, "--equivalent")
     folder = RunFolder(args.out, "--out", args.force, "mutate")
@@ -101,7 +104,8 @@ def run(args) -> int:
         if by:
             result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
                                   sample=args.sample, time_limit_s=args.time_limit, ledger=ledger,
-                                  operators=operators, mutants=chosen, cluster=args.cluster, store_dir=store)
+                                  operators=operators, mutants=chosen, cluster=args.cluster, store_dir=store,
+                                  flags=flags)
         else:       # valid input, but no selected kernel matches a contract: a run with nothing judged
             result = MutationRun(str(src), seed, [s.name for s in shapes], [], {})
         result.unchecked_kernels = unchecked

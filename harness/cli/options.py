@@ -163,6 +163,21 @@ def add_speed_options(p) -> None:
     add_cluster_option(p, "cases")
 
 
+def add_include_option(p) -> None:
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR", type=path_name,
+                   help="a folder of headers the source includes (repeatable; the source's own folder is searched "
+                        "first). Its compilers may read only these folders (SECURITY.md)")
+
+
+def include_dirs(args) -> list[str]:
+    """The -I folders of `args`, each checked (it exists, is a readable folder) before any work."""
+    from harness.cli.lifecycle import check_input
+    for d in args.include_dirs:
+        if not check_input(d, "-I").is_dir():
+            raise ValueError(f"-I: {d} is not a folder")
+    return list(args.include_dirs)
+
+
 def add_verify_weights_option(p) -> None:
     p.add_argument("--verify-weights", default="sampled", choices=("sampled", "full"),
                    help="an export-weights folder is checked against its manifest: every file's size and a "

@@ -15,9 +15,9 @@ import argparse
 import random
 import shlex
 import sys
-from pathlib import Path
 
-from harness.cli.options import non_negative_int, path_name, positive_float, positive_int, seed as seed_value
+from harness.cli.options import (add_include_option, include_dirs, non_negative_int, path_name, positive_float,
+                                 positive_int, seed as seed_value)
 
 EXIT_CLEAN, EXIT_FAULT, EXIT_UNCHECKED = 0, 1, 3
 
@@ -53,9 +53,7 @@ def register(sub) -> None:
     p.add_argument("--race-check", choices=("on", "off"), default="on",
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
-    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR", type=path_name,
-                   help="a folder of headers the source includes (repeatable; the source's own folder is searched "
-                        "first)")
+    add_include_option(p)
     p.set_defaults(func=run)
 
 
@@ -98,11 +96,12 @@ def _verdict_line(v) -> str:
     return f"verdict: {v.kind.upper()}" + (f" ({', '.join(what)})" if what else "")
 
 
-def _print_host_code(source: str, includes: list[Path]) -> None:
-    """Say which host functions of the program, its own headers included, the build leaves out (not run)."""
+def _print_host_code(source: str, flags: tuple[str, ...]) -> None:
+    """Say which host functions of the program, its own headers included (found through the build's -I `flags`),
+    the build leaves out (not run)."""
     from cudasrc.host_code import program_device_words, without_host_functions
-    from harness.confine import own_headers
-    texts = [(None, source)] + [(h.name, text) for h, text in own_headers(source, includes).items()]
+    from harness.confine import include_dirs as dirs_of, own_headers
+    texts = [(None, source)] + [(h.name, text) for h, text in own_headers(source, dirs_of(flags)).items()]
     words = program_device_words(t for _, t in texts)
     parts = []
     for name, text in texts:
@@ -115,6 +114,7 @@ def _print_host_code(source: str, includes: list[Path]) -> None:
 
 
 def run(args) -> int:
+    from harness.backends.base import source_flags
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
@@ -124,12 +124,7 @@ def run(args) -> int:
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
     source = path.read_text(errors="replace")
-    includes = [path.resolve().parent]
-    for d in args.include_dirs:
-        folder = check_input(d, "-I")
-        if not folder.is_dir():
-            raise ValueError(f"-I: {d} is not a folder")
-        includes.append(folder.resolve())
+    flags = source_flags([path], include_dirs(args))
     launch, specs = _launch(args, read_header(source))
     signatures = {k.name: k for k in kernel_signatures(source)}
     if launch.kernel not in signatures:
@@ -153,13 +148,13 @@ def run(args) -> int:
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
-    _print_host_code(source, includes)
+    _print_host_code(source, flags)
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
             verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
                             seed, name=path.name, tick=bar.advance, points=points,
-                            flags=tuple(f"-I{d}" for d in includes))
+                            flags=flags)
     finally:
         backend.close()
     where = f" at {_named(verdict.at)}" if verdict.at else ""

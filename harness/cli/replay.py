@@ -8,18 +8,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from emitters.registry import available_families, emit, modes_of
 from reference.shapes import get_shape
 
 from harness.cases.names import case_from_name, parse_case_name
-from harness.cli.options import add_schedules_option, path_name
+from harness.cli.options import add_include_option, add_schedules_option, include_dirs, path_name
 
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="rerun one case by its name and print the full comparison")
     p.add_argument("name", help="case name, e.g. 'gk_gemv[int8act,tiny,lm_head,gauss,seed=1234]'")
     p.add_argument("--source", type=path_name, default=None, help="the .cu file the case came from (cases of `qconform check`)")
+    add_include_option(p)
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     p.add_argument("--json", action="store_true", help="print the report row as JSON")
     add_schedules_option(p)
@@ -28,8 +30,8 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def locate(name: str, source: "str | None" = None):
-    """(case, contract, code, source label) for a case name."""
+def locate(name: str, source: "str | None" = None, includes: Sequence[str] = ()):
+    """(case, contract, code, source label, compile flags) for a case name (`includes`: the source's -I folders)."""
     parts = parse_case_name(name)
     shape = get_shape(parts.shape)
     if source:
@@ -38,17 +40,17 @@ def locate(name: str, source: "str | None" = None):
         if not path.is_file():
             raise ValueError(f"--source: no such file {source!r}")
         code = path.read_text()
-        jobs, _ = check_jobs(code, str(path), [shape], None, 0)
+        jobs, _ = check_jobs(code, str(path), [shape], None, 0, includes)
         contracts = [c for _, c in jobs[0].cases]
         case, contract = case_from_name(name, contracts)
-        return case, contract, code, str(path)
+        return case, contract, code, str(path), jobs[0].flags
     for fam in available_families():
         if parts.mode not in modes_of(fam):
             continue
         src = emit(fam, parts.mode, shape)
         if parts.kernel in src.kernel_names:
             case, contract = case_from_name(name, src.contracts)
-            return case, contract, src.code, f"emitters.{fam}"
+            return case, contract, src.code, f"emitters.{fam}", ()
     raise ValueError(f"case name: no emitted kernel {parts.kernel!r} in mode {parts.mode} at {parts.shape}; "
                      f"for a kernel from a file give --source FILE.cu")
 
@@ -59,12 +61,14 @@ def run(args) -> int:
     from harness.judging.records import result_row
     from harness.cli.inputs_from import apply as use_inputs_from
     use_inputs_from(args)
-    case, contract, code, label = locate(args.name, args.source)
+    if args.include_dirs and not args.source:
+        raise ValueError("-I: headers belong to a --source file; give --source too")
+    case, contract, code, label, flags = locate(args.name, args.source, include_dirs(args))
     from harness.judging.runner import resolve_backend
     be = resolve_backend(args.backend, schedules=args.schedules)
     print(f"replay {case.name}\n  source: {label} (sha256 {source_sha256(code)[:16]}...)\n  backend: {be.name}\n"
           f"  inputs: numpy.random.default_rng({case.seed}), variant {case.variant}, instance {case.instance}")
-    module = be.load(code)
+    module = be.load(code, flags)
     res = judge_case(module, case, contract)
     if res.coverage:
         print(f"  blocks: {res.coverage['summary']}")
@@ -72,7 +76,7 @@ def run(args) -> int:
           + (f"\n  reason: {res.reason}" if res.reason else ""))
     _print_comparisons(res)
     if args.json:
-        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source), indent=1,
+        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source, args.include_dirs), indent=1,
                          default=str))
     return 1 if res.verdict == FAIL else 0
 

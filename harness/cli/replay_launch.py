@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from harness.cli.options import (add_verify_weights_option, check_tokens, non_negative_int, path_name,
-                                 seed as seed_value, token_list)
+from harness.cli.options import (add_include_option, add_verify_weights_option, check_tokens, include_dirs,
+                                 non_negative_int, path_name, seed as seed_value, token_list)
 from harness.model.program import LANES
 
 
@@ -24,6 +24,7 @@ def register(sub) -> None:
                    help="GGUF checkpoint or synthetic preset (default: the tiny model)")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the default synthetic model")
     p.add_argument("--source", type=path_name, action="append", default=[], help="CUDA file(s) the kernels came from")
+    add_include_option(p)
     p.add_argument("--backend", default="auto", choices=["auto", "emu", "gpu"])
     add_verify_weights_option(p)
     p.set_defaults(func=run)
@@ -37,15 +38,19 @@ def run(args) -> int:
     from harness.model.synthetic import resolve_model
     from harness.judging.runner import resolve_backend
     from harness.cli.lifecycle import check_input
+    from harness.backends.base import source_flags
     for src in args.source:
         check_input(src, "--source")
+    if args.include_dirs and not args.source:
+        raise ValueError("-I: headers belong to --source files; give --source too")
+    flags = source_flags(args.source, include_dirs(args))
     ckpt = open_checkpoint(resolve_model(args.model, seed=args.seed), verify=args.verify_weights)
     fed = check_tokens(args.fed, ckpt.config.vocab, "--fed")
     program = build_program(ckpt.config, args.lane, maxseq=len(fed), sources=read_sources(args.source) or None)
     if not 0 <= args.launch <= program.advance.index:
         raise ValueError(f"--launch: lane {args.lane} has launches 0..{program.advance.index}, not {args.launch}")
     be = resolve_backend(args.backend)
-    module = be.load(program.code)
+    module = be.load(program.code, flags)
     rep = blame_step(ckpt.weights, program, module, fed, only=args.launch)
     lv = rep.launches[0]
     print(f"replay-launch {args.lane}, step {rep.step} (position {rep.step}), {lv.where}\n"

@@ -18,6 +18,7 @@ from emitters.registry import all_contracts, mode_label
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
+from harness.backends.base import source_flags
 from harness.cases.names import cases_for_contract
 
 from .runner import Job
@@ -87,9 +88,10 @@ def _rename(c: KernelContract, name: str) -> KernelContract:
 
 
 def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]],
-               seed: int):
+               seed: int, include_dirs: Sequence[str] = ()):
     """(jobs, unchecked kernels) for a source file. A kernel no contract matches, or one whose match is
-    ambiguous, is among the unchecked kernels ({"kernel", "reason"}), never judged."""
+    ambiguous, is among the unchecked kernels ({"kernel", "reason"}), never judged. The source is built with -I its
+    own folder (path's, when given) and each of `include_dirs`."""
     pairs, unchecked, seen_unchecked = [], [], set()
     for shape in shapes:
         for m in match_kernels(code, all_contracts(shape.name), modes):
@@ -101,4 +103,6 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
             for c in m.contracts:
                 c = _rename(c, m.kernel)
                 pairs += [(case, c) for case in cases_for_contract(c, shape, seed)]
-    return [Job(Path(path).name if path else "source", code, pairs, path=path)], unchecked
+    flags = source_flags([path] if path else [], include_dirs)
+    return [Job(Path(path).name if path else "source", code, pairs, path=path, include_dirs=tuple(include_dirs),
+                flags=flags)], unchecked

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Optional
+from typing import Optional, Sequence
 
 from emitters.registry import mode_label
 
@@ -37,10 +37,12 @@ def comparison_dict(c: Comparison) -> dict:
 
 
 def replay_command(case_name: str, source_path: Optional[str] = None, backend: Optional[str] = None,
-                   schedules: Optional[str] = None) -> str:
+                   schedules: Optional[str] = None, include_dirs: Sequence[str] = ()) -> str:
     cmd = ["qconform", "replay", case_name]
     if source_path:
         cmd += ["--source", source_path]
+        for d in include_dirs:
+            cmd += ["-I", d]
     if backend:
         cmd += ["--backend", backend]
     if schedules:    # the emu block sampling the case ran with (the sample follows from it and the grid)
@@ -70,7 +72,7 @@ def headline(res: CaseResult) -> Optional[Comparison]:
 
 
 def result_row(res: CaseResult, backend: str, sha256: str, copy_bw: Optional[float] = None,
-               source_path: Optional[str] = None) -> dict:
+               source_path: Optional[str] = None, include_dirs: Sequence[str] = ()) -> dict:
     case = res.case
     head = headline(res)
     vacuous = [f"{c.output} vs {c.against}: {c.metrics['vacuous_budget']}" for c in res.comparisons
@@ -99,7 +101,8 @@ def result_row(res: CaseResult, backend: str, sha256: str, copy_bw: Optional[flo
         "wall_s": round(res.wall_s, 4),
         "coverage": res.coverage,
         "replay": replay_command(case.name, source_path, "emu" if res.coverage else None,
-                                 res.coverage["block_sampling"] if res.coverage else None) + _model_replay(case),
+                                 res.coverage["block_sampling"] if res.coverage else None,
+                                 include_dirs) + _model_replay(case),
     }
     if row["bandwidth_gbps"] and copy_bw:
         row["bandwidth_fraction_of_copy"] = row["bandwidth_gbps"] / copy_bw

@@ -38,6 +38,8 @@ class Job:
     cases: list[tuple[Case, KernelContract]]
     sha256: str = ""
     path: Optional[str] = None           # the file the source came from (qconform check), for replay commands
+    include_dirs: tuple[str, ...] = ()   # its -I folders as the user gave them (replay commands)
+    flags: tuple[str, ...] = ()          # its compile flags: -I its own folder and each of include_dirs, absolute
 
     def __post_init__(self):
         self.sha256 = self.sha256 or source_sha256(self.code)
@@ -116,7 +118,7 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
     job = jobs[j]
     if j not in modules:
         try:
-            modules[j] = (be.load(job.code), None)
+            modules[j] = (be.load(job.code, job.flags), None)
         except (BuildError, KernelFault, ValueError) as exc:
             modules[j] = (None, _load_failure(be, exc, f"the source did not build on {be.name}"))
     module, failed = modules[j]
@@ -129,7 +131,7 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
         # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the next case gets
         # a freshly loaded module
         try:
-            modules[j] = (be.load(job.code), None)
+            modules[j] = (be.load(job.code, job.flags), None)
         except (BuildError, KernelFault, ValueError) as exc:
             modules[j] = (None, _load_failure(be, exc, f"reloading after {res.fault} failed"))
     return res
@@ -137,8 +139,11 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
 
 def _load_failure(be, exc: Exception, what: str) -> tuple[str, str, Optional[str]]:
     """(verdict, reason, fault) of every case of a source that did not load (`what` happened): `fail`, unless the
-    backend cannot run it (an UnsupportedConstruct, or another of the tool's limits), which is `unchecked`."""
-    from harness.backends.base import KernelFault
+    backend cannot run it (an UnsupportedConstruct, or another of the tool's limits), which is `unchecked`, as is
+    a source whose compiler confinement refused a header (qconform's rule, not the kernel's fault)."""
+    from harness.backends.base import ConfinementRefused, KernelFault
+    if isinstance(exc, ConfinementRefused):
+        return UNCHECKED, f"the source was not built: {exc}", type(exc).__name__
     if isinstance(exc, KernelFault) and verdict_for_fault(exc) == UNCHECKED:
         return UNCHECKED, f"the source cannot be run on {be.name} (its limit, not a verdict on the kernel): {exc}", \
             type(exc).__name__
@@ -224,7 +229,7 @@ def run_cases(backend, jobs: Sequence[Job], progress: bool = True, workers: int 
                 shown += 1
         retried = session.retried
     # rows in case order, whatever order the units finished in
-    rows = [result_row(res, be.name, job.sha256, copy_bw, job.path)
+    rows = [result_row(res, be.name, job.sha256, copy_bw, job.path, job.include_dirs)
             for res, job in zip(results, [job for job in jobs for _ in job.cases])]
     return RunResult(rows, results, meta={"backend": be.name, "backend_info": _describe(be),
                                           "copy_bandwidth_gbps": copy_bw, "copy_bandwidth_note": copy_note,

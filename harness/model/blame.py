@@ -249,6 +249,7 @@ class ReplayTarget:
     seed: int = 0
     sources: tuple[str, ...] = ()
     backend: Optional[str] = None
+    include_dirs: tuple[str, ...] = ()
 
     def command(self, lane: str, fed: Sequence[int], index: int) -> str:
         parts = ["qconform", "replay-launch", "--lane", lane, "--fed", ",".join(map(str, fed)), "--launch",
@@ -259,6 +260,8 @@ class ReplayTarget:
             parts += ["--seed", str(self.seed)]
         for s in self.sources:
             parts += ["--source", str(s)]
+        for d in self.include_dirs:
+            parts += ["-I", str(d)]
         if self.backend:
             parts += ["--backend", str(self.backend)]
         return " ".join(shlex.quote(p) for p in parts)

@@ -290,7 +290,8 @@ def generate(chain: Chain, prompt: Sequence[int], n_tokens: int) -> Iterator[Ste
         o = chain.step(int(t), i)
         yield o
     tok = host_argmax(o.logits)
-    chain.set_state(tok, len(prompt))
+    if n_tokens > 1:        # the device's state for the decode steps (one token: the host's pick, no decode step)
+        chain.set_state(tok, len(prompt))
     for k in range(1, n_tokens):
         pos = len(prompt) + k - 1
         o = chain.step_on_device(pos, tok, advance=True)

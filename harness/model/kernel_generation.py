@@ -32,6 +32,8 @@ class KernelSetup:
     model_arg: Optional[str] = None          # what --model was (for the replay command)
     seed: int = 0                            # --seed of the default synthetic model (for the replay command)
     blame: bool = True
+    include_dirs: tuple[str, ...] = ()       # -I folders as given (for the replay command)
+    flags: tuple[str, ...] = ()              # compile flags of the sources (-I their folders and include_dirs)
 
 
 @dataclass
@@ -46,7 +48,7 @@ def prepare_lanes(weights: ModelWeights, lanes: Sequence[str], maxseq: int, setu
     for lane in lanes:
         t0 = time.perf_counter()
         program = build_program(weights.config, lane, maxseq=maxseq, sources=setup.sources or None)
-        module = setup.backend.load(program.code)
+        module = setup.backend.load(program.code, setup.flags)
         chain = Chain(program, module, make_buffers(program, module))
         chain.load_weights(weights)
         out.append(LaneRunner(lane, chain, time.perf_counter() - t0))
@@ -91,7 +93,7 @@ def judge_kernel_lanes(weights: ModelWeights, ref: ReferenceDecode, runners: Seq
             fed = (free.fed if len(free.fed) > step else fed)[:step + 1]
             res.blame = blame_step(weights, r.chain.program, r.chain.module, fed,
                                    replay=ReplayTarget(setup.model_arg, setup.seed, tuple(setup.source_paths),
-                                                       backend_name))
+                                                       backend_name, setup.include_dirs))
         results.append(res)
     return results, streams
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from harness.backends.base import (Backend, BuildError, DataRace, KernelFault, LaunchRefused, Module,
-                                   UnsupportedConstruct)
+from harness.backends.base import (Backend, BuildError, ConfinementRefused, DataRace, KernelFault, LaunchRefused,
+                                   Module, UnsupportedConstruct)
 
 # The faults that report a race. With the happens-before detector on, only its report is a race: an
 # unordered conflicting pair by the memory model (DataRace). The schedules' faults then say something else:
@@ -51,6 +51,8 @@ def _kind(exc: KernelFault, detector: bool) -> str:
 def classify(exc: BaseException, detector: bool = False) -> Verdict:
     """The verdict of `exc`; `detector`: the backend ran the happens-before race detector (see RACE_FAULTS)."""
     name, detail = type(exc).__name__, str(exc)
+    if isinstance(exc, ConfinementRefused):     # qconform's rule kept the compiler from a header: nothing was judged
+        return Verdict("unchecked", name, detail)
     if isinstance(exc, (UnsupportedConstruct, BuildError, LaunchRefused)):    # no device runs it: no race verdict
         return Verdict("unsupported", name, detail)
     if isinstance(exc, KernelFault):

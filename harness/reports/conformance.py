@@ -40,18 +40,20 @@ def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed:
 
 def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]], seed: int,
               out_dir: Path, sanitize: bool = False, schedules: Optional[str] = None, workers: int = 1,
-              cluster: Optional[str] = None) -> int:
-    """`qconform check`: judge the kernels of the file `src` that match a contract; the others are listed as
-    unchecked with the reason. Exit 0 when every judged case passes (ties included), 1 otherwise."""
+              cluster: Optional[str] = None, include_dirs: Sequence[str] = ()) -> int:
+    """`qconform check`: judge the kernels of the file `src` (built with -I its folder and `include_dirs`) that
+    match a contract; the others are listed as unchecked with the reason. Exit 0 when every judged case passes
+    (ties included), 1 otherwise."""
     code = src.read_text()
     print(f"qconform check: {src.name}, seed {seed} (rerun with --seed {seed})", file=sys.stderr)
     t0 = time.time()
-    jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed)
+    jobs, unchecked = check_jobs(code, str(src), shapes, modes, seed, include_dirs)
     if not kernel_signatures(code):
         raise ValueError(f"--source: no __global__ kernel found in {str(src)!r}")
     run = run_cases(resolve_backend(backend, sanitize, schedules), jobs, workers=workers, cluster=cluster)
     run.unchecked = unchecked
     run.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
+                    include_dirs=list(include_dirs),
                     shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],
                     duration_s=round(time.time() - t0, 3))
     write_reports(Path(out_dir), run)

@@ -86,6 +86,14 @@ def test_an_unwritten_cache_row_reads_as_nan(emu, weights):
     assert np.isfinite(kc[0]).all() and np.isnan(kc[1:]).all()
 
 
+def test_one_token_needs_no_row_past_the_prompt(emu, weights):
+    """--tokens 1: the host's pick after the prefill is the whole stream, so a cache of exactly the prompt's rows
+    is enough (the device's decode state is not written: no decode step follows)."""
+    ch = _chain(emu, weights, "fast", maxseq=len(PROMPT))
+    res, run, _ = judge_lane(weights, ch, decode_reference(weights, PROMPT, 1, ["fast"]), "emu")
+    assert run.fault is None and res.verdict == "pass" and res.tokens == res.ref_tokens and len(res.tokens) == 1
+
+
 def test_positions_past_the_cache_are_refused(emu, weights):
     ch = _chain(emu, weights, "fast", maxseq=2)
     with pytest.raises(ValueError, match=r"position: 2 outside the KV cache's 2 rows"):

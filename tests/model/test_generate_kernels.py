@@ -89,3 +89,32 @@ def test_lock_file_rules(tmp_path):
     path.write_text('{"kind": "qconform-token-lock", "version": 1, "streams": [{"lane": "fast"}]}')
     with pytest.raises(LockError, match=r"streams\[0\] is malformed"):
         read_lock(path)
+
+
+def test_sources_with_their_own_headers(tmp_path, tiny1_gguf, seed_gen_sources, capsys):
+    """--source files that include a header from a sibling folder: qconform's refusal (exit 3, nothing checked)
+    until -I names it; then the lane runs, and its blame replay command carries the -I. A source that does not
+    compile is the kernels' fault (exit 1). Neither ends in a traceback."""
+    (tmp_path / "common").mkdir()
+    (tmp_path / "kern").mkdir()
+    (tmp_path / "common" / "defs.h").write_text("#define QC_FROM_HEADER 1\n")
+    paths = []
+    for label, code in seed_gen_sources:
+        path = tmp_path / "kern" / label
+        path.write_text('#include "../common/defs.h"\n#if QC_FROM_HEADER != 1\n#error "defs.h"\n#endif\n' + code)
+        paths.append(path)
+    argv = ["generate", "--backend", "emu", "--model", str(tiny1_gguf), "--lanes", "flash", "--tokens", "1",
+            "--prompt-tokens", "1,2", "--no-router-effect", "--emu-schedules", "1"]
+    sources = [a for p in paths for a in ("--source", str(p))]
+    assert main([*argv, *sources, "--out", str(tmp_path / "r1")]) == 3
+    err = capsys.readouterr().err
+    assert "nothing was checked" in err and "not allowed to read" in err and "Traceback" not in err
+    assert main([*argv, *sources, "-I", str(tmp_path / "common"), "--out", str(tmp_path / "r2")]) == 0
+    from harness.model.blame import ReplayTarget
+    cmd = ReplayTarget(None, 0, (str(paths[0]),), "emu", (str(tmp_path / "common"),)).command("flash", [1], 0)
+    assert cmd.endswith(f"--source {paths[0]} -I {tmp_path / 'common'} --backend emu")
+    paths[0].write_text(paths[0].read_text() + "\n__device__ int broken = ;\n")
+    capsys.readouterr()
+    assert main([*argv, *sources, "-I", str(tmp_path / "common"), "--out", str(tmp_path / "r3")]) == 1
+    err = capsys.readouterr().err
+    assert "fail: the source does not build" in err and "Traceback" not in err

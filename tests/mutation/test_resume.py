@@ -32,12 +32,12 @@ class _InterruptAfter:
         outer = self
 
         class Interrupting:
-            def load(self, code):
+            def load(self, code, flags=()):
                 if timeout_s != 120.0:                 # a mutant's backend (120 s is the unmutated run's)
                     outer.left -= 1
                     if outer.left < 0:
                         raise KeyboardInterrupt
-                return be.load(code)
+                return be.load(code, flags)
 
             def close(self):
                 be.close()

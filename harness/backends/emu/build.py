@@ -1,7 +1,6 @@
 """Compile CUDA source into an emu shared object, cached by content hash (harness.cache.cache_entry)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -11,7 +10,7 @@ from typing import Sequence
 
 from harness import confine
 from harness.backends import protocol
-from harness.backends.base import BuildError, UnsupportedConstruct
+from harness.backends.base import BuildError, UnsupportedConstruct, build_error
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from cudasrc.host_code import program_device_words, without_host_functions
 from cudasrc.preprocess import defines_of
@@ -93,8 +92,8 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  toolkit_headers.include_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
-    key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags), *_digests(headers),
-                      *toolchain.link_flags(), toolchain.cxx,
+    key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags),
+                      *confine.header_digests(headers), *toolchain.link_flags(), toolchain.cxx,
                       toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES)[:40]
 
     def make(tmp_so: Path) -> None:
@@ -129,19 +128,10 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
-def _include_dirs(flags: Sequence[str]) -> list[Path]:
-    return [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]
-
-
 def _local_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
     """The source's own headers and their texts (cudasrc.includes), looked up in the build's -I folders: the module
     depends on them as on the source."""
-    return confine.own_headers(source, _include_dirs(flags))
-
-
-def _digests(headers: dict[Path, str]) -> list[str]:
-    """The path and SHA-256 of each header (a changed header is a new build)."""
-    return [f"{path}:{hashlib.sha256(text.encode('latin-1')).hexdigest()}" for path, text in headers.items()]
+    return confine.own_headers(source, confine.include_dirs(flags))
 
 
 def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
@@ -184,5 +174,5 @@ def _raise_build_error(stderr: str, name: str) -> None:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "
                                              "emu runtime")
     errors = [ln for ln in stderr.splitlines() if ": error:" in ln or "fatal error:" in ln]
-    head = "\n".join(errors[:20] + [confine.explain(stderr)]).strip() if errors else stderr[-4000:]
-    raise BuildError(f"emu: the host compiler rejected {name}:\n{head}")
+    raise build_error(f"emu: the host compiler rejected {name}:",
+                      "\n".join(errors[:20]) if errors else stderr[-4000:], stderr)

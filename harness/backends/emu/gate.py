@@ -26,7 +26,7 @@ from typing import Optional
 
 from harness import confine
 from harness.backends import protocol
-from harness.backends.base import BuildError
+from harness.backends.base import BuildError, build_error
 from harness.cache import tool_env
 
 GATE_ARCH = "sm_90"
@@ -126,9 +126,9 @@ def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
         raise BuildError(f"emu: nvcc's device-side check of {name} did not finish in 600 s") from None
     if proc.returncode != 0:
         errors = [ln for ln in out.splitlines() if "error" in ln]
-        raise BuildError(f"emu: {name} is not device code that a GPU build accepts; nvcc's device-side "
-                         f"compile refused it (nothing was run):\n"
-                         + "\n".join((errors[:20] or out.splitlines()[-20:]) + [confine.explain(out)]).strip())
+        raise build_error(f"emu: {name} is not device code that a GPU build accepts; nvcc's device-side "
+                          f"compile refused it (nothing was run):", "\n".join(errors[:20] or out.splitlines()[-20:]),
+                          out)
 
 
 def _readelf(obj: Path, *what: str) -> str:

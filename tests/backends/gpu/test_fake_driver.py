@@ -132,6 +132,21 @@ def test_load_compiles_prepared_source_once_and_caches(backend, fake):
     assert fake.names().count("compile") == 2           # other flags: another cubin
 
 
+def test_a_changed_header_is_a_new_cubin(backend, fake, tmp_path):
+    """The cubin cache's key covers the source's own headers (found through its -I folders): an edited header is
+    compiled again, never served from the cubin of its old text."""
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "scale.h"
+    header.write_text("#define SCALE 2\n")
+    src = '#include "scale.h"\n' + SRC
+    backend.load(src, flags=[f"-I{tmp_path / 'inc'}"])
+    backend.load(src, flags=[f"-I{tmp_path / 'inc'}"])
+    assert fake.names().count("compile") == 1
+    header.write_text("#define SCALE 3\n")
+    backend.load(src, flags=[f"-I{tmp_path / 'inc'}"])
+    assert fake.names().count("compile") == 2
+
+
 def test_a_parameter_list_with_conditionals_is_read_with_the_builds_macros(backend):
     src = "__global__ void k(float* y,\n#ifdef SCALED\n  float s,\n#endif\n  int n) { y[0] = n; }\n"
     assert [p for _, p in backend.load(src).signatures["k"].params] == ["y", "n"]
@@ -494,3 +509,27 @@ def test_a_grid_group_is_refused_before_compiling(backend, fake):
         backend.load(src)
     assert "compile" not in fake.names()
     backend.load(SRC.replace("/*", "/* this_grid() */ /*", 1) if "/*" in SRC else "// grid_group\n" + SRC)
+
+
+def test_pycudas_own_headers_folder_is_passed_to_nvcc(tmp_path, monkeypatch):
+    """PyCUDA's compile() always adds its folder of device headers (pycuda-complex.hpp); qconform's confined nvcc,
+    which replaced it, adds it too, so a source written for PyCUDA still builds (and that folder may be read)."""
+    import sys
+    package = tmp_path / "site" / "pycuda"
+    (package / "cuda").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "pycuda", raising=False)
+    assert gpu._pycuda_include() == [f"-I{package / 'cuda'}"]
+    seen = []
+    monkeypatch.setattr(gpu, "cubin_of", lambda text, nvcc, options: (seen.append(options), (b"\x7fELF", ""))[1])
+    monkeypatch.delenv(gpu.DRIVER_ENV, raising=False)
+    monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path / "cache"))
+    backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
+    backend.nvcc = "/opt/fake/nvcc"
+    backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
+    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",)) == b"\x7fELF"
+    assert seen == [["-O3", f"-I{package / 'cuda'}", "-arch", "sm_90"]]
+    monkeypatch.delitem(sys.modules, "pycuda", raising=False)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "site")])
+    assert gpu._pycuda_include() == []                            # no PyCUDA: nothing added
