@@ -19,9 +19,13 @@ from typing import Callable, Iterator, Mapping
 _SWEPT: set[Path] = set()
 
 
+CACHE_ENV = "QCONFORM_CACHE"
+
+
 def cache_root() -> Path:
-    """Where every cache folder lives: $QCONFORM_CACHE, default ~/.cache/qconform (not created here)."""
-    return Path(os.environ.get("QCONFORM_CACHE") or Path.home() / ".cache" / "qconform")
+    """Where every cache folder lives: $QCONFORM_CACHE, default ~/.cache/qconform (not created here); absolute (a
+    relative $QCONFORM_CACHE against the folder this process started in: its workers run elsewhere)."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "qconform").absolute()
 
 
 def cache_dir(kind: str) -> Path:

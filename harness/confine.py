@@ -148,7 +148,7 @@ def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Seq
             rules.allow(p, landlock.READ)
         rules.allow(tool_home(cmd[0]), landlock.READ)
         for root in source_roots([*named_paths(cmd, cwd), *([cwd] if cwd else [])]):
-            _allow_without_dot_entries(rules, root)
+            allow_tree(rules, root)
         for p in writable:
             rules.allow(p, landlock.fs_rights(version))
         for p in DEVICES:
@@ -159,17 +159,18 @@ def _rules(cmd: Sequence[str], cwd, writable: Sequence["str | Path"], reads: Seq
     return rules
 
 
-def _allow_without_dot_entries(rules: landlock.Ruleset, root: Path) -> None:
-    """Reading beneath `root`, the entries at its top whose names begin with a dot left out: then a rule for each
-    other entry (Landlock gives rights back, it cannot take a sub-folder out of a rule), and listing the root."""
+def allow_tree(rules: landlock.Ruleset, root: "str | Path", rights: int = landlock.READ) -> None:
+    """`rights` (reading) beneath the folder `root`, the entries at its top whose names begin with a dot left out:
+    then a rule for each other entry (Landlock gives rights back, it cannot take a sub-folder out of a rule; an
+    entry made later at the top is not covered), and listing the root."""
     entries = list(os.scandir(root))
     if not any(e.name.startswith(".") for e in entries):
-        rules.allow(root, landlock.READ)
+        rules.allow(root, rights)
         return
     rules.allow(root, landlock.READ_DIR)
     for entry in entries:
         if not entry.name.startswith("."):
-            rules.allow(entry.path, landlock.READ)
+            rules.allow(entry.path, rights)
 
 
 @contextlib.contextmanager

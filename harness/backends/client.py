@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Protocol
 
+from harness.cache import CACHE_ENV, cache_root
+
 from . import protocol
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -104,6 +106,7 @@ class Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = _REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONDONTWRITEBYTECODE"] = "1"     # a sandboxed worker may not write .pyc files
+        env[CACHE_ENV] = str(cache_root())       # absolute: the worker runs in another folder
         env.update(self.extra_env)
         if self.preload:   # AddressSanitizer must be the first library in the process
             env["LD_PRELOAD"] = self.preload
@@ -122,7 +125,9 @@ class Worker:
             fds += (fd,)
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env, pass_fds=fds,
-                                     start_new_session=True)
+                                     start_new_session=True, cwd=_REPO_ROOT)
+        # cwd: `python -m` puts its folder first on the import path, which a sandboxed worker may read; the
+        # folder qconform was started in (a checkout, with secrets) must not be that folder
         # Its own process group: close() ends the worker and anything it started; a terminal's Ctrl-C goes to
         # the parent only, which then closes its workers.
         protocol.widen_pipe(self.proc.stdin.fileno())

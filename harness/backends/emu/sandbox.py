@@ -184,16 +184,21 @@ def readable_roots() -> list[str]:
 
 
 def apply_landlock() -> int:
-    """Restrict the calling process with a Landlock ruleset that allows reading beneath readable_roots() alone
+    """Restrict the calling process with a Landlock ruleset that allows reading beneath readable_roots() alone (the
+    dot entries at the top of Python's folders left out)
     and refuses every file-system change and program execution (and, from ABI 4, TCP; from ABI 6, signals to
     processes outside). Returns the ABI used, 0 where Landlock is absent: seccomp then stands alone."""
     version = landlock.abi()
     if version == 0:
         return 0
     rules = landlock.Ruleset(version, _FS_HANDLED)
+    whole = {*confine.SYSTEM, *_DEVICES, str(cache_root() / "emu")}     # the cache gains modules while it runs
     try:
         for root in readable_roots():
-            rules.allow(root, _READ)
+            if root in whole or not os.path.isdir(root):
+                rules.allow(root, _READ)
+            else:       # an import path entry may be a checkout's top: its .git (a CI token) stays unread
+                confine.allow_tree(rules, root, _READ)
         rules.restrict_self()
     finally:
         rules.close()

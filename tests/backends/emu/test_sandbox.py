@@ -183,6 +183,37 @@ def test_a_kernel_past_the_gate_cannot_read_the_users_files(backend, tmp_path, u
     assert tok == ord("g")
 
 
+@pytest.mark.skipif(sandbox.landlock_abi() == 0, reason="this kernel has no Landlock")
+def test_the_folder_qconform_runs_in_and_the_import_paths_dot_entries_stay_unread(tmp_path, ungated, monkeypatch):
+    """A CI job runs qconform at the top of its checkout, whose .git/config may hold a token. The worker does not
+    run there (`python -m` would put that folder on its import path, which it may read), and of the folders on its
+    import path it may read everything but the entries at their top whose names begin with a dot."""
+    checkout, lib = tmp_path / "checkout", tmp_path / "lib"
+    for folder in (checkout / ".git", lib / ".git", lib / "pkg"):
+        folder.mkdir(parents=True)
+    for path in (checkout / ".git" / "config", checkout / "notes.txt", lib / ".git" / "config",
+                 lib / "pkg" / "data.txt"):
+        path.write_text("g-planted\n")
+    monkeypatch.chdir(checkout)
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    monkeypatch.setenv("QCONFORM_CACHE", "relative-cache")          # resolved here, not in the worker's folder
+    from harness.backends.emu.backend import EmuBackend
+
+    def first_byte(path: Path) -> int:
+        reader = f'FILE* f = fopen("{path}", "r"); *d_tok = f ? fgetc(f) : -1; if (f) fclose(f);'
+        be = EmuBackend(timeout_s=60, schedules=1)
+        try:
+            return run_argmax(be.load(HEADERS + SIG + (CLEAN_BODY % reader)))[0]
+        finally:
+            be.close()
+
+    assert first_byte(lib / "pkg" / "data.txt") == ord("g")        # the import path is readable...
+    assert first_byte(lib / ".git" / "config") == -1                # ...but not its dot entries
+    assert first_byte(checkout / ".git" / "config") == -1           # nor the folder qconform was started in
+    assert first_byte(checkout / "notes.txt") == -1
+    assert (checkout / "relative-cache" / "emu").is_dir()
+
+
 def test_a_reply_forged_by_the_kernel_is_not_read(backend, tmp_path, ungated):
     """The kernel shares the worker's descriptors: a pickle it writes into the reply pipe that would run
     `touch` in the parent is refused by the parent's reader, and the worker is replaced."""
