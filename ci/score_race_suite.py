@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
 suites (graph codes; Indigo 1 as HiRace's artifact generated it), GPUVerify's CUDA test suite and benchmarks,
-faial's labelled examples, ScoR's scoped race microbenchmarks, and GKLEE's test suite.
+faial's labelled examples, ScoR's scoped race microbenchmarks and applications, and GKLEE's test suite.
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -12,7 +12,8 @@ or a kernel that hits the tool's limits cannot be scored, and the reason is kept
 a summary table (could-not-run and not-scored reasons included); --out writes every verdict as JSON.
 
 The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/indigo1.py,
-ci/race_suites/gpuverify.py, ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/gklee.py.
+ci/race_suites/gpuverify.py, ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/scor_apps.py,
+ci/race_suites/gklee.py.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import faial, gklee, gpuverify, indigo, indigo1, scor  # noqa: E402
+from ci.race_suites import faial, gklee, gpuverify, indigo, indigo1, scor, scor_apps  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
@@ -107,6 +108,10 @@ def open_suite(root: Path, graph: "str | None" = None) -> "Suite | None":
     files = scor.suite_files(root)
     if files:
         return Suite("ScoR", files, scor.label_of, scor.scope_of, lambda f: f.name, scor.score_file, None)
+    files = scor_apps.suite_files(root)
+    if files:
+        return Suite("ScoR applications", files, scor_apps.label_of, lambda f: f.parent.name, scor_apps.record_name,
+                     scor_apps.score_file, None)
     files = gklee.suite_files(root)
     if files:
         return Suite("GKLEE", files, gklee.label_of, lambda f: f.parent.name, gklee.record_name, gklee.score_file,
@@ -215,7 +220,9 @@ def main(argv: "list[str] | None" = None) -> int:
                  f"cuda first) nor codes/cuda + include/ (Indigo2) nor {indigo1.CODES} (HiRace's Indigo 1) nor "
                  f"{gpuverify.GV_CODES} (GPUVerify) nor "
                  f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial) "
-                 f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR) nor */{gklee.EXPECTED} beside *.cu (GKLEE)")
+                 f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR) nor ScoR's benchmarks folder "
+                 f"({', '.join(f'{a}/{s.kernel_file}' for a, s in scor_apps.APPS.items())}) "
+                 f"nor */{gklee.EXPECTED} beside *.cu (GKLEE)")
     if args.graph is not None:
         if not suite.name.startswith("Indigo 1"):
             ap.error(f"--graph: only Indigo 1 takes an input graph; {args.suite} is {suite.name}")

@@ -244,8 +244,8 @@ def enumerations(code: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, str] | None" = None
-                      ) -> list[KernelSignature]:
+def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, str] | None" = None,
+                      context: str = "") -> list[KernelSignature]:
     """Every launchable `__global__ void name(params)` in the source, in order: the kernels that are not
     templates, and each explicit instantiation of a template kernel (`template __global__ void k<float, 4>(...);`,
     named `k<float,4>`, its parameters as the instantiation spells them). A template kernel's own definition is
@@ -253,12 +253,13 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     that its definition follows or another file defines). With `resolve`, simple typedefs and enumerations of the source
     resolved (an enumeration by value is its underlying integer type), else the parameter types as declared.
     A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
-    with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own."""
+    with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own. `context`:
+    the text of the source's own headers, whose typedefs and enumerations are resolved too (the source's win)."""
     clean = strip_comments(code)
     if CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
                                           for m, _, _ in _globals(clean)):
         clean = active_source(clean, defines or {})
-    typedefs = type_names(clean) if resolve else {}
+    typedefs = {**(type_names(strip_comments(context)) if context else {}), **type_names(clean)} if resolve else {}
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
     for m, template, instantiation in _globals(clean):

@@ -106,6 +106,12 @@ def own_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
     return local_headers(source, dirs, readable=lambda path: may_read(path, roots))
 
 
+def headers_text(source: str, flags: Sequence[str]) -> str:
+    """The text of `source`'s own headers, found through the -I folders of a build's `flags` (own_headers): where
+    the source's parameter types may be named (typedefs)."""
+    return "\n".join(own_headers(source, include_dirs(flags)).values())
+
+
 def include_dirs(flags: Sequence[str]) -> list[Path]:
     """The folders of a compile's -IDIR flags."""
     return [Path(f[2:]) for f in flags if f.startswith("-I") and len(f) > 2]

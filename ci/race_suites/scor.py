@@ -3,8 +3,8 @@
 ScoR (github.com/csl-iisc/ScoR, "Scoped Racey"): the microbenchmarks of the ScoRD paper (Kamath, George, Basu,
 ISCA 2020), small programs that synchronise with scoped atomics, fences and locks (`atomicExch_block`,
 `__threadfence_block`, `atomicCAS` spin locks). SUITE is a checkout; its microbenchmarks/src/*.cu are scored,
-every one (no sample unless --per-label; its benchmarks/ are whole applications and are not labelled). Labels
-come from the file names:
+every one (no sample unless --per-label; its benchmarks/ are whole applications, labelled by their build flag
+and scored as their own suite by ci/race_suites/scor_apps.py). Labels come from the file names:
   racy       = `race_...`: the authors planted a race (a scope too narrow for the threads it orders, a missing
                fence, an access outside the lock);
   race-free  = `norace_...`;

@@ -408,7 +408,8 @@ class GpuBackend(Backend):
         if not isinstance(source, str) or not source.strip():
             raise ValueError("source: expected non-empty CUDA C source text")
         flags = validate_flags(flags)
-        sigs = kernel_signatures(source, defines=defines_of(flags))
+        headers = confine.own_headers(source, confine.include_dirs(flags))     # a changed header is a new build
+        sigs = kernel_signatures(source, defines=defines_of(flags), context="\n".join(headers.values()))
         if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")
         clean = strip_comments(source)
@@ -421,7 +422,6 @@ class GpuBackend(Backend):
                                              "runs it")
         text = prepare_source(source)
         options = [*flags, "-arch", self.arch]
-        headers = confine.own_headers(source, confine.include_dirs(flags))     # a changed header is a new build
         key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers))
         cubin = self._cached_cubin(key, text, flags)
         module = GpuModule(self, source, flags, sigs, key, cubin)

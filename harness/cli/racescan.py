@@ -115,6 +115,7 @@ def _print_host_code(source: str, flags: tuple[str, ...]) -> None:
 
 def run(args) -> int:
     from harness.backends.base import source_flags
+    from harness.confine import headers_text
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
@@ -126,7 +127,7 @@ def run(args) -> int:
     source = path.read_text(errors="replace")
     flags = source_flags([path], include_dirs(args))
     launch, specs = _launch(args, read_header(source))
-    signatures = {k.name: k for k in kernel_signatures(source)}
+    signatures = {k.name: k for k in kernel_signatures(source, context=headers_text(source, flags))}
     if launch.kernel not in signatures:
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
                          f"(it has: {', '.join(signatures) or 'none'})")

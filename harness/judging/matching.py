@@ -19,6 +19,7 @@ from reference.modes import Mode
 from reference.shapes import ShapeSet
 
 from harness.backends.base import source_flags
+from harness.confine import headers_text
 from harness.cases.names import cases_for_contract
 
 from .runner import Job
@@ -36,12 +37,13 @@ def _semantics(c: KernelContract) -> str:
                       sort_keys=True, default=str)
 
 
-def match_kernels(code: str, contracts: Sequence[KernelContract], modes: Optional[Sequence[Mode]] = None) -> list[Match]:
+def match_kernels(code: str, contracts: Sequence[KernelContract], modes: Optional[Sequence[Mode]] = None,
+                  context: str = "") -> list[Match]:
     """Match every kernel of `code` to the contracts: exact name first, then name patterns; the parameter
-    list must be identical. Several modes sharing one contract (same op, attributes and parameters) are
-    judged once, in the first selected mode."""
+    list must be identical (typedefs of the source and of its headers' text `context` spelled out). Several modes
+    sharing one contract (same op, attributes and parameters) are judged once, in the first selected mode."""
     out = []
-    for sig in kernel_signatures(code):
+    for sig in kernel_signatures(code, context=context):
         exact = [c for c in contracts if c.name == sig.name]
         pattern = [c for c in contracts if c.name != sig.name and c.matches_name(sig.name)]
         if not exact and not pattern:
@@ -93,8 +95,10 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
     ambiguous, is among the unchecked kernels ({"kernel", "reason"}), never judged. The source is built with -I its
     own folder (path's, when given) and each of `include_dirs`."""
     pairs, unchecked, seen_unchecked = [], [], set()
+    flags = source_flags([path] if path else [], include_dirs)
+    context = headers_text(code, flags)
     for shape in shapes:
-        for m in match_kernels(code, all_contracts(shape.name), modes):
+        for m in match_kernels(code, all_contracts(shape.name), modes, context):
             if not m.contracts:
                 if m.kernel not in seen_unchecked:
                     seen_unchecked.add(m.kernel)
@@ -103,6 +107,5 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
             for c in m.contracts:
                 c = _rename(c, m.kernel)
                 pairs += [(case, c) for case in cases_for_contract(c, shape, seed)]
-    flags = source_flags([path] if path else [], include_dirs)
     return [Job(Path(path).name if path else "source", code, pairs, path=path, include_dirs=tuple(include_dirs),
                 flags=flags)], unchecked

@@ -110,3 +110,19 @@ def test_mutate_builds_every_mutant_with_the_sources_headers(tmp_path, capsys):
     result = json.loads((tmp_path / "m" / "mutation.json").read_text())
     statuses = [m["status"] for m in result["mutants"]]
     assert len(statuses) == 3 and not {NO_COMPILE, NOT_RUN} & set(statuses), statuses
+
+
+def test_a_parameter_type_named_in_a_header_is_the_type_it_stands_for(tmp_path, capsys):
+    """`typedef int tok_t;` in the source's own header: check matches `const tok_t* d_tok` to the contract's
+    `const int*` and judges the kernel, and racescan passes it an int32 buffer (without the header's typedefs the
+    kernel was `unchecked`, its parameter list differing from the contract's, and racescan refused the spec)."""
+    src = project(tmp_path, "embed_math.h", "kern/embed_math.h")
+    (src.parent / "embed_math.h").write_text(ROW_BASE + "typedef int tok_t;\n")
+    src.write_text(src.read_text().replace("const int* d_tok", "const tok_t* d_tok"))
+    rc, report = check(src, tmp_path / "typedef")
+    assert rc == 0 and report["rows"] and {r["verdict"] for r in report["rows"]} <= {"pass", "tie"}
+    assert not report.get("unchecked_kernels")
+    capsys.readouterr()
+    argv = ["racescan", str(src), "--kernel", "gk_embed", "--grid", "1", "--block", "64", "--seed", "3", "--args",
+            "x:float32[64]!out wq:int8[256] ws:float32[8] d_tok:int32[1]=zeros E:int32=64"]
+    assert main(argv) == 0 and "verdict: CLEAN" in capsys.readouterr().out

@@ -84,7 +84,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     flags = _check_flags(flags)
     headers = _local_headers(source, flags)
     words = program_device_words([source, *headers.values()])
-    rw = rewrite(source, name, defines_of(flags), words)
+    rw = rewrite(source, name, defines_of(flags), words, "\n".join(headers.values()))
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
