@@ -7,9 +7,9 @@ are checked by the one validator in `args`; compiled modules are cached through 
 from __future__ import annotations
 
 from .base import (  # noqa: F401  (re-exported API)
-    Backend, BarrierDivergence, Buffer, BufferLost, BuildError, ConfinementRefused, ContextFailure, DataRace, Deadlock, KernelCrash,
-    KernelFault, KernelTimeout, LaunchInfo, LaunchRefused, LaunchResult, Module, OutOfBounds, RaceDetected,
-    ResourceExhausted, SandboxViolation, UninitializedRead, UnsupportedConstruct, UnwrittenOutput,
+    Backend, BarrierDivergence, Buffer, BufferLost, BuildError, ConfinementRefused, ContextFailure, DataRace,
+    Deadlock, KernelCrash, KernelFault, KernelTimeout, LaunchInfo, LaunchRefused, LaunchResult, Module, OutOfBounds,
+    RaceDetected, ResourceExhausted, SandboxViolation, UninitializedRead, UnsupportedConstruct, UnwrittenOutput,
 )
 
 BACKEND_NAMES = ("emu", "gpu", "auto")

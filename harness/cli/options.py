@@ -170,8 +170,11 @@ def add_include_option(p) -> None:
 
 
 def include_dirs(args) -> list[str]:
-    """The -I folders of `args`, each checked (it exists, is a readable folder) before any work."""
+    """The -I folders of `args`, each checked (it exists, is a readable folder) before any work; headers belong to
+    source files, so -I needs a --source."""
     from harness.cli.lifecycle import check_input
+    if args.include_dirs and not getattr(args, "source", None):
+        raise ValueError("-I: headers belong to --source files; give --source too")
     for d in args.include_dirs:
         if not check_input(d, "-I").is_dir():
             raise ValueError(f"-I: {d} is not a folder")

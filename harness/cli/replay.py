@@ -61,8 +61,6 @@ def run(args) -> int:
     from harness.judging.records import result_row
     from harness.cli.inputs_from import apply as use_inputs_from
     use_inputs_from(args)
-    if args.include_dirs and not args.source:
-        raise ValueError("-I: headers belong to a --source file; give --source too")
     case, contract, code, label, flags = locate(args.name, args.source, include_dirs(args))
     from harness.judging.runner import resolve_backend
     be = resolve_backend(args.backend, schedules=args.schedules)
@@ -76,7 +74,8 @@ def run(args) -> int:
           + (f"\n  reason: {res.reason}" if res.reason else ""))
     _print_comparisons(res)
     if args.json:
-        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source, args.include_dirs), indent=1,
+        print(json.dumps(result_row(res, be.name, source_sha256(code), None, args.source, args.include_dirs),
+                         indent=1,
                          default=str))
     return 1 if res.verdict == FAIL else 0
 

@@ -41,8 +41,6 @@ def run(args) -> int:
     from harness.backends.base import source_flags
     for src in args.source:
         check_input(src, "--source")
-    if args.include_dirs and not args.source:
-        raise ValueError("-I: headers belong to --source files; give --source too")
     flags = source_flags(args.source, include_dirs(args))
     ckpt = open_checkpoint(resolve_model(args.model, seed=args.seed), verify=args.verify_weights)
     fed = check_tokens(args.fed, ckpt.config.vocab, "--fed")

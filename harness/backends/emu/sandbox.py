@@ -184,10 +184,10 @@ def readable_roots() -> list[str]:
 
 
 def apply_landlock() -> int:
-    """Restrict the calling process with a Landlock ruleset that allows reading beneath readable_roots() alone (the
-    dot entries at the top of Python's folders left out)
-    and refuses every file-system change and program execution (and, from ABI 4, TCP; from ABI 6, signals to
-    processes outside). Returns the ABI used, 0 where Landlock is absent: seccomp then stands alone."""
+    """Restrict the calling process with a Landlock ruleset that allows reading beneath readable_roots() alone (of
+    Python's folders, not the entries at their top whose names begin with a dot) and refuses every file-system
+    change and program execution (and, from ABI 4, TCP; from ABI 6, signals to processes outside). Returns the ABI
+    used, 0 where Landlock is absent: seccomp then stands alone."""
     version = landlock.abi()
     if version == 0:
         return 0
