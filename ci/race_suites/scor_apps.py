@@ -24,8 +24,12 @@ values (the recorded seed and the program's name):
   graph-connectivity      6000 vertices, 12000 seeded random edges; initKernel over the vertices, linkKernel over
                           the edges, compressKernel over the vertices, each after the host's divideWork (block b's
                           range of the items in head[b], tail[b]), on the same buffers.
-Not scored (each a reason in the summary): graph-coloring and uts, whose host programs run their kernels in
-loops until a flag or a tree search says done, which the adapter does not model.
+  graph-coloring          the same graph; the first pass of the host's loop (which repeats until no conflict is
+                          left): assignColorsKernel, detectConflictsKernel (after the host sets `complete`),
+                          forbidColorsKernel, each after divideWork; colours and forbidden sets zero (the host's
+                          memsets).
+  uts                     maxHeight 4, avgChildren 4 (the host reads both, and a seed, from stdin); the stacks'
+                          statistics as the host fills them, each block's root on its local stack.
 """
 from __future__ import annotations
 
@@ -98,6 +102,52 @@ def _connectivity(rng, nb, nt):
             Launch("compressKernel", (nb, 1, 1), (nt, 1, 1), over(v, comp, bases, block_ids))]
 
 
+def _coloring(rng, nb, nt):
+    v, e = 6000, 12000
+    head, tail = np.zeros(nb, np.int32), np.zeros(nb, np.int32)
+    u_list, v_list = rng.integers(0, v, e, dtype=np.int32), rng.integers(0, v, e, dtype=np.int32)
+    color_set, vertex_color, forbidden, t_forbidden = (np.zeros(v, np.int32) for _ in range(4))  # host's memsets
+    complete = np.zeros(1, np.int32)
+    bases, block_ids = rng.integers(0, 64, nb, dtype=np.int32), rng.integers(0, nb, nb, dtype=np.int32)
+
+    def over(items, *args, done=False):
+        def make(point):
+            _divide_work(head, tail, items)
+            if done:
+                complete[0] = 1                  # the host sets `complete` before detectConflictsKernel
+            return [head, tail, *args]
+        return make
+    return [Launch("assignColorsKernel", (nb, 1, 1), (nt, 1, 1),
+                   over(v, color_set, vertex_color, forbidden, t_forbidden, bases, block_ids)),
+            Launch("detectConflictsKernel", (nb, 1, 1), (nt, 1, 1),
+                   over(e, u_list, v_list, color_set, vertex_color, complete, bases, block_ids, done=True)),
+            Launch("forbidColorsKernel", (nb, 1, 1), (nt, 1, 1),
+                   over(e, u_list, v_list, color_set, vertex_color, forbidden, bases, block_ids))]
+
+
+STACK_STATS = np.dtype([("stackSize", "<i4"), ("workAvail", "<i4"), ("top", "<i4"), ("locked", "<i4"),
+                        ("totalNodes", "<i4"), ("totalLeaves", "<i4")])
+NODE = np.dtype([("param", "u1", (4,))])
+UTS_LOCAL_DEPTH, UTS_MAX_STACK, UTS_MAX_CHAR = 4, 4000, 255      # LOCAL_DEPTH is NTHREADS * 4
+
+
+def _uts(rng, nb, nt):
+    local_depth = nt * UTS_LOCAL_DEPTH
+    local = np.zeros(nb, STACK_STATS)
+    local["stackSize"], local["workAvail"], local["top"], local["totalNodes"] = local_depth, 1, \
+        np.arange(nb) * local_depth, 1
+    steal = np.zeros(nb, STACK_STATS)
+    steal["stackSize"], steal["top"] = UTS_MAX_STACK, np.arange(nb) * UTS_MAX_STACK
+    local_nodes = np.zeros(nb * local_depth, NODE)
+    seed = int(rng.integers(0, 1 << 16))
+    for b in range(nb):                                  # each block's root, as the host writes it
+        local_nodes["param"][b * local_depth] = (0, UTS_MAX_CHAR, seed % UTS_MAX_CHAR, (b + 1) % UTS_MAX_CHAR)
+    steal_nodes = np.zeros(nb * UTS_MAX_STACK, NODE)
+    config = np.array((4, 4), dtype=[("maxHeight", "<i4"), ("avgChildren", "<i4")])[()]     # by value
+    args = [local, local_nodes, steal, steal_nodes, config]
+    return [Launch("parTreeSearch", (nb, 1, 1), (nt, 1, 1), lambda point: args)]
+
+
 def _rule110(rng, nb, nt):
     n = 20000
     args = [rng.integers(0, 2, n, dtype=np.int32), rng.integers(0, 2, n, dtype=np.int32),
@@ -113,8 +163,9 @@ APPS = {
                      "volatile DATATYPE*, int*, unsigned int);\n"),
     "rule-110": App("r110_kernel.cu", 15, 1024, _rule110),
     "graph-connectivity": App("gcon_kernel.cu", 15, 400, _connectivity),
+    "graph-coloring": App("gcol_kernel.cu", 15, 256, _coloring),
+    "uts": App("uts_kernel.cu", 60, 256, _uts),
 }
-NOT_ADAPTED = ("graph-coloring", "uts")
 
 
 def suite_files(root: Path) -> "list[Path] | None":
@@ -122,8 +173,7 @@ def suite_files(root: Path) -> "list[Path] | None":
     benchmarks folder."""
     if not all((root / app / spec.kernel_file).is_file() for app, spec in APPS.items()):
         return None
-    return [root / app / variant for app in (*APPS, *NOT_ADAPTED) if (root / app).is_dir()
-            for variant in ("racy", "race-free")]
+    return [root / app / variant for app in APPS for variant in ("racy", "race-free")]
 
 
 def label_of(path: Path) -> "str | None":
@@ -140,11 +190,7 @@ def score_file(backend, path: Path, seed: int) -> dict:
     app, variant = path.parent.name, path.name
     rec = {"file": record_name(path), "algorithm": app, "label": label_of(path), "kernels": {},
            "reading": MEMORY_MODEL.name}
-    spec = APPS.get(app)
-    if spec is None:
-        rec.update(verdict="not scored", fault=None, races=0, data_race=False,
-                   detail="not adapted: its host program builds its input from stdin and runs its kernels in a loop")
-        return rec
+    spec = APPS[app]
     folder = path.parent
     flags = [f"-I{folder}", f"-DNBLOCKS={spec.nblocks}", f"-DNTHREADS={spec.nthreads}",
              *(["-DRACEY"] if variant == "racy" else [])]

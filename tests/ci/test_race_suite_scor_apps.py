@@ -39,8 +39,6 @@ def miniature(root: Path) -> Path:
     for app, spec in scor_apps.APPS.items():
         (root / app).mkdir(parents=True)
         (root / app / spec.kernel_file).write_text("__global__ void stub(int *x) { }\n")
-    for app in scor_apps.NOT_ADAPTED:
-        (root / app).mkdir()
     (root / "1dconv" / "1dconv_kernel.cu").write_text(CONV)
     (root / "1dconv" / "1dconv_kernel.cuh").write_text(CONV_HEADER)
     return root
@@ -49,7 +47,7 @@ def miniature(root: Path) -> Path:
 def test_each_application_is_two_labelled_programs(tmp_path):
     root = miniature(tmp_path / "benchmarks")
     files = scor_apps.suite_files(root)
-    assert len(files) == 2 * (len(scor_apps.APPS) + len(scor_apps.NOT_ADAPTED))
+    assert len(files) == 2 * len(scor_apps.APPS) == 14
     assert [scor_apps.label_of(f) for f in files[:2]] == ["racy", "race-free"]
     assert scor_apps.record_name(files[0]) == f"{files[0].parent.name} (racy)"
     suite = score_race_suite.open_suite(root)
@@ -65,14 +63,12 @@ def test_the_racey_build_races_across_blocks_and_the_plain_build_does_not(tmp_pa
     try:
         racy = scor_apps.score_file(backend, root / "1dconv" / "racy", 0)
         plain = scor_apps.score_file(backend, root / "1dconv" / "race-free", 0)
-        skipped = scor_apps.score_file(backend, root / "uts" / "racy", 0)
     finally:
         backend.close()
     assert racy["verdict"] == "race" and racy["data_race"] and racy["flags"][-1] == "-DRACEY"
     conv = racy["kernels"]["convolveKernel"]
     assert conv["scope"] == "grid" and "block-scope atomic is not atomic for another block" in conv["detail"]
     assert not plain["data_race"] and plain["verdict"] in ("clean", "order-dependent")   # float sums' order
-    assert skipped["verdict"] == "not scored" and "not adapted" in skipped["detail"]
 
 
 @pytest.mark.parametrize("app", sorted(scor_apps.APPS))

@@ -63,6 +63,8 @@ def test_a_sibling_folders_header_is_unchecked_until_named_with_dash_i(tmp_path,
     rc, report = check(src, tmp_path / "named", "-I", "common")
     assert rc == 0 and {r["verdict"] for r in report["rows"]} <= {"pass", "tie"}
     assert report["meta"]["include_dirs"] == ["common"]
+    (header,) = report["meta"]["headers"]                           # the header the build read, and its hash
+    assert header["path"].endswith("common/embed_math.h") and len(header["sha256"]) == 64
     replay = report["rows"][0]["replay"]
     assert " -I common " in replay
     capsys.readouterr()
