@@ -43,7 +43,7 @@ from harness.racescan import MEMORY_MODEL, has_detector
 
 from .run import Launch, build_failed, run_kernels
 
-LABELS = {"racy": "racy", "race-free": "race-free"}     # the variant folder names of suite_files' paths
+VARIANTS = ("racy", "race-free")         # the last part of suite_files' paths: the build, and its label
 
 
 class App(NamedTuple):
@@ -85,21 +85,25 @@ def _divide_work(head, tail, value):
     tail[-1] = value
 
 
+def _over(head, tail, items: int, *args, before: Callable[[], None] = lambda: None):
+    """A launch's arguments `head, tail, *args`, made as the host makes them: divideWork over `items` first (and
+    `before`, what else the host writes then)."""
+    def make(point):
+        _divide_work(head, tail, items)
+        before()
+        return [head, tail, *args]
+    return make
+
+
 def _connectivity(rng, nb, nt):
     v, e = 6000, 12000
     head, tail = np.zeros(nb, np.int32), np.zeros(nb, np.int32)
     u_list, v_list = rng.integers(0, v, e, dtype=np.int32), rng.integers(0, v, e, dtype=np.int32)
     comp = rng.integers(0, v, v, dtype=np.int32)
     bases, block_ids = rng.integers(0, 64, nb, dtype=np.int32), rng.integers(0, nb, nb, dtype=np.int32)
-
-    def over(items, *args):
-        def make(point):
-            _divide_work(head, tail, items)
-            return [head, tail, *args]
-        return make
-    return [Launch("initKernel", (nb, 1, 1), (nt, 1, 1), over(v, comp, bases, block_ids)),
-            Launch("linkKernel", (nb, 1, 1), (nt, 1, 1), over(e, u_list, v_list, comp, bases, block_ids)),
-            Launch("compressKernel", (nb, 1, 1), (nt, 1, 1), over(v, comp, bases, block_ids))]
+    return [Launch("initKernel", (nb, 1, 1), (nt, 1, 1), _over(head, tail, v, comp, bases, block_ids)),
+            Launch("linkKernel", (nb, 1, 1), (nt, 1, 1), _over(head, tail, e, u_list, v_list, comp, bases, block_ids)),
+            Launch("compressKernel", (nb, 1, 1), (nt, 1, 1), _over(head, tail, v, comp, bases, block_ids))]
 
 
 def _coloring(rng, nb, nt):
@@ -110,19 +114,15 @@ def _coloring(rng, nb, nt):
     complete = np.zeros(1, np.int32)
     bases, block_ids = rng.integers(0, 64, nb, dtype=np.int32), rng.integers(0, nb, nb, dtype=np.int32)
 
-    def over(items, *args, done=False):
-        def make(point):
-            _divide_work(head, tail, items)
-            if done:
-                complete[0] = 1                  # the host sets `complete` before detectConflictsKernel
-            return [head, tail, *args]
-        return make
+    def set_complete():              # the host sets `complete` before detectConflictsKernel
+        complete[0] = 1
     return [Launch("assignColorsKernel", (nb, 1, 1), (nt, 1, 1),
-                   over(v, color_set, vertex_color, forbidden, t_forbidden, bases, block_ids)),
+                   _over(head, tail, v, color_set, vertex_color, forbidden, t_forbidden, bases, block_ids)),
             Launch("detectConflictsKernel", (nb, 1, 1), (nt, 1, 1),
-                   over(e, u_list, v_list, color_set, vertex_color, complete, bases, block_ids, done=True)),
+                   _over(head, tail, e, u_list, v_list, color_set, vertex_color, complete, bases, block_ids,
+                         before=set_complete)),
             Launch("forbidColorsKernel", (nb, 1, 1), (nt, 1, 1),
-                   over(e, u_list, v_list, color_set, vertex_color, forbidden, bases, block_ids))]
+                   _over(head, tail, e, u_list, v_list, color_set, vertex_color, forbidden, bases, block_ids))]
 
 
 STACK_STATS = np.dtype([("stackSize", "<i4"), ("workAvail", "<i4"), ("top", "<i4"), ("locked", "<i4"),
@@ -173,11 +173,11 @@ def suite_files(root: Path) -> "list[Path] | None":
     benchmarks folder."""
     if not all((root / app / spec.kernel_file).is_file() for app, spec in APPS.items()):
         return None
-    return [root / app / variant for app in APPS for variant in ("racy", "race-free")]
+    return [root / app / variant for app in APPS for variant in VARIANTS]
 
 
 def label_of(path: Path) -> "str | None":
-    return LABELS.get(path.name)
+    return path.name if path.name in VARIANTS else None
 
 
 def record_name(path: Path) -> str:
