@@ -99,17 +99,12 @@ def may_read(path: "str | Path", roots: Sequence[Path]) -> bool:
     return any(root in p.parents and not p.relative_to(root).parts[0].startswith(".") for root in roots)
 
 
-def own_headers(source: str, dirs: Sequence[Path]) -> dict[Path, str]:
-    """The headers of `source` found in `dirs` (cudasrc.includes.local_headers) that a confined compile may read:
-    qconform reads no file for a source that the source's compiler may not."""
+def own_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
+    """The headers of `source` found in the -I folders of a build's `flags` (cudasrc.includes.local_headers) that a
+    confined compile may read: qconform reads no file for a source that the source's compiler may not."""
+    dirs = include_dirs(flags)
     roots = source_roots(dirs)
     return local_headers(source, dirs, readable=lambda path: may_read(path, roots))
-
-
-def headers_text(source: str, flags: Sequence[str]) -> str:
-    """The text of `source`'s own headers, found through the -I folders of a build's `flags` (own_headers): where
-    the source's parameter types may be named (typedefs)."""
-    return "\n".join(own_headers(source, include_dirs(flags)).values())
 
 
 def include_dirs(flags: Sequence[str]) -> list[Path]:
@@ -118,8 +113,7 @@ def include_dirs(flags: Sequence[str]) -> list[Path]:
 
 
 def header_digests(headers: dict[Path, str]) -> list[str]:
-    """The path and SHA-256 of each of own_headers' headers, for a build's cache key (a changed header is a new
-    build)."""
+    """`path:SHA-256` of each of own_headers' headers, for a build's cache key (a changed header is a new build)."""
     return [f"{path}:{hashlib.sha256(text.encode('latin-1')).hexdigest()}" for path, text in headers.items()]
 
 

@@ -199,7 +199,7 @@ KERNEL = '__device__ int v =\n#include "{include}"\n;\n__global__ void k(int* y)
 @pytest.mark.parametrize("with_gate", [True, False], ids=["nvcc gate", "host compiler alone"])
 def test_an_emu_build_cannot_read_outside_the_sources_tree(tmp_path, monkeypatch, with_gate):
     from harness.backends.emu import toolchain as tc
-    from harness.backends.emu.build import _local_headers, build
+    from harness.backends.emu.build import build
     if with_gate and gate.nvcc_gate()[0] is None:
         pytest.skip("no nvcc: the device-side gate is skipped")
     if not with_gate:
@@ -217,7 +217,7 @@ def test_an_emu_build_cannot_read_outside_the_sources_tree(tmp_path, monkeypatch
         assert SECRET not in str(info.value) and str(info.value).startswith(confine.REFUSAL), str(info.value)
     # qconform's own walk of the headers (it copies them without host code) leaves both unread too
     (src / "fine.h").write_text("#define FINE 1\n")
-    walked = _local_headers(f'#include "{secret}"\n#include "evil.h"\n#include "fine.h"\n', [f"-I{src}"])
+    walked = confine.own_headers(f'#include "{secret}"\n#include "evil.h"\n#include "fine.h"\n', [f"-I{src}"])
     assert list(walked) == [src / "fine.h"]
 
 

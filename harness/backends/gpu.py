@@ -408,7 +408,7 @@ class GpuBackend(Backend):
         if not isinstance(source, str) or not source.strip():
             raise ValueError("source: expected non-empty CUDA C source text")
         flags = validate_flags(flags)
-        headers = confine.own_headers(source, confine.include_dirs(flags))     # a changed header is a new build
+        headers = confine.own_headers(source, flags)     # a changed header is a new build
         sigs = kernel_signatures(source, defines=defines_of(flags), context="\n".join(headers.values()))
         if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")

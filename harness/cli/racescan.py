@@ -96,12 +96,11 @@ def _verdict_line(v) -> str:
     return f"verdict: {v.kind.upper()}" + (f" ({', '.join(what)})" if what else "")
 
 
-def _print_host_code(source: str, flags: tuple[str, ...]) -> None:
-    """Say which host functions of the program, its own headers included (found through the build's -I `flags`),
-    the build leaves out (not run)."""
+def _print_host_code(source: str, headers: dict) -> None:
+    """Say which host functions of the program, its own `headers` included (confine.own_headers), the build leaves
+    out (not run)."""
     from cudasrc.host_code import program_device_words, without_host_functions
-    from harness.confine import include_dirs as dirs_of, own_headers
-    texts = [(None, source)] + [(h.name, text) for h, text in own_headers(source, dirs_of(flags)).items()]
+    texts = [(None, source)] + [(h.name, text) for h, text in headers.items()]
     words = program_device_words(t for _, t in texts)
     parts = []
     for name, text in texts:
@@ -115,7 +114,7 @@ def _print_host_code(source: str, flags: tuple[str, ...]) -> None:
 
 def run(args) -> int:
     from harness.backends.base import source_flags
-    from harness.confine import headers_text
+    from harness.confine import own_headers
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
@@ -126,8 +125,9 @@ def run(args) -> int:
         raise ValueError(f"source: {args.source} is not a file")
     source = path.read_text(errors="replace")
     flags = source_flags([path], include_dirs(args))
+    headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
-    signatures = {k.name: k for k in kernel_signatures(source, context=headers_text(source, flags))}
+    signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
     if launch.kernel not in signatures:
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
                          f"(it has: {', '.join(signatures) or 'none'})")
@@ -149,7 +149,7 @@ def run(args) -> int:
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
-    _print_host_code(source, flags)
+    _print_host_code(source, headers)
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:

@@ -19,7 +19,7 @@ from reference.modes import Mode
 from reference.shapes import ShapeSet
 
 from harness.backends.base import source_flags
-from harness.confine import headers_text
+from harness.confine import header_digests, own_headers
 from harness.cases.names import cases_for_contract
 
 from .runner import Job
@@ -96,7 +96,8 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
     own folder (path's, when given) and each of `include_dirs`."""
     pairs, unchecked, seen_unchecked = [], [], set()
     flags = source_flags([path] if path else [], include_dirs)
-    context = headers_text(code, flags)
+    headers = own_headers(code, flags)
+    context = "\n".join(headers.values())
     for shape in shapes:
         for m in match_kernels(code, all_contracts(shape.name), modes, context):
             if not m.contracts:
@@ -108,4 +109,4 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
                 c = _rename(c, m.kernel)
                 pairs += [(case, c) for case in cases_for_contract(c, shape, seed)]
     return [Job(Path(path).name if path else "source", code, pairs, path=path, include_dirs=tuple(include_dirs),
-                flags=flags)], unchecked
+                flags=flags, headers=tuple(header_digests(headers)))], unchecked

@@ -40,6 +40,7 @@ class Job:
     path: Optional[str] = None           # the file the source came from (qconform check), for replay commands
     include_dirs: tuple[str, ...] = ()   # its -I folders as the user gave them (replay commands)
     flags: tuple[str, ...] = ()          # its compile flags: -I its own folder and each of include_dirs, absolute
+    headers: tuple[str, ...] = ()        # `path:SHA-256` of each of its own headers the build reads
 
     def __post_init__(self):
         self.sha256 = self.sha256 or source_sha256(self.code)

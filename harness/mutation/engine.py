@@ -435,7 +435,7 @@ class MutantStore:
         from cudasrc.signatures import source_sha256
         from harness import confine
         cases = hashlib.sha256(json.dumps([RULES_VERSION, sorted(baseline.items())]).encode()).hexdigest()
-        headers = confine.header_digests(confine.own_headers(code, confine.include_dirs(flags)))
+        headers = confine.header_digests(confine.own_headers(code, flags))
         source = source_sha256(code) if not headers else hashlib.sha256(
             json.dumps([source_sha256(code), headers]).encode()).hexdigest()
         self.dir = Path(root) / f"{source[:16]}-{cases[:12]}"

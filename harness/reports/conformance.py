@@ -38,13 +38,6 @@ def run_report(backend, shapes: Sequence[ShapeSet], modes: Sequence[Mode], seed:
     return summarize(run)
 
 
-def _header_digests(code: str, flags) -> list[dict]:
-    """The source's own headers that its build read (path and SHA-256): the run's input as much as the source."""
-    from harness import confine
-    digests = confine.header_digests(confine.own_headers(code, confine.include_dirs(flags)))
-    return [dict(zip(("path", "sha256"), d.rsplit(":", 1))) for d in digests]
-
-
 def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Sequence[Mode]], seed: int,
               out_dir: Path, sanitize: bool = False, schedules: Optional[str] = None, workers: int = 1,
               cluster: Optional[str] = None, include_dirs: Sequence[str] = ()) -> int:
@@ -60,7 +53,7 @@ def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Se
     run = run_cases(resolve_backend(backend, sanitize, schedules), jobs, workers=workers, cluster=cluster)
     run.unchecked = unchecked
     run.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
-                    include_dirs=list(include_dirs), headers=_header_digests(code, jobs[0].flags),
+                    include_dirs=list(include_dirs), headers=[dict(zip(("path", "sha256"), d.rsplit(":", 1))) for d in jobs[0].headers],
                     shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],
                     duration_s=round(time.time() - t0, 3))
     write_reports(Path(out_dir), run)

@@ -82,7 +82,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = _check_flags(flags)
-    headers = _local_headers(source, flags)
+    headers = confine.own_headers(source, flags)      # the module depends on them as on the source
     words = program_device_words([source, *headers.values()])
     rw = rewrite(source, name, defines_of(flags), words, "\n".join(headers.values()))
     if race and sanitize:
@@ -126,12 +126,6 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
 
     out, _ = cache_entry(cache_dir("emu") / f"{key}.so", make)
     return Built(out, tuple(rw.kernels), rw.grid_sync)
-
-
-def _local_headers(source: str, flags: Sequence[str]) -> dict[Path, str]:
-    """The source's own headers and their texts (cudasrc.includes), looked up in the build's -I folders: the module
-    depends on them as on the source."""
-    return confine.own_headers(source, confine.include_dirs(flags))
 
 
 def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
