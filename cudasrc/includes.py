@@ -3,6 +3,7 @@ a header's own includes, beside that header), followed recursively. System and t
 folder, are not the program's."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -17,10 +18,11 @@ def read_text(path: Path) -> str:
 
 def find_include(name: str, here: Optional[Path], dirs: Sequence[Path]) -> Optional[Path]:
     """The file `#include "name"` reaches: beside the including file (`here`, its folder), then in `dirs` in
-    order; resolved, or None."""
+    order; absolute and normalized as the compiler names it (a link is not followed: the link's own folder is
+    where the file's own includes are looked for), or None."""
     for d in ([here] if here else []) + list(dirs):
         if (d / name).is_file():
-            return (d / name).resolve()
+            return Path(os.path.abspath(d / name))
     return None
 
 

@@ -44,12 +44,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def cases_by_kernel(code: str, path: str, shapes, modes, seed: int, kernels=None):
-    """{kernel: its cases} from check's contract matching, and check's unchecked kernels (of `kernels` only,
-    when given). A name in `kernels` that is no kernel of the file is a bad argument; a kernel no contract
-    matches is unchecked, as in `check`."""
+def cases_by_kernel(code: str, path: str, shapes, modes, seed: int, kernels=None, includes=()):
+    """({kernel: its cases} from check's contract matching, check's unchecked kernels (of `kernels` only, when
+    given), the file's build with -I `includes`). A name in `kernels` that is no kernel of the file is a bad
+    argument; a kernel no contract matches is unchecked, as in `check`."""
     from harness.judging.matching import check_jobs
-    jobs, unchecked = check_jobs(code, path, shapes, modes, seed)
+    jobs, unchecked = check_jobs(code, path, shapes, modes, seed, includes)
     by: dict = {}
     for case, contract in jobs[0].cases:
         by.setdefault(case.kernel, []).append((case, contract))
@@ -60,19 +60,18 @@ def cases_by_kernel(code: str, path: str, shapes, modes, seed: int, kernels=None
             raise ValueError(f"--kernels: no kernel {', '.join(absent)} in the file")
         by = {k: by[k] for k in kernels if k in by}
         unchecked = [why[k] for k in kernels if k in why]
-    return by, unchecked
+    return by, unchecked, jobs[0].build
 
 
 def run(args) -> int:
     from harness.mutation import summary
     from harness.mutation.engine import MutationRun, run_mutation
     from harness.judging.records import EXIT_FAIL, EXIT_NOTHING_CHECKED
-    from harness.backends.base import source_flags
     from harness.cli.lifecycle import RunFolder, check_input
     src = check_input(args.source, "--source")
     if not src.is_file():
         raise ValueError(f"--source: {args.source} is not a file")
-    flags = source_flags([src], include_dirs(args))
+    includes = include_dirs(args)
     if args.equivalent:
         check_input(args.equivalent, "--equivalent")
     folder = RunFolder(args.out, "--out", args.force, "mutate")
@@ -83,7 +82,7 @@ def run(args) -> int:
     operators = [o.strip() for o in args.operators.split(",") if o.strip()] if args.operators else None
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     ledger = summary.load_ledger(args.equivalent) if args.equivalent else None
-    by, unchecked = cases_by_kernel(code, str(src), shapes, modes, seed, kernels)
+    by, unchecked, build = cases_by_kernel(code, str(src), shapes, modes, seed, kernels, includes)
     if not by and not unchecked:
         raise ValueError(f"--source: no __global__ kernel found in {args.source!r}")
     print(f"qconform mutate: {src.name}, seed {seed} (rerun with --seed {seed}); kernels "
@@ -105,7 +104,7 @@ def run(args) -> int:
             result = run_mutation(code, str(src), by, seed, [s.name for s in shapes], jobs=args.jobs,
                                   sample=args.sample, time_limit_s=args.time_limit, ledger=ledger,
                                   operators=operators, mutants=chosen, cluster=args.cluster, store_dir=store,
-                                  flags=flags)
+                                  build=build)
         else:       # valid input, but no selected kernel matches a contract: a run with nothing judged
             result = MutationRun(str(src), seed, [s.name for s in shapes], [], {})
         result.unchecked_kernels = unchecked

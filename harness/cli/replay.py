@@ -43,7 +43,7 @@ def locate(name: str, source: "str | None" = None, includes: Sequence[str] = ())
         jobs, _ = check_jobs(code, str(path), [shape], None, 0, includes)
         contracts = [c for _, c in jobs[0].cases]
         case, contract = case_from_name(name, contracts)
-        return case, contract, code, str(path), jobs[0].flags
+        return case, contract, code, str(path), jobs[0].build.here()
     for fam in available_families():
         if parts.mode not in modes_of(fam):
             continue

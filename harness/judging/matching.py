@@ -18,8 +18,7 @@ from emitters.registry import all_contracts, mode_label
 from reference.modes import Mode
 from reference.shapes import ShapeSet
 
-from harness.backends.base import source_flags
-from harness.confine import header_digests, own_headers
+from harness.backends.source_build import SourceBuild
 from harness.cases.names import cases_for_contract
 
 from .runner import Job
@@ -95,9 +94,8 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
     ambiguous, is among the unchecked kernels ({"kernel", "reason"}), never judged. The source is built with -I its
     own folder (path's, when given) and each of `include_dirs`."""
     pairs, unchecked, seen_unchecked = [], [], set()
-    flags = source_flags([path] if path else [], include_dirs)
-    headers = own_headers(code, flags)
-    context = "\n".join(headers.values())
+    build = SourceBuild.of(code, [path] if path else [], include_dirs)
+    context = build.context()
     for shape in shapes:
         for m in match_kernels(code, all_contracts(shape.name), modes, context):
             if not m.contracts:
@@ -109,4 +107,4 @@ def check_jobs(code: str, path: Optional[str], shapes: Sequence[ShapeSet], modes
                 c = _rename(c, m.kernel)
                 pairs += [(case, c) for case in cases_for_contract(c, shape, seed)]
     return [Job(Path(path).name if path else "source", code, pairs, path=path, include_dirs=tuple(include_dirs),
-                flags=flags, headers=tuple(header_digests(headers)))], unchecked
+                build=build)], unchecked

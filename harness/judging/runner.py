@@ -19,6 +19,7 @@ from reference.shapes import ShapeSet
 
 from cudasrc.signatures import source_sha256
 from harness.cases.names import Case, cases_for_contract
+from harness.backends.source_build import SourceBuild
 from harness.cases.planted import Plant, planted_source
 
 from .core import FAIL, UNCHECKED, CaseResult, judge_case, verdict_for_fault
@@ -39,8 +40,7 @@ class Job:
     sha256: str = ""
     path: Optional[str] = None           # the file the source came from (qconform check), for replay commands
     include_dirs: tuple[str, ...] = ()   # its -I folders as the user gave them (replay commands)
-    flags: tuple[str, ...] = ()          # its compile flags: -I its own folder and each of include_dirs, absolute
-    headers: tuple[str, ...] = ()        # `path:SHA-256` of each of its own headers the build reads
+    build: SourceBuild = SourceBuild()   # its compile flags and its own headers' texts (built so on any worker)
 
     def __post_init__(self):
         self.sha256 = self.sha256 or source_sha256(self.code)
@@ -119,7 +119,7 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
     job = jobs[j]
     if j not in modules:
         try:
-            modules[j] = (be.load(job.code, job.flags), None)
+            modules[j] = (be.load(job.code, job.build.here()), None)
         except (BuildError, KernelFault, ValueError) as exc:
             modules[j] = (None, _load_failure(be, exc, f"the source did not build on {be.name}"))
     module, failed = modules[j]
@@ -132,7 +132,7 @@ def judge_in_job(be, modules: dict, jobs: Sequence[Job], j: int, k: int) -> Case
         # a crashed or hung launch may leave the context unusable (a sticky CUDA error): the next case gets
         # a freshly loaded module
         try:
-            modules[j] = (be.load(job.code, job.flags), None)
+            modules[j] = (be.load(job.code, job.build.here()), None)
         except (BuildError, KernelFault, ValueError) as exc:
             modules[j] = (None, _load_failure(be, exc, f"reloading after {res.fault} failed"))
     return res

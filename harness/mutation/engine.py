@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from emitters.contract import KernelContract
+from harness.backends.source_build import SourceBuild
 from harness.cases.names import Case
 from harness.judging.core import judge_case
 from harness.judging.registry import FAIL, PASS, TIE, UNCHECKED
@@ -110,7 +111,7 @@ class KernelCases:
     kernel: str
     isolated: str                                       # the file with the other kernels blanked
     cases: list[tuple[Case, KernelContract]]            # cheapest first (by the unmutated run's wall time)
-    flags: tuple[str, ...] = ()                         # the file's compile flags (-I its headers' folders)
+    build: SourceBuild = SourceBuild()                  # the file's compile flags and its own headers
 
 
 def _judge_all(module, cases, baseline: Optional[dict], reload: Callable[[], object]):
@@ -259,11 +260,11 @@ def _judge_mutant(worker: _MutantWorker, plan: _Plan, m: Mutant) -> MutantResult
     for pool in (worker.quick, worker.full):
         be = pool.get()
         try:
-            module = be.load(mcode, kc.flags)
+            module = be.load(mcode, kc.build.here())
         except (BuildError, KernelFault, ValueError) as exc:
             return MutantResult(m, NO_COMPILE, detail=str(exc).strip().splitlines()[-1][:300] if str(exc).strip()
                                 else type(exc).__name__, wall_s=time.monotonic() - t)
-        results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode, kc.flags))
+        results, _ = _judge_all(module, kc.cases, baseline, lambda: be.load(mcode, kc.build.here()))
         ran += len(results)
         last = results[-1] if results else None
         if last is not None and kills(baseline.get(last.case.name, UNCHECKED), last):
@@ -293,8 +294,8 @@ def _sanitized_pass(worker: _MutantWorker, m: Mutant, kc: "KernelCases", mcode: 
     with worker.lock:
         if kc.kernel not in worker.sanitized_baseline:
             try:
-                base, _ = _judge_all(be.load(kc.isolated, kc.flags), kc.cases, None,
-                                     lambda: be.load(kc.isolated, kc.flags))
+                base, _ = _judge_all(be.load(kc.isolated, kc.build.here()), kc.cases, None,
+                                     lambda: be.load(kc.isolated, kc.build.here()))
             except (BuildError, KernelFault, ValueError) as exc:
                 worker.sanitized_baseline[kc.kernel] = {"": f"not available ({type(exc).__name__})"}
             else:
@@ -303,10 +304,10 @@ def _sanitized_pass(worker: _MutantWorker, m: Mutant, kc: "KernelCases", mcode: 
     if "" in base:
         return f"; the AddressSanitizer build is {base['']}"
     try:
-        module = be.load(mcode, kc.flags)
+        module = be.load(mcode, kc.build.here())
     except (BuildError, KernelFault, ValueError) as exc:
         return f"; its AddressSanitizer build failed ({type(exc).__name__})"
-    results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode, kc.flags))
+    results, _ = _judge_all(module, kc.cases, base, lambda: be.load(mcode, kc.build.here()))
     last = results[-1] if results else None
     if last is not None and kills(base.get(last.case.name, UNCHECKED), last):
         return MutantResult(m, KILLED, last.case.name, f"{base[last.case.name]} -> {last.verdict} on the "
@@ -319,14 +320,14 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
                  time_limit_s: Optional[float] = None, ledger: Optional[dict[str, str]] = None,
                  operators: "Sequence[str] | None" = None, backend_factory: Optional[Callable[..., object]] = None,
                  progress: bool = True, mutants: "Sequence[Mutant] | None" = None, cluster: Optional[str] = None,
-                 store_dir: "str | Path | None" = None, flags: Sequence[str] = ()) -> MutationRun:
+                 store_dir: "str | Path | None" = None, build: SourceBuild = SourceBuild()) -> MutationRun:
     """The whole analysis: unmutated run, mutants, classification. `cases_by_kernel` maps each kernel to
     judge to its cases (from check's contract matching); `mutants` replaces the operators' mutants with a
     given list (edits of the same file, e.g. hand-written ones). `jobs` > 1 judges mutants in that many
     processes, `cluster` ('local:N', 'tcp://...') on a Dask cluster. With `store_dir`, every judged mutant is
     stored there as it finishes (keyed by the source's and the unmutated run's hash, and the mutant id), and
-    a rerun judges only the mutants not stored yet. `flags`: the source's compile flags (-I the folders of the
-    headers it includes: harness.backends.base.source_flags)."""
+    a rerun judges only the mutants not stored yet. `build`: the source's compile flags and own headers (built
+    from the headers' texts read when it was made, on every worker)."""
     from harness.backends.base import BuildError, KernelFault
     from harness.judging.executors import InProcess, Lost, Work, make_executor
     from harness.judging.progress import Progress
@@ -346,16 +347,16 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
         for k in kernels:
             iso = isolate_kernel(code, k)
             try:
-                module = base_be.load(iso, flags)
+                module = base_be.load(iso, build.here())
             except (BuildError, KernelFault, ValueError) as exc:
                 raise ValueError(f"--source: the unmutated kernel {k} does not build, so no mutant can be judged: "
                                  f"{exc}") from None
-            results, _ = _judge_all(module, cases_by_kernel[k], None, lambda: base_be.load(iso, flags))
+            results, _ = _judge_all(module, cases_by_kernel[k], None, lambda: base_be.load(iso, build.here()))
             for r in results:
                 baseline[r.case.name] = r.verdict
                 walls[r.case.name] = r.wall_s
             ordered = sorted(cases_by_kernel[k], key=lambda p: walls.get(p[0].name, 0.0))
-            prepared[k] = KernelCases(k, iso, ordered, tuple(flags))
+            prepared[k] = KernelCases(k, iso, ordered, build)
     finally:
         base_be.close()
     timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(walls.values(), default=1.0))
@@ -371,7 +372,7 @@ def run_mutation(code: str, source_name: str, cases_by_kernel: dict[str, list[tu
     ids = {m.id for m in mutants}
     all_ids = ids if sample is None else {m.id for k in kernels for m in mutants_of(code, k, operators)}
     run.stale_ledger = sorted(i for i in ledger if i not in all_ids)
-    store = MutantStore(Path(store_dir), code, baseline, flags) if store_dir is not None else None
+    store = MutantStore(Path(store_dir), code, baseline, build) if store_dir is not None else None
     results: dict[int, MutantResult] = {}
     if store is not None:
         done = store.load(mutants)
@@ -430,12 +431,11 @@ class MutantStore:
 
     STORED = (KILLED, SURVIVED, NO_COMPILE)
 
-    def __init__(self, root: Path, code: str, baseline: dict[str, str], flags: Sequence[str] = ()):
+    def __init__(self, root: Path, code: str, baseline: dict[str, str], build: SourceBuild = SourceBuild()):
         import hashlib
         from cudasrc.signatures import source_sha256
-        from harness import confine
         cases = hashlib.sha256(json.dumps([RULES_VERSION, sorted(baseline.items())]).encode()).hexdigest()
-        headers = confine.header_digests(confine.own_headers(code, flags))
+        headers = build.digests()
         source = source_sha256(code) if not headers else hashlib.sha256(
             json.dumps([source_sha256(code), headers]).encode()).hexdigest()
         self.dir = Path(root) / f"{source[:16]}-{cases[:12]}"

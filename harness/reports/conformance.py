@@ -53,7 +53,7 @@ def run_check(backend, src: Path, shapes: Sequence[ShapeSet], modes: Optional[Se
     run = run_cases(resolve_backend(backend, sanitize, schedules), jobs, workers=workers, cluster=cluster)
     run.unchecked = unchecked
     run.meta.update(command="check", source=str(src), source_sha256=source_sha256(code), seed=seed,
-                    include_dirs=list(include_dirs), headers=[dict(zip(("path", "sha256"), d.rsplit(":", 1))) for d in jobs[0].headers],
+                    include_dirs=list(include_dirs), headers=[dict(zip(("path", "sha256"), d.rsplit(":", 1))) for d in jobs[0].build.digests()],
                     shapes=[s.name for s in shapes], modes=[m.value for m in modes] if modes else ["all"],
                     duration_s=round(time.time() - t0, 3))
     write_reports(Path(out_dir), run)

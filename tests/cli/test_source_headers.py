@@ -132,12 +132,12 @@ def test_a_parameter_type_named_in_a_header_is_the_type_it_stands_for(tmp_path, 
 
 def test_a_mutation_campaign_resumes_only_with_the_same_headers(tmp_path):
     """The store of judged mutants is keyed by the source and its headers: an edited header starts afresh."""
-    from harness.backends.base import source_flags
+    from harness.backends.source_build import SourceBuild
     from harness.mutation.engine import MutantStore
     src = project(tmp_path, "embed_math.h", "kern/embed_math.h")
-    code, flags = src.read_text(), source_flags([src])
-    first = MutantStore(tmp_path / "store", code, {"case": "pass"}, flags).dir
-    assert MutantStore(tmp_path / "store", code, {"case": "pass"}, flags).dir == first
+    code = src.read_text()
+    first = MutantStore(tmp_path / "store", code, {"case": "pass"}, SourceBuild.of(code, [src])).dir
+    assert MutantStore(tmp_path / "store", code, {"case": "pass"}, SourceBuild.of(code, [src])).dir == first
     (src.parent / "embed_math.h").write_text(ROW_BASE + "// edited\n")
-    assert MutantStore(tmp_path / "store", code, {"case": "pass"}, flags).dir != first
+    assert MutantStore(tmp_path / "store", code, {"case": "pass"}, SourceBuild.of(code, [src])).dir != first
     assert MutantStore(tmp_path / "store", code, {"case": "pass"}).dir != first       # built without its folder

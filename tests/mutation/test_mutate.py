@@ -33,7 +33,7 @@ def _elem(tmp_path):
     code = emit("elementwise", None, "tiny").code
     from harness.cli.mutate import cases_by_kernel
     from reference.shapes import parse_shape_list
-    by, _ = cases_by_kernel(code, str(tmp_path / "e.cu"), parse_shape_list("tiny"), None, 3, ["k0_elem"])
+    by, _, _ = cases_by_kernel(code, str(tmp_path / "e.cu"), parse_shape_list("tiny"), None, 3, ["k0_elem"])
     return code, by
 
 
@@ -144,7 +144,7 @@ def test_a_survivor_reading_out_of_bounds_is_killed_on_the_sanitizer_build(tmp_p
     from harness.cli.mutate import cases_by_kernel
     from reference.shapes import parse_shape_list
     code = emit("moe", Mode.INT8_ACT, "tiny").code
-    by, _ = cases_by_kernel(code, str(tmp_path / "m.cu"), parse_shape_list("tiny"), None, 19, ["moe_topk_idx"])
+    by, _, _ = cases_by_kernel(code, str(tmp_path / "m.cu"), parse_shape_list("tiny"), None, 19, ["moe_topk_idx"])
     m = next(m for m in mutants_of(code, "moe_topk_idx") if m.id == "fa96ce9d11")
     run = run_mutation(code, "m.cu", by, 19, ["tiny"], jobs=1, progress=False, mutants=[m])
     (r,) = run.results

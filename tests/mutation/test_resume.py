@@ -17,7 +17,7 @@ def _elem(tmp_path):
     from harness.cli.mutate import cases_by_kernel
     from reference.shapes import parse_shape_list
     code = emit("elementwise", None, "tiny").code
-    by, _ = cases_by_kernel(code, str(tmp_path / "e.cu"), parse_shape_list("tiny"), None, SEED, ["k0_elem"])
+    by, _, _ = cases_by_kernel(code, str(tmp_path / "e.cu"), parse_shape_list("tiny"), None, SEED, ["k0_elem"])
     return code, by
 
 
