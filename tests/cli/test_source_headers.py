@@ -130,6 +130,19 @@ def test_a_parameter_type_named_in_a_header_is_the_type_it_stands_for(tmp_path, 
     assert main(argv) == 0 and "verdict: CLEAN" in capsys.readouterr().out
 
 
+def test_mutate_matches_contracts_in_the_light_of_the_dash_i_headers(tmp_path, capsys):
+    """A parameter type that a header in an -I folder names: mutate's contract matching reads that header too (it
+    read only the source's own folder, so the kernel was unchecked and no mutant was judged)."""
+    src = project(tmp_path, "../common/embed_math.h", "common/embed_math.h")
+    (tmp_path / "proj" / "common" / "embed_math.h").write_text(ROW_BASE + "typedef int tok_t;\n")
+    src.write_text(src.read_text().replace("const int* d_tok", "const tok_t* d_tok"))
+    argv = ["mutate", "--source", str(src), "-I", str(tmp_path / "proj" / "common"), "--seed", "2", "--sample", "2",
+            "--out", str(tmp_path / "m")]
+    assert main(argv) == 0
+    result = json.loads((tmp_path / "m" / "mutation.json").read_text())
+    assert not result.get("unchecked_kernels") and len(result["mutants"]) == 2
+
+
 def test_a_mutation_campaign_resumes_only_with_the_same_headers(tmp_path):
     """The store of judged mutants is keyed by the source and its headers: an edited header starts afresh."""
     from harness.backends.source_build import SourceBuild
