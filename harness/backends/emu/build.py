@@ -24,6 +24,7 @@ from .sites import MODULE_UNIT
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
                          r"is not a member of)", re.M)
+_MISSING_HEADER = re.compile(r"fatal error: (?P<header>[^:\n]+): No such file or directory")
 
 
 # What the compiled module's headers are: copies of the source's own headers with their host functions dropped.
@@ -163,6 +164,11 @@ def _raise_build_error(stderr: str, name: str) -> None:
     own = re.search(r'#error "qconform-emu: ([^"]+)"', stderr)
     if own:              # one of emu's headers says what this build lacks
         raise UnsupportedConstruct(None, own.group(1))
+    for m in _MISSING_HEADER.finditer(stderr):
+        where = toolkit_headers.toolkit_header(m.group("header"))
+        if where is not None:     # the kernel is right on a CUDA build; emu only runs against its own copies
+            raise UnsupportedConstruct(None, f"#include <{m.group('header')}> ({where}): emu does not provide this "
+                                             "header of the CUDA toolkit; judge the kernel on a GPU (--backend gpu)")
     for m in _UNDECLARED.finditer(stderr):
         if os.path.basename(m.group("file")) == safe:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "

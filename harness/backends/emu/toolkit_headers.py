@@ -48,3 +48,20 @@ def include_flags() -> tuple[str, ...]:
 
     path, _ = cache_entry(cache_dir("emu") / f"toolkit-include-{key}", make)
     return ("-idirafter", str(path))
+
+
+# CCCL's top folders (CUB, Thrust, libcu++ and its <nv/target>): a toolkit ships them whatever its layout
+CCCL_FOLDERS = ("cub", "thrust", "cuda", "nv")
+
+
+def toolkit_header(name: str) -> "str | None":
+    """Where the CUDA toolkit has the header `#include <name>` names, said for a message: its include folder (or its
+    cccl/ folder, where CUDA 13 keeps CUB, Thrust and libcu++); without nvcc, the CCCL library the name's folder is.
+    None for a header the toolkit does not have (a header of the source's own, or of another library)."""
+    nvcc, _ = gate.nvcc_gate()
+    if nvcc is not None:
+        include = Path(nvcc).resolve().parent.parent / "include"
+        found = next((folder / name for folder in (include, include / "cccl") if (folder / name).is_file()), None)
+        return f"the CUDA toolkit's {found.relative_to(include.parent)}" if found else None
+    top = Path(name).parts[0] if Path(name).parts else ""
+    return f"the CUDA toolkit's {top}/ library (CCCL)" if top in CCCL_FOLDERS and len(Path(name).parts) > 1 else None

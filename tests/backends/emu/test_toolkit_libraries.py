@@ -1,0 +1,49 @@
+"""A kernel that includes a header of the CUDA toolkit that emu does not provide (CUB, Thrust, libcu++ beyond emu's
+own copies): a CUDA build accepts it, so emu's missing header is emu's limit, `UnsupportedConstruct` (`unchecked` in
+check, never `fail`), naming the header and where the toolkit has it. A header that no toolkit has stays the
+source's own fault, a BuildError."""
+from __future__ import annotations
+
+import pytest
+
+from harness.backends import BuildError, UnsupportedConstruct
+from harness.backends.emu import gate, toolkit_headers
+
+KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
+needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None, reason="no nvcc here (the toolchain extra installs it)")
+
+
+@needs_nvcc
+def test_cub_is_the_toolkits_header_that_emu_lacks(emu):
+    with pytest.raises(UnsupportedConstruct) as err:
+        emu.load("#include <cub/cub.cuh>\n" + KERNEL)
+    assert "#include <cub/cub.cuh>" in str(err.value) and "include/cccl/cub/cub.cuh" in str(err.value) \
+        and "--backend gpu" in str(err.value)
+
+
+def test_a_header_no_toolkit_has_is_the_sources_fault(emu):
+    with pytest.raises(BuildError) as err:            # negative control: not excused as emu's limit
+        emu.load("#include <qc_no_such_library/x.h>\n" + KERNEL)
+    assert not isinstance(err.value, UnsupportedConstruct) and "qc_no_such_library/x.h" in str(err.value)
+
+
+def test_without_nvcc_the_cccl_folders_are_known_by_name(monkeypatch):
+    monkeypatch.setattr(gate, "nvcc_gate", lambda: (None, "no nvcc"))
+    assert "CCCL" in toolkit_headers.toolkit_header("thrust/sort.h")
+    assert toolkit_headers.toolkit_header("cub") is None                  # a file named cub, not the library
+    assert toolkit_headers.toolkit_header("mylib/cub.cuh") is None
+
+
+@needs_nvcc
+def test_check_calls_such_a_kernel_unchecked(tmp_path, capsys):
+    import json
+
+    from emitters.registry import emit
+    from harness.cli import main
+    from reference.shapes import get_shape
+    src = tmp_path / "embed.cu"
+    src.write_text("#include <thrust/device_vector.h>\n" + emit("embed", None, get_shape("tiny")).code)
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--seed", "1", "--out", str(tmp_path / "out")])
+    rows = json.loads((tmp_path / "out" / "report.json").read_text())["rows"]
+    assert rc == 3 and {r["verdict"] for r in rows} == {"unchecked"}
+    assert "thrust/device_vector.h" in rows[0]["reason"]
