@@ -33,6 +33,17 @@ def test_the_packaging_rules_name_every_lock():
     assert lock_files() and not missing, missing
 
 
+def test_the_packaging_rules_name_every_file_of_emus_runtime():
+    """Every file an emu build reads from its own folder (runtime, the headers kernels include: cub/, cuda/...) is in
+    the wheel, as setuptools globs package data (a `*` does not cross a folder)."""
+    from harness.backends.emu.toolchain import RUNTIME_DIR, runtime_files
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packaged = {f for pattern in cfg["package-data"]["harness.backends.emu"]
+                for f in glob.glob(pattern, root_dir=RUNTIME_DIR)}
+    needed = {p.relative_to(RUNTIME_DIR).as_posix() for p in runtime_files() if p.suffix != ".py"}
+    assert "cub/cub.cuh" in needed and not needed - packaged, sorted(needed - packaged)
+
+
 def test_the_lookup_finds_the_locks_beside_the_packages(tmp_path, monkeypatch):
     from harness.toolchain import golden
     monkeypatch.chdir(tmp_path)                        # no ./golden here

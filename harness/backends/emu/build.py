@@ -24,6 +24,10 @@ from .sites import MODULE_UNIT
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
                          r"is not a member of)", re.M)
+# What the source takes from CUB that emu's CUB (cub/cub.cuh) does not have: a class or function of the namespace, or a
+# member of one of its classes.
+_CUB_MISSING = re.compile(r"'(?P<name>\w+)' in namespace 'cub' does not name|'(?P<member>\w+)' is not a member of "
+                          r"'cub'|\{aka '(?:class|struct) (?P<cls>cub::[\w:]+)[^']*'\} has no member named '(?P<of>\w+)'")
 _MISSING_HEADER = re.compile(r"fatal error: (?P<header>[^:\n]+): No such file or directory")
 
 
@@ -169,6 +173,12 @@ def _raise_build_error(stderr: str, name: str) -> None:
         if where is not None:     # the kernel is right on a CUDA build; emu only runs against its own copies
             raise UnsupportedConstruct(None, f"#include <{m.group('header')}> ({where}): emu does not provide this "
                                              "header of the CUDA toolkit; judge the kernel on a GPU (--backend gpu)")
+    cub = _CUB_MISSING.search(stderr)
+    if cub:
+        what = f"cub::{cub['name'] or cub['member']}" if cub["cls"] is None else f"{cub['cls']}::{cub['of']}"
+        raise UnsupportedConstruct(None, f"{what} is not in emu's CUB, which has BlockReduce, BlockScan, WarpReduce "
+                                         "and their operators (harness/backends/emu/cub/cub.cuh); judge the kernel "
+                                         "on a GPU (--backend gpu)")
     for m in _UNDECLARED.finditer(stderr):
         if os.path.basename(m.group("file")) == safe:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "

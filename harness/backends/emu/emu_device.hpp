@@ -160,6 +160,8 @@ void phase_complete(const volatile void* object, uint64_t phase);
 void phase_acquire(const volatile void* object, uint64_t phase, int scope);
 // A misuse of an arrive-wait barrier (emu_barrier.hpp) at `line`: traps, naming the operation and the rule broken.
 [[noreturn]] void barrier_fault(const volatile void* bar, const char* op, const char* why, int line);
+// A library collective (emu's CUB) used against its rule at `line`: traps, naming it and the rule broken.
+[[noreturn]] void library_fault(const char* what, const char* why, int line);
 // The barriers initialised in the running block: init notes one, inval forgets it, and every arrival or wait first
 // checks that its barrier was initialised (in shared memory) and that the init happens before it (the detector).
 void barrier_init_seen(const volatile void* bar, int line);

@@ -1343,6 +1343,10 @@ void barrier_fault(const volatile void*, const char* op, const char* why, int li
   fiber_fault(TRAP, where(cur()) + buf);
 }
 
+void library_fault(const char* what, const char* why, int line) {
+  fiber_fault(TRAP, where(cur()) + ": " + what + " at line " + std::to_string(line) + " " + why);
+}
+
 void unsupported_asm(const char* what) {
   fiber_fault(UNSUPPORTED, where(cur()) + ": " + what);
 }

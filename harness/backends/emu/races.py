@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from harness.backends.base import RACE_SCOPES as SCOPES, RACE_VALUES as VALUES, DataRace, KernelFault, LaunchInfo
 
-from . import sites, toolkit_headers
+from . import sites
 
 SHOWN = 16                  # races told in detail in one report; the rest are counted
 VALUE_NOTES = {"same": "same value: every racing store left the bytes as they were",
@@ -149,9 +149,8 @@ def resolve(found: Races, so_path: str) -> Races:
     """`found` with its sites resolved to source lines (one addr2line run), merged by (line pair, region)."""
     if not found.races:
         return found
-    library = toolkit_headers.toolkit_include()
     rows = sites.resolve("\n".join(f"{r.site_a}\t{r.site_b}\t{r.text}" for r in found.races), so_path,
-                         [str(library)] if library else []).split("\n")
+                         sites.library_dirs()).split("\n")
     merged: dict[tuple, Race] = {}
     for race, row in zip(found.races, rows):
         site_a, site_b, text = row.split("\t", 2)

@@ -119,6 +119,10 @@ _SHARED = re.compile(r"(\bextern\s+)?\b__shared__\b")
 _ALIGN = re.compile(r"__align__\s*\(\s*(\d+)\s*\)|__attribute__\s*\(\(\s*aligned\s*\(\s*(\d+)\s*\)\s*\)\)"
                     r"|\balignas\s*\(((?:[^()]|\([^()]*\))+)\)")
 _DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", re.S)
+# A type defined in the declaration: `__shared__ union { ... } u;` (CUB's temporary storages share one union so),
+# `__shared__ struct Tile { ... } a, b;`.
+_DEFINED_TYPE = re.compile(r"\s*((?:(?:volatile|const)\s+)*)(struct|union|class)\b\s*([A-Za-z_]\w*)?\s*"
+                           r"((?:__align__\s*\(\s*\d+\s*\)|alignas\s*\([^()]*\)|\s)*)\{")
 
 
 def _split_declarators(decl: str) -> list[str]:
@@ -146,14 +150,24 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         if m.start() < pos:
             continue
         line = line_of(clean, m.start())
-        semi = clean.find(";", m.end())
+        defined = _DEFINED_TYPE.match(clean, m.end())
+        body_end = matching(clean, defined.end() - 1) + 1 if defined else m.end()
+        semi = clean.find(";", body_end)
         if semi < 0:
             raise UnsupportedConstruct(None, f"__shared__ declaration without ';' (line {line})")
         at_file_scope = depth.at(m.start()) == 0
-        decl = _ALIGN.sub(" ", clean[m.end():semi])
+        decl = _ALIGN.sub(" ", clean[body_end:semi])
         # `__align__(1024)`: kept (swizzled layouts and ldmatrix rely on it), the largest one the declaration asks
-        # (C++'s `alignas(alignof(float4))` too, kept as the constant expression it is)
-        aligns = [(a or b or c).strip() for a, b, c in _ALIGN.findall(clean[max(clean.rfind("\n", 0, m.start()), pos):semi])]
+        # (C++'s `alignas(alignof(float4))` too, kept as the constant expression it is); not those of a defined
+        # type's members
+        outside = clean[max(clean.rfind("\n", 0, m.start()), pos):m.end()] + (defined.group(4) if defined else "") + \
+            clean[body_end:semi]
+        aligns = [(a or b or c).strip() for a, b, c in _ALIGN.findall(outside)]
+        type_definition = ""
+        if defined:          # the type is defined first, named (`__emu_shared_type_N` if it had no name)
+            type_name = defined.group(3) or f"__emu_shared_type_{slot}"
+            type_definition = f"{defined.group(2)} {type_name} {clean[defined.end() - 1:body_end]};"
+            decl = f"{defined.group(1)}{type_name} {decl}"
         # An initializer (`= ...`, or `(...)` outside the array bounds, which may hold parentheses): CUDA forbids
         # one on a __shared__ variable, and nvcc refuses it.
         if "=" in decl or "(" in re.sub(r"\[[^\]]*\]", "[]", decl):
@@ -205,11 +219,12 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                 slot += 1
         start = max(start, pos)
         out.append(clean[pos:start])
+        newlines = "\n" * (clean.count("\n", start, semi + 1) - type_definition.count("\n"))
         if at_file_scope:     # declared in each function that names it (below); the same slot: one per block
             file_scope += stmts
-            out.append("\n" * clean.count("\n", start, semi + 1))
+            out.append(type_definition + newlines)
         else:
-            out.append(" ".join(s for _, s in stmts) + "\n" * clean.count("\n", start, semi + 1))
+            out.append(type_definition + " ".join(s for _, s in stmts) + newlines)
         pos = semi + 1
     out.append(clean[pos:])
     if slot > 512:

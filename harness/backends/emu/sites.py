@@ -22,6 +22,15 @@ _RUNTIME_FILES = frozenset([p.name for p in Path(__file__).parent.glob("emu_*") 
                            + ["cooperative_groups.h", MODULE_UNIT])
 
 
+def library_dirs() -> list[str]:
+    """The folders of the libraries' headers a kernel calls into, whose lines a report tells after the kernel's: the
+    toolkit's (cuRAND) and emu's CUB."""
+    from . import toolkit_headers
+    toolkit = toolkit_headers.toolkit_include()
+    cub = Path(__file__).parent / "cub"
+    return [str(d) for d in (toolkit, cub, *sorted(p for p in cub.iterdir() if p.is_dir())) if d is not None]
+
+
 def _source_frame(frames: list[tuple[str, str]], library_dirs: Sequence[str]) -> "str | None":
     """`line N` of the innermost inlined frame in the kernel source (not in the emu headers or the C++ library);
     where the access itself is in a header of `library_dirs` the kernel calls (the toolkit's cuRAND), that place

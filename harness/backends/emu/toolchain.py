@@ -167,12 +167,17 @@ def toolchain(fiber: "str | None" = None, cxx: "str | None" = None) -> Toolchain
 
 
 @functools.lru_cache(maxsize=None)
+def runtime_files() -> list[Path]:
+    """The files a compiled module depends on besides its source: every file of emu's folder that is not Python (the
+    runtime, the headers a kernel includes: cuda/, cub/, cooperative_groups/...), the rewriter and this file."""
+    own = [p for p in sorted(RUNTIME_DIR.rglob("*")) if p.is_file() and p.suffix not in (".py", ".pyc")]
+    return own + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]
+
+
 def runtime_sha256() -> str:
-    """Hash of the runtime headers and the rewriter: part of every compiled module's cache key."""
+    """Hash of runtime_files(): part of every compiled module's cache key."""
     h = hashlib.sha256()
-    headers = [p for pattern in ("*.h*", "iostream", "cuda/**/*", "cooperative_groups/*")
-               for p in sorted(RUNTIME_DIR.glob(pattern)) if p.is_file()]
-    for p in headers + sorted(RUNTIME_DIR.glob("*.cpp")) + [RUNTIME_DIR / "rewrite.py", RUNTIME_DIR / "toolchain.py"]:
+    for p in runtime_files():
         h.update(str(p.relative_to(RUNTIME_DIR)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()

@@ -24,6 +24,25 @@ def test_shared_declarations_become_arena_slots_and_lines_are_kept():
     assert [n for n, _ in rw.shared_vars] == ["a", "b", "c", "d"]
 
 
+def test_a_shared_declaration_may_define_its_struct_or_union_type(emu):
+    """`__shared__ union { ... } u;` (CUB's temporary storages share one so) and `__shared__ struct T { ... } a, b[2];`
+    at file scope: the type is defined first (an anonymous one named by emu), the variables are arena slots, the
+    line numbers survive, and the members' own `;` and `__align__` are the type's."""
+    src = ("struct Pair { int k; float v; };\n__shared__ struct Tile { int v[4]; } t, w[2];\n"
+           "__global__ void k(int* y){\n  __shared__ union {\n    int a[4];\n    __align__(16) Pair p[2];\n  } u;\n"
+           "  u.a[threadIdx.x] = 1 + threadIdx.x; t.v[threadIdx.x] = 10; w[1].v[threadIdx.x] = 100;\n"
+           "  __syncthreads();\n  y[threadIdx.x] = u.a[3 - threadIdx.x] + t.v[threadIdx.x] + w[1].v[threadIdx.x];\n}\n")
+    body = rewrite(src, "k.cu").source.split('#line 1 "<emu-trampolines>"')[0]
+    assert "union __emu_shared_type_" in body and "struct Tile {" in body and "__shared__" not in body
+    assert body.splitlines()[1:][9].strip().startswith("y[threadIdx.x] = u.a[3 - threadIdx.x]")
+    y = np.zeros(4, np.int32)
+    emu.load(src).launch("k", (1,), (4,), 0, [y], [0])
+    assert (y == [114, 113, 112, 111]).all()
+    # negative control: without the barrier, the union's slot is raced like any other shared variable
+    with pytest.raises(Exception, match="data race on __shared__ 'u'"):
+        emu.load(src.replace("  __syncthreads();\n", "")).launch("k", (1,), (4,), 0, [np.zeros(4, np.int32)], [0])
+
+
 def test_mma_asm_becomes_a_warp_collective():
     src = ('__global__ void k(int* y){ int a0=0,a1=0,a2=0,a3=0,b0=0,b1=0,c0=0,c1=0,c2=0,c3=0;\n'
            '  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, '

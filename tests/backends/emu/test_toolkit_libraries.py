@@ -1,4 +1,4 @@
-"""A kernel that includes a header of the CUDA toolkit that emu does not provide (CUB, Thrust, libcu++ beyond emu's
+"""A kernel that includes a header of the CUDA toolkit that emu does not provide (Thrust, CUB and libcu++ beyond emu's
 own copies): a CUDA build accepts it, so emu's missing header is emu's limit, `UnsupportedConstruct` (`unchecked` in
 check, never `fail`), naming the header and where the toolkit has it. A header that no toolkit has stays the
 source's own fault, a BuildError."""
@@ -14,11 +14,13 @@ needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None, reason="no nvcc her
 
 
 @needs_nvcc
-def test_cub_is_the_toolkits_header_that_emu_lacks(emu):
+def test_thrust_is_a_toolkit_header_that_emu_lacks(emu):
     with pytest.raises(UnsupportedConstruct) as err:
-        emu.load("#include <cub/cub.cuh>\n" + KERNEL)
-    assert "#include <cub/cub.cuh>" in str(err.value) and "include/cccl/cub/cub.cuh" in str(err.value) \
+        emu.load("#include <thrust/sort.h>\n" + KERNEL)
+    assert "#include <thrust/sort.h>" in str(err.value) and "include/cccl/thrust/sort.h" in str(err.value) \
         and "--backend gpu" in str(err.value)
+    with pytest.raises(UnsupportedConstruct, match="cub/device/device_reduce.cuh"):    # CUB beyond emu's subset
+        emu.load("#include <cub/device/device_reduce.cuh>\n" + KERNEL)
 
 
 def test_a_header_no_toolkit_has_is_the_sources_fault(emu):

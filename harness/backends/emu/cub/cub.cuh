@@ -1,0 +1,405 @@
+// Resolves `#include <cub/cub.cuh>` (and the block, warp, thread and util headers beside it) in kernel source: the
+// collectives of CUB that inference kernels use, on the emu runtime. Their barriers, shuffles and shared-memory
+// accesses are emu's own, so the race detector sees them as it sees the kernel's: the temporary storage is the
+// kernel's __shared__ object, and reusing it without a __syncthreads() in between is a race, as CUB's documentation
+// says it is on a GPU.
+//
+// - WarpReduce<T, LOGICAL_WARP_THREADS>: Reduce/Sum (also over the first valid_items lanes); the result is defined in
+//   the logical warp's lane 0 only. A ladder of shfl_down with offsets 1, 2, 4..., CUB's shuffle order.
+// - BlockReduce<T, BLOCK_DIM_X, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z>: Reduce/Sum of one item, of an array of items
+//   per thread, or of the first num_valid threads; defined in thread 0 only. Each warp reduces, then thread 0 folds
+//   the warps' totals in order (CUB's BLOCK_REDUCE_WARP_REDUCTIONS; its raking algorithms fold in another order, so a
+//   float result may differ from a GPU's in the last bits whichever ALGORITHM is named).
+// - BlockScan<T, BLOCK_DIM_X, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z>: Exclusive/InclusiveSum and Exclusive/InclusiveScan
+//   of one item or an array of items per thread, with the block's aggregate or a prefix callback. Warp scans by
+//   shfl_up, then each thread folds the totals of the warps before its own.
+// - ArgMax, ArgMin, KeyValuePair; Sum, Max and Min (CUB 2's operators: CUB 3 dropped them for cuda::std::plus and
+//   <cuda/functional>'s cuda::maximum and cuda::minimum, which this header includes, as CUB's does).
+// A block of another size than the template's is a trap, as it would compute garbage on a GPU. What is missing here
+// (BlockRadixSort, BlockLoad, the device-wide algorithms...) stops the build, which reports it as emu's limit.
+#pragma once
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include "emu_device.hpp"
+#include "../cuda/functional"
+
+// Every function here is inlined into the kernel, so that a race report names the kernel's line of the call (and
+// the place in this file after it).
+#define EMU_CUB_INLINE __attribute__((always_inline)) inline
+
+namespace cub {
+
+struct Sum {
+  template <class T> EMU_CUB_INLINE T operator()(const T& a, const T& b) const { return a + b; }
+};
+struct Max {
+  template <class T> EMU_CUB_INLINE T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+struct Min {
+  template <class T> EMU_CUB_INLINE T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+
+template <class K, class V>
+struct KeyValuePair {
+  typedef K Key;
+  typedef V Value;
+  K key;
+  V value;
+  KeyValuePair() = default;
+  KeyValuePair(const K& k, const V& v) : key(k), value(v) {}
+  bool operator!=(const KeyValuePair& o) const { return value != o.value || key != o.key; }
+};
+
+// The larger (smaller) value; of equal values, the smaller key.
+struct ArgMax {
+  template <class T, class K>
+  EMU_CUB_INLINE KeyValuePair<K, T> operator()(const KeyValuePair<K, T>& a, const KeyValuePair<K, T>& b) const {
+    return (b.value > a.value || (b.value == a.value && b.key < a.key)) ? b : a;
+  }
+};
+struct ArgMin {
+  template <class T, class K>
+  EMU_CUB_INLINE KeyValuePair<K, T> operator()(const KeyValuePair<K, T>& a, const KeyValuePair<K, T>& b) const {
+    return (b.value < a.value || (b.value == a.value && b.key < a.key)) ? b : a;
+  }
+};
+
+enum BlockReduceAlgorithm { BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY, BLOCK_REDUCE_RAKING, BLOCK_REDUCE_WARP_REDUCTIONS };
+enum BlockScanAlgorithm { BLOCK_SCAN_RAKING, BLOCK_SCAN_RAKING_MEMOIZE, BLOCK_SCAN_WARP_SCANS };
+
+namespace emu_detail {
+
+// The line of the kernel's call, for emu's reports: a default argument of a type no int converts to, so that CUB's own
+// optional int arguments (valid_items, num_valid) keep their meaning.
+struct Line {
+  int n;
+  explicit Line(int n = __builtin_LINE()) : n(n) {}
+};
+
+// A shuffle of any trivially copyable T, eight bytes at a time (the runtime's shuffles carry 64 bits).
+template <class T>
+EMU_CUB_INLINE T shuffle(int kind, unsigned mask, const T& v, int b, int width, int line) {
+  static_assert(std::is_trivially_copyable<T>::value, "qconform-emu: CUB's collectives here need a trivially "
+                                                      "copyable item type");
+  constexpr int kWords = int((sizeof(T) + 7) / 8);
+  uint64_t in[kWords] = {}, out[kWords];
+  std::memcpy(in, &v, sizeof(T));
+  for (int i = 0; i < kWords; ++i) out[i] = ::emu::shfl(kind, mask, in[i], b, width, line);
+  T r;
+  std::memcpy(&r, out, sizeof(T));
+  return r;
+}
+
+EMU_CUB_INLINE unsigned linear_tid() {
+  return (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+}
+
+// The lanes of the calling thread's logical warp of `width` lanes.
+EMU_CUB_INLINE unsigned logical_mask(int width) {
+  unsigned lane = unsigned(::emu::g_cur->lane);
+  unsigned base = width == 32 ? 0xffffffffu : ((1u << width) - 1u);
+  return base << (lane / unsigned(width) * unsigned(width));
+}
+
+// Logical lane 0 gets the reduction of the first `valid` lanes of a logical warp of `width` lanes (every lane of it
+// takes part); `mask`: the lanes that meet.
+template <class T, class Op>
+EMU_CUB_INLINE T warp_reduce(T v, Op op, int width, int valid, unsigned mask, int line) {
+  int lane = ::emu::g_cur->lane % width;
+  for (int offset = 1; offset < width; offset *= 2) {
+    T other = shuffle(::emu::W_SHFL_DOWN, mask, v, offset, width, line);
+    if (lane + offset < valid) v = op(v, other);
+  }
+  return v;
+}
+
+// Each lane gets the inclusive scan of its warp's lanes up to itself (all 32 lanes that exist take part).
+template <class T, class Op>
+EMU_CUB_INLINE T warp_inclusive_scan(T v, Op op, unsigned mask, int line) {
+  int lane = ::emu::g_cur->lane;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    T other = shuffle(::emu::W_SHFL_UP, mask, v, offset, 32, line);
+    if (lane >= offset) v = op(other, v);
+  }
+  return v;
+}
+
+// The lanes of the calling thread's warp that exist in a block of `threads` threads.
+EMU_CUB_INLINE unsigned warp_lanes(int threads) {
+  int first = ::emu::g_cur->warp * 32, n = threads - first;
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+}
+
+EMU_CUB_INLINE void check_block(int threads, const char* what, int line) {
+  int have = int(blockDim.x * blockDim.y * blockDim.z);
+  if (have != threads) {
+    char why[200];
+    std::snprintf(why, sizeof why, "was built for blocks of %d threads, and this block has %d", threads, have);
+    ::emu::library_fault(what, why, line);
+  }
+}
+
+template <class T, int N>
+struct alignas(T) Storage {        // uninitialised room for N items (a TempStorage may share a union with others)
+  unsigned char bytes[sizeof(T) * N];
+  T* items() { return reinterpret_cast<T*>(bytes); }
+};
+
+}  // namespace emu_detail
+
+template <class T, int LOGICAL_WARP_THREADS = 32, int LEGACY_PTX_ARCH = 0>
+class WarpReduce {
+  using Line = emu_detail::Line;     // the kernel's line, for emu's reports
+  static_assert(LOGICAL_WARP_THREADS >= 1 && LOGICAL_WARP_THREADS <= 32 &&
+                    (LOGICAL_WARP_THREADS & (LOGICAL_WARP_THREADS - 1)) == 0,
+                "qconform-emu: cub::WarpReduce here takes a power-of-two logical warp of at most 32 lanes");
+
+ public:
+  struct TempStorage {
+    unsigned char unused;          // the shuffles need none
+  };
+  explicit WarpReduce(TempStorage&) {}
+  template <class Op>
+  EMU_CUB_INLINE T Reduce(T input, Op op, Line line = Line()) {
+    return Reduce(input, op, LOGICAL_WARP_THREADS, line);
+  }
+  template <class Op>
+  EMU_CUB_INLINE T Reduce(T input, Op op, int valid_items, Line line = Line()) {
+    return emu_detail::warp_reduce(input, op, LOGICAL_WARP_THREADS, valid_items,
+                                   emu_detail::logical_mask(LOGICAL_WARP_THREADS), line.n);
+  }
+  EMU_CUB_INLINE T Sum(T input, Line line = Line()) { return Reduce(input, cub::Sum(), LOGICAL_WARP_THREADS, line); }
+  EMU_CUB_INLINE T Sum(T input, int valid_items, Line line = Line()) {
+    return Reduce(input, cub::Sum(), valid_items, line);
+  }
+};
+
+template <class T, int BLOCK_DIM_X, BlockReduceAlgorithm ALGORITHM = BLOCK_REDUCE_WARP_REDUCTIONS,
+          int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockReduce {
+  using Line = emu_detail::Line;     // the kernel's line, for emu's reports
+  static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
+  static constexpr int kWarps = (kThreads + 31) / 32;
+
+ public:
+  struct TempStorage {
+    emu_detail::Storage<T, kWarps> warp_totals;
+  };
+  explicit BlockReduce(TempStorage& storage) : s_(storage) {}
+
+  template <class Op>
+  EMU_CUB_INLINE T Reduce(T input, Op op, Line line = Line()) {
+    return reduce(input, op, kThreads, line);
+  }
+  template <int N, class Op>
+  EMU_CUB_INLINE T Reduce(T (&inputs)[N], Op op, Line line = Line()) {
+    T v = inputs[0];
+    for (int i = 1; i < N; ++i) v = op(v, inputs[i]);
+    return reduce(v, op, kThreads, line);
+  }
+  template <class Op>
+  EMU_CUB_INLINE T Reduce(T input, Op op, int num_valid, Line line = Line()) {
+    return reduce(input, op, num_valid, line);
+  }
+  EMU_CUB_INLINE T Sum(T input, Line line = Line()) { return reduce(input, cub::Sum(), kThreads, line); }
+  template <int N>
+  EMU_CUB_INLINE T Sum(T (&inputs)[N], Line line = Line()) { return Reduce(inputs, cub::Sum(), line); }
+  EMU_CUB_INLINE T Sum(T input, int num_valid, Line line = Line()) {
+    return reduce(input, cub::Sum(), num_valid, line);
+  }
+
+ private:
+  template <class Op>
+  EMU_CUB_INLINE T reduce(T v, Op op, int num_valid, Line line) {
+    emu_detail::check_block(kThreads, "cub::BlockReduce", line.n);
+    int warp = ::emu::g_cur->warp;
+    int valid = num_valid - warp * 32;
+    valid = valid < 0 ? 0 : (valid > 32 ? 32 : valid);
+    v = emu_detail::warp_reduce(v, op, 32, valid, emu_detail::warp_lanes(kThreads), line.n);
+    T* totals = s_.warp_totals.items();
+    if (::emu::g_cur->lane == 0 && valid > 0) totals[warp] = v;
+    ::emu::syncthreads(line.n);
+    if (emu_detail::linear_tid() == 0) {
+      int warps = (num_valid + 31) / 32;
+      for (int w = 1; w < warps && w < kWarps; ++w) v = op(v, totals[w]);
+    }
+    return v;
+  }
+  TempStorage& s_;
+};
+
+template <class T, int BLOCK_DIM_X, BlockScanAlgorithm ALGORITHM = BLOCK_SCAN_RAKING, int BLOCK_DIM_Y = 1,
+          int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockScan {
+  using Line = emu_detail::Line;     // the kernel's line, for emu's reports
+  static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
+  static constexpr int kWarps = (kThreads + 31) / 32;
+
+ public:
+  struct TempStorage {
+    emu_detail::Storage<T, kWarps + 1> items;       // the warps' totals, then the callback's prefix
+  };
+  explicit BlockScan(TempStorage& storage) : s_(storage) {}
+
+  // ---- one item per thread
+  EMU_CUB_INLINE void ExclusiveSum(T input, T& output, Line line = Line()) {
+    T aggregate;
+    ExclusiveScan(input, output, T(), cub::Sum(), aggregate, line);
+  }
+  EMU_CUB_INLINE void ExclusiveSum(T input, T& output, T& block_aggregate, Line line = Line()) {
+    ExclusiveScan(input, output, T(), cub::Sum(), block_aggregate, line);
+  }
+  template <class Callback, class = decltype(std::declval<Callback&>()(std::declval<T>()))>
+  EMU_CUB_INLINE void ExclusiveSum(T input, T& output, Callback& prefix_op, Line line = Line()) {
+    ExclusiveScan(input, output, cub::Sum(), prefix_op, line);
+  }
+  EMU_CUB_INLINE void InclusiveSum(T input, T& output, Line line = Line()) {
+    T aggregate;
+    InclusiveScan(input, output, cub::Sum(), aggregate, line);
+  }
+  EMU_CUB_INLINE void InclusiveSum(T input, T& output, T& block_aggregate, Line line = Line()) {
+    InclusiveScan(input, output, cub::Sum(), block_aggregate, line);
+  }
+  template <class Callback, class = decltype(std::declval<Callback&>()(std::declval<T>()))>
+  EMU_CUB_INLINE void InclusiveSum(T input, T& output, Callback& prefix_op, Line line = Line()) {
+    InclusiveScan(input, output, cub::Sum(), prefix_op, line);
+  }
+  // Without an initial value thread 0's output is undefined in CUB; here it is its own input's identity-free
+  // exclusive value, T().
+  template <class Op>
+  EMU_CUB_INLINE void ExclusiveScan(T input, T& output, Op op, Line line = Line()) {
+    T inclusive, exclusive, aggregate;
+    scan(input, op, inclusive, exclusive, aggregate, line);
+    output = exclusive;
+  }
+  template <class Op>
+  EMU_CUB_INLINE void ExclusiveScan(T input, T& output, T initial, Op op, Line line = Line()) {
+    T aggregate;
+    ExclusiveScan(input, output, initial, op, aggregate, line);
+  }
+  template <class Op>
+  EMU_CUB_INLINE void ExclusiveScan(T input, T& output, T initial, Op op, T& block_aggregate, Line line = Line()) {
+    T inclusive, exclusive;
+    scan(input, op, inclusive, exclusive, block_aggregate, line);
+    output = emu_detail::linear_tid() == 0 ? initial : op(initial, exclusive);
+  }
+  template <class Op, class Callback, class = decltype(std::declval<Callback&>()(std::declval<T>()))>
+  EMU_CUB_INLINE void ExclusiveScan(T input, T& output, Op op, Callback& prefix_op, Line line = Line()) {
+    T inclusive, exclusive, aggregate;
+    scan(input, op, inclusive, exclusive, aggregate, line);
+    T prefix = block_prefix(prefix_op, aggregate, line);
+    output = emu_detail::linear_tid() == 0 ? prefix : op(prefix, exclusive);
+  }
+  template <class Op>
+  EMU_CUB_INLINE void InclusiveScan(T input, T& output, Op op, Line line = Line()) {
+    T aggregate;
+    InclusiveScan(input, output, op, aggregate, line);
+  }
+  template <class Op>
+  EMU_CUB_INLINE void InclusiveScan(T input, T& output, Op op, T& block_aggregate, Line line = Line()) {
+    T exclusive;
+    scan(input, op, output, exclusive, block_aggregate, line);
+  }
+  template <class Op, class Callback, class = decltype(std::declval<Callback&>()(std::declval<T>()))>
+  EMU_CUB_INLINE void InclusiveScan(T input, T& output, Op op, Callback& prefix_op, Line line = Line()) {
+    T inclusive, exclusive, aggregate;
+    scan(input, op, inclusive, exclusive, aggregate, line);
+    output = op(block_prefix(prefix_op, aggregate, line), inclusive);
+  }
+
+  // ---- N items per thread (a blocked arrangement: thread t holds items t*N .. t*N+N-1)
+  template <int N>
+  EMU_CUB_INLINE void ExclusiveSum(T (&input)[N], T (&output)[N], Line line = Line()) {
+    T aggregate;
+    ExclusiveScan(input, output, T(), cub::Sum(), aggregate, line);
+  }
+  template <int N>
+  EMU_CUB_INLINE void ExclusiveSum(T (&input)[N], T (&output)[N], T& block_aggregate, Line line = Line()) {
+    ExclusiveScan(input, output, T(), cub::Sum(), block_aggregate, line);
+  }
+  template <int N>
+  EMU_CUB_INLINE void InclusiveSum(T (&input)[N], T (&output)[N], Line line = Line()) {
+    T aggregate;
+    InclusiveScan(input, output, cub::Sum(), aggregate, line);
+  }
+  template <int N>
+  EMU_CUB_INLINE void InclusiveSum(T (&input)[N], T (&output)[N], T& block_aggregate, Line line = Line()) {
+    InclusiveScan(input, output, cub::Sum(), block_aggregate, line);
+  }
+  template <int N, class Op>
+  EMU_CUB_INLINE void ExclusiveScan(T (&input)[N], T (&output)[N], T initial, Op op, Line line = Line()) {
+    T aggregate;
+    ExclusiveScan(input, output, initial, op, aggregate, line);
+  }
+  template <int N, class Op>
+  EMU_CUB_INLINE void ExclusiveScan(T (&input)[N], T (&output)[N], T initial, Op op, T& block_aggregate,
+                     Line line = Line()) {
+    T total = input[0];
+    for (int i = 1; i < N; ++i) total = op(total, input[i]);
+    T before;
+    ExclusiveScan(total, before, initial, op, block_aggregate, line);
+    T run = before;
+    for (int i = 0; i < N; ++i) {
+      T item = input[i];           // input and output may be the same array
+      output[i] = run;
+      run = op(run, item);
+    }
+  }
+  template <int N, class Op>
+  EMU_CUB_INLINE void InclusiveScan(T (&input)[N], T (&output)[N], Op op, Line line = Line()) {
+    T aggregate;
+    InclusiveScan(input, output, op, aggregate, line);
+  }
+  template <int N, class Op>
+  EMU_CUB_INLINE void InclusiveScan(T (&input)[N], T (&output)[N], Op op, T& block_aggregate, Line line = Line()) {
+    T total = input[0];
+    for (int i = 1; i < N; ++i) total = op(total, input[i]);
+    T inclusive, exclusive;
+    scan(total, op, inclusive, exclusive, block_aggregate, line);
+    bool first = emu_detail::linear_tid() == 0;
+    T run = exclusive;
+    for (int i = 0; i < N; ++i) {
+      run = (first && i == 0) ? input[0] : op(run, input[i]);
+      output[i] = run;
+    }
+  }
+
+ private:
+  // Each thread's inclusive and exclusive scan over the block (thread 0's exclusive is T()) and the block's total.
+  template <class Op>
+  EMU_CUB_INLINE void scan(T v, Op op, T& inclusive, T& exclusive, T& aggregate, Line line) {
+    emu_detail::check_block(kThreads, "cub::BlockScan", line.n);
+    int warp = ::emu::g_cur->warp, lane = ::emu::g_cur->lane;
+    unsigned lanes = emu_detail::warp_lanes(kThreads);
+    T in_warp = emu_detail::warp_inclusive_scan(v, op, lanes, line.n);
+    T* totals = s_.items.items();
+    int last = 31 - __builtin_clz(lanes);
+    if (lane == last) totals[warp] = in_warp;
+    ::emu::syncthreads(line.n);
+    T before = T();
+    aggregate = totals[0];
+    for (int w = 1; w < kWarps; ++w) {
+      if (w == warp) before = aggregate;
+      aggregate = op(aggregate, totals[w]);
+    }
+    inclusive = warp == 0 ? in_warp : op(before, in_warp);
+    T up = emu_detail::shuffle(::emu::W_SHFL_UP, lanes, inclusive, 1, 32, line.n);
+    exclusive = lane > 0 ? up : before;
+  }
+  // The prefix the callback returns in thread 0 (the first warp calls it with the block's total), to every thread.
+  template <class Callback>
+  EMU_CUB_INLINE T block_prefix(Callback& prefix_op, const T& aggregate, Line line) {
+    T* prefix = s_.items.items() + kWarps;
+    if (::emu::g_cur->warp == 0) {
+      T p = prefix_op(aggregate);
+      if (::emu::g_cur->lane == 0) *prefix = p;
+    }
+    ::emu::syncthreads(line.n);
+    return *prefix;
+  }
+  TempStorage& s_;
+};
+
+}  // namespace cub
