@@ -141,6 +141,13 @@ EMU_CUB_INLINE void check_block(int threads, const char* what, int line) {
   }
 }
 
+// What a block collective knows of its block: its threads (the template's) and its warps.
+template <int X, int Y, int Z>
+struct BlockShape {
+  static constexpr int kThreads = X * Y * Z;
+  static constexpr int kWarps = (kThreads + 31) / 32;
+};
+
 template <class T, int N>
 struct alignas(T) Storage {        // uninitialised room for N items (a TempStorage may share a union with others)
   unsigned char bytes[sizeof(T) * N];
@@ -178,10 +185,10 @@ class WarpReduce {
 
 template <class T, int BLOCK_DIM_X, BlockReduceAlgorithm ALGORITHM = BLOCK_REDUCE_WARP_REDUCTIONS,
           int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
-class BlockReduce {
+class BlockReduce : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kWarps;
   using Line = emu_detail::Line;     // the kernel's line, for emu's reports
-  static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
-  static constexpr int kWarps = (kThreads + 31) / 32;
 
  public:
   struct TempStorage {
@@ -232,10 +239,10 @@ class BlockReduce {
 
 template <class T, int BLOCK_DIM_X, BlockScanAlgorithm ALGORITHM = BLOCK_SCAN_RAKING, int BLOCK_DIM_Y = 1,
           int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
-class BlockScan {
+class BlockScan : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kWarps;
   using Line = emu_detail::Line;     // the kernel's line, for emu's reports
-  static constexpr int kThreads = BLOCK_DIM_X * BLOCK_DIM_Y * BLOCK_DIM_Z;
-  static constexpr int kWarps = (kThreads + 31) / 32;
 
  public:
   struct TempStorage {
