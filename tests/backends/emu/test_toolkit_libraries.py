@@ -49,3 +49,16 @@ def test_check_calls_such_a_kernel_unchecked(tmp_path, capsys):
     rows = json.loads((tmp_path / "out" / "report.json").read_text())["rows"]
     assert rc == 3 and {r["verdict"] for r in rows} == {"unchecked"}
     assert "thrust/device_vector.h" in rows[0]["reason"]
+
+
+@needs_nvcc
+def test_a_name_another_cub_has_is_not_the_kernels_fault(emu):
+    """CUB 2's cub::Max, which the gate's CUB 3 (CUDA 13) dropped: the toolkit here cannot build the kernel."""
+    source = ("#include <cub/cub.cuh>\n__global__ void k(float* y) {\n  typedef cub::BlockReduce<float, 32> R;\n"
+              "  __shared__ R::TempStorage t;\n  float m = R(t).Reduce(y[threadIdx.x], cub::Max());\n"
+              "  if (threadIdx.x == 0) y[0] = m;\n}\n")
+    if "CUB 3" not in gate.describe() and "release 13" not in gate.describe():
+        pytest.skip("the gate's toolkit is not CUDA 13 (its CUB may still have cub::Max)")
+    with pytest.raises(UnsupportedConstruct, match="cub::Max is not in the CUB of the CUDA toolkit"):
+        emu.load(source)
+    emu.load(source.replace("cub::Max()", "cuda::maximum<>()"))        # the CUB 3 spelling builds
