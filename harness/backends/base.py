@@ -7,6 +7,7 @@ written in full. Every fault names the kernel, the launch and what was seen.
 """
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,11 +191,22 @@ class ConfinementRefused(BuildError):
     of the kernel's code: its cases are `unchecked`, with the refused path and the -I that would allow it."""
 
 
-def build_error(headline: str, excerpt: str, log: str) -> BuildError:
+# nvcc's error for a name that its toolkit's CUB does not have (one an older or newer CUB has)
+_OTHER_CUB = re.compile(r'namespace "cub" has no member "(\w+)"')
+
+
+def build_error(headline: str, excerpt: str, log: str) -> "BuildError | UnsupportedConstruct":
     """The error of a compile that failed: `headline`, then `excerpt` (the compiler's lines worth showing) for a
     BuildError; where confinement refused a file that `log` (the compiler's whole output) names, a
-    ConfinementRefused that says so first (harness.confine.explain), then the excerpt."""
+    ConfinementRefused that says so first (harness.confine.explain), then the excerpt. A source written for another
+    CUB than the toolkit's is UnsupportedConstruct: the toolkit here cannot build it, which says nothing of it."""
     from harness import confine
+    other = _OTHER_CUB.search(log)
+    if other:
+        return UnsupportedConstruct(None, f"cub::{other.group(1)} is not in the CUB of the CUDA toolkit that compiles "
+                                          "here (CUB 3, CUDA 13, dropped cub::Sum, Max and Min for cuda::std::plus "
+                                          "and cuda::maximum/minimum): the kernel was written for another CUB; nvcc "
+                                          f"said: {other.group(0)}")
     why = confine.explain(log)
     if not why:
         return BuildError(f"{headline}\n{excerpt}".rstrip())

@@ -26,7 +26,7 @@ from typing import Optional
 
 from harness import confine
 from harness.backends import protocol
-from harness.backends.base import BuildError, UnsupportedConstruct, build_error
+from harness.backends.base import BuildError, build_error
 from harness.cache import tool_env
 
 GATE_ARCH = "sm_90"
@@ -115,10 +115,6 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
                                 env=tool_env(work), preexec_fn=preexec)
 
 
-# nvcc's error for a name its toolkit's CUB does not have (one an older or newer CUB has)
-_OTHER_CUB = re.compile(r'namespace "cub" has no member "(\w+)"')
-
-
 def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
     if proc is None:
         return
@@ -130,12 +126,6 @@ def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
         raise BuildError(f"emu: nvcc's device-side check of {name} did not finish in 600 s") from None
     if proc.returncode != 0:
         errors = [ln for ln in out.splitlines() if "error" in ln]
-        dropped = _OTHER_CUB.search(out)
-        if dropped:      # written for another CUB: the toolkit here cannot build it, which says nothing of the kernel
-            raise UnsupportedConstruct(None, f"cub::{dropped.group(1)} is not in the CUB of the CUDA toolkit whose nvcc "
-                                             f"checks device code here (CUB 3, CUDA 13, dropped cub::Sum, Max and Min "
-                                             f"for cuda::std::plus and cuda::maximum/minimum): the kernel was written "
-                                             f"for another CUB; nvcc said: {dropped.group(0)}")
         raise build_error(f"emu: {name} is not device code that a GPU build accepts; nvcc's device-side "
                           f"compile refused it (nothing was run):", "\n".join(errors[:20] or out.splitlines()[-20:]),
                           out)

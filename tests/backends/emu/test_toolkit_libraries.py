@@ -59,6 +59,17 @@ def test_a_name_another_cub_has_is_not_the_kernels_fault(emu):
               "  if (threadIdx.x == 0) y[0] = m;\n}\n")
     if "CUB 3" not in gate.describe() and "release 13" not in gate.describe():
         pytest.skip("the gate's toolkit is not CUDA 13 (its CUB may still have cub::Max)")
-    with pytest.raises(UnsupportedConstruct, match="cub::Max is not in the CUB of the CUDA toolkit"):
+    with pytest.raises(UnsupportedConstruct, match="cub::Max is not in the CUB of the CUDA toolkit that compiles here"):
         emu.load(source)
     emu.load(source.replace("cub::Max()", "cuda::maximum<>()"))        # the CUB 3 spelling builds
+
+
+def test_both_backends_read_nvccs_other_cub_error_so():
+    """The rule is in the one constructor of build errors (backends.base.build_error), which emu's gate and the GPU
+    backend's nvcc compile share."""
+    from harness.backends.base import build_error
+    log = 'kernel.cu(5): error: namespace "cub" has no member "Sum"\n'
+    assert isinstance(build_error("nvcc could not compile the source for sm_90:", log, log), UnsupportedConstruct)
+    other = 'kernel.cu(5): error: identifier "undefined_thing" is undefined\n'       # negative control
+    err = build_error("nvcc could not compile the source for sm_90:", other, other)
+    assert isinstance(err, BuildError) and "undefined_thing" in str(err)
