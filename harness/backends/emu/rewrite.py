@@ -22,7 +22,7 @@ from harness.backends.emu.source_text import line_of, matching
 from cudasrc.host_code import without_host_functions
 from cudasrc.preprocess import as_built
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
-                                namespace_blocks, scope_at, skip_string, split_top_level, strip_comments,
+                                namespace_blocks, scope_at, skip_string, split_top_level,
                                 template_kernels)
 
 

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
+from . import toolkit_headers
+
 _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
 # The file emu compiles (build.py): the kernel's lines come through its `#line` directives, so an entry in its own
 # name is the compiler's code (seen for accesses of a header function it did not inline), never a kernel line. The
@@ -25,7 +27,6 @@ _RUNTIME_FILES = frozenset([p.name for p in Path(__file__).parent.glob("emu_*") 
 def library_dirs() -> list[str]:
     """The folders of the libraries' headers a kernel calls into, whose lines a report tells after the kernel's: the
     toolkit's (cuRAND) and emu's CUB."""
-    from . import toolkit_headers
     toolkit = toolkit_headers.toolkit_include()
     cub = Path(__file__).parent / "cub"
     return [str(d) for d in (toolkit, cub, *sorted(p for p in cub.iterdir() if p.is_dir())) if d is not None]

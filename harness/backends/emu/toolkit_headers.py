@@ -20,15 +20,18 @@ from . import gate
 OFFERED = ("curand*.h", "nv", "math_constants.h")        # globs in the toolkit's include folder
 
 
+def _include_folder() -> "Path | None":
+    """The include folder of the toolkit whose nvcc the gate uses, or None without one."""
+    nvcc, _ = gate.nvcc_gate()
+    return None if nvcc is None else Path(nvcc).resolve().parent.parent / "include"
+
+
 @functools.lru_cache(maxsize=None)
 def toolkit_include() -> "Path | None":
     """The toolkit's include folder, when it has cuRAND's headers (what a race report names after the kernel's
     line where an access is inside them)."""
-    nvcc, _ = gate.nvcc_gate()
-    if nvcc is None:
-        return None
-    folder = Path(nvcc).resolve().parent.parent / "include"
-    return folder if (folder / "curand_kernel.h").is_file() else None
+    folder = _include_folder()
+    return folder if folder is not None and (folder / "curand_kernel.h").is_file() else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,9 +61,8 @@ def toolkit_header(name: str) -> "str | None":
     """Where the CUDA toolkit has the header `#include <name>` names, said for a message: its include folder (or its
     cccl/ folder, where CUDA 13 keeps CUB, Thrust and libcu++); without nvcc, the CCCL library the name's folder is.
     None for a header the toolkit does not have (a header of the source's own, or of another library)."""
-    nvcc, _ = gate.nvcc_gate()
-    if nvcc is not None:
-        include = Path(nvcc).resolve().parent.parent / "include"
+    include = _include_folder()
+    if include is not None:
         found = next((folder / name for folder in (include, include / "cccl") if (folder / name).is_file()), None)
         return f"the CUDA toolkit's {found.relative_to(include.parent)}" if found else None
     top = Path(name).parts[0] if Path(name).parts else ""

@@ -273,8 +273,7 @@ class BlockScan : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> 
   EMU_CUB_INLINE void InclusiveSum(T input, T& output, Callback& prefix_op, Line line = Line()) {
     InclusiveScan(input, output, cub::Sum(), prefix_op, line);
   }
-  // Without an initial value thread 0's output is undefined in CUB; here it is its own input's identity-free
-  // exclusive value, T().
+  // Without an initial value thread 0's output is undefined in CUB; here it is T().
   template <class Op>
   EMU_CUB_INLINE void ExclusiveScan(T input, T& output, Op op, Line line = Line()) {
     T inclusive, exclusive, aggregate;
