@@ -123,7 +123,7 @@ def split_top_level(text: str, sep: str) -> list[str]:
     return parts
 
 
-def _split_declaration(text: str, sep: str) -> list[str]:
+def split_declaration(text: str, sep: str) -> list[str]:
     """Split a declaration's text at `sep` outside (), [], {} and template <>."""
     parts, depth, start = [], 0, 0
     for j, c in enumerate(text):
@@ -139,13 +139,13 @@ def _split_declaration(text: str, sep: str) -> list[str]:
 
 
 def _split_params(body: str) -> list[str]:
-    return _split_declaration(body, ",")
+    return split_declaration(body, ",")
 
 
 def without_default(text: str) -> str:
     """A parameter without its default argument (`int* p = NULL` -> `int* p`): what comes before its first `=`
     outside brackets (a declarator has none; the default may hold comparisons)."""
-    return _split_declaration(text, "=")[0]
+    return split_declaration(text, "=")[0]
 
 
 def _split_param(text: str) -> tuple[str, str]:
@@ -314,6 +314,40 @@ def template_kernels(code: str) -> list[str]:
         if template and m.group(1) not in names:
             names.append(m.group(1))
     return names
+
+
+@dataclass(frozen=True)
+class TemplateKernel:
+    """A template kernel as the source defines it: what an explicit instantiation of it needs."""
+    name: str
+    template_params: tuple[str, ...]      # `typename T`, `int N = 4`, as written
+    params: tuple[str, ...]               # the kernel's parameters, as written (default arguments dropped)
+    line: int
+    namespaces: tuple[str, ...] = ()      # the enclosing namespaces, outermost first ("" for an anonymous one)
+
+
+def template_definitions(code: str, defines: "Mapping[str, str] | None" = None) -> list[TemplateKernel]:
+    """The template kernels of the source (`template <typename T, int N> __global__ void k(...)`), each once, in
+    source order; read as the build reads it where a parameter list has preprocessor conditionals."""
+    clean = strip_comments(code)
+    if CONDITIONAL.search(clean):
+        clean = active_source(clean, defines or {})
+    namespaces = namespace_blocks(clean) if "namespace" in clean else []
+    out: dict[str, TemplateKernel] = {}
+    for m, template, _ in _globals(clean):
+        if not template or m.group(1) in out:
+            continue
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        close = closing_bracket(clean, m.end() - 1)
+        body = clean[m.end():close].strip()
+        params = tuple(re.sub(r"\s+", " ", without_default(p)).strip()
+                       for p in (_split_params(body) if body and body != "void" else []))
+        template_params = tuple(re.sub(r"\s+", " ", t).strip() for t in _split_params(head.group(1)[1:-1])
+                                if t.strip())
+        enclosing = tuple(name[:-2] for open_, close_, name in namespaces if open_ < m.start() < close_)
+        out[m.group(1)] = TemplateKernel(m.group(1), template_params, params,
+                                         clean.count("\n", 0, m.start()) + 1, enclosing)
+    return list(out.values())
 
 
 def _in_directive(clean: str, pos: int) -> bool:

@@ -29,6 +29,7 @@ from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness import confine
 from harness.cache import cache_dir, cache_entry, content_key
 from harness.toolchain.compile import cubin_of
+from harness.toolchain.cubin import kernel_symbol
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
                                 template_kernels)
@@ -504,6 +505,7 @@ class GpuModule(Module):
         self.signatures = {s.name: s for s in sigs}
         self.key = key
         self.cubin = cubin
+        self._symbols: dict[str, str] = {}       # an instantiation's name -> its mangled symbol
         self._buffers = ResidentBook(backend._worker, "gpu",
                                      lambda: backend.restarts[-1] if backend.restarts else "stopped")
 
@@ -513,19 +515,32 @@ class GpuModule(Module):
 
     def resolve(self, name: str) -> None:
         """Check that kernel `name` can be launched: BuildError if the compiled module lacks it."""
-        self._signature(name)
+        symbol = self._symbol(self._signature(name))
         self.backend.ensure_module(self.key, self.cubin)
-        self.backend.request({"op": "resolve", "key": self.key, "name": name})
+        self.backend.request({"op": "resolve", "key": self.key, "name": name, "symbol": symbol})
 
     def _signature(self, name: str) -> KernelSignature:
-        if name not in self.signatures and (name in template_kernels(self.source) or "<" in name):
-            raise BuildError(f"kernel {name!r} is a template kernel (or an instantiation of one): this backend "
-                             "finds kernels by their C name, which a template or static kernel does not have")
         try:
             return self.signatures[name]
         except KeyError:
-            raise ValueError(f"name: no kernel {name!r} in this module; it has {', '.join(self.signatures)}") \
-                from None
+            template = name in template_kernels(self.source) or "<" in name
+            raise ValueError(f"name: no kernel {name!r} in this module; it has {', '.join(self.signatures)}"
+                             + ("; a template kernel launches by an instantiation the source makes, or that "
+                                "cudasrc.instantiations.instantiated() adds" if template else "")) from None
+
+    def _symbol(self, sig: KernelSignature) -> str:
+        """The symbol the driver knows kernel `sig` by: its name (C linkage), or an instantiation's mangled name,
+        read from the cubin."""
+        if "<" not in sig.name:
+            return sig.name
+        if sig.name not in self._symbols:
+            symbol, others = kernel_symbol(self.cubin, sig.name, sig.scope)
+            if symbol is None:
+                raise BuildError(f"kernel {sig.name!r}: the compiled module has no instantiation spelled so"
+                                 + (f" (it has {', '.join(others)}; name the instantiation as the compiler spells "
+                                    "it)" if others else ""))
+            self._symbols[sig.name] = symbol
+        return self._symbols[sig.name]
 
     # -- resident buffers ------------------------------------------------------------------------------
     @property
@@ -575,8 +590,10 @@ class GpuModule(Module):
         waits = len(POISON_BYTES) + (0 if tplan is None else
                                      (tplan.batches + 2) * tplan.launches + int(tplan.warmup_ms / 1e3) + 1)
         limit = be.launch_timeout_s * waits + 2 * be.lock_wait_s + REQUEST_SLACK_S
+        symbol = self._symbol(sig)
         be.ensure_module(self.key, self.cubin, info)
-        result = be.request({"op": "launch", "key": self.key, "info": info, "plan": plan, "timing": tplan,
+        result = be.request({"op": "launch", "key": self.key, "info": info, "symbol": symbol, "plan": plan,
+                             "timing": tplan,
                              "timeout_s": be.launch_timeout_s, "lock_wait_s": be.lock_wait_s}, info, limit)
         try:
             for p in plan:

@@ -249,7 +249,7 @@ class Launch:
         self.timing: Optional[TimingPlan] = req["timing"]
         self.limit_s: float = req["timeout_s"]
         self.lock_wait_s: float = req["lock_wait_s"]
-        self.function = dev.function(req["key"], self.info.kernel)
+        self.function = dev.function(req["key"], req.get("symbol") or self.info.kernel)
         self.buffers = [p for p in self.plan if isinstance(p, BufferArg)]
         self.resident = [p for p in self.plan if isinstance(p, ResidentArg)]
         self.allocs: dict[int, _Alloc] = {}
@@ -415,7 +415,7 @@ def handle(dev: Optional[Device], req: dict) -> tuple[Optional[Device], dict]:
         dev.load(req["key"], req["cubin"])
         return dev, {"ok": None}
     if op == "resolve":
-        dev.function(req["key"], req["name"])
+        dev.function(req["key"], req.get("symbol") or req["name"])
         return dev, {"ok": None}
     if op == "launch":
         return dev, {"ok": Launch(dev, req).run()}

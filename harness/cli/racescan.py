@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import shlex
 import sys
 
@@ -58,6 +59,7 @@ def register(sub) -> None:
 
 
 def _launch(args, header: dict):
+    from cudasrc.instantiations import spelled
     from harness.racescan import parse_launch, parse_args
     where = args.source
     if "launch" in header:
@@ -67,7 +69,8 @@ def _launch(args, header: dict):
     else:
         raise ValueError(f"{where}: no `// launch: KERNEL grid=.. block=..` line in its leading comment; give "
                          "--kernel, --grid and --block")
-    text = " ".join([args.kernel or line.kernel, f"grid={args.grid or ','.join(map(str, line.grid))}",
+    kernel = spelled(args.kernel) if args.kernel else line.kernel
+    text = " ".join([kernel, f"grid={args.grid or ','.join(map(str, line.grid))}",
                      f"block={args.block or ','.join(map(str, line.block))}",
                      f"shared={args.shared if args.shared is not None else (line.shared_bytes if line else 0)}"])
     launch = parse_launch(text, "--kernel/--grid/--block")
@@ -75,6 +78,19 @@ def _launch(args, header: dict):
     if spec_text is None:
         raise ValueError(f"{where}: no `// args: ...` line in its leading comment; give --args")
     return launch, parse_args(spec_text)
+
+
+def _with_layout(spec, ctype: str, source: str, headers: dict):
+    """A `name:struct` spec with the layout of its parameter's type, read from the source and its own headers."""
+    from cudasrc.structs import struct_layout
+    name = re.sub(r"\b(?:const|volatile|struct)\b", "", ctype).strip()
+    if not re.fullmatch(r"[A-Za-z_][\w:]*", name):
+        raise ValueError(f"args: {spec.name}: `struct` is for a struct passed by value; the parameter is {ctype}")
+    try:
+        layout = struct_layout(source + "\n" + "\n".join(headers.values()), name.split("::")[-1])
+    except LookupError as exc:
+        raise ValueError(f"args: {spec.name}: {exc}") from None
+    return spec.with_layout(layout.dtype, f"struct {name}")
 
 
 def _dims(d) -> str:
@@ -118,7 +134,9 @@ def run(args) -> int:
     from harness.backends.emu.backend import EmuBackend
     from harness.cli.lifecycle import check_input
     from harness.judging.progress import Progress
-    from cudasrc.signatures import kernel_signatures
+    from cudasrc.instantiations import instantiated
+    from cudasrc.preprocess import defines_of
+    from cudasrc.signatures import kernel_signatures, template_kernels
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     path = check_input(args.source, "source")
     if not path.is_file():
@@ -127,15 +145,21 @@ def run(args) -> int:
     flags = source_flags([path], include_dirs(args))
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
+    # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
+    source = instantiated(source, [launch.kernel], defines_of(flags))
     signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
     if launch.kernel not in signatures:
+        templates = template_kernels(source)
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
-                         f"(it has: {', '.join(signatures) or 'none'})")
+                         f"(it has: {', '.join(signatures) or 'none'}"
+                         + (f"; template kernels, launched by naming their arguments as `--kernel "
+                            f"'{templates[0]}<...>'`: {', '.join(templates)}" if templates else "") + ")")
     params = signatures[launch.kernel].params
     if len(specs) != len(params):
         where = "--args" if args.arg_specs is not None else f"{args.source}: header args"
         raise ValueError(f"{where}: {len(specs)} spec(s) for the {len(params)} parameters of {launch.kernel} "
                          f"({', '.join(n for _, n in params)})")
+    specs = [_with_layout(s, ctype, source, headers) if s.is_struct else s for s, (ctype, _) in zip(specs, params)]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     domains = {s.name: s.domain for s in specs if s.domain is not None}
     limit = args.limit or SWEEP_LIMIT

@@ -7,11 +7,14 @@ before the launch, must be written in full). Fills: `zeros` (the default), `iota
 numpy lacks are spelled `bfloat16`, `fp8e4m3` and `fp8e5m2`: their fills are numbers, encoded into the bit patterns
 the kernel reads (`harness.racescan.encodings`: nearest code, ties to even, saturating).
 An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a valid launch; `make_args` takes
-the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain."""
+the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain.
+A struct passed by value is `name:struct` (every byte zero) or `name:struct={field=value,...}` (the fields named,
+`inner.x` for a nested struct's, numbers only; an array field takes the value in every element; the rest zero). Its
+layout is the kernel's parameter type, read from the source (`with_layout`, cudasrc.structs)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -32,6 +35,22 @@ class ArgSpec:
     fill: str
     output: bool
     encoding: Optional[str] = None   # bfloat16, fp8e4m3 or fp8e5m2: `dtype` holds its codes
+    fields: Optional[tuple[tuple[str, str], ...]] = None   # a struct by value: the fields given; `dtype` its layout
+
+    @property
+    def is_struct(self) -> bool:
+        return self.fields is not None
+
+    def with_layout(self, dtype: np.dtype, what: str) -> "ArgSpec":
+        """This struct spec with the layout of the kernel's parameter (`what`: the struct, for messages); a
+        ValueError names a field the struct does not have."""
+        for path, _ in self.fields:
+            if path not in dtype.names:
+                raise ValueError(f"args: {self.name}: {what} has no field {path!r} (its fields: "
+                                 f"{', '.join(dtype.names) or 'none'})")
+        laid_out = replace(self, dtype=dtype)
+        _filled(laid_out, None)              # each value fits its field, before anything is built
+        return laid_out
 
     @property
     def domain(self) -> Optional[range]:
@@ -40,6 +59,9 @@ class ArgSpec:
         return range(int(m.group("lo")), int(m.group("hi"))) if m else None
 
     def __str__(self) -> str:
+        if self.is_struct:
+            return f"{self.name}:struct" + ("={" + ",".join(f"{k}={v}" for k, v in self.fields) + "}"
+                                            if self.fields else "")
         shape = "" if self.count is None else f"[{self.count}]"
         return f"{self.name}:{self.encoding or self.dtype.name}{shape}={self.fill}{'!out' if self.output else ''}"
 
@@ -51,6 +73,9 @@ def parse_args(text: str) -> list[ArgSpec]:
         m = _SPEC.match(item)
         if not m:
             raise ValueError(f"args: {item!r} is not `name:dtype[count]=fill[!out]` or `name:dtype=value`")
+        if m.group("dtype") == "struct":
+            specs.append(_struct_spec(item, m))
+            continue
         encoding = m.group("dtype") if m.group("dtype") in ENCODINGS else None
         try:
             dtype = ENCODINGS[encoding][0] if encoding else np.dtype(m.group("dtype"))
@@ -80,6 +105,29 @@ def parse_args(text: str) -> list[ArgSpec]:
     return specs
 
 
+_FIELD = re.compile(r"^(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[^,{}=]+)$")
+
+
+def _struct_spec(item: str, m: "re.Match") -> ArgSpec:
+    if m.group("count") is not None or m.group("out"):
+        raise ValueError(f"args: {item!r}: a struct passed by value is one value, neither an array nor an output")
+    fill = m.group("fill") or "{}"
+    if not (fill.startswith("{") and fill.endswith("}")):
+        raise ValueError(f"args: {item!r}: a struct's value is `{{field=value,...}}`, got {fill!r}")
+    fields = []
+    for part in filter(None, fill[1:-1].split(",")):
+        f = _FIELD.match(part)
+        if not f:
+            raise ValueError(f"args: {item!r}: {part!r} is not `field=number`")
+        try:
+            float(f.group("value"))
+        except ValueError:
+            raise ValueError(f"args: {item!r}: field {f.group('path')}: {f.group('value')!r} is not a number") \
+                from None
+        fields.append((f.group("path"), f.group("value")))
+    return ArgSpec(m.group("name"), np.dtype(np.void), None, fill, False, fields=tuple(fields))
+
+
 def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -> None:
     m = _RANGE.match(fill)
     lo, hi = int(m.group("lo")), int(m.group("hi"))
@@ -93,8 +141,23 @@ def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -
         raise ValueError(f"args: {item!r}: range({lo},{hi}) does not fit {dtype.name} [{info.min}, {info.max}]")
 
 
-def _filled(spec: ArgSpec, rng: np.random.Generator) -> np.ndarray:
+def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
     n = spec.count if spec.count is not None else 1
+    if spec.is_struct:
+        if not spec.dtype.names:
+            raise ValueError(f"args: {spec.name}: a struct spec needs the parameter's layout (ArgSpec.with_layout)")
+        value = np.zeros(1, spec.dtype)
+        for path, text in spec.fields:
+            field = spec.dtype.fields[path][0].base
+            number = float(text)
+            if field.kind != "f" and (number != int(number) or (field.kind == "b" and number not in (0, 1))):
+                raise ValueError(f"args: {spec.name}: field {path} is {field.name}: {text} is not "
+                                 f"{'0 or 1' if field.kind == 'b' else 'an integer'}")
+            try:
+                value[path] = number if field.kind == "f" else int(number)
+            except OverflowError:
+                raise ValueError(f"args: {spec.name}: field {path}: {text} does not fit {field.name}") from None
+        return value
     m = _RANDOM.match(spec.fill)
     if spec.encoding:              # the values as float64, then their codes
         values = _filled(ArgSpec(spec.name, np.dtype("float64"), spec.count, spec.fill, spec.output), rng)

@@ -170,3 +170,97 @@ def test_a_header_linked_outside_the_sources_folders_is_neither_built_nor_listed
                  "out:int32[32]!out", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     assert "in fine.h: host_helper (line 1)" in out and "leaked_function_name" not in out
+
+
+def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_path, capsys):
+    """`--kernel 'route<32, false>'` runs the instantiation that the file's host code makes (and qconform's build
+    drops with the host code) without an edit to the file; the barrier that the template's `B` turns off is the
+    race, so the other instantiation is the negative control."""
+    src = tmp_path / "route.cu"
+    src.write_text("namespace moe {\ntemplate <int N, bool B, typename T = float>\n"
+                   "__global__ void route(const T* x, T* y) {\n  __shared__ T red[N];\n"
+                   "  red[threadIdx.x] = x[threadIdx.x];\n  if (B) __syncthreads();\n"
+                   "  y[threadIdx.x] = red[(threadIdx.x + 1) % N];\n}\n}\n"
+                   "void host(float* x, float* y) { moe::route<32, true><<<1, 32>>>(x, y); "
+                   "moe::route<32, false><<<1, 32>>>(x, y); }\n")
+    argv = ["racescan", str(src), "--grid", "1", "--block", "32", "--args", "x:float32[32]=iota y:float32[32]!out",
+            "--seed", "2"]
+    assert main(argv + ["--kernel", "route<32, false>"]) == 1
+    out, err = capsys.readouterr()
+    assert "route<32,false><<<1, 32, 0>>>" in out and "data race on __shared__ 'red' (line 4)" in out
+    assert "at line 7" in out and "at line 5" in out          # the source's own lines
+    replay = err.strip().splitlines()[-1]
+    assert "--kernel 'route<32, false>'" in replay              # as given, quoted for a shell
+    assert main(shlex.split(replay)[2:]) == 1
+    capsys.readouterr()
+    assert main(argv + ["--kernel", "route<32,true>"]) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
+    assert main(argv + ["--kernel", "route<32>"]) == 2         # a count of arguments the template does not take
+    assert "1 template argument(s), but route (line 3) takes 2 to 3" in capsys.readouterr().err
+    assert main(argv + ["--kernel", "route"]) == 2            # the template itself: its arguments are asked for
+    assert "template kernels, launched by naming their arguments as `--kernel 'route<...>'`: route" in \
+        capsys.readouterr().err
+
+
+STRUCT_KERNEL = """struct inner { float w[2]; };
+struct cfg { int scale; bool twice; inner in; };
+__global__ void k(const float* x, float* y, const cfg c, float* out) {
+  __shared__ float red[32];
+  red[threadIdx.x] = x[threadIdx.x] * c.scale + c.in.w[1];
+  if (c.twice) __syncthreads();
+  y[threadIdx.x] = red[(threadIdx.x + 1) % 32];
+  out[threadIdx.x] = c.scale + c.in.w[1];
+}
+"""
+
+
+@pytest.mark.parametrize("spec, verdict, exit_status", [
+    ("c:struct={scale=2,twice=1,in.w=0.5}", "verdict: CLEAN", 0),
+    ("c:struct={scale=2}", "verdict: RACE", 1),            # twice is zero: the barrier is skipped
+    ("c:struct", "verdict: RACE", 1),
+])
+def test_a_struct_passed_by_value_takes_its_fields_from_the_spec(tmp_path, capsys, spec, verdict, exit_status):
+    src = tmp_path / "cfg.cu"
+    src.write_text(STRUCT_KERNEL)
+    assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--seed", "1", "--args",
+                 f"x:float32[32]=iota y:float32[32]!out {spec} out:float32[32]!out"]) == exit_status
+    out, err = capsys.readouterr()
+    assert verdict in out
+    if exit_status:
+        assert f"--args 'x:float32[32]=iota y:float32[32]!out {spec} out:float32[32]!out'" in err
+
+
+def test_the_struct_value_reaches_the_kernel_field_by_field():
+    from harness.racescan import parse_args, make_args
+    from cudasrc.structs import struct_layout
+    spec, = parse_args("c:struct={scale=-3,twice=1,in.w=0.25}")
+    laid = spec.with_layout(struct_layout(STRUCT_KERNEL, "cfg").dtype, "struct cfg")
+    (value,), _ = make_args([laid], seed=0)
+    assert (value["scale"], value["twice"], list(value["in.w"])) == (-3, True, [0.25, 0.25])
+    assert value.dtype.itemsize == 16 and str(laid) == "c:struct={scale=-3,twice=1,in.w=0.25}"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("c:struct={scal=2}", "args: c: struct cfg has no field 'scal' (its fields: scale, twice, in.w)"),
+    ("c:struct={scale=x}", "field scale: 'x' is not a number"),
+    ("c:struct={scale=2.5}", "field scale is int32: 2.5 is not an integer"),
+    ("c:struct={twice=2}", "field twice is bool: 2 is not 0 or 1"),
+    ("c:struct={scale=3000000000}", "field scale: 3000000000 does not fit int32"),
+    ("c:struct[2]", "a struct passed by value is one value, neither an array nor an output"),
+    ("c:struct=scale", "a struct's value is `{field=value,...}`"),
+])
+def test_a_struct_spec_the_struct_does_not_take_is_named(tmp_path, capsys, spec, message):
+    src = tmp_path / "cfg.cu"
+    src.write_text(STRUCT_KERNEL)
+    assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args",
+                 f"x:float32[32] y:float32[32]!out {spec} out:float32[32]!out"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "cfg.cu").with_suffix(".o").exists()
+
+
+def test_struct_is_for_a_struct_parameter(tmp_path, capsys):
+    src = tmp_path / "cfg.cu"
+    src.write_text(STRUCT_KERNEL)
+    assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args",
+                 "x:struct y:float32[32]!out c:struct out:float32[32]!out"]) == 2
+    assert "args: x: `struct` is for a struct passed by value; the parameter is const float*" in capsys.readouterr().err

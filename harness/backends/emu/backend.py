@@ -392,7 +392,8 @@ class EmuModule(Module):
         if name not in self._sigs:
             made = [k for k in self._sigs if k.startswith(name + "<")]
             raise ValueError(f"name: no kernel {name!r} in this module (it has {', '.join(self._sigs)})"
-                             + (f"; {name} is a template: launch one of its instantiations" if made else ""))
+                             + (f"; {name} is a template: launch one of its instantiations, which the source "
+                                "makes or cudasrc.instantiations.instantiated() adds" if made else ""))
         g, b = as_dim3(grid, "grid"), as_dim3(block, "block")
         if b[0] * b[1] * b[2] > MAX_THREADS:
             raise ValueError(f"block: {b[0] * b[1] * b[2]} threads per block; CUDA allows at most {MAX_THREADS}")

@@ -104,14 +104,19 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
         with scratch_folder("emu") as work:
-            device_check = gate.start_device_compile(source, name, work, flags)    # beside the host compile
+            copies = work / "headers"
+            _write_header_copies(headers, copies, words)
+            # nvcc checks the device code this build compiles, host functions dropped from the source and its
+            # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for
+            device_check = gate.start_device_compile(without_host_functions(source, words)[0], name, work,
+                                                     _copies_first(flags, flags, headers, copies))
             cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
-            compile_flags = _with_header_copies(cmd_flags, flags, headers, work / "headers", words)
+            compile_flags = _copies_first(cmd_flags, flags, headers, copies)
             compile_cmd = [toolchain.cxx, *compile_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
@@ -133,20 +138,23 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
-def _with_header_copies(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
-                        into: Path, words: set[str]) -> tuple[str, ...]:
-    """The compile's flags with the source's headers replaced by copies under `into` whose host functions are
-    dropped, as the source's own are: a program whose `main`, allocations and launches live in a header loads as its
-    device code too. The copies keep every header's absolute place (mirrored under `into`), so that a header's
-    `#include "../x.h"` finds the copy of x.h; each -I folder of `flags` becomes its copy, with the original after
-    it for what the walk did not see (a computed `#include MACRO`). `words`: the macros of all the files that mark
-    a function as device code."""
-    if not headers:
-        return tuple(cmd_flags)
+def _write_header_copies(headers: dict[Path, str], into: Path, words: set[str]) -> None:
+    """Copies of the source's headers under `into` whose host functions are dropped, as the source's own are: a
+    program whose `main`, allocations and launches live in a header loads as its device code too. The copies keep
+    every header's absolute place (mirrored under `into`), so that a header's `#include "../x.h"` finds the copy of
+    x.h. `words`: the macros of all the files that mark a function as device code."""
     for path, text in headers.items():
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(without_host_functions(text, words)[0].encode("latin-1"))
+
+
+def _copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
+                  into: Path) -> tuple[str, ...]:
+    """`cmd_flags` with each -I folder of `flags` preceded by its copy under `into` (_write_header_copies), the
+    original after it for what the walk did not see (a computed `#include MACRO`)."""
+    if not headers:
+        return tuple(cmd_flags)
     user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
     out: list[str] = []
     for f in cmd_flags:

@@ -368,7 +368,9 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
         if templates:
             raise UnsupportedConstruct(None, f"template kernel(s) {', '.join(templates)} with no explicit "
                                              f"instantiation (`template __global__ void {templates[0]}<...>(...);`): "
-                                             "emu launches the instantiations a source makes")
+                                             "emu launches the instantiations a source makes (host code's "
+                                             "launches are not built; cudasrc.instantiations.instantiated() adds "
+                                             "one, as `racescan --kernel 'k<...>'` does)")
         in_macros = macro_kernel_lines(code)
         if in_macros:
             raise UnsupportedConstruct(None, f"the source's kernels are written inside #define macros (line(s) "

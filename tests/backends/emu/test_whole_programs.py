@@ -136,3 +136,38 @@ def test_an_address_the_compiler_knows_is_odd_is_checked_too(any_build):
     with pytest.raises(KernelCrash, match=rf"misaligned address: a 4-byte write of 0x[0-9a-f]+ at line "
                                           rf"{_line('*(int*)((char*)&word + 1) = 42;')} "):
         any_build.launch("odd_store", (1,), (1,), 0, [np.zeros(1, np.int32)], outputs=(0,))
+
+
+BINDING = r"""#include "binding.h"
+__global__ void twice(const float* x, float* y, int n) {
+  int i = threadIdx.x + blockDim.x * blockIdx.x;
+  if (i < n) y[i] = 2 * x[i];
+}
+void twice_op(torch::Tensor& y, const torch::Tensor& x) {       // the framework's binding: host code
+  TORCH_CHECK(x.is_cuda(), "x must be on the GPU");
+  twice<<<1, 64, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+}
+"""
+BINDING_H = r"""#pragma once
+inline void check_stream(cudaStream_t s) { c10::cuda::CUDAGuard guard(0); AT_CUDA_CHECK(cudaStreamQuery(s)); }
+"""
+
+
+def test_host_code_written_against_a_framework_nvcc_does_not_know_is_not_the_kernels(tmp_path, emu):
+    """nvcc checks the device code emu builds, with the host functions dropped from the source and its headers:
+    a binding written against torch's types (whose headers are not here) does not stop its kernel. A device
+    function written against them still does (the negative control)."""
+    from harness.backends.base import BuildError
+    from harness.backends.emu import gate
+    if gate.nvcc_gate()[0] is None:
+        pytest.skip("the device-code gate needs nvcc (the toolchain extra)")
+    (tmp_path / "binding.h").write_text(BINDING_H)
+    flags = (f"-I{tmp_path}",)
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    emu.load(BINDING, flags).launch("twice", (1,), (64,), 0, [x, y, np.int32(64)], outputs=(1,))
+    assert np.array_equal(y, 2 * x)
+    broken = BINDING.replace("__global__ void twice(", "__device__ int rows(const torch::Tensor& t) { return 0; }\n"
+                                                       "__global__ void twice(")
+    with pytest.raises(BuildError, match=r"(?s)nvcc.s device-side compile refused it.*kernel.cu\(2\): error"):
+        emu.load(broken, flags)

@@ -336,9 +336,19 @@ class FakeModule:
 
     def get_function(self, name):
         self.drv.calls.append(("get_function", self.ctx.id, name))
-        # Only a C-linkage kernel is found under its plain name, as with a real cubin.
-        if not re.search(r'extern "C"\s+__global__\s+void\s+' + re.escape(name) + r"\b", self.text) \
-                or (name not in self.drv.kernels and not self.drv.all_symbols):
+        # Only a C-linkage kernel is found under its plain name, as with a real cubin; a template's instantiation
+        # under its mangled name (`_Z2tkILi4EEvPf`: the instantiation's text must be in the source).
+        m = re.match(r"_ZN?((?:\d+[A-Za-z_]\w*?)+)I", name)
+        if m:
+            base, rest = "", m.group(1)         # the last of the length-prefixed names: the kernel's own
+            while rest:
+                n = re.match(r"\d+", rest)
+                base, rest = rest[n.end():n.end() + int(n.group())], rest[n.end() + int(n.group()):]
+            found = re.search(r"template\s+__global__\s+void\s+" + re.escape(base) + r"\s*<", self.text)
+        else:
+            found = re.search(r'extern "C"\s+__global__\s+void\s+' + re.escape(name) + r"\b", self.text) \
+                and (name in self.drv.kernels or self.drv.all_symbols)
+        if not found:
             raise LogicError(f"cuModuleGetFunction failed: named symbol not found ({name})")
         return FakeFunction(self.drv, self.ctx, name)
 
@@ -471,6 +481,7 @@ def _reverse_shared(drv, grid, block, x, y, n):
 
 KERNELS: dict[str, Callable] = {
     "axpy": _axpy,
+    "_ZN3moe5taxpyILi4EEEvPKfPfif": _axpy,        # moe::taxpy<4>: a template's instantiation, by its symbol
     "overrun": lambda d, g, b, *a: _axpy(d, g, b, *a, extra=1),
     "skip_last": lambda d, g, b, x, y, n, a: _axpy(d, g, b, x, y, n, a, write=int(n) - 1),
     "crash": _illegal_address,

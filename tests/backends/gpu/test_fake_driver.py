@@ -15,6 +15,8 @@ from harness.backends import gpu
 from harness.backends.base import GUARD_BYTES, POISON_BYTES, Buffer, BuildError, KernelTimeout
 from harness.backends.device_lock import DeviceLock
 
+from cudasrc.instantiations import instantiated
+
 from .fake_pycuda import configure
 
 SRC = """
@@ -409,13 +411,47 @@ def test_launch_argument_errors(backend, fake):
     assert len(_pids(fake, "context_made")) == 1
 
 
-def test_missing_kernel_symbol_is_build_error(backend):
+def test_a_template_kernel_launches_by_an_instantiation_only(backend):
     mod = backend.load(SRC + "template <int N> __global__ void tk(float* y) { }\n")
-    with pytest.raises(BuildError, match="template or static"):
+    with pytest.raises(ValueError, match="no kernel 'tk'.*template kernel launches by an instantiation"):
         mod.launch("tk", grid=1, block=32, shared_bytes=0, args=[np.zeros(4, np.float32)])
     mod.resolve("axpy")
-    with pytest.raises(BuildError, match="template or static"):
-        mod.resolve("tk")
+    with pytest.raises(ValueError, match="no kernel 'tk<4>'.*instantiated"):
+        mod.resolve("tk<4>")
+
+
+TEMPLATE_SRC = """namespace moe {
+template <int N> __global__ void taxpy(const float* x, float* y, int n, float a) { }
+}
+"""
+
+
+def test_an_instantiation_launches_by_its_mangled_symbol(backend, fake, monkeypatch):
+    """The instantiation `instantiated()` adds is found in the cubin by its demangled name (the fake's cubin is
+    the source text, so the cubin's reading is stood in for here; tests/toolchain/test_cubin.py reads real ones),
+    and the driver is asked for the mangled symbol."""
+    asked = []
+
+    def symbol(cubin, name, scope):
+        asked.append((name, scope))
+        return "_ZN3moe5taxpyILi4EEEvPKfPfif", ()
+
+    monkeypatch.setattr(gpu, "kernel_symbol", symbol)
+    mod = backend.load(instantiated(TEMPLATE_SRC, ["taxpy<4>"]))
+    mod.resolve("taxpy<4>")
+    x, y = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)
+    mod.launch("taxpy<4>", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(6), np.float32(2)], outputs=(1,))
+    assert np.array_equal(y, 2 * x)
+    assert asked == [("taxpy<4>", "moe::")]            # read once per module
+    assert "_ZN3moe5taxpyILi4EEEvPKfPfif" in {c[3] for c in _worker_calls(fake) if c[1] == "get_function"}
+
+
+def test_an_instantiation_the_cubin_lacks_is_a_build_error(backend, monkeypatch):
+    monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope: (None, ("moe::taxpy<8>", "moe::taxpy<16>")))
+    mod = backend.load(instantiated(TEMPLATE_SRC, ["taxpy<4>"]))
+    with pytest.raises(BuildError, match=r"no instantiation spelled so \(it has moe::taxpy<8>, moe::taxpy<16>"):
+        mod.launch("taxpy<4>", grid=1, block=32, shared_bytes=0,
+                   args=[np.zeros(6, np.float32), np.zeros(6, np.float32), np.int32(6), np.float32(2)])
 
 
 def test_in_place_inputs_are_uploaded_fresh_for_each_poisoned_run(backend):

@@ -1,0 +1,90 @@
+"""Instantiations of template kernels that a source's host code makes implicitly.
+
+A program launches `topk<8, false><<<g, b>>>(...)` from host code, and the compiler instantiates the template
+there. qconform builds device code only, so those instantiations vanish with the host code. `instantiated()` puts
+them back as explicit instantiations (`template __global__ void topk<8, false>(...);`) appended to the source, so
+that `topk<8,false>` can be launched by name without editing the file. Line numbers of the source stay as they
+are: the text is appended after its last line."""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+from .signatures import split_declaration, kernel_signatures, template_definitions, without_default
+
+_NAME = re.compile(r"^\s*((?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)\s*<(.*)>\s*$", re.S)
+
+
+def spelled(name: str) -> str:
+    """A kernel's launch name as qconform spells it: no whitespace outside identifiers (`k<8, false>` is
+    `k<8,false>`), as kernel_signatures names an explicit instantiation."""
+    return re.sub(r"\s+", "", name)
+
+
+def split_instantiation(name: str) -> "tuple[str, tuple[str, ...]] | None":
+    """`k<float, 4>` -> ("k", ("float", "4")); None when `name` names no template arguments."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    args = tuple(a.strip() for a in split_declaration(m.group(3), ","))
+    return m.group(2), (() if args == ("",) else args)
+
+
+def _param_name(template_param: str) -> str:
+    found = re.findall(r"[A-Za-z_]\w*", without_default(template_param))
+    return found[-1] if found else ""
+
+
+def _default(template_param: str) -> "str | None":
+    parts = split_declaration(template_param, "=")
+    return "=".join(parts[1:]).strip() if len(parts) > 1 else None
+
+
+def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | None" = None) -> str:
+    """`code` with an explicit instantiation appended for each name of `names` that gives template arguments
+    (`k<8,false>`) and that the source does not already instantiate; other names are left to the caller. ValueError
+    names the kernel and the rule broken: no template kernel of that name in the source, or a count of template
+    arguments that its template parameters do not take."""
+    made = {k.name for k in kernel_signatures(code, defines=defines)}
+    templates = {t.name: t for t in template_definitions(code, defines)}
+    added = []
+    for name in names:
+        parts = split_instantiation(name)
+        if parts is None or spelled(name) in made:
+            continue
+        base, args = parts
+        if base not in templates:
+            raise ValueError(f"kernel {name!r}: the source defines no template kernel {base!r} "
+                             f"(its template kernels: {', '.join(templates) or 'none'})")
+        kernel = templates[base]
+        added.append(_instantiation(kernel, args, name))
+        made.add(spelled(name))
+    if not added:
+        return code
+    return code + ("" if code.endswith("\n") else "\n") + "".join(added)
+
+
+def _instantiation(kernel, args: tuple[str, ...], name: str) -> str:
+    params = kernel.template_params
+    if any("..." in p for p in params):
+        raise ValueError(f"kernel {name!r}: {kernel.name} (line {kernel.line}) takes a template parameter pack, "
+                         "which qconform does not instantiate; write the explicit instantiation in the source")
+    required = sum(_default(p) is None for p in params)
+    if not required <= len(args) <= len(params):
+        wanted = f"{required} to {len(params)}" if required != len(params) else str(len(params))
+        raise ValueError(f"kernel {name!r}: {len(args)} template argument(s), but {kernel.name} (line {kernel.line}) "
+                         f"takes {wanted}: template <{', '.join(params)}>")
+    values: dict[str, str] = {}
+    for i, p in enumerate(params):          # a default may name earlier parameters
+        values[_param_name(p)] = args[i] if i < len(args) else _substituted(_default(p) or "", values)
+    signature = ", ".join(_substituted(p, values) for p in kernel.params)
+    text = f"template __global__ void {kernel.name}<{', '.join(args)}>({signature});"
+    for namespace in reversed(kernel.namespaces):      # where C++ wants the instantiation of an unqualified name
+        text = f"namespace {namespace} {{ {text} }}"
+    return text + "\n"
+
+
+def _substituted(text: str, values: Mapping[str, str]) -> str:
+    """Each identifier of `text` that names a template parameter replaced by its argument, once (an argument may
+    itself be a name of the source)."""
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: values.get(m.group(0), m.group(0)), text)

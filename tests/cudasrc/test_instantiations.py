@@ -1,0 +1,58 @@
+"""Instantiations of template kernels that host code makes implicitly, made explicit so that they can be launched
+by name without editing the source."""
+from __future__ import annotations
+
+import pytest
+
+from cudasrc.instantiations import instantiated, split_instantiation, spelled
+from cudasrc.signatures import kernel_signatures
+
+SOURCE = """#include <cstdint>
+struct cfg { int scale; };
+namespace moe { namespace {
+template <int N, bool B, typename T = float, typename P = const T*>
+__launch_bounds__(4 * 32, 1) __global__ void route(P x, T* __restrict__ y, float unused[N], const cfg c,
+                                                   int n = 4) { }
+} }
+template <typename... Ts> __global__ void pack(Ts... xs) { }
+template <typename T> __global__ void made(T* y) { }
+template __global__ void made<int>(int*);
+void host() { moe::route<8, true><<<1, 32>>>(0, 0, 0, cfg{1}); }
+"""
+
+
+def test_the_instantiation_is_appended_and_launchable_by_its_name():
+    code = instantiated(SOURCE, ["route<8, true>", "route<16,false,double>"])
+    assert code.startswith(SOURCE)                              # the source's lines keep their numbers
+    assert code[len(SOURCE):] == (
+        "namespace moe { namespace  { template __global__ void route<8, true>(const float* x, float* __restrict__ y, "
+        "float unused[8], const cfg c, int n); } }\n"
+        "namespace moe { namespace  { template __global__ void route<16, false, double>(const double* x, "
+        "double* __restrict__ y, float unused[16], const cfg c, int n); } }\n")
+    sigs = {s.name: s for s in kernel_signatures(code)}
+    assert sigs["route<8,true>"].params[:2] == (("const float*", "x"), ("float*", "y"))
+    assert sigs["route<16,false,double>"].params[0] == ("const double*", "x")
+    assert set(sigs) == {"made<int>", "route<8,true>", "route<16,false,double>"}
+
+
+def test_names_that_need_nothing_leave_the_source_alone():
+    assert instantiated(SOURCE, ["made<int>", "made< int >", "plain_kernel"]) == SOURCE
+
+
+@pytest.mark.parametrize("name, message", [
+    ("rout<8,true>", r"'rout<8,true>': the source defines no template kernel 'rout' \(its template kernels: "
+                     r"route, pack, made\)"),
+    ("route<8>", r"1 template argument\(s\), but route \(line 5\) takes 2 to 4: template <int N, bool B, "
+                 r"typename T = float, typename P = const T\*>"),
+    ("route<8,true,float,const float*,int>", "5 template argument"),
+    ("pack<int,float>", "template parameter pack"),
+])
+def test_a_name_the_source_cannot_instantiate_is_named_with_the_rule(name, message):
+    with pytest.raises(ValueError, match=message):
+        instantiated(SOURCE, [name])
+
+
+def test_names_are_read_and_spelled_as_qconform_spells_them():
+    assert split_instantiation("moe::route< 8, Pair<int, 2> >") == ("route", ("8", "Pair<int, 2>"))
+    assert split_instantiation("route") is None
+    assert spelled("route<8, unsigned int>") == "route<8,unsignedint>"
