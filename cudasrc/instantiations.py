@@ -40,13 +40,19 @@ def _default(template_param: str) -> "str | None":
     return "=".join(parts[1:]).strip() if len(parts) > 1 else None
 
 
-def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | None" = None) -> str:
+def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | None" = None,
+                 headers: "Mapping[str, str] | None" = None) -> str:
     """`code` with an explicit instantiation appended for each name of `names` that gives template arguments
-    (`k<8,false>`) and that the source does not already instantiate; other names are left to the caller. ValueError
-    names the kernel and the rule broken: no template kernel of that name in the source, or a count of template
-    arguments that its template parameters do not take."""
+    (`k<8,false>`) and that the source does not already instantiate; other names are left to the caller. The
+    template kernel may be the source's or one of its own `headers`' (file name -> text: the source includes them, so
+    the instantiation appended after its last line sees their definitions). ValueError names the kernel and the rule
+    broken: no template kernel of that name, or a count of template arguments that its template parameters do not
+    take."""
     made = {k.name for k in kernel_signatures(code, defines=defines)}
-    templates = {t.name: t for t in template_definitions(code, defines)}
+    templates: dict = {}
+    for where, text in [(None, code), *sorted((headers or {}).items())]:
+        for t in template_definitions(text, defines):
+            templates.setdefault(t.name, (t, where))
     added = []
     for name in names:
         parts = split_instantiation(name)
@@ -54,25 +60,25 @@ def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | 
             continue
         base, args = parts
         if base not in templates:
-            raise ValueError(f"kernel {name!r}: the source defines no template kernel {base!r} "
-                             f"(its template kernels: {', '.join(templates) or 'none'})")
-        kernel = templates[base]
-        added.append(_instantiation(kernel, args, name))
+            raise ValueError(f"kernel {name!r}: neither the source nor its headers define a template kernel {base!r} "
+                             f"(their template kernels: {', '.join(templates) or 'none'})")
+        kernel, where = templates[base]
+        added.append(_instantiation(kernel, args, name, f"{where}, line" if where else "line"))
         made.add(spelled(name))
     if not added:
         return code
     return code + ("" if code.endswith("\n") else "\n") + "".join(added)
 
 
-def _instantiation(kernel, args: tuple[str, ...], name: str) -> str:
+def _instantiation(kernel, args: tuple[str, ...], name: str, at: str) -> str:
     params = kernel.template_params
     if any("..." in p for p in params):
-        raise ValueError(f"kernel {name!r}: {kernel.name} (line {kernel.line}) takes a template parameter pack, "
+        raise ValueError(f"kernel {name!r}: {kernel.name} ({at} {kernel.line}) takes a template parameter pack, "
                          "which qconform does not instantiate; write the explicit instantiation in the source")
     required = sum(_default(p) is None for p in params)
     if not required <= len(args) <= len(params):
         wanted = f"{required} to {len(params)}" if required != len(params) else str(len(params))
-        raise ValueError(f"kernel {name!r}: {len(args)} template argument(s), but {kernel.name} (line {kernel.line}) "
+        raise ValueError(f"kernel {name!r}: {len(args)} template argument(s), but {kernel.name} ({at} {kernel.line}) "
                          f"takes {wanted}: template <{', '.join(params)}>")
     values: dict[str, str] = {}
     for i, p in enumerate(params):          # a default may name earlier parameters

@@ -262,14 +262,17 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     typedefs = {**(type_names(strip_comments(context)) if context else {}), **type_names(clean)} if resolve else {}
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
+    if context and "template" in clean:       # a template kernel of a header: its parameters' names
+        for t in template_definitions(context, defines):
+            template_params[t.name] = [_split_param(p)[1] for p in t.params]
     for m, template, instantiation in _globals(clean):
         close = closing_bracket(clean, m.end() - 1)
         body = clean[m.end():close].strip()
         texts = _split_params(body) if body and body != "void" else []
         if not template and not instantiation and clean[close + 1:].lstrip().startswith(";"):
             continue          # a prototype: the kernel is its definition's (here or in another file)
-        if template:      # a template's definition or declaration: its parameter names
-            template_params.setdefault(m.group(1), [_split_param(p)[1] for p in texts])
+        if template:      # a template's definition or declaration: its parameter names (the source's first)
+            template_params[m.group(1)] = [_split_param(p)[1] for p in texts]
             continue
         if instantiation:     # `template __global__ void k<float>(const float*, float*);`: names may be left out
             params = tuple(_named_param(p, i, template_params.get(m.group(1), [])) for i, p in enumerate(texts))

@@ -146,10 +146,10 @@ def run(args) -> int:
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
-    source = instantiated(source, [launch.kernel], defines_of(flags))
+    source = instantiated(source, [launch.kernel], defines_of(flags), {h.name: t for h, t in headers.items()})
     signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
     if launch.kernel not in signatures:
-        templates = template_kernels(source)
+        templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
                          f"(it has: {', '.join(signatures) or 'none'}"
                          + (f"; template kernels, launched by naming their arguments as `--kernel "

@@ -264,3 +264,45 @@ def test_struct_is_for_a_struct_parameter(tmp_path, capsys):
     assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args",
                  "x:struct y:float32[32]!out c:struct out:float32[32]!out"]) == 2
     assert "args: x: `struct` is for a struct passed by value; the parameter is const float*" in capsys.readouterr().err
+
+
+# A kernel library's layout (vLLM's and llama.cpp's GGUF kernels): the source includes headers that define the
+# template kernels, their shared-memory tiles in device functions, SIMD intrinsics, and launcher typedefs that name
+# the runtime's stream type; the source's own host code launches one instantiation.
+TILES = """#pragma once
+template <int N> static __device__ __forceinline__ void tile_of(int** t) {
+  __shared__ int tile[N * (32) +     + N];
+  *t = tile;
+}
+typedef void (*launcher_t)(const int* x, int* y, int n, cudaStream_t stream);
+"""
+KERNELS = """#pragma once
+#include "tiles.cuh"
+template <int N>
+static __global__ void shift(const int* __restrict__ x, int* __restrict__ y, int n) {
+  int* tile;
+  tile_of<N>(&tile);
+  tile[threadIdx.x] = __vsubss4(x[threadIdx.x], 0x01010101);
+  BARRIER
+  y[threadIdx.x] = tile[(threadIdx.x + 1) % 32];
+}
+"""
+
+
+def test_a_template_kernel_of_a_header_with_shared_tiles_in_its_device_functions(tmp_path, capsys):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "tiles.cuh").write_text(TILES)
+    (tmp_path / "lib" / "kernels.cuh").write_text(KERNELS.replace("BARRIER", ""))
+    src = tmp_path / "ops.cu"
+    src.write_text('#include "kernels.cuh"\nvoid op(const int* x, int* y, torch::Tensor& t) {\n'
+                   '  shift<1><<<1, 32>>>(x, y, 32);\n}\n')
+    argv = ["racescan", str(src), "-I", str(tmp_path / "lib"), "--kernel", "shift<1>", "--grid", "1", "--block",
+            "32", "--args", "x:int32[32]=random(-128,128) y:int32[32]!out n:int32=32", "--seed", "4"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    # the header's shared tile, its accesses, named by the header's file and line
+    assert "data race on __shared__ 'tile' (tiles.cuh:3)" in out, out
+    assert "at line 9 (in kernels.cuh:9)" not in out and "kernels.cuh:9" in out and "kernels.cuh:7" in out, out
+    (tmp_path / "lib" / "kernels.cuh").write_text(KERNELS.replace("BARRIER", "__syncthreads();"))
+    assert main(argv) == 0                                    # the negative control: a barrier between
+    assert "verdict: CLEAN" in capsys.readouterr().out

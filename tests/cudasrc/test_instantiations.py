@@ -40,8 +40,8 @@ def test_names_that_need_nothing_leave_the_source_alone():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("rout<8,true>", r"'rout<8,true>': the source defines no template kernel 'rout' \(its template kernels: "
-                     r"route, pack, made\)"),
+    ("rout<8,true>", r"'rout<8,true>': neither the source nor its headers define a template kernel 'rout' "
+                     r"\(their template kernels: route, pack, made\)"),
     ("route<8>", r"1 template argument\(s\), but route \(line 5\) takes 2 to 4: template <int N, bool B, "
                  r"typename T = float, typename P = const T\*>"),
     ("route<8,true,float,const float*,int>", "5 template argument"),
@@ -56,3 +56,14 @@ def test_names_are_read_and_spelled_as_qconform_spells_them():
     assert split_instantiation("moe::route< 8, Pair<int, 2> >") == ("route", ("8", "Pair<int, 2>"))
     assert split_instantiation("route") is None
     assert spelled("route<8, unsigned int>") == "route<8,unsignedint>"
+
+
+def test_a_template_kernel_of_a_header_is_instantiated_after_the_source():
+    header = "namespace lib {\ntemplate <typename T>\n__global__ void scale(const T* x, T* y, T a) { }\n}\n"
+    source = '#include "lib.cuh"\nvoid host(float* x, float* y) { lib::scale<float><<<1, 32>>>(x, y, 2.f); }\n'
+    code = instantiated(source, ["scale<float>"], headers={"lib.cuh": header})
+    assert code == source + "namespace lib { template __global__ void scale<float>(const float* x, float* y, float a); }\n"
+    sig, = kernel_signatures(code, context=header)
+    assert (sig.name, sig.params) == ("scale<float>", (("const float*", "x"), ("float*", "y"), ("float", "a")))
+    with pytest.raises(ValueError, match=r"but scale \(lib.cuh, line 3\) takes 1"):
+        instantiated(source, ["scale<float,int>"], headers={"lib.cuh": header})

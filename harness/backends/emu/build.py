@@ -18,8 +18,8 @@ from cudasrc.signatures import KernelSignature
 
 from . import gate, toolkit_headers
 from . import toolchain as tc
-from .rewrite import rewrite
-from .sites import MODULE_UNIT
+from .rewrite import header_shared, rewrite
+from .sites import HEADER_COPIES_FOLDER, MODULE_UNIT
 
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
                          r"(?:was not declared in this scope|has not been declared|does not name a type|"
@@ -32,7 +32,7 @@ _MISSING_HEADER = re.compile(r"fatal error: (?P<header>[^:\n]+): No such file or
 
 
 # What the compiled module's headers are: copies of the source's own headers with their host functions dropped.
-HEADER_COPIES = "host-dropped-headers-1"
+HEADER_COPIES = "host-dropped-headers-2"   # v2: in HEADER_COPIES_FOLDER, __shared__ rewritten
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,14 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
         with scratch_folder("emu") as work:
-            copies = work / "headers"
-            _write_header_copies(headers, copies, words)
             # nvcc checks the device code this build compiles, host functions dropped from the source and its
-            # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for
+            # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
+            # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
+            device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
+            _write_header_copies(headers, device_copies, words)
             device_check = gate.start_device_compile(without_host_functions(source, words)[0], name, work,
-                                                     _copies_first(flags, flags, headers, copies))
+                                                     _copies_first(flags, flags, headers, device_copies))
+            _write_header_copies(headers, copies, words, first_slot=len(rw.shared_vars))
             cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"
@@ -124,10 +126,10 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                         "-o", str(work / "module.so"), *toolchain.link_flags()]
             try:
                 r = _compile(compile_cmd, work, cwd=work)
-            finally:
-                gate.finish_device_compile(device_check, name)    # nvcc's message first: a GPU build's verdict
-            if r.returncode != 0:
-                _raise_build_error(r.stderr, name)
+            finally:     # nvcc's message first: a GPU build's verdict
+                gate.finish_device_compile(device_check, name, copies=str(device_copies))
+            if r.returncode != 0:      # the headers named by their own paths, not their copies'
+                _raise_build_error(r.stderr.replace(str(copies), ""), name, nvcc_accepted=device_check is not None)
             gate.check_object(obj, (work / "module.s").read_text(errors="replace"), name, sanitize or race)
             r = _compile(link_cmd, work)
             if r.returncode != 0:
@@ -138,15 +140,22 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
-def _write_header_copies(headers: dict[Path, str], into: Path, words: set[str]) -> None:
+def _write_header_copies(headers: dict[Path, str], into: Path, words: set[str],
+                        first_slot: "int | None" = None) -> None:
     """Copies of the source's headers under `into` whose host functions are dropped, as the source's own are: a
-    program whose `main`, allocations and launches live in a header loads as its device code too. The copies keep
-    every header's absolute place (mirrored under `into`), so that a header's `#include "../x.h"` finds the copy of
-    x.h. `words`: the macros of all the files that mark a function as device code."""
-    for path, text in headers.items():
+    program whose `main`, allocations and launches live in a header loads as its device code too. With `first_slot`
+    (the host compiler's copies), their `__shared__` declarations take the block's slots after the source's, as the
+    source's do. The copies
+    keep every header's absolute place (mirrored under `into`), so that a header's `#include "../x.h"` finds the
+    copy of x.h. `words`: the macros of all the files that mark a function as device code."""
+    slot = first_slot
+    for path, text in sorted(headers.items()):
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(without_host_functions(text, words)[0].encode("latin-1"))
+        device = without_host_functions(text, words)[0]
+        if slot is not None:
+            device, slot = header_shared(device, slot, path.name)
+        copy.write_bytes(device.encode("latin-1"))
 
 
 def _copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
@@ -166,7 +175,9 @@ def _copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[
     return tuple(out)
 
 
-def _raise_build_error(stderr: str, name: str) -> None:
+def _raise_build_error(stderr: str, name: str, nvcc_accepted: bool = False) -> None:
+    """The error of emu's failed host compile or link. `nvcc_accepted`: nvcc's device-side check passed the same
+    device code, so what g++ refuses is emu's limit (UnsupportedConstruct), not the source's fault."""
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", name)
     missing = re.search(r"undefined reference to [`'](__tsan_\w+)", stderr)
     if missing:     # an instrumentation entry point the race detector does not implement (g++ __atomic builtins)
@@ -192,5 +203,9 @@ def _raise_build_error(stderr: str, name: str) -> None:
             raise UnsupportedConstruct(None, f"'{m.group('name')}' (line {m.group('line')}) is not provided by the "
                                              "emu runtime")
     errors = [ln for ln in stderr.splitlines() if ": error:" in ln or "fatal error:" in ln]
-    raise build_error(f"emu: the host compiler rejected {name}:",
-                      "\n".join(errors[:20]) if errors else stderr[-4000:], stderr)
+    excerpt = "\n".join(errors[:20]) if errors else stderr[-4000:]
+    error = build_error(f"emu: the host compiler rejected {name}:", excerpt, stderr)
+    if nvcc_accepted and type(error) is BuildError:
+        raise UnsupportedConstruct(None, f"nvcc's device-side check accepts {name}, but emu's host compile of its "
+                                         f"device code rejected it (a construct emu does not provide):\n{excerpt}")
+    raise error

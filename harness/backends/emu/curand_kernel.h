@@ -8,7 +8,6 @@
 #define __NV_SILENCE_DEPRECATION_BEGIN
 #define __NV_SILENCE_DEPRECATION_END
 #endif
-typedef struct CUstream_st* cudaStream_t;
 typedef enum libraryPropertyType_t { MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL } libraryPropertyType;
 #if __has_include_next(<curand_kernel.h>)
 #include_next <curand_kernel.h>

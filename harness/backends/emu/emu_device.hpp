@@ -26,6 +26,12 @@
 // ---------------------------------------------------------------------------------------------------
 // CUDA built-in vector types (alignment as CUDA defines it).
 struct uint3 { unsigned int x, y, z; };
+// The runtime's handle and status types, for the host declarations a program's files keep where host functions are
+// dropped (a launcher's function-pointer typedef, a prototype): nothing here creates a stream or returns a status.
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+typedef enum cudaError { cudaSuccess = 0 } cudaError_t;
+
 struct dim3 {
   unsigned int x, y, z;
   constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
@@ -132,7 +138,8 @@ enum MatrixType : int { MT_S8 = 1, MT_U8, MT_F16, MT_BF16, MT_E4M3, MT_E5M2, MT_
 constexpr int matrix_code(int a, int b, int c, int d, int k, bool satfinite) {
   return a | b << 4 | c << 8 | d << 12 | k << 16 | int(satfinite) << 24;
 }
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem);
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem,
+                           const char* file = nullptr);   // file: a header's name (the source's own: null)
 unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
@@ -229,10 +236,11 @@ inline unsigned match(int kind, unsigned mask, T v, int line) {
 
 constexpr size_t larger(size_t a, size_t b) { return a > b ? a : b; }   // of two __align__/alignas of one declaration
 template <class T>
-inline T& shared_var(int id, const char* name, int line, size_t align = 16) {   // align: the source's __align__
+inline T& shared_var(int id, const char* name, int line, size_t align = 16,     // align: the source's __align__
+                     const char* file = nullptr) {                                  // file: a header's, declared there
   size_t a = alignof(T) > align ? alignof(T) : align;
   return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
-                                           int(sizeof(std::remove_all_extents_t<T>))));
+                                           int(sizeof(std::remove_all_extents_t<T>)), file));
 }
 
 // ---- launch trampolines ---------------------------------------------------------------------------------
@@ -476,6 +484,7 @@ inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
   return r;
 }
 inline int __mulhi(int a, int b) { return int((int64_t(a) * int64_t(b)) >> 32); }
+#include "emu_simd.hpp"       // the SIMD-in-a-word intrinsics: __vadd4, __vsubss4, __vcmpeq2, __vsads4...
 // Loads and stores with cache hints: the hint changes where a GPU caches the line, never the value.
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldca(const T* p) { return *p; }

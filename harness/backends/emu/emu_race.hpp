@@ -431,7 +431,8 @@ Place locate(uintptr_t addr) {
 
 std::string region_label(const Place& p) {
   char buf[256];
-  if (p.slot) std::snprintf(buf, sizeof buf, "__shared__ '%s' (line %d)", p.slot->name, p.slot->line);
+  if (p.slot) std::snprintf(buf, sizeof buf, "__shared__ '%s' (%s)", p.slot->name,
+                            slot_place(p.slot->file, p.slot->line).c_str());
   else if (p.region == kRegionDyn) std::snprintf(buf, sizeof buf, "extern __shared__ '%s'", g_dyn_name ? g_dyn_name : "?");
   else if (p.buffer) std::snprintf(buf, sizeof buf, p.kind == kIndexed ? "'%s'" : "%s", p.buffer->name.c_str());
   else return p.region == kRegionStatic ? "static __shared__ memory" : "device memory";

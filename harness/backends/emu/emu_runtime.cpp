@@ -138,7 +138,11 @@ struct Warp {
   uint32_t mat_out[32][4];
 };
 
-struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; int elem; };
+struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; int elem; const char* file; };
+// Where a __shared__ variable is declared, for messages: "line 12" in the source, "tiles.cuh:40" in a header.
+std::string slot_place(const char* file, int line) {
+  return file ? std::string(file) + ":" + std::to_string(line) : "line " + std::to_string(line);
+}
 
 // ---- per-module state -----------------------------------------------------------------------------
 Fiber* g_fibers = nullptr;          // kMaxThreads fibers, stacks mapped once
@@ -1028,17 +1032,17 @@ void thread_exit() {
 }
 
 // ---- shared memory -------------------------------------------------------------------------------------
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem) {
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem, const char* file) {
   SharedSlot& s = g_slots[id];
   if (s.ptr) return s.ptr;
   size_t off = (g_shared_top + align - 1) / align * align;
   g_static_shared = (g_static_shared + align - 1) / align * align + bytes;
   if (g_static_shared > kStaticSharedLimit || off + bytes + kSharedGuard > kSharedArena)
-    fiber_fault(LAUNCH_REFUSED, where(cur()) + ": static __shared__ '" + name + "' (line " + std::to_string(line) +
+    fiber_fault(LAUNCH_REFUSED, where(cur()) + ": static __shared__ '" + name + "' (" + slot_place(file, line) +
                 ", " + std::to_string(bytes) + " bytes) brings the kernel's static __shared__ memory to " +
                 std::to_string(g_static_shared) + " bytes, over the " + std::to_string(kStaticSharedLimit) +
                 " bytes ptxas accepts per kernel (0xc000: no GPU build of it exists)");
-  s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line; s.elem = elem;
+  s.ptr = g_shared + off; s.bytes = bytes; s.name = name; s.line = line; s.elem = elem; s.file = file;
   g_used_slots[g_nused++] = id;
   std::memset(s.ptr, g_poison, bytes);                 // poisoned at every block start
   std::memset(s.ptr + bytes, kSentinel, kSharedGuard);
@@ -1054,8 +1058,8 @@ bool check_shared_guards() {
       if (s.ptr[s.bytes + k] != kSentinel) {
         char buf[320];
         std::snprintf(buf, sizeof buf, "block (%u,%u,%u): write %d byte(s) past the end of __shared__ '%s' "
-                      "(line %d, %zu bytes)", g_block_idx.x, g_block_idx.y, g_block_idx.z, k + 1, s.name, s.line,
-                      s.bytes);
+                      "(%s, %zu bytes)", g_block_idx.x, g_block_idx.y, g_block_idx.z, k + 1, s.name,
+                      slot_place(s.file, s.line).c_str(), s.bytes);
         set_fault(SHARED_OOB, buf);
         return false;
       }

@@ -115,11 +115,14 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
                                 env=tool_env(work), preexec_fn=preexec)
 
 
-def finish_device_compile(proc: Optional[subprocess.Popen], name: str) -> None:
+def finish_device_compile(proc: Optional[subprocess.Popen], name: str, copies: str = "") -> None:
+    """Wait for nvcc's check; BuildError with its errors when it refused the source. `copies`: the folder of the
+    build's copies of the source's headers, which the message leaves out so that each header is named by its path."""
     if proc is None:
         return
     try:
         out, _ = proc.communicate(timeout=600)
+        out = out.replace(copies, "") if copies else out
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()

@@ -143,8 +143,10 @@ def _split_declarators(decl: str) -> list[str]:
     return pieces + [decl[start:]]
 
 
-def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
-    out, pos, slot, names, file_scope = [], 0, 0, [], []
+def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) -> tuple[str, list[tuple[str, int]]]:
+    """`clean` with each `__shared__` declaration a reference into its block's slot (numbered from `first_slot`), and
+    the (name, line) of each slot; `file`: the header the text is (its name goes into reports), None for the source."""
+    out, pos, slot, names, file_scope = [], 0, first_slot, [], []
     depth = _BraceDepth(clean)
     for m in _SHARED.finditer(clean):
         if m.start() < pos:
@@ -194,7 +196,9 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
             dm = _DECLARATOR.match(text)
             if not dm:
                 raise UnsupportedConstruct(None, f"__shared__ declarator {text.strip()!r} (line {line}) is not understood")
-            stars, name, dims = dm.group(1), dm.group(2), re.sub(r"\s+", "", dm.group(3))
+            # each bound's spaces kept as one (`N + + M` is not `N ++M`), none around the brackets
+            stars, name, dims = dm.group(1), dm.group(2), "".join(
+                "[" + re.sub(r"\s+", " ", b).strip() + "]" for b in re.findall(r"\[([^\]]*)\]", dm.group(3)))
             if extern:       # the dynamic shared area sized at launch: `T name[]`, or rows `T name[][C]...`
                 inner = re.findall(r"\[([^\]]*)\]", dims)[1:]
                 if not dims.startswith("[]") or "" in inner or stars:
@@ -213,6 +217,8 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                 align = ""
                 for a in aligns:       # the largest
                     align = f", size_t({a})" if not align else f", ::emu::larger(size_t({a}){align})"
+                if file is not None:
+                    align = f"{align or ', size_t(16)'}, \"{file}\""
                 stmts.append((name, f"{qualifiers}auto& {name} = ::emu::shared_var<{base_type}{stars}{bounds}>({slot}, "
                                     f"\"{name}\", {line}{align});"))
                 names.append((name, line))
@@ -228,7 +234,8 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
         pos = semi + 1
     out.append(clean[pos:])
     if slot > 512:
-        raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source")
+        raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source and "
+                                         "its headers")
     text = "".join(out)
     for name, _ in file_scope:     # each function declares the slot under its plain name; `ns::name` finds nothing
         qualified = re.search(rf"::\s*{re.escape(name)}\b", text)
@@ -238,6 +245,15 @@ def _rewrite_shared(clean: str) -> tuple[str, list[tuple[str, int]]]:
                                              "__shared__ variable by its plain name only")
     text = "".join(out)
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
+
+
+def header_shared(text: str, first_slot: int, file: str) -> tuple[str, int]:
+    """A header's device code (host functions already dropped) with its `__shared__` declarations rewritten as the
+    source's are, in slots from `first_slot` on, reports naming them `file:line`; and the next free slot."""
+    if not _SHARED.search(text):
+        return text, first_slot
+    rewritten, names = _rewrite_shared(text, first_slot, file)
+    return rewritten, first_slot + len(names)
 
 
 def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:

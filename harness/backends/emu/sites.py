@@ -17,6 +17,8 @@ _PC = re.compile(r"\{pc:(0x[0-9a-f]+)\}")
 # name is the compiler's code (seen for accesses of a header function it did not inline), never a kernel line. The
 # '+' keeps it apart from every kernel file name, whose characters are [A-Za-z0-9_.-] (rewrite.py).
 MODULE_UNIT = "emu+module.cpp"
+# The folder of the build's copies of the source's own headers (build.py), in the same way apart from user paths.
+HEADER_COPIES_FOLDER = "emu+headers"
 # The runtime's files that hold code (the others only include emu_device.hpp): a frame in one is never the kernel's.
 _RUNTIME_FILES = frozenset([p.name for p in Path(__file__).parent.glob("emu_*") if p.suffix in (".hpp", ".cpp")]
                            + [p.name for p in Path(__file__).parent.glob("cuda/**/*")]     # <cuda/atomic>
@@ -34,18 +36,20 @@ def library_dirs() -> list[str]:
 
 def _source_frame(frames: list[tuple[str, str]], library_dirs: Sequence[str]) -> "str | None":
     """`line N` of the innermost inlined frame in the kernel source (not in the emu headers or the C++ library);
-    where the access itself is in a header of `library_dirs` the kernel calls (the toolkit's cuRAND), that place
-    follows: `line 9 (in curand_kernel.h:867)`."""
-    library = None
+    where the access itself is in a header the kernel calls, that place follows: one of `library_dirs` (the
+    toolkit's cuRAND, emu's CUB), `line 9 (in curand_kernel.h:867)`, or one of the source's own headers (compiled
+    from their copies in HEADER_COPIES_FOLDER), `line 9 (in tiles.cuh:40)`. An access in a header's code that no
+    line of the source inlines (a kernel the header defines) is named by the header's place alone: `tiles.cuh:40`."""
+    inner = None
     for file, line in frames:
         base = os.path.basename(file)
         if base in _RUNTIME_FILES or file.startswith("/usr/") or not line.isdigit() or line == "0":
             continue
-        if os.path.dirname(os.path.realpath(file)) in library_dirs:
-            library = library or f"{base}:{line}"
+        if f"/{HEADER_COPIES_FOLDER}/" in file or os.path.dirname(os.path.realpath(file)) in library_dirs:
+            inner = inner or f"{base}:{line}"
             continue
-        return f"line {line}" + (f" (in {library})" if library else "")
-    return f"line ? (in {library})" if library else None
+        return f"line {line}" + (f" (in {inner})" if inner else "")
+    return inner
 
 
 def resolve(message: str, so_path: str, library_dirs: Sequence[str] = ()) -> str:

@@ -4,6 +4,8 @@ is written (the values depend on the poison), and an access at an address its ty
 with cudaErrorMisalignedAddress; an x86 CPU would go on)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -171,3 +173,24 @@ def test_host_code_written_against_a_framework_nvcc_does_not_know_is_not_the_ker
                                                        "__global__ void twice(")
     with pytest.raises(BuildError, match=r"(?s)nvcc.s device-side compile refused it.*kernel.cu\(2\): error"):
         emu.load(broken, flags)
+
+
+def test_what_nvcc_accepts_and_emu_cannot_compile_is_emus_limit_named_at_the_headers_own_path(tmp_path, emu):
+    """A header's device function that uses a construct emu lacks (Hopper's DPX `__vimax3_s32`): nvcc's check
+    passes, so the host compiler's refusal is emu's limit (UnsupportedConstruct: `unchecked`, never `fail`), and
+    its message names the header where it lies, not the build's copy of it."""
+    from harness.backends.base import BuildError, UnsupportedConstruct
+    from harness.backends.emu import gate
+    if gate.nvcc_gate()[0] is None:
+        pytest.skip("telling emu's limits from the source's faults needs nvcc's device-side check (toolchain extra)")
+    (tmp_path / "dpx.cuh").write_text("#pragma once\n__device__ int top3(int a, int b, int c) { return __vimax3_s32(a, b, c); }\n")
+    source = '#include "dpx.cuh"\n__global__ void k(int* y) { y[0] = top3(y[0], y[1], y[2]); }\n'
+    with pytest.raises(UnsupportedConstruct, match=r"(?s)nvcc's device-side check accepts kernel.cu.*"
+                                                   + re.escape(f"{tmp_path}/dpx.cuh:2:")) as caught:
+        emu.load(source, (f"-I{tmp_path}",))
+    assert "emu+headers" not in str(caught.value)
+    # the negative control: a header nvcc refuses too is the source's fault, named where it lies
+    (tmp_path / "dpx.cuh").write_text("#pragma once\n__device__ int top3(int a, int b, int c) { return a + ; }\n")
+    with pytest.raises(BuildError, match=re.escape(f"{tmp_path}/dpx.cuh(2)")) as caught:
+        emu.load(source, (f"-I{tmp_path}",))
+    assert not isinstance(caught.value, UnsupportedConstruct) and "device-headers" not in str(caught.value)
