@@ -27,9 +27,11 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness import confine
-from harness.cache import cache_dir, cache_entry, content_key
+from harness.backends.device_code import copies_first, write_header_copies
+from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
 from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
+from cudasrc.host_code import program_device_words, without_host_functions
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
                                 template_kernels)
@@ -48,6 +50,8 @@ from .resident import ResidentBook
 # ------------------------------------------------------------------------------------------------------
 
 _KERNEL_KEYWORD = re.compile(r"\b__global__\b")
+# What a cubin is built from: the device code (harness.backends.device_code), part of its cache key
+DEVICE_CODE = "device-code-1"
 _HALF_USE = re.compile(r"\b(__half2?|half2?|__float2half\w*|__half2float|__hadd\w*|__hmul\w*)\b")
 _BF16_USE = re.compile(r"\b(__nv_bfloat16\w*|__float2bfloat16\w*|__bfloat162float)\b")
 
@@ -421,24 +425,31 @@ class GpuBackend(Backend):
                                              "cooperative launch (cudaLaunchCooperativeKernel), which the GPU backend "
                                              "does not make, and in a normal launch it is undefined; the emu backend "
                                              "runs it")
-        text = prepare_source(source)
+        # the device code, as emu builds it: host functions dropped from the source and its headers (device_code)
+        words = program_device_words([source, *headers.values()])
+        text = prepare_source(without_host_functions(source, words)[0])
         options = [*flags, "-arch", self.arch]
-        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers))
-        cubin = self._cached_cubin(key, text, flags)
+        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers), DEVICE_CODE)
+        cubin = self._cached_cubin(key, text, flags, headers, words)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 
-    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...]) -> bytes:
+    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...], headers: dict, words: set[str]) -> bytes:
         def make(tmp) -> None:
-            if _stand_in() is None:
-                # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),
-                # and cached through qconform's cache, which parallel workers never read half-written
-                cubin, log = cubin_of(text, self.nvcc, [*flags, *_pycuda_include(), "-arch", self.arch])
-                if cubin is None:
-                    raise build_error(f"nvcc could not compile the source for {self.arch}:", log, log)
-            else:
-                cubin = self._stand_in_cubin(text, flags)
+            with scratch_folder("gpu") as work:
+                copies = work / "device-headers"
+                write_header_copies(headers, copies, words)
+                device_flags = copies_first(flags, flags, headers, copies)
+                if _stand_in() is None:
+                    # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),
+                    # and cached through qconform's cache, which parallel workers never read half-written
+                    cubin, log = cubin_of(text, self.nvcc, [*device_flags, *_pycuda_include(), "-arch", self.arch])
+                    if cubin is None:
+                        log = log.replace(str(copies), "")        # each header named at its own path
+                        raise build_error(f"nvcc could not compile the source for {self.arch}:", log, log)
+                else:
+                    cubin = self._stand_in_cubin(text, device_flags)
             tmp.write_bytes(cubin)
 
         return cache_entry(cache_dir("gpu-cubin") / f"{key}.cubin", make)[0].read_bytes()

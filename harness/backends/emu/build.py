@@ -11,6 +11,7 @@ from typing import Sequence
 from harness import confine
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct, build_error
+from harness.backends.device_code import copies_first, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from cudasrc.host_code import program_device_words, without_host_functions
 from cudasrc.preprocess import defines_of
@@ -108,17 +109,17 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
             # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
             device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
-            _write_header_copies(headers, device_copies, words)
+            write_header_copies(headers, device_copies, words)
             device_check = gate.start_device_compile(without_host_functions(source, words)[0], name, work,
-                                                     _copies_first(flags, flags, headers, device_copies))
-            _write_header_copies(headers, copies, words, first_slot=len(rw.shared_vars))
+                                                     copies_first(flags, flags, headers, device_copies))
+            write_header_copies(headers, copies, words, _SharedSlots(len(rw.shared_vars)))
             cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"
             # Compile and link apart: the race build's -fsanitize=thread must not link libtsan (the runtime
             # defines the entry points), and an entry point it lacks must fail here, not at load time.
             # -save-temps keeps the assembly listing (module.s), read by the gate's inline-asm check.
-            compile_flags = _copies_first(cmd_flags, flags, headers, copies)
+            compile_flags = copies_first(cmd_flags, flags, headers, copies)
             compile_cmd = [toolchain.cxx, *compile_flags, f"-I{tc.RUNTIME_DIR}", "-include", "emu_device.hpp", "-c",
                            "-save-temps=obj", str(cpp), "-o", str(obj)]
             link_cmd = [toolchain.cxx, *tc.BASE_FLAGS, *(tc.SANITIZE_FLAGS if sanitize else ()), *host_flags, "-shared",
@@ -140,39 +141,16 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     return Built(out, tuple(rw.kernels), rw.grid_sync)
 
 
-def _write_header_copies(headers: dict[Path, str], into: Path, words: set[str],
-                        first_slot: "int | None" = None) -> None:
-    """Copies of the source's headers under `into` whose host functions are dropped, as the source's own are: a
-    program whose `main`, allocations and launches live in a header loads as its device code too. With `first_slot`
-    (the host compiler's copies), their `__shared__` declarations take the block's slots after the source's, as the
-    source's do. The copies
-    keep every header's absolute place (mirrored under `into`), so that a header's `#include "../x.h"` finds the
-    copy of x.h. `words`: the macros of all the files that mark a function as device code."""
-    slot = first_slot
-    for path, text in sorted(headers.items()):
-        copy = into / path.relative_to(path.anchor)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        device = without_host_functions(text, words)[0]
-        if slot is not None:
-            device, slot = header_shared(device, slot, path.name)
-        copy.write_bytes(device.encode("latin-1"))
+class _SharedSlots:
+    """The host compiler's copies of the headers: their `__shared__` declarations take the block's slots after the
+    source's, numbered on from one header to the next; reports name them by the header's file."""
 
+    def __init__(self, first: int):
+        self.next = first
 
-def _copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
-                  into: Path) -> tuple[str, ...]:
-    """`cmd_flags` with each -I folder of `flags` preceded by its copy under `into` (_write_header_copies), the
-    original after it for what the walk did not see (a computed `#include MACRO`)."""
-    if not headers:
-        return tuple(cmd_flags)
-    user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
-    out: list[str] = []
-    for f in cmd_flags:
-        if f in user:
-            d = Path(f[2:]).resolve()
-            out += [f"-I{into / d.relative_to(d.anchor)}", f]
-        else:
-            out.append(f)
-    return tuple(out)
+    def __call__(self, path: Path, text: str) -> str:
+        text, self.next = header_shared(text, self.next, path.name)
+        return text
 
 
 def _raise_build_error(stderr: str, name: str, nvcc_accepted: bool = False) -> None:

@@ -5,7 +5,9 @@ the call log it writes, tagged with process ids, shows which process did what.
 """
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -564,8 +566,41 @@ def test_pycudas_own_headers_folder_is_passed_to_nvcc(tmp_path, monkeypatch):
     backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
     backend.nvcc = "/opt/fake/nvcc"
     backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
-    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",)) == b"\x7fELF"
+    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",), {}, set()) == b"\x7fELF"
     assert seen == [["-O3", f"-I{package / 'cuda'}", "-arch", "sm_90"]]
     monkeypatch.delitem(sys.modules, "pycuda", raising=False)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "site")])
     assert gpu._pycuda_include() == []                            # no PyCUDA: nothing added
+
+
+def test_nvcc_compiles_the_device_code_host_functions_dropped_from_the_source_and_its_headers(tmp_path, monkeypatch):
+    """As on emu: a torch binding in the source and a host helper in its header are not compiled (nvcc would refuse
+    `torch::Tensor`, whose headers are not here); the header is read from a copy without its host code, found first,
+    and a message names it at its own path."""
+    (tmp_path / "lib.cuh").write_text("#pragma once\n__device__ int twice(int x) { return 2 * x; }\n"
+                                      "inline void sync_all() { c10::cuda::device_synchronize(); }\n")
+    source = ('#include "lib.cuh"\n__global__ void k(int* y) { y[0] = twice(y[0]); }\n'
+              "void bind(torch::Tensor& t) { k<<<1, 1>>>(t.data_ptr<int>()); }\n")
+    seen = []
+
+    def nvcc(text, nvcc_path, options):
+        copy = next(o[2:] for o in options if o.startswith("-I") and "device-headers" in o)
+        seen.append((text, options, (Path(copy) / "lib.cuh").read_text()))
+        return None, f"{copy}/lib.cuh(2): error: planted"
+
+    monkeypatch.setattr(gpu, "cubin_of", nvcc)
+    monkeypatch.setattr(gpu, "nvcc_identity", lambda path: "fake nvcc 13.0")
+    monkeypatch.delenv(gpu.DRIVER_ENV, raising=False)
+    monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path / "cache"))
+    backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
+    backend.nvcc = "/opt/fake/nvcc"
+    backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
+    with pytest.raises(BuildError, match=re.escape(f"{tmp_path}/lib.cuh(2): error: planted")) as caught:
+        backend.load(source, (f"-I{tmp_path}",))
+    assert "device-headers" not in str(caught.value)
+    text, options, header = seen[0]
+    assert "torch" not in text and 'extern "C" __global__ void k' in text
+    assert text.count("\n") >= source.count("\n") - 1                # lines keep their numbers
+    assert "twice" in header and "c10" not in header
+    copy = next(i for i, o in enumerate(options) if "device-headers" in o)
+    assert options[copy + 1] == f"-I{tmp_path}"                      # the copy first, the original after it
