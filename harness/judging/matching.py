@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from cudasrc.signatures import kernel_signatures
+from cudasrc.signatures import kernel_signatures, template_kernels
 from emitters.contract import KernelContract
 from emitters.registry import all_contracts, mode_label
 from reference.modes import Mode
@@ -42,7 +42,14 @@ def match_kernels(code: str, contracts: Sequence[KernelContract], modes: Optiona
     list must be identical (typedefs of the source and of its headers' text `context` spelled out). Several modes
     sharing one contract (same op, attributes and parameters) are judged once, in the first selected mode."""
     out = []
-    for sig in kernel_signatures(code, context=context):
+    sigs = kernel_signatures(code, context=context)
+    made = {sig.name.split("<", 1)[0] for sig in sigs}
+    for name in template_kernels(code):
+        if name not in made:        # only the host code's launches instantiate it, and no contract names those
+            out.append(Match(name, [], "a template kernel that only the file's host code instantiates; the kernel "
+                                       "family's contracts name plain kernels (`qconform racescan FILE --kernel "
+                                       f"'{name}<...>'` runs one instantiation under the race detector)"))
+    for sig in sigs:
         exact = [c for c in contracts if c.name == sig.name]
         pattern = [c for c in contracts if c.name != sig.name and c.matches_name(sig.name)]
         if not exact and not pattern:

@@ -64,6 +64,19 @@ def test_unknown_and_mismatched_kernels_are_unchecked(tmp_path):
     assert doc["rows"] == [] and doc["summary"]["pass"] == 0 and rc == 3       # nothing was checked
 
 
+def test_template_kernels_that_host_code_instantiates_are_listed_unchecked_with_the_way_to_run_them(tmp_path):
+    src = tmp_path / "topk.cu"
+    src.write_text("template <int TPB> __global__ void softmax(const float* x, float* y) { }\n"
+                   "template <int N> __global__ void made(float* y) { }\ntemplate __global__ void made<4>(float*);\n"
+                   "void launch(const float* x, float* y) { softmax<128><<<1, 128>>>(x, y); }\n")
+    out = tmp_path / "out"
+    rc = main(["check", "--source", str(src), "--backend", "emu", "--shapes", "tiny", "--seed", "1", "--out", str(out)])
+    reasons = {u["kernel"]: u["reason"] for u in json.loads((out / "report.json").read_text())["unchecked_kernels"]}
+    assert "only the file's host code instantiates" in reasons["softmax"] and "--kernel 'softmax<...>'" in reasons["softmax"]
+    assert "no contract" in reasons["made<4>"] and "made" not in reasons          # its instantiation is the kernel
+    assert rc == 3                                                              # not an input error: nothing checked
+
+
 def test_check_fails_a_broken_kernel_and_replay_reproduces_it(tmp_path, capsys):
     from emitters.registry import emit
     from harness.cases.planted import PLANTS
