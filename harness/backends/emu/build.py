@@ -19,7 +19,7 @@ from cudasrc.signatures import KernelSignature
 
 from . import gate, toolkit_headers
 from . import toolchain as tc
-from .rewrite import header_shared, rewrite
+from .rewrite import rewrite, rewrite_header
 from .sites import HEADER_COPIES_FOLDER, MODULE_UNIT
 
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: ['\u2018](?P<name>[\w:]+)['\u2019] "
@@ -33,7 +33,7 @@ _MISSING_HEADER = re.compile(r"fatal error: (?P<header>[^:\n]+): No such file or
 
 
 # What the compiled module's headers are: copies of the source's own headers with their host functions dropped.
-HEADER_COPIES = "host-dropped-headers-2"   # v2: in HEADER_COPIES_FOLDER, __shared__ rewritten
+HEADER_COPIES = "host-dropped-headers-3"   # v3: in HEADER_COPIES_FOLDER, __shared__ and inline PTX rewritten
 
 
 @dataclass(frozen=True)
@@ -142,14 +142,15 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
 
 
 class _SharedSlots:
-    """The host compiler's copies of the headers: their `__shared__` declarations take the block's slots after the
-    source's, numbered on from one header to the next; reports name them by the header's file."""
+    """The host compiler's copies of the headers, rewritten as the source is (rewrite.rewrite_header): their
+    `__shared__` declarations take the block's slots after the source's, numbered on from one header to the next,
+    and reports name them by the header's file; their inline PTX is translated."""
 
     def __init__(self, first: int):
         self.next = first
 
     def __call__(self, path: Path, text: str) -> str:
-        text, self.next = header_shared(text, self.next, path.name)
+        text, self.next = rewrite_header(text, self.next, path.name)
         return text
 
 

@@ -247,9 +247,11 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
 
 
-def header_shared(text: str, first_slot: int, file: str) -> tuple[str, int]:
-    """A header's device code (host functions already dropped) with its `__shared__` declarations rewritten as the
-    source's are, in slots from `first_slot` on, reports naming them `file:line`; and the next free slot."""
+def rewrite_header(text: str, first_slot: int, file: str) -> tuple[str, int]:
+    """A header's device code (host functions already dropped) rewritten as the source's is: its inline PTX
+    translated, its `__shared__` declarations in the block's slots from `first_slot` on (reports name them
+    `file:line`); and the next free slot."""
+    text = rewrite_asm(text) if "asm" in text else text
     if not _SHARED.search(text):
         return text, first_slot
     rewritten, names = _rewrite_shared(text, first_slot, file)

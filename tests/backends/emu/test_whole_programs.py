@@ -194,3 +194,15 @@ def test_what_nvcc_accepts_and_emu_cannot_compile_is_emus_limit_named_at_the_hea
     with pytest.raises(BuildError, match=re.escape(f"{tmp_path}/dpx.cuh(2)")) as caught:
         emu.load(source, (f"-I{tmp_path}",))
     assert not isinstance(caught.value, UnsupportedConstruct) and "device-headers" not in str(caught.value)
+
+
+def test_a_headers_inline_ptx_runs_as_the_sources_does(tmp_path, emu):
+    """Kernel libraries keep their PTX wrappers in headers (ggml's `mma.cuh`, Marlin's): the build's copy of a
+    header has its inline PTX translated, as the source's is."""
+    (tmp_path / "ptx.cuh").write_text('#pragma once\n__device__ __forceinline__ unsigned lane_id() {\n'
+                                      '  unsigned r;\n  asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));\n  return r;\n}\n')
+    module = emu.load('#include "ptx.cuh"\n__global__ void lanes(unsigned* y) { y[threadIdx.x] = lane_id(); }\n',
+                      (f"-I{tmp_path}",))
+    y = np.zeros(64, np.uint32)
+    module.launch("lanes", (1,), (64,), 0, [y], outputs=(0,))
+    assert np.array_equal(y, np.arange(64) % 32)
