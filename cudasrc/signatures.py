@@ -16,6 +16,13 @@ class KernelSignature:
     params: tuple[tuple[str, str], ...]   # (normalized C type, parameter name)
     line: int                              # 1-based line of the `__global__`
     scope: str = ""                        # the named namespaces around it, `a::b::` (C++ qualifies the name)
+    spelling: str = ""                     # an instantiation's name as C++ reads it (`k<unsigned int>`; `name` is
+                                           # `k<unsignedint>`, as launches name it); empty: `name`
+
+    @property
+    def expression(self) -> str:
+        """The kernel's name in code (without its namespaces)."""
+        return self.spelling or self.name
 
     @property
     def ctypes(self) -> tuple[str, ...]:
@@ -280,7 +287,9 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
             params = tuple(_split_param(p) for p in texts)
         params = _resolve_typedefs(params, typedefs) if typedefs else params
         name = m.group(1) + (re.sub(r"\s+", "", m.group(2)) if instantiation else "")
-        sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1, scope_at(namespaces, m.start())))
+        spelling = m.group(1) + re.sub(r"\s+", " ", m.group(2)) if instantiation else ""
+        sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1, scope_at(namespaces, m.start()),
+                                    spelling))
     return sigs
 
 

@@ -146,7 +146,9 @@ def run(args) -> int:
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
-    source = instantiated(source, [launch.kernel], defines_of(flags), {h.name: t for h, t in headers.items()})
+    # (as written: `k<unsigned int>` keeps its space in the code; the launch's name is spelled without spaces)
+    source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags),
+                          {h.name: t for h, t in headers.items()})
     signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
     if launch.kernel not in signatures:
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]

@@ -195,6 +195,10 @@ def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_
     capsys.readouterr()
     assert main(argv + ["--kernel", "route<32,true>"]) == 0
     assert "verdict: CLEAN" in capsys.readouterr().out
+    # a type argument of two words keeps its space in the code (`unsigned int`, not `unsignedint`)
+    assert main(["racescan", str(src), "--grid", "1", "--block", "32", "--seed", "2", "--kernel",
+                 "route<32, true, unsigned int>", "--args", "x:uint32[32]=iota y:uint32[32]!out"]) == 0
+    assert "route<32,true,unsignedint><<<1, 32, 0>>>" in capsys.readouterr().out
     assert main(argv + ["--kernel", "route<32>"]) == 2         # a count of arguments the template does not take
     assert "1 template argument(s), but route (line 3) takes 2 to 3" in capsys.readouterr().err
     assert main(argv + ["--kernel", "route"]) == 2            # the template itself: its arguments are asked for

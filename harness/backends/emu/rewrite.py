@@ -337,8 +337,9 @@ def device_symbols(clean: str) -> list[str]:
 # ---- trampolines ------------------------------------------------------------------------------------------
 def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
-    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.scope}{k.name})>, '
-                      f"::emu::arity(&::{k.scope}{k.name}), ::emu::param_sizes(&::{k.scope}{k.name})}}" for k in kernels)
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.scope}{k.expression})>, '
+                      f"::emu::arity(&::{k.scope}{k.expression}), ::emu::param_sizes(&::{k.scope}{k.expression})}}"
+                      for k in kernels)
     n = len(kernels)
     # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.
     syms = ",\n".join(f'  {{"{v}", (void*)(&::{v}), sizeof(::{v}), '
