@@ -13,17 +13,21 @@ from typing import Callable, Optional, Sequence
 from cudasrc.host_code import without_host_functions
 
 
-def write_header_copies(headers: dict[Path, str], into: Path, words: set[str],
-                        transform: Optional[Callable[[Path, str], str]] = None) -> None:
-    """Copies of `headers` (path -> text) under `into`, host functions dropped, each at its absolute place
-    mirrored there, so that a header's `#include "../x.h"` finds the copy of x.h; `transform(path, device_text)`,
-    in path order, rewrites a copy further (emu's `__shared__` slots). `words`: the macros of all the program's
+def device_headers(headers: dict[Path, str], words: set[str]) -> dict[Path, str]:
+    """Each header's text (path -> text) with its host functions dropped. `words`: the macros of all the program's
     files that mark a function as device code."""
-    for path, text in sorted(headers.items()):
+    return {path: without_host_functions(text, words)[0] for path, text in headers.items()}
+
+
+def write_header_copies(texts: dict[Path, str], into: Path,
+                        transform: Optional[Callable[[Path, str], str]] = None) -> None:
+    """`texts` (path -> a header's device text, device_headers) written under `into`, each at its absolute place
+    mirrored there, so that a header's `#include "../x.h"` finds the copy of x.h; `transform(path, text)`, in path
+    order, rewrites a copy further (emu's `__shared__` slots and inline PTX)."""
+    for path, text in sorted(texts.items()):
         copy = into / path.relative_to(path.anchor)
         copy.parent.mkdir(parents=True, exist_ok=True)
-        device = without_host_functions(text, words)[0]
-        copy.write_bytes((transform(path, device) if transform else device).encode("latin-1"))
+        copy.write_bytes((transform(path, text) if transform else text).encode("latin-1"))
 
 
 def copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],

@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness import confine
-from harness.backends.device_code import copies_first, write_header_copies
+from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
 from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
@@ -439,7 +439,7 @@ class GpuBackend(Backend):
         def make(tmp) -> None:
             with scratch_folder("gpu") as work:
                 copies = work / "device-headers"
-                write_header_copies(headers, copies, words)
+                write_header_copies(device_headers(headers, words), copies)
                 device_flags = copies_first(flags, flags, headers, copies)
                 if _stand_in() is None:
                     # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),

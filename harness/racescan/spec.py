@@ -149,10 +149,13 @@ def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
         value = np.zeros(1, spec.dtype)
         for path, text in spec.fields:
             field = spec.dtype.fields[path][0].base
-            number = float(text)
-            if field.kind != "f" and (number != int(number) or (field.kind == "b" and number not in (0, 1))):
+            # an integer literal exactly (2**53 + 1 stays itself), anything else as a float
+            number = int(text) if re.fullmatch(r"\s*[+-]?\d+\s*", text) else float(text)
+            if field.kind != "f" and (not float(number).is_integer() or (field.kind == "b" and number not in (0, 1))):
                 raise ValueError(f"args: {spec.name}: field {path} is {field.name}: {text} is not "
                                  f"{'0 or 1' if field.kind == 'b' else 'an integer'}")
+            if field.kind == "f" and np.isfinite(number) and abs(number) > float(np.finfo(field).max):
+                raise ValueError(f"args: {spec.name}: field {path}: {text} does not fit {field.name} (it would be inf)")
             try:
                 value[path] = number if field.kind == "f" else int(number)
             except OverflowError:

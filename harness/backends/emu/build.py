@@ -11,9 +11,9 @@ from typing import Sequence
 from harness import confine
 from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct, build_error
-from harness.backends.device_code import copies_first, write_header_copies
+from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
-from cudasrc.host_code import program_device_words, without_host_functions
+from cudasrc.host_code import program_device_words
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
@@ -109,10 +109,11 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
             # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
             device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
-            write_header_copies(headers, device_copies, words)
-            device_check = gate.start_device_compile(without_host_functions(source, words)[0], name, work,
+            texts = device_headers(headers, words)
+            write_header_copies(texts, device_copies)
+            device_check = gate.start_device_compile(rw.device_code, name, work,
                                                      copies_first(flags, flags, headers, device_copies))
-            write_header_copies(headers, copies, words, _SharedSlots(len(rw.shared_vars)))
+            write_header_copies(texts, copies, _SharedSlots(len(rw.shared_vars)))
             cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"

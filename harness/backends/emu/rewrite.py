@@ -59,6 +59,7 @@ class Rewritten:
     shared_vars: list[tuple[str, int]]     # (name, line) of every rewritten __shared__ declarator
     symbols: list[str]                     # file-scope __device__ / __constant__ variables, in order
     grid_sync: bool = False                # the source names cooperative groups' grid group: no block sampling
+    device_code: str = ""                  # the source with its host functions dropped (what nvcc's gate checks)
 
 
 
@@ -407,4 +408,4 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     symbols = device_symbols(as_built(body, defines or {}))   # a variable in a dropped branch does not exist
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
-    return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)))
+    return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)), clean)

@@ -124,9 +124,9 @@ def test_the_documented_examples():
     assert _expected("__vabsss4", a, a)[0] == 0x7F7F7F7F      # CUDA: __vabsss4(0x80808080U) returns 0x7f7f7f7fU
 
 
-def test_the_model_is_not_the_identity():
-    """A negative control on the harness of this test: a model that saturates where the intrinsic wraps, or
-    wraps where it saturates, disagrees with emu on the corner words."""
+def test_the_inputs_reach_where_saturating_and_wrapping_differ():
+    """The inputs (corner words and the seeded ones) are ones on which the saturating and the wrapping models
+    differ, so the per-intrinsic test above would tell an intrinsic that wraps where it should saturate."""
     a, b = _inputs()
     wrapped, saturated = _expected("__vadd4", a, b), _expected("__vaddss4", a, b)
     assert (wrapped != saturated).sum() > 10
