@@ -29,27 +29,78 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n\\]|\\.|\\\n)*", re.M)
 # A constexpr function may be called from device code (nvcc --expt-relaxed-constexpr): it stays.
 _CONSTEXPR = re.compile(r"\bconst(?:expr|eval)\b")
+# A return type deduced from the body: without the body the declaration could not be used.
+_DEDUCED = re.compile(r"\bauto\b|\bdecltype\s*\(\s*auto\b")
 
 
-def without_host_functions(code: str, words: Iterable[str] = ()) -> tuple[str, tuple[HostFunction, ...]]:
+def without_host_functions(code: str, words: Iterable[str] = (),
+                           names: Iterable[str] = ()) -> tuple[str, tuple[HostFunction, ...]]:
     """`code` with its comments stripped and each host function definition blanked (its newlines kept, so every
-    line keeps its number), looking inside namespaces and `extern "C"` blocks; and what was dropped. A
+    line keeps its number), looking inside namespaces and `extern "C"` blocks; and what was dropped. Where the code
+    that stays names a dropped function (a class's host member calls it, an error macro does, an `extern template`
+    instantiates it), its declaration stays in its place, so the code still compiles without its body; a definition
+    that cannot stand as a declaration goes whole (a qualified name `S::f`, a return type deduced from the body).
+    Only such declarations stay: one whose parameters name a framework's types (torch's, in a binding) would need
+    that framework's headers. A
     head counts as device code where `__global__` or `__device__` is in it, also through an object-like macro
     (`#define HD __host__ __device__`) of `code`, or one of `words` (device_words of the program's other files: a
     library defines its `HOST_DEVICE` in one header and uses it in the others); a constexpr function stays too
-    (device code may call it)."""
+    (device code may call it). `names`: what the program's other files name in the code they keep (program_names:
+    a class in one header calls a host function of another)."""
     text = strip_comments(code)
     device_words = device_words_of(text) | set(words)
-    spans: list[tuple[int, int]] = []
-    dropped: list[HostFunction] = []
-    _scan(_without_directives(text), 0, len(text), device_words, spans, dropped)
+    spans: list[_Dropped] = []
+    _scan(_without_directives(text), 0, len(text), device_words, spans)
+    named = set(_IDENT.findall(_blanked(text, spans, set()))) | set(names)
+    declared: set[int] = set()
+    grew = True
+    while grew:         # a declaration kept may name another dropped function in a default argument
+        grew = False
+        for i, d in enumerate(spans):
+            if i not in declared and d.declarable and d.function.name in named:
+                declared.add(i)
+                named |= set(_IDENT.findall(text[d.start:d.body]))
+                grew = True
+    out = _without_instantiations(_blanked(text, spans, declared), spans, text)
+    return out, tuple(d.function for d in spans)
+
+
+def _without_instantiations(out: str, spans: list["_Dropped"], text: str) -> str:
+    """`out` without the explicit instantiation definitions (`template void f<4>(int);`, host code too) of the
+    dropped function templates, which cannot be instantiated without their bodies; `extern template` stays."""
+    templates = {d.function.name for d in spans if d.declarable and re.match(r"\s*template\b", text[d.start:d.body])}
+    if not templates:
+        return out
+    alternatives = "|".join(map(re.escape, sorted(templates)))
+    pattern = re.compile(rf"\btemplate\s+(?!<)[^;{{}}<>()]*?\b(?:{alternatives})\s*<[^;{{}}]*?>\s*\([^;{{}}]*\)[^;{{}}]*;")
+    plain = _without_directives(out)             # one in a macro's body is the macro's (`extern MACRO(...)` uses it)
+    pieces, pos = [], 0
+    for m in pattern.finditer(plain):
+        if not re.search(r"\bextern\s*$", plain[max(0, m.start() - 40):m.start()]):
+            pieces += [out[pos:m.start()], "\n" * m.group(0).count("\n")]
+            pos = m.end()
+    return "".join(pieces) + out[pos:]
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    function: HostFunction
+    start: int              # where its definition begins
+    body: int               # where its body's `{` is
+    end: int                # just after the body's `}`
+    declarable: bool        # its head, with `;`, declares it
+
+
+def _blanked(text: str, spans: list[_Dropped], declared: set[int]) -> str:
+    """`text` with each span blanked but its newlines, the heads of `declared` (indices) kept as declarations."""
     out, pos = [], 0
-    for start, end in spans:
-        out.append(text[pos:start])
-        out.append("\n" * text.count("\n", start, end))
-        pos = end
+    for i, d in enumerate(spans):
+        kept = text[pos:d.body].rstrip() if i in declared else text[pos:d.start]
+        out.append(kept + (";" if i in declared else ""))
+        out.append("\n" * text.count("\n", pos + len(kept), d.end))
+        pos = d.end
     out.append(text[pos:])
-    return "".join(out), tuple(dropped)
+    return "".join(out)
 
 
 def _without_directives(text: str) -> str:
@@ -62,6 +113,18 @@ def program_device_words(texts: Iterable[str]) -> set[str]:
     """device_words_of every file of a program together (comments stripped): a macro one file defines marks
     functions as device code in the others."""
     return device_words_of("\n".join(strip_comments(t) for t in texts))
+
+
+def program_names(texts: Iterable[str], words: Iterable[str] = ()) -> set[str]:
+    """The identifiers that the code each file of a program keeps (its host functions blanked) names, all files
+    together (`words`: program_device_words)."""
+    out: set[str] = set()
+    for t in texts:
+        text = strip_comments(t)
+        spans: list[_Dropped] = []
+        _scan(_without_directives(text), 0, len(text), device_words_of(text) | set(words), spans)
+        out |= set(_IDENT.findall(_blanked(text, spans, set())))
+    return out
 
 
 def device_words_of(text: str) -> set[str]:
@@ -78,26 +141,48 @@ def device_words_of(text: str) -> set[str]:
     return words
 
 
-def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list, dropped: list) -> None:
+def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
     j = lo
     while True:
         k = text.find("{", j, hi)
         if k < 0:
             return
-        head_start = max(lo, max(text.rfind(";", lo, k), text.rfind("}", lo, k)) + 1)
-        head = text[head_start:k]
+        head_start = _head_start(text, lo, k)
         try:
             end = closing_bracket(text, k)
         except ValueError:
             return                                                 # unbalanced: the compiler will say so
-        if _is_function_head(head):
+        head = text[head_start:k] if head_start is not None else ""
+        if head_start is not None and _is_function_head(head):
             if not device_words & set(_IDENT.findall(head)) and not _CONSTEXPR.search(head):
-                spans.append((head_start + len(head) - len(head.lstrip()), end + 1))
-                dropped.append(HostFunction(_name_of(head), text.count("\n", 0, head_start) + 1 +
-                                            head[:len(head) - len(head.lstrip())].count("\n")))
-        elif _SCOPE_HEAD.search(head):
-            _scan(text, k + 1, end, device_words, spans, dropped)
+                start = head_start + len(head) - len(head.lstrip())
+                name = _name_of(head)
+                declarable = bool(_IDENT.fullmatch(name)) and not (_DEDUCED.search(head) and "->" not in head)
+                spans.append(_Dropped(HostFunction(name, text.count("\n", 0, start) + 1), start, k, end + 1,
+                                      declarable))
+        elif head_start is not None and _SCOPE_HEAD.search(head):
+            _scan(text, k + 1, end, device_words, spans)
         j = end + 1
+
+
+def _head_start(text: str, lo: int, k: int) -> "int | None":
+    """Where the declaration that the brace at `k` ends begins: after the last `;` or `}` outside parentheses (a
+    default argument's `= {}` is inside its parameter list); None where the brace itself is inside parentheses (an
+    initializer in an argument list opens no scope)."""
+    depth = 0
+    i = k - 1
+    while i >= lo:
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c in ";}" and depth == 0:
+            return i + 1
+        i -= 1
+    return lo
 
 
 def _is_function_head(head: str) -> bool:

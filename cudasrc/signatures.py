@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from .preprocess import CONDITIONAL, active_source
+from .preprocess import CONDITIONAL, active_source, as_built
 from .types import normalize_ctype
 
 
@@ -55,8 +55,10 @@ def strip_comments(code: str) -> str:
 
 
 # The kernel attributes CUDA places around `__global__ void` (`__launch_bounds__(256)`, CUDA 13's
-# `__block_size__((128, 1, 1))`, `__cluster_dims__(2, 1, 1)`, `__maxnreg__(64)`): one level of nested parentheses.
-_KERNEL_ATTRIBUTE = r"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*\((?:[^()]|\([^()]*\))*\)\s*"
+# `__block_size__((128, 1, 1))`, `__cluster_dims__(2, 1, 1)`, `__maxnreg__(64)`): up to three levels of nested
+# parentheses (llama.cpp's `__launch_bounds__(calc_nwarps(type, get_device_table_id())*warp_size, 1)` has two).
+_NESTED = r"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)"
+_KERNEL_ATTRIBUTE = rf"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*{_NESTED}\s*"
 _GLOBAL = re.compile(rf"__global__\s+(?:{_KERNEL_ATTRIBUTE})*void\s+"
                      rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
@@ -340,10 +342,10 @@ class TemplateKernel:
 
 def template_definitions(code: str, defines: "Mapping[str, str] | None" = None) -> list[TemplateKernel]:
     """The template kernels of the source (`template <typename T, int N> __global__ void k(...)`), each once, in
-    source order; read as the build reads it where a parameter list has preprocessor conditionals."""
-    clean = strip_comments(code)
-    if CONDITIONAL.search(clean):
-        clean = active_source(clean, defines or {})
+    source order; read as the build reads it where it has preprocessor conditionals, and as written where a condition
+    is one this reader cannot evaluate (`__has_builtin(...)`, often in a header of another vendor that the build
+    never includes): a template is then found in every branch, and the build says which one it keeps."""
+    clean = as_built(strip_comments(code), defines or {})
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     out: dict[str, TemplateKernel] = {}
     for m, template, _ in _globals(clean):

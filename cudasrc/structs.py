@@ -55,7 +55,14 @@ class StructLayout:
 
 
 def struct_layout(code: str, name: str) -> StructLayout:
-    """The layout of `struct name { ... }` (or `typedef struct { ... } name;`) as defined in `code`."""
+    """The layout of `struct name { ... }` (or `typedef struct { ... } name;`) as defined in `code`; a CUDA vector
+    type (`uint3`, `float4`: a struct of the runtime's headers) has its components as fields x, y, z, w."""
+    vector = _vector(name)
+    if vector:
+        size, align, field = vector
+        step = size // field.count
+        return StructLayout(name, size, align, tuple(Field(c, i * step, field.ctype, False)
+                                                     for i, c in enumerate("xyzw"[:field.count])))
     clean = strip_comments(code)
     return _layout_of(_Source(clean, type_names(clean)), name, 0)
 
@@ -129,6 +136,12 @@ def _element(src: _Source, base: "str | None", pointer: bool, depth: int) -> tup
     return sub.size, sub.align, sub.fields
 
 
+def _without_initializer(declarator: str) -> str:
+    """`p = nullptr` -> `p`, `a[2] = {1, 2}` and `n{4}` -> `a[2]` and `n`."""
+    cut = re.search(r"=|\{", declarator)
+    return declarator[:cut.start()] if cut else declarator
+
+
 def _layout_body(src: _Source, name: str, body: str, depth: int) -> StructLayout:
     fields: list[Field] = []
     offset, align = 0, 1
@@ -153,6 +166,7 @@ def _layout_body(src: _Source, name: str, body: str, depth: int) -> StructLayout
             declarators = _split_top(first.group(2), ",")
             member = None
         for d in declarators:
+            d = _without_initializer(d)       # a default member initializer (`= nullptr`, `{0}`) moves nothing
             m = _DECLARATOR.match(d.strip())
             if not m:
                 raise LookupError(f"struct {name}: cannot read field declarator '{d}' in '{decl}'")

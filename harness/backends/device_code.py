@@ -13,10 +13,11 @@ from typing import Callable, Optional, Sequence
 from cudasrc.host_code import without_host_functions
 
 
-def device_headers(headers: dict[Path, str], words: set[str]) -> dict[Path, str]:
+def device_headers(headers: dict[Path, str], words: set[str], names: set[str] = frozenset()) -> dict[Path, str]:
     """Each header's text (path -> text) with its host functions dropped. `words`: the macros of all the program's
-    files that mark a function as device code."""
-    return {path: without_host_functions(text, words)[0] for path, text in headers.items()}
+    files that mark a function as device code; `names`: what the code they keep names (program_names), whose host
+    functions keep their declarations."""
+    return {path: without_host_functions(text, words, names)[0] for path, text in headers.items()}
 
 
 def write_header_copies(texts: dict[Path, str], into: Path,

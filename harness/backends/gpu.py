@@ -29,9 +29,10 @@ from harness.backends.args import BufferArg, ResidentArg, plan_args
 from harness import confine
 from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
+from harness.toolchain import host_libraries
 from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
-from cudasrc.host_code import program_device_words, without_host_functions
+from cudasrc.host_code import program_device_words, program_names, without_host_functions
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
                                 template_kernels)
@@ -427,20 +428,24 @@ class GpuBackend(Backend):
                                              "runs it")
         # the device code, as emu builds it: host functions dropped from the source and its headers (device_code)
         words = program_device_words([source, *headers.values()])
-        text = prepare_source(without_host_functions(source, words)[0])
-        options = [*flags, "-arch", self.arch]
-        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers), DEVICE_CODE)
-        cubin = self._cached_cubin(key, text, flags, headers, words)
+        names = program_names([source, *headers.values()], words)
+        text = prepare_source(without_host_functions(source, words, names)[0])
+        options = [*flags, *host_libraries.nvcc_flags(), "-arch", self.arch]
+        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers), DEVICE_CODE,
+                          host_libraries.digest())
+        cubin = self._cached_cubin(key, text, flags, headers, words, names)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 
-    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...], headers: dict, words: set[str]) -> bytes:
+    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...], headers: dict, words: set[str],
+                      names: set[str]) -> bytes:
         def make(tmp) -> None:
             with scratch_folder("gpu") as work:
                 copies = work / "device-headers"
-                write_header_copies(device_headers(headers, words), copies)
-                device_flags = copies_first(flags, flags, headers, copies)
+                write_header_copies(device_headers(headers, words, names), copies)
+                # a host library's header the toolkit lacks (cuBLAS's) found in qconform's declarations, searched last
+                device_flags = (*copies_first(flags, flags, headers, copies), *host_libraries.nvcc_flags())
                 if _stand_in() is None:
                     # nvcc as PyCUDA's compile() runs it, but confined (the source is untrusted: harness.confine),
                     # and cached through qconform's cache, which parallel workers never read half-written

@@ -191,3 +191,17 @@ def test_headers_beside_a_file_are_inlined_and_its_line_numbers_stay_true(tmp_pa
         backend.close()
     assert rec["verdict"] == "race", rec          # 64 threads store into 2 slots
     assert "at line 9 and write" in rec["kernels"]["k"]["detail"], rec["kernels"]["k"]["detail"]
+
+
+def test_a_vector_type_by_value_and_default_member_initializers_are_laid_out():
+    """llama.cpp passes `const uint3` fast-division constants by value, and its fusion struct gives each pointer
+    `= nullptr`: a vector type is a struct of its components; an initializer moves nothing."""
+    layout = struct_layout("", "uint3")
+    assert [(f.path, f.offset, f.ctype) for f in layout.fields] == [("x", 0, "unsigned int"), ("y", 4, "unsigned int"),
+                                                                   ("z", 8, "unsigned int")]
+    assert (layout.size, layout.align) == (12, 4)
+    assert struct_layout("", "float4").align == 16
+    fused = struct_layout("struct args { const void * bias = nullptr; float scale{1.0f}; int taps[2] = {1, 2}; };",
+                          "args")
+    assert [(f.path, f.offset, f.count) for f in fused.fields] == [("bias", 0, 1), ("scale", 8, 1), ("taps", 12, 2)]
+    assert fused.size == 24

@@ -63,3 +63,59 @@ def test_a_source_without_host_code_is_only_stripped_of_comments():
     src = "// a kernel\n__global__ void k(int* y) { y[0] = 1; /* one */ }\n"
     out, dropped = without_host_functions(src)
     assert dropped == () and out == "\n__global__ void k(int* y) { y[0] = 1;  }\n"
+
+
+ENGINE = r"""#include <initializer_list>
+#define CHECK_BLAS(call) do { if ((call) != 0) blas_abort(#call); } while (0)
+void blas_abort(const char* what) { throw what; }
+static bool fast_path(const int cc) { return cc >= 800; }
+static int unused_helper(torch::Tensor t) { return 0; }
+int fuse(const int* uses, std::initializer_list<int> ops, std::initializer_list<int> outputs = {}) {
+    return int(ops.size() + outputs.size()) + uses[0];
+}
+struct context {
+    bool use_fast(int cc) const { return fast_path(cc); }
+    void init() { CHECK_BLAS(blas_create(this)); }
+};
+template <int N> void launch(context& ctx, float* y) { ctx.init(); }
+extern template void launch<4>(context& ctx, float* y);
+template void launch<8>(context& ctx, float* y);
+#define INSTANCE(n) template void launch<n>(context& ctx, float* y)
+extern INSTANCE(16);
+auto deduced() { return 1; }
+__global__ void k(float* y) { y[0] = 1.0f; }
+"""
+
+
+def test_a_dropped_function_that_kept_code_names_stays_declared():
+    """A class's host member and an error macro name host functions: their declarations stay (line numbers too);
+    one no kept code names goes whole (its parameters may name a framework's types that are not here)."""
+    out, dropped = without_host_functions(ENGINE)
+    assert out.count("\n") == ENGINE.count("\n")
+    assert [d.name for d in dropped] == ["blas_abort", "fast_path", "unused_helper", "fuse", "launch", "deduced"]
+    lines = out.split("\n")
+    assert lines[2] == "void blas_abort(const char* what);"              # named by the macro CHECK_BLAS
+    assert lines[3] == "static bool fast_path(const int cc);"            # named by a class's member
+    assert "unused_helper" not in out and "torch" not in out and "deduced" not in out
+    assert "fuse" not in out     # its default argument's `{}` did not cut its head: the whole definition went
+    assert lines[12] == "template <int N> void launch(context& ctx, float* y);"     # named by `extern template`
+    assert lines[13] == "extern template void launch<4>(context& ctx, float* y);"
+    assert lines[14] == ""          # an explicit instantiation cannot stand without the template's body
+    assert lines[15].startswith("#define INSTANCE(n) template void launch<n>") and lines[16] == "extern INSTANCE(16);"
+    assert "__global__ void k(float* y) { y[0] = 1.0f; }" in out
+
+
+def test_names_from_the_programs_other_files_keep_a_declaration():
+    from cudasrc.host_code import program_names
+    header = "static bool tensor_cores(int cc) { return cc >= 700; }\n"
+    user = "struct config { bool mma(int cc) const { return tensor_cores(cc); } };\n"
+    assert without_host_functions(header)[0] == "\n"
+    names = program_names([header, user])
+    assert "tensor_cores" in names
+    assert without_host_functions(header, names=names)[0] == "static bool tensor_cores(int cc);\n"
+
+
+def test_a_brace_inside_a_parameter_list_opens_no_scope():
+    src = "void f(int a, S s = {}) {\n  g();\n}\n__global__ void k(int* y) { y[0] = 1; }\n"
+    out, dropped = without_host_functions(src)
+    assert [d.name for d in dropped] == ["f"] and out.startswith("\n\n\n__global__ void k")

@@ -67,3 +67,13 @@ def test_a_template_kernel_of_a_header_is_instantiated_after_the_source():
     assert (sig.name, sig.params) == ("scale<float>", (("const float*", "x"), ("float*", "y"), ("float", "a")))
     with pytest.raises(ValueError, match=r"but scale \(lib.cuh, line 3\) takes 1"):
         instantiated(source, ["scale<float,int>"], headers={"lib.cuh": header})
+
+
+def test_a_header_whose_conditions_cannot_be_evaluated_is_read_as_written():
+    """Another vendor's header (ggml's `vendors/hip.h`, `#if __has_builtin(...)`) is among the files read for
+    template kernels, though the build never includes it: its conditions are read as written, not a stop."""
+    hip = "#if __has_builtin(__builtin_amdgcn_ds_bpermute)\n#define FAST 1\n#endif\n"
+    header = ("template <int N>\n__launch_bounds__(warps(N, table_id()) * 32, 1)\n"
+              "static __global__ void rows(const float* x, float* y) { }\n")
+    code = instantiated("", ["rows<4>"], headers={"vendors/hip.h": hip, "rows.cuh": header})
+    assert code.endswith("template __global__ void rows<4>(const float* x, float* y);\n")

@@ -13,7 +13,8 @@ from harness.backends import protocol
 from harness.backends.base import BuildError, UnsupportedConstruct, build_error
 from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
-from cudasrc.host_code import program_device_words
+from harness.toolchain import host_libraries
+from cudasrc.host_code import program_device_words, program_names
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
@@ -90,17 +91,19 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     flags = _check_flags(flags)
     headers = confine.own_headers(source, flags)      # the module depends on them as on the source
     words = program_device_words([source, *headers.values()])
-    rw = rewrite(source, name, defines_of(flags), words, "\n".join(headers.values()))
+    names = program_names([source, *headers.values()], words)
+    rw = rewrite(source, name, defines_of(flags), words, "\n".join(headers.values()), names)
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
-                 toolkit_headers.include_flags() + tc.ALIGN_FLAGS +
+                 toolkit_headers.include_flags() + host_libraries.host_compiler_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
     key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags),
                       *confine.header_digests(headers), *toolchain.link_flags(), toolchain.cxx,
-                      toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES)[:40]
+                      toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES,
+                      host_libraries.digest())[:40]
 
     def make(tmp_so: Path) -> None:
         runtime = runtime_object(toolchain, sanitize)
@@ -109,7 +112,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
             # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
             device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
-            texts = device_headers(headers, words)
+            texts = device_headers(headers, words, names)
             write_header_copies(texts, device_copies)
             device_check = gate.start_device_compile(rw.device_code, name, work,
                                                      copies_first(flags, flags, headers, device_copies))

@@ -20,6 +20,7 @@
 #include <cassert>
 #include <type_traits>
 #include <utility>
+#include <memory>      // before __noinline__ is a macro: libstdc++'s shared_ptr spells the attribute so
 
 #define EMU_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -30,7 +31,13 @@ struct uint3 { unsigned int x, y, z; };
 // dropped (a launcher's function-pointer typedef, a prototype): nothing here creates a stream or returns a status.
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
-typedef enum cudaError { cudaSuccess = 0 } cudaError_t;
+typedef enum cudaError {
+  cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInitializationError = 3,
+  cudaErrorInvalidConfiguration = 9, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101, cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchOutOfResources = 701, cudaErrorLaunchFailure = 719, cudaErrorNotSupported = 801,
+  cudaErrorUnknown = 999
+} cudaError_t;
 
 struct dim3 {
   unsigned int x, y, z;
@@ -281,6 +288,9 @@ struct KernelEntry {
 // Device code is compiled as for compute capability 9.0 (the sm_90 limits the launch checks use): code
 // selecting device paths with `#ifdef __CUDA_ARCH__` or `__CUDA_ARCH__ >= 700` takes them.
 #define __CUDA_ARCH__ 900
+// The runtime version whose device API emu provides (fp8, fp6 and fp4 types came with 12.8): code that selects
+// paths with `CUDART_VERSION >= ...` takes those a current toolkit compiles, not its oldest fallbacks.
+#define CUDART_VERSION 12080
 #define __global__
 #define __device__
 #define __host__
@@ -299,9 +309,6 @@ struct KernelEntry {
 namespace __emu = ::emu;
 namespace emu {
 inline FiberHead*& __cur = g_cur;
-inline uint3& __block_idx = g_block_idx;
-inline dim3& __block_dim = g_block_dim;
-inline dim3& __grid_dim = g_grid_dim;
 inline void __syncthreads_at(int line) { syncthreads(line); }
 inline int __syncthreads_count_at(int pred, int line) { return syncthreads_count(pred, line); }
 inline void __syncwarp_at(unsigned mask, int line) { syncwarp(mask, line); }
@@ -329,9 +336,15 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
 }  // namespace emu
 #define warpSize 32
 #define threadIdx (::__emu::__cur->__tid)
-#define blockIdx (::__emu::__block_idx)
-#define blockDim (::__emu::__block_dim)
-#define gridDim (::__emu::__grid_dim)
+// blockIdx, blockDim and gridDim name one reference each, by a reserved name: a struct of the code around a kernel
+// may have a member of the same name (the runtime's cudaLaunchConfig_t has gridDim and blockDim), which the same
+// macro renames in its declaration and in every use.
+#define blockIdx __emu_blockIdx
+#define blockDim __emu_blockDim
+#define gridDim __emu_gridDim
+inline uint3& __emu_blockIdx = ::emu::g_block_idx;
+inline dim3& __emu_blockDim = ::emu::g_block_dim;
+inline dim3& __emu_gridDim = ::emu::g_grid_dim;
 #define __syncthreads() ::__emu::__syncthreads_at(__LINE__)
 #define __syncthreads_count(p) ::__emu::__syncthreads_count_at((p), __LINE__)
 #define __syncthreads_and(p) (::__emu::barrier_reduce(0u, 0u, ::__emu::kBarAnd, (p) != 0, __LINE__) != 0)
@@ -375,6 +388,11 @@ inline void __threadfence() { ::emu::fence(::emu::kScopeDevice); }
 inline void __threadfence_block() { ::emu::fence(::emu::kScopeBlock); }
 inline void __threadfence_system() { ::emu::fence(::emu::kScopeDevice); }
 inline void __nanosleep(unsigned) {}
+// Programmatic dependent launch: emu runs one launch, with no grid before it to wait for and none after it to let
+// start early, so both return at once (as they do in a launch without the programmatic-serialization attribute).
+inline void cudaGridDependencySynchronize() {}
+inline void cudaTriggerProgrammaticLaunchCompletion() {}
+#include "emu_host_api.hpp"   // the runtime's host API, declared only: host code is dropped before a build
 inline long long clock64() { return ::emu::clock_tick(); }
 inline unsigned __lanemask_lt() { return (1u << emu::g_cur->lane) - 1u; }
 

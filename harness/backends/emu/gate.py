@@ -28,6 +28,7 @@ from harness import confine
 from harness.backends import protocol
 from harness.backends.base import BuildError, build_error
 from harness.cache import tool_env
+from harness.toolchain import host_libraries
 
 GATE_ARCH = "sm_90"
 # 20011/20014: a __host__ __device__ function calling a host function is only a warning by default; an error here
@@ -109,7 +110,7 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
         safe += ".cu"
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
-    cmd = [nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), "-o", "device.ptx", safe]
+    cmd = [nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), *host_libraries.nvcc_flags(), "-o", "device.ptx", safe]
     with confine.confined(cmd, writable=[work], cwd=work / "gate", then=protocol.dies_with_caller()) as preexec:
         return subprocess.Popen(cmd, cwd=work / "gate", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=tool_env(work), preexec_fn=preexec)

@@ -372,12 +372,13 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 
 
 def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None,
-            device_words: Iterable[str] = (), context: str = "") -> Rewritten:
+            device_words: Iterable[str] = (), context: str = "", names: Iterable[str] = ()) -> Rewritten:
     """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
     build's flags define, with which a kernel's parameter list is read where it has conditionals; `device_words`:
     the macros of the source's own headers that mark a function as device code (cudasrc.host_code); `context`:
-    those headers' text, whose typedefs name parameter types."""
-    clean, _ = without_host_functions(code, device_words)    # host code never runs here (a GPU runs it on the host)
+    those headers' text, whose typedefs name parameter types; `names`: what the program's kept code names, whose
+    host functions keep their declarations (cudasrc.host_code.program_names)."""
+    clean, _ = without_host_functions(code, device_words, names)    # host code never runs here (a GPU runs it on the host)
     check_unsupported(clean)
     try:
         kernels = kernel_signatures(code, defines=defines, context=context)

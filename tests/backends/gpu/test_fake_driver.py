@@ -129,7 +129,9 @@ def test_load_compiles_prepared_source_once_and_caches(backend, fake):
     compiles = [c for c in fake.calls() if c[1] == "compile"]
     assert len(compiles) == 1
     _, _, options, no_extern_c, arch, cache = compiles[0]
-    assert no_extern_c is True and arch == "sm_90" and options == ["-lineinfo"] and cache is False
+    from harness.toolchain import host_libraries
+    assert no_extern_c is True and arch == "sm_90" and cache is False
+    assert options == ["-lineinfo", *host_libraries.nvcc_flags()]     # the host libraries' declarations, searched last
     backend.load(SRC, flags=["-lineinfo"])
     assert fake.names().count("compile") == 1           # second load: from the cubin cache
     backend.load(SRC, flags=["-O3"])
@@ -566,8 +568,9 @@ def test_pycudas_own_headers_folder_is_passed_to_nvcc(tmp_path, monkeypatch):
     backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
     backend.nvcc = "/opt/fake/nvcc"
     backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
-    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",), {}, set()) == b"\x7fELF"
-    assert seen == [["-O3", f"-I{package / 'cuda'}", "-arch", "sm_90"]]
+    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",), {}, set(), set()) == b"\x7fELF"
+    from harness.toolchain import host_libraries
+    assert seen == [["-O3", *host_libraries.nvcc_flags(), f"-I{package / 'cuda'}", "-arch", "sm_90"]]
     monkeypatch.delitem(sys.modules, "pycuda", raising=False)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "site")])
     assert gpu._pycuda_include() == []                            # no PyCUDA: nothing added

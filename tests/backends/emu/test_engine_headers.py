@@ -1,0 +1,164 @@
+"""Kernels as inference engines ship them: the kernel file includes the engine's common header, which carries the
+host code around every kernel (a context class that creates streams and a cuBLAS handle, launch helpers, error
+macros) beside the device helpers. The kernel runs on emu as it builds on a GPU: host functions are reduced to
+declarations (a class's host member may still name them), the runtime's and cuBLAS's host API is declared and
+never defined, and device code that calls it is still refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import BuildError, UnsupportedConstruct
+from harness.backends.emu import gate
+
+needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None,
+                                reason="the device-side gate needs nvcc (the toolchain extra installs it)")
+
+ENGINE_H = r"""#pragma once
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#define ENGINE_CHECK(call) do { auto err_ = (call); if (err_ != cudaSuccess) engine_abort(#call, cudaGetErrorString(err_)); } while (0)
+#define ENGINE_CUBLAS_CHECK(call) do { if ((call) != CUBLAS_STATUS_SUCCESS) engine_abort(#call, "cublas"); } while (0)
+
+[[noreturn]] void engine_abort(const char* what, const char* why);
+
+static bool tensor_cores_available(const int cc) { return cc >= 700; }
+static int count_uses(const int* uses, std::initializer_list<int> ops, std::initializer_list<int> outputs = {}) {
+    return int(ops.size() + outputs.size()) + uses[0];
+}
+
+struct engine_context {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t handle = nullptr;
+    std::unique_ptr<float[]> scratch;
+    engine_context() {
+        ENGINE_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        ENGINE_CUBLAS_CHECK(cublasCreate(&handle));
+        ENGINE_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH));
+    }
+    bool use_tensor_cores(int cc) const { return tensor_cores_available(cc); }
+};
+
+struct launch_config {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr;
+    launch_config(dim3 grid, dim3 block, cudaStream_t s) {
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.stream = s;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+    }
+};
+
+template <int rows> void launch_rows(engine_context& ctx, const float* x, float* y, int n);
+extern template void launch_rows<4>(engine_context& ctx, const float* x, float* y, int n);
+
+static __device__ __forceinline__ void engine_wait_for_producer() {
+#if CUDART_VERSION >= 12030
+    cudaGridDependencySynchronize();
+#endif
+}
+static __device__ __forceinline__ void engine_release_consumer() {
+#if CUDART_VERSION >= 12030
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+static constexpr __host__ __device__ int warps_for(int rows) { return rows >= 4 ? 4 : 2; }
+static constexpr __device__ int table_id() { return 1; }
+
+static __device__ __forceinline__ unsigned fast_div(unsigned n, const uint3 d) { return (__umulhi(n, d.x) + n) >> d.y; }
+
+struct epilogue_args {
+    const float* bias = nullptr;
+    float scale = 1.0f;
+};
+"""
+
+KERNEL_CU = r"""#include "engine.cuh"
+
+template <int rows>
+__launch_bounds__(warps_for(rows * table_id()) * 32, 1)
+static __global__ void row_sums(const float* x, float* y, const uint3 cols_div, const epilogue_args ep, const int n) {
+    engine_wait_for_producer();
+    __shared__ float part[warps_for(rows)][32];
+    const int row = blockIdx.x;
+    float s = 0.0f;
+    for (int i = threadIdx.y * 32 + threadIdx.x; i < n; i += blockDim.x * blockDim.y) s += x[row * n + i];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    engine_release_consumer();
+    if (threadIdx.y == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < warps_for(rows); ++w) t += part[w][threadIdx.x];
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffff, t, o);
+        if (threadIdx.x == 0) y[fast_div(row, cols_div)] = t * ep.scale + (ep.bias ? ep.bias[row] : 0.0f);
+    }
+}
+
+template <int rows> void launch_rows(engine_context& ctx, const float* x, float* y, int n) {
+    launch_config lc(dim3(rows), dim3(32, warps_for(rows)), ctx.stream);
+    ENGINE_CHECK(cudaLaunchKernelEx(&lc.cfg, row_sums<rows>, x, y, make_uint3(1, 0, 1), epilogue_args{}, n));
+}
+template void launch_rows<4>(engine_context& ctx, const float* x, float* y, int n);
+template __global__ void row_sums<4>(const float*, float*, const uint3, const epilogue_args, const int);
+"""
+
+
+def _epilogue(scale: float) -> np.ndarray:
+    """epilogue_args by value: a null bias pointer, then the scale (x86-64 and CUDA lay it out alike)."""
+    dt = np.dtype({"names": ["bias", "scale"], "formats": [np.uint64, np.float32], "offsets": [0, 8], "itemsize": 16})
+    value = np.zeros((), dt)
+    value["scale"] = scale
+    return value[()]
+
+
+@pytest.fixture
+def engine(tmp_path):
+    (tmp_path / "engine.cuh").write_text(ENGINE_H)
+    return (f"-I{tmp_path}",)
+
+
+@needs_nvcc
+def test_a_kernel_inside_an_engines_host_code_runs_as_its_device_code(engine, emu):
+    module = emu.load(KERNEL_CU, engine)
+    x = np.random.default_rng(7).uniform(-1, 1, (4, 256)).astype(np.float32)
+    y = np.zeros(4, np.float32)
+    fastdiv_by_one = np.array((1, 0, 1), np.dtype([("x", np.uint32), ("y", np.uint32), ("z", np.uint32)]))[()]
+    module.launch("row_sums<4>", (4,), (32, 4), 0, [x, y, fastdiv_by_one, _epilogue(2.0), np.int32(256)],
+                  outputs=(1,))
+    np.testing.assert_allclose(y, 2.0 * x.astype(np.float64).sum(axis=1), rtol=0, atol=256 * 2 ** -23 * 2 * 4)
+
+
+@needs_nvcc
+def test_device_code_that_calls_a_declared_host_library_is_refused(engine, emu):
+    """The negative control: the declarations let the host code around the kernel compile, not device code call
+    it: nvcc refuses a cuBLAS call in a kernel, the kernel's fault (BuildError, not emu's limit)."""
+    broken = KERNEL_CU.replace("    engine_wait_for_producer();\n",
+                               "    engine_wait_for_producer();\n    (void)cublasCreate((cublasHandle_t*)y);\n")
+    with pytest.raises(BuildError, match=r"nvcc's device-side compile refused it") as caught:
+        emu.load(broken, engine)
+    assert not isinstance(caught.value, UnsupportedConstruct)
+
+
+def test_a_runtime_call_in_device_code_stays_emus_limit(engine, emu):
+    """The runtime's functions that device code may call (the device runtime of dynamic parallelism) are emu's
+    limit, as before their host declarations existed."""
+    broken = KERNEL_CU.replace("    engine_wait_for_producer();\n", "    cudaMemsetAsync(y, 0, 4);\n")
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 6\)"):
+        emu.load(broken, engine)
+
+
+def test_without_nvcc_the_object_check_refuses_a_declared_host_call(engine, emu, monkeypatch):
+    """With no nvcc to say so, emu's own check of the object finds the undefined host function."""
+    monkeypatch.setattr(gate, "nvcc_gate", lambda: (None, "no nvcc"))
+    broken = KERNEL_CU.replace("    engine_wait_for_producer();\n", "    (void)cublasCreate((cublasHandle_t*)y);\n")
+    with pytest.raises(BuildError, match=r"calls host function\(s\) that device code cannot call: cublasCreate"):
+        emu.load(broken, engine)
