@@ -166,7 +166,8 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
     C-contiguous numpy arrays of the pointee's dtype (whole vectors for a vector pointee), writeable unless
     the pointer is const, and must not overlap (each gets its own device buffer); by-value parameters take
     numpy scalars of exactly the parameter's dtype (and, where `native_sizes` gives the compiled parameter
-    sizes, of that size). An output is a non-const pointer, listed once. A backend whose buffers cannot be
+    sizes, of that size); None for a pointer passes a null pointer (an optional input the kernel tests for). An
+    output is a non-const pointer, listed once. A backend whose buffers cannot be
     empty passes `empty_ok=False`. A backend with resident buffers passes `resident_ok=True`: a `Buffer` may
     then stand for a pointer argument (its dtype checked like an array's), each at most once. A backend that
     passes structs and module symbols by value passes `aggregates_ok=True` (with `native_sizes`): a struct
@@ -190,6 +191,10 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
             if i in out_set and ctype.startswith("const "):
                 raise ValueError(f"outputs: args[{i}] ({pname}) is a const pointer, so the kernel cannot write it")
             plan.append(ResidentArg(i, pname, ctype, arg, i in out_set))
+        elif ctype.endswith("*") and arg is None:
+            if i in out_set:
+                raise ValueError(f"outputs: args[{i}] ({pname}) is a null pointer, so the kernel cannot write it")
+            plan.append(ScalarArg(i, pname, ctype, np.uint64(0)))      # the pointer's 8 bytes, all zero
         elif ctype.endswith("*"):
             if not isinstance(arg, np.ndarray):
                 raise ValueError(f"{what}: the kernel takes a pointer, so pass a numpy array"

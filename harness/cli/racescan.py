@@ -161,6 +161,9 @@ def run(args) -> int:
         where = "--args" if args.arg_specs is not None else f"{args.source}: header args"
         raise ValueError(f"{where}: {len(specs)} spec(s) for the {len(params)} parameters of {launch.kernel} "
                          f"({', '.join(n for _, n in params)})")
+    for s, (ctype, _) in zip(specs, params):
+        if s.is_null and not ctype.rstrip().endswith("*"):
+            raise ValueError(f"args: {s.name}: `null` is for a pointer parameter; the parameter is {ctype}")
     specs = [_with_layout(s, ctype, source, headers) if s.is_struct else s for s, (ctype, _) in zip(specs, params)]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     domains = {s.name: s.domain for s in specs if s.domain is not None}

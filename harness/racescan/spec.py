@@ -8,6 +8,7 @@ numpy lacks are spelled `bfloat16`, `fp8e4m3` and `fp8e5m2`: their fills are num
 the kernel reads (`harness.racescan.encodings`: nearest code, ties to even, saturating).
 An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a valid launch; `make_args` takes
 the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain.
+A pointer the kernel may be given as null (an optional input it tests with `if (bias)`) is `name:null`.
 A struct passed by value is `name:struct` (every byte zero) or `name:struct={field=value,...}` (the fields named,
 `inner.x` for a nested struct's, numbers only; an array field takes the value in every element; the rest zero). Its
 layout is the kernel's parameter type, read from the source (`with_layout`, cudasrc.structs)."""
@@ -24,6 +25,7 @@ from harness.racescan.encodings import ENCODINGS
 _SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>[a-z0-9]+)(?:\[(?P<count>\d+)\])?"
                    r"(?:=(?P<fill>[^!]+))?(?P<out>!out)?$")
 _RANDOM = re.compile(r"^random\((?P<lo>-?[\d.]+),(?P<hi>-?[\d.]+)\)$")
+NULL = "null"                   # the dtype word (and the fill) of a null pointer spec
 _RANGE = re.compile(r"^range\((?P<lo>-?\d+),(?P<hi>-?\d+)\)$")
 
 
@@ -40,6 +42,11 @@ class ArgSpec:
     @property
     def is_struct(self) -> bool:
         return self.fields is not None
+
+    @property
+    def is_null(self) -> bool:
+        """A null pointer (`name:null`)."""
+        return self.fill == NULL
 
     def with_layout(self, dtype: np.dtype, what: str) -> "ArgSpec":
         """This struct spec with the layout of the kernel's parameter (`what`: the struct, for messages); a
@@ -59,6 +66,8 @@ class ArgSpec:
         return range(int(m.group("lo")), int(m.group("hi"))) if m else None
 
     def __str__(self) -> str:
+        if self.is_null:
+            return f"{self.name}:null"
         if self.is_struct:
             return f"{self.name}:struct" + ("={" + ",".join(f"{k}={v}" for k, v in self.fields) + "}"
                                             if self.fields else "")
@@ -75,6 +84,11 @@ def parse_args(text: str) -> list[ArgSpec]:
             raise ValueError(f"args: {item!r} is not `name:dtype[count]=fill[!out]` or `name:dtype=value`")
         if m.group("dtype") == "struct":
             specs.append(_struct_spec(item, m))
+            continue
+        if m.group("dtype") == NULL:
+            if m.group("count") is not None or m.group("fill") or m.group("out"):
+                raise ValueError(f"args: {item!r}: a null pointer is `name:null`, with no count, fill or !out")
+            specs.append(ArgSpec(m.group("name"), np.dtype(np.uint64), None, NULL, False))
             continue
         encoding = m.group("dtype") if m.group("dtype") in ENCODINGS else None
         try:
@@ -188,6 +202,9 @@ def make_args(specs: list[ArgSpec], seed: int, at: Optional[dict] = None) -> tup
     rng = np.random.default_rng(seed)
     args, outputs = [], []
     for i, s in enumerate(specs):
+        if s.is_null:
+            args.append(None)                 # a null pointer (the backends' plan_args)
+            continue
         if s.domain is not None:
             value = at.get(s.name, s.domain.start)
             if value not in s.domain:

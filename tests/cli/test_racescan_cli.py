@@ -316,3 +316,40 @@ def test_a_template_kernel_of_a_header_with_shared_tiles_in_its_device_functions
     (tmp_path / "lib" / "kernels.cuh").write_text(KERNELS.replace("BARRIER", "__syncthreads();"))
     assert main(argv) == 0                                    # the negative control: a barrier between
     assert "verdict: CLEAN" in capsys.readouterr().out
+
+
+OPTIONAL_BIAS = """__global__ void biased(const float* x, const float* bias, const int* ids, float* y, int n) {
+  __shared__ float s[32];
+  s[threadIdx.x] = x[ids ? ids[threadIdx.x] : threadIdx.x] + (bias ? bias[threadIdx.x] : 0.0f);
+  __syncthreads();
+  y[threadIdx.x] = s[(threadIdx.x + 1) % n];
+}
+"""
+
+
+def test_a_null_pointer_reaches_the_kernel_as_null(tmp_path, capsys):
+    """Optional inputs (llama.cpp's `ids`, a fusion's bias) are tested for null: `name:null` passes one. A pointer
+    the kernel reads anyway faults (the negative control), and `null` is only for pointers."""
+    src = tmp_path / "bias.cu"
+    src.write_text(OPTIONAL_BIAS)
+    argv = ["racescan", str(src), "--kernel", "biased", "--grid", "1", "--block", "32", "--seed", "3", "--args"]
+    assert main(argv + ["x:float32[32]=iota bias:null ids:null y:float32[32]!out n:int32=32"]) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
+    assert main(argv + ["x:null bias:null ids:null y:float32[32]!out n:int32=32"]) == 1
+    out, err = capsys.readouterr()
+    assert "KernelCrash" in out and "--args 'x:null bias:null ids:null y:float32[32]!out n:int32=32'" in err
+    assert main(argv + ["x:float32[32] bias:null ids:null y:float32[32]!out n:null"]) == 2
+    assert "args: n: `null` is for a pointer parameter; the parameter is int" in capsys.readouterr().err
+    assert main(argv + ["x:float32[32] bias:null[4] ids:null y:float32[32]!out n:int32=32"]) == 2
+    assert "a null pointer is `name:null`, with no count, fill or !out" in capsys.readouterr().err
+
+
+def test_the_backends_take_none_for_a_null_pointer_and_refuse_it_as_an_output():
+    from cudasrc.signatures import kernel_signatures
+    from harness.backends.args import ScalarArg, plan_args
+    sig, = kernel_signatures(OPTIONAL_BIAS)
+    x, y = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    plan = plan_args(sig, [x, None, None, y, np.int32(32)], outputs=(3,))
+    assert isinstance(plan[1], ScalarArg) and plan[1].value == 0 and plan[1].value.dtype == np.uint64
+    with pytest.raises(ValueError, match=r"outputs: args\[3\] \(y\) is a null pointer, so the kernel cannot write it"):
+        plan_args(sig, [x, None, None, None, np.int32(32)], outputs=(3,))
