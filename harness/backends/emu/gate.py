@@ -26,7 +26,7 @@ from typing import Optional
 
 from harness import confine
 from harness.backends import protocol
-from harness.backends.base import BuildError, build_error
+from harness.backends.base import BuildError, UnsupportedConstruct, build_error
 from harness.cache import tool_env
 from harness.toolchain import host_libraries
 
@@ -182,9 +182,20 @@ def check_object(obj: Path, asm_text: str, name: str, instrumented: bool = False
         raise BuildError(f"emu: {name} defines an IFUNC resolver ({ifuncs[0]}), host code run by the dynamic loader")
     host = sorted({s[7].split("@")[0] for s in symbols if len(s) >= 8 and s[6] == "UND" and s[7]
                    and not s[7].startswith("_ZN3emu") and not DEVICE_LIBC.match(s[7].split("@")[0])})
+    runtime = [s for s in map(_function_name, host) if re.match(r"cuda[A-Z]", s)]
+    if runtime:          # a device-runtime call nvcc accepts (dynamic parallelism): emu's limit, as the rewrite says
+        raise UnsupportedConstruct(None, f"CUDA runtime API calls in device code ({', '.join(sorted(set(runtime))[:5])}: "
+                                         "the device runtime of dynamic parallelism) are not supported by emu")
     if host:
         raise BuildError(f"emu: {name} calls host function(s) that device code cannot call: {', '.join(host[:10])} "
                          "(nothing was run)")
+
+
+def _function_name(symbol: str) -> str:
+    """A symbol's function name: a C name as it is, a mangled one's first name (`_Z10cudaMallocIfE...` ->
+    cudaMalloc)."""
+    m = re.match(r"_Z(\d+)", symbol)
+    return symbol[m.end():m.end() + int(m.group(1))] if m else symbol
 
 
 def _asm_blocks(asm_text: str) -> list[str]:

@@ -21,7 +21,8 @@ from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
 from cudasrc.host_code import without_host_functions
 from cudasrc.preprocess import as_built
-from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, kernel_signatures, macro_kernel_lines,
+from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures,
+                                macro_kernel_lines,
                                 namespace_blocks, scope_at, skip_string, split_top_level,
                                 template_kernels)
 
@@ -94,18 +95,35 @@ class _BraceDepth:
 def _runtime_call(clean: str) -> "re.Match | None":
     """The first call of a CUDA runtime function in `clean`, not counting the source's own functions named like
     one, nor the text of a `#define` that nothing expands (a sample's `SET_FLOAT_BASE cudaBindTexture(...)`,
-    left from its host code, never reaches the build)."""
+    left from its host code, never reaches the build), nor one in a class's body: a class keeps its host members
+    (a context that creates its stream), which run only on the host; a device member's call is found in the
+    module's object instead (gate.check_object)."""
     calls = list(re.finditer(_RUNTIME_CALL, clean))
     if not calls:
         return None
     own = set(_OWN_CUDA_NAMED.findall(clean))
     outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
     unexpanded = [d.span() for d in _DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
+    bodies = _class_bodies(clean)
     for m in calls:
-        if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded):
+        if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded + bodies):
             continue
         return m
     return None
+
+
+def _class_bodies(clean: str) -> list[tuple[int, int]]:
+    """The spans of the bodies of the classes and structs defined in `clean` (their braces included)."""
+    out = []
+    for m in re.finditer(r"\b(?:struct|class)\s+(?:__align__\s*\(\d+\)\s*|alignas\s*\(\d+\)\s*)?[A-Za-z_]\w*"
+                         r"(?:\s*final)?\s*(?::[^;{}()]*)?\{", clean):
+        if out and m.start() < out[-1][1]:
+            continue                                # a nested class: inside the outer body already
+        try:
+            out.append((m.end() - 1, closing_bracket(clean, m.end() - 1) + 1))
+        except ValueError:
+            break
+    return out
 
 
 def check_unsupported(clean: str) -> None:

@@ -162,3 +162,19 @@ def test_without_nvcc_the_object_check_refuses_a_declared_host_call(engine, emu,
     broken = KERNEL_CU.replace("    engine_wait_for_producer();\n", "    (void)cublasCreate((cublasHandle_t*)y);\n")
     with pytest.raises(BuildError, match=r"calls host function\(s\) that device code cannot call: cublasCreate"):
         emu.load(broken, engine)
+
+
+def test_a_host_class_in_the_kernel_file_is_host_code_and_a_device_members_runtime_call_is_emus_limit(emu):
+    """A class in the kernel's own file keeps its host members (they never run here): their runtime calls are no
+    construct of device code. A device member that calls the runtime (dynamic parallelism's device runtime, which
+    nvcc accepts) is still emu's limit, found in the module's object."""
+    runner = ("struct runner {\n  cudaStream_t s;\n  runner() { cudaStreamCreate(&s); }\n};\n"
+              "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n")
+    y = np.zeros(32, np.float32)
+    emu.load(runner).launch("k", (1,), (32,), 0, [y], outputs=(0,))
+    assert np.all(y == 1.0)
+    device_call = ("struct grabber {\n  __device__ void grab(float** p) { cudaMalloc((void**)p, 4); }\n};\n"
+                   "__global__ void k(float* y) { float* p; grabber g; g.grab(&p); y[threadIdx.x] = 1.0f; }\n")
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device code \(cudaMalloc: the device "
+                                                   r"runtime of dynamic parallelism\)"):
+        emu.load(device_call)
