@@ -92,18 +92,23 @@ class _BraceDepth:
         return depth
 
 
-def _runtime_call(clean: str) -> "re.Match | None":
+def _unexpanded_macros(clean: str) -> list[tuple[int, int]]:
+    """The spans of the `#define`s of `clean` that nothing expands: text that never reaches the build (a sample's
+    `SET_FLOAT_BASE cudaBindTexture(...)`, an engine's `LAUNCH_MOE(...)` macro whose `<<<` only the dropped host
+    code used)."""
+    outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
+    return [d.span() for d in _DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
+
+
+def _runtime_call(clean: str, unexpanded: list[tuple[int, int]]) -> "re.Match | None":
     """The first call of a CUDA runtime function in `clean`, not counting the source's own functions named like
-    one, nor the text of a `#define` that nothing expands (a sample's `SET_FLOAT_BASE cudaBindTexture(...)`,
-    left from its host code, never reaches the build), nor one in a class's body: a class keeps its host members
-    (a context that creates its stream), which run only on the host; a device member's call is found in the
-    module's object instead (gate.check_object)."""
+    one, nor one in an `unexpanded` macro, nor one in a class's body: a class keeps its host members (a context
+    that creates its stream), which run only on the host; a device member's call is found in the module's object
+    instead (gate.check_object)."""
     calls = list(re.finditer(_RUNTIME_CALL, clean))
     if not calls:
         return None
     own = set(_OWN_CUDA_NAMED.findall(clean))
-    outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
-    unexpanded = [d.span() for d in _DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
     bodies = _class_bodies(clean)
     for m in calls:
         if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded + bodies):
@@ -127,8 +132,13 @@ def _class_bodies(clean: str) -> list[tuple[int, int]]:
 
 
 def check_unsupported(clean: str) -> None:
+    unexpanded = _unexpanded_macros(clean)
     for pattern, what in _UNSUPPORTED:
-        m = _runtime_call(clean) if pattern is _RUNTIME_CALL else re.search(pattern, clean)
+        if pattern is _RUNTIME_CALL:
+            m = _runtime_call(clean, unexpanded)
+        else:
+            m = next((m for m in re.finditer(pattern, clean) if not any(lo <= m.start() < hi for lo, hi in unexpanded)),
+                     None)
         if m:
             raise UnsupportedConstruct(None, f"{what} (line {line_of(clean, m.start())}) is not supported by emu")
 

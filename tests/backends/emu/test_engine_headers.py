@@ -178,3 +178,17 @@ def test_a_host_class_in_the_kernel_file_is_host_code_and_a_device_members_runti
     with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device code \(cudaMalloc: the device "
                                                    r"runtime of dynamic parallelism\)"):
         emu.load(device_call)
+
+
+def test_a_launch_macro_that_only_host_code_expands_is_not_a_launch_in_device_code(emu):
+    """candle's MoE kernels launch through `LAUNCH_MOE_GGUF(...)`, a macro with `<<<...>>>` that only the dropped
+    host function expands: nothing of it reaches the build. Expanded where it stays, it is a launch emu cannot
+    build (the negative control)."""
+    source = ("#define LAUNCH(k) k<<<1, 32>>>(y)\n__global__ void k(float* y) { y[threadIdx.x] = 2.0f; }\n"
+              "void run(float* y) { LAUNCH(k); }\n")
+    y = np.zeros(32, np.float32)
+    emu.load(source).launch("k", (1,), (32,), 0, [y], outputs=(0,))
+    assert np.all(y == 2.0)
+    kept = source.replace("void run(float* y) { LAUNCH(k); }", "struct runner { void run(float* y) { LAUNCH(k); } };")
+    with pytest.raises(UnsupportedConstruct, match=r"host-side kernel launch `<<<...>>>` \(line 1\)"):
+        emu.load(kept)
