@@ -151,6 +151,15 @@ def run(args) -> int:
                           {h.name: t for h, t in headers.items()})
     signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
     if launch.kernel not in signatures:
+        for header, text in headers.items():
+            try:
+                theirs = {k.name for k in kernel_signatures(text)}
+            except ValueError:
+                continue
+            if launch.kernel in theirs:      # a plain kernel of a header: emu launches the kernels of the file it builds
+                raise ValueError(f"--kernel: {launch.kernel!r} is a kernel of {header}, one of the headers of "
+                                 f"{args.source}: run racescan on {header} itself (a header builds as a source of "
+                                 "its own, its own headers found as usual)")
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
                          f"(it has: {', '.join(signatures) or 'none'}"

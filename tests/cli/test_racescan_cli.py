@@ -353,3 +353,17 @@ def test_the_backends_take_none_for_a_null_pointer_and_refuse_it_as_an_output():
     assert isinstance(plan[1], ScalarArg) and plan[1].value == 0 and plan[1].value.dtype == np.uint64
     with pytest.raises(ValueError, match=r"outputs: args\[3\] \(y\) is a null pointer, so the kernel cannot write it"):
         plan_args(sig, [x, None, None, None, np.int32(32)], outputs=(3,))
+
+
+def test_a_plain_kernel_of_a_header_is_named_with_the_file_to_run(tmp_path, capsys):
+    """candle keeps `quantize_q8_1` in `gguf.cuh`: asked for it through the file that includes it, racescan says
+    which file to run; run on the header itself, the kernel runs."""
+    (tmp_path / "quant.cuh").write_text("#pragma once\n__global__ void halve(float* y) { y[threadIdx.x] *= 0.5f; }\n")
+    src = tmp_path / "user.cu"
+    src.write_text('#include "quant.cuh"\n__global__ void twice(float* y) { y[threadIdx.x] *= 2.0f; }\n')
+    argv = ["--kernel", "halve", "--grid", "1", "--block", "32", "--args", "y:float32[32]=1", "--seed", "1"]
+    assert main(["racescan", str(src), *argv]) == 2
+    assert f"'halve' is a kernel of {tmp_path / 'quant.cuh'}, one of the headers of {src}: run racescan on" \
+        in capsys.readouterr().err
+    assert main(["racescan", str(tmp_path / "quant.cuh"), *argv]) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
