@@ -55,6 +55,9 @@ def register(sub) -> None:
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
     add_include_option(p)
+    p.add_argument("--empty-header", dest="empty_headers", action="append", default=[], metavar="NAME",
+                   help="a header the source includes that is not here and serves only host code (a framework's, "
+                        "such as torch/all.h), found as an empty file (repeatable)")
     p.set_defaults(func=run)
 
 
@@ -142,7 +145,11 @@ def run(args) -> int:
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
     source = path.read_text(errors="replace")
-    flags = source_flags([path], include_dirs(args))
+    dirs = include_dirs(args)
+    if args.empty_headers:
+        from harness.toolchain.host_libraries import empty_headers
+        dirs.append(str(empty_headers(args.empty_headers)))       # searched last: a header that is here wins
+    flags = source_flags([path], dirs)
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
@@ -209,6 +216,7 @@ def run(args) -> int:
     replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
                if getattr(args, o) is not None]
     replay += [f"-I {shlex.quote(d)}" for d in args.include_dirs]
+    replay += [f"--empty-header {shlex.quote(h)}" for h in args.empty_headers]
     if args.arg_specs is not None:
         replay.append(f"--args {shlex.quote(args.arg_specs)}")
     point = dict(verdict.at) or args.at

@@ -31,3 +31,25 @@ def digest() -> str:
     for path in sorted(FOLDER.glob("*.h")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def empty_headers(names: "list[str]") -> Path:
+    """A folder of the cache with an empty header at each of `names` (`torch/all.h`), for a build whose source
+    includes a framework's headers that are not here: the framework serves only the host code, which qconform drops,
+    so the include may stand for nothing; device code that uses the framework still fails, naming what it used.
+    A ValueError names a name that is not a relative path inside the folder."""
+    from harness.cache import cache_dir, cache_entry, content_key
+    for name in names:
+        parts = Path(name).parts
+        if not name or Path(name).is_absolute() or ".." in parts or name.endswith("/") or "\\" in name:
+            raise ValueError(f"--empty-header: {name!r} is not a header's relative path as `#include` names it "
+                             "(like torch/all.h)")
+    key = content_key("empty-headers", *sorted(set(names)))[:24]
+
+    def make(tmp: Path) -> None:
+        tmp.mkdir()
+        for name in sorted(set(names)):
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_text(f"// qconform --empty-header: {name} is not here; it stands for nothing\n")
+
+    return cache_entry(cache_dir("headers") / f"empty-{key}", make)[0]

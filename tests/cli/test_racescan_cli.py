@@ -367,3 +367,33 @@ def test_a_plain_kernel_of_a_header_is_named_with_the_file_to_run(tmp_path, caps
         in capsys.readouterr().err
     assert main(["racescan", str(tmp_path / "quant.cuh"), *argv]) == 0
     assert "verdict: CLEAN" in capsys.readouterr().out
+
+
+BINDING_CU = """#include <fakefw/all.h>
+#include <fakefw/cuda/guard.h>
+__global__ void twice(const float* x, float* y) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }
+void twice_op(fakefw::Tensor& x, fakefw::Tensor& y) {
+  const fakefw::cuda::Guard guard(x.device());
+  twice<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>());
+}
+"""
+
+
+def test_a_frameworks_headers_that_are_not_here_can_stand_for_nothing(tmp_path, capsys):
+    """vLLM's kernels include torch's headers for their bindings: `--empty-header` lets the file run as it is. A
+    kernel that uses the framework in device code still does not build (the negative control)."""
+    src = tmp_path / "binding.cu"
+    src.write_text(BINDING_CU)
+    argv = ["racescan", str(src), "--kernel", "twice", "--grid", "1", "--block", "32", "--seed", "1",
+            "--args", "x:float32[32]=iota y:float32[32]!out"]
+    assert main(argv) == 3
+    assert "fakefw/all.h: No such file or directory" in capsys.readouterr().out
+    empty = ["--empty-header", "fakefw/all.h", "--empty-header", "fakefw/cuda/guard.h"]
+    assert main(argv + empty) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
+    src.write_text(BINDING_CU.replace("y[threadIdx.x] = 2.0f", "fakefw::Half h; y[threadIdx.x] = 2.0f"))
+    assert main(argv + empty) == 3
+    out = capsys.readouterr().out
+    assert "verdict: UNSUPPORTED (BuildError)" in out and "binding.cu" in out and ":3" in out.replace("(3)", ":3")
+    assert main(argv + ["--empty-header", "../outside.h"]) == 2
+    assert "--empty-header: '../outside.h' is not a header's relative path" in capsys.readouterr().err
