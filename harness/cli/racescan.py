@@ -148,7 +148,7 @@ def run(args) -> int:
     dirs = include_dirs(args)
     if args.empty_headers:
         from harness.toolchain.host_libraries import empty_headers
-        dirs.append(str(empty_headers(args.empty_headers)))       # searched last: a header that is here wins
+        dirs.append(str(empty_headers(args.empty_headers)))       # after the -I folders: a header there wins
     flags = source_flags([path], dirs)
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
