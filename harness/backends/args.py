@@ -88,7 +88,9 @@ class ScalarArg:
     value: "np.generic | Struct | Symbol"   # a scalar of exactly the C type's dtype; a struct; a module symbol
 
 
-def _pointee_check(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
+def check_pointee(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
+    """ValueError (`what` first) where `array` cannot stand for what the pointer parameter `param_ctype` points to:
+    a scalar's dtype, a whole number of vectors, or bytes for a type without a dtype."""
     base = element_ctype(param_ctype).replace("volatile ", "").strip()
     wrapped = re.fullmatch(r"cuda::(?:std::)?atomic<\s*(.+?)\s*(?:,[^<>]*)?>", base)
     if wrapped:          # libcu++ lays out cuda::atomic<T> as a T
@@ -187,7 +189,7 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
     for i, (arg, (ctype, pname)) in enumerate(zip(args, params)):
         what = f"args[{i}] ({pname}: {ctype})"
         if ctype.endswith("*") and isinstance(arg, Buffer) and resident_ok:
-            _pointee_check(ctype, what, arg)
+            check_pointee(ctype, what, arg)
             if i in out_set and ctype.startswith("const "):
                 raise ValueError(f"outputs: args[{i}] ({pname}) is a const pointer, so the kernel cannot write it")
             plan.append(ResidentArg(i, pname, ctype, arg, i in out_set))
@@ -203,7 +205,7 @@ def plan_args(sig: KernelSignature, args: Sequence[object], outputs: Sequence[in
                 raise ValueError(f"{what}: the array must be C-contiguous (copy it with np.ascontiguousarray)")
             if arg.size == 0 and not empty_ok:
                 raise ValueError(f"{what}: the array is empty; this backend's buffers need at least one element")
-            _pointee_check(ctype, what, arg)
+            check_pointee(ctype, what, arg)
             const = ctype.startswith("const ")
             if not const and not arg.flags.writeable:
                 raise ValueError(f"{what}: the kernel may write through this pointer, so the results are copied "

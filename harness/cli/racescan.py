@@ -177,9 +177,20 @@ def run(args) -> int:
         where = "--args" if args.arg_specs is not None else f"{args.source}: header args"
         raise ValueError(f"{where}: {len(specs)} spec(s) for the {len(params)} parameters of {launch.kernel} "
                          f"({', '.join(n for _, n in params)})")
+    import numpy as np
+
+    from harness.backends.args import check_pointee
     for s, (ctype, _) in zip(specs, params):
-        if s.is_null and not ctype.rstrip().endswith("*"):
+        pointer = ctype.rstrip().endswith("*")
+        if s.is_null and not pointer:
             raise ValueError(f"args: {s.name}: `null` is for a pointer parameter; the parameter is {ctype}")
+        if pointer and s.count is None and not s.is_null and not s.is_struct:
+            raise ValueError(f"args: {s.name}: the parameter is the pointer {ctype}; give an array "
+                             f"(`{s.name}:dtype[count]`) or `{s.name}:null`")
+        if s.count is not None and not pointer:
+            raise ValueError(f"args: {s.name}: an array is for a pointer parameter; the parameter is {ctype}")
+        if s.count is not None:                          # its dtype against the pointee, before anything is built
+            check_pointee(ctype, f"args: {s.name}", np.empty(s.count, s.dtype))
     specs = [_with_layout(s, ctype, source, headers) if s.is_struct else s for s, (ctype, _) in zip(specs, params)]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     domains = {s.name: s.domain for s in specs if s.domain is not None}

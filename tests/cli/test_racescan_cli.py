@@ -133,13 +133,17 @@ def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
      "--args: 2 spec(s) for the 1 parameters of k (y)"),
     (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4]", "--at", "n=1"],
      "at: n is not a swept scalar"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:float32[4]"],       # named before any build
+     "args: y: the kernel takes int*, so the array must have dtype int32, got float32"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32=4"],
+     "args: y: the parameter is the pointer int*; give an array (`y:dtype[count]`) or `y:null`"),
 ])
 def test_bad_input_is_named_and_nothing_runs(tmp_path, capsys, extra, message):
     src = tmp_path / "plain.cu"
     src.write_text("__global__ void k(int* y) { y[threadIdx.x] = 1; }\n")
     assert main(["racescan", str(src), *extra]) == 2
-    assert message in capsys.readouterr().err
-
+    out, err = capsys.readouterr()
+    assert message in err and "race detector" not in out            # refused before the build
 
 def test_a_missing_file_an_outside_point_and_a_source_that_does_not_build(tmp_path, capsys):
     assert main(["racescan", str(tmp_path / "nope.cu")]) == 2
