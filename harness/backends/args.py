@@ -88,14 +88,21 @@ class ScalarArg:
     value: "np.generic | Struct | Symbol"   # a scalar of exactly the C type's dtype; a struct; a module symbol
 
 
+# The pointee types through which C lets a kernel read any object's bytes: an array of any dtype may stand behind
+# them (int8_t and uint8_t, spelled so, mean numbers and keep their dtype).
+BYTE_POINTEES = frozenset({"char", "unsigned char", "signed char"})
+
+
 def check_pointee(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
     """ValueError (`what` first) where `array` cannot stand for what the pointer parameter `param_ctype` points to:
-    a scalar's dtype, a whole number of vectors, or bytes for a type without a dtype."""
+    a scalar's dtype, a whole number of vectors, or bytes for a type without a dtype; a `char` pointer takes any."""
     base = element_ctype(param_ctype).replace("volatile ", "").strip()
     wrapped = re.fullmatch(r"cuda::(?:std::)?atomic<\s*(.+?)\s*(?:,[^<>]*)?>", base)
     if wrapped:          # libcu++ lays out cuda::atomic<T> as a T
         base = wrapped.group(1)
     noun = str(array) if isinstance(array, Buffer) else "the array"
+    if base in BYTE_POINTEES:
+        return               # C's byte pointer, which may point to anything (ggml's `const char * K` holds halves)
     if base in SCALAR_DTYPES:
         want = SCALAR_DTYPES[base]
         if array.dtype != want:

@@ -79,3 +79,15 @@ def test_aggregates_and_symbols_by_value():
                   aggregates_ok=True)
     with pytest.raises(TypeError, match="needs native_sizes"):
         plan_args(AGG, [p, Symbol("d_op"), np.zeros(4, np.float32), np.int32(4)], (2,), aggregates_ok=True)
+
+
+def test_a_char_pointer_takes_any_array_and_a_sized_byte_type_keeps_its_dtype():
+    """C reads any object through `char*` (ggml's `const char * K` holds halves); `int8_t*` means numbers."""
+    from cudasrc.signatures import kernel_signatures
+    from harness.backends.args import plan_args
+    sig, = kernel_signatures("__global__ void k(const char* k, const unsigned char* u, const int8_t* q, float* y) {}")
+    y = np.zeros(4, np.float32)
+    plan_args(sig, [np.zeros(8, np.float16), np.zeros(2, np.float64), np.zeros(4, np.int8), y], outputs=(3,))
+    with pytest.raises(ValueError, match=r"args\[2\] \(q: const int8_t\*\): the kernel takes const int8_t\*, so the "
+                                         r"array must have dtype int8, got float16"):
+        plan_args(sig, [np.zeros(8, np.float16), np.zeros(2, np.float64), np.zeros(8, np.float16), y], outputs=(3,))

@@ -150,6 +150,7 @@ unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name,
 unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
+[[noreturn]] void assumption_false(const char* condition, const char* file, int line);
 unsigned activemask();           // the warp's lanes that have not exited (the rendezvous set of sub-warp tiles)
 unsigned converged(int line);    // __activemask: the lanes that converge with the caller at `line`
 long long clock_tick();
@@ -328,6 +329,9 @@ inline unsigned __match_all_at(unsigned mask, T v, int* pred, int line) {
   return r;
 }
 [[noreturn]] inline void __trap_at(int line) { trap(line); }
+[[noreturn]] inline void __assumption_false_at(const char* c, const char* file, int line) {
+  assumption_false(c, file, line);
+}
 constexpr auto __printf_at = &device_printf;
 constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN = W_SHFL_DOWN,
               __W_SHFL_XOR = W_SHFL_XOR, __W_BALLOT = W_BALLOT, __W_ANY = W_ANY, __W_ALL = W_ALL,
@@ -368,6 +372,10 @@ inline dim3& __emu_gridDim = ::emu::g_grid_dim;
 #define __match_any_sync(m, v) ::__emu::__match_any_at((m), (v), __LINE__)
 #define __match_all_sync(m, v, pred) ::__emu::__match_all_at((m), (v), (pred), __LINE__)
 #define __trap() ::__emu::__trap_at(__LINE__)
+// nvcc's (and clang's) `__builtin_assume(cond)`: the compiler may take cond as true, so a launch where it is false
+// has undefined behaviour; emu checks it (a condition with side effects would have them here, unlike on a GPU).
+#define __builtin_assume(...) \
+  ((__VA_ARGS__) ? (void)0 : ::__emu::__assumption_false_at(#__VA_ARGS__, __FILE__, __LINE__))
 #define printf(...) ::__emu::__printf_at(__VA_ARGS__)
 // glibc declares __expf (and friends) itself, so the CUDA fast intrinsics must be macros.
 #define __expf(x) ::expf(x)

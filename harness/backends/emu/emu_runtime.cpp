@@ -1363,6 +1363,14 @@ void trap(int line) {
   fiber_fault(TRAP, where(cur()) + ": __trap() at line " + std::to_string(line));
 }
 
+void assumption_false(const char* condition, const char* file, int line) {
+  const char* base = strrchr(file, '/');           // a header's build copy lies in a folder of the cache
+  fiber_fault(TRAP, where(cur()) + ": __builtin_assume(" + condition + ") at " + (base ? base + 1 : file) + ":" +
+                        std::to_string(line) +
+                        " is false in this launch; the compiler may take it as true, so the kernel's behaviour is "
+                        "undefined");
+}
+
 unsigned activemask() {
   const Warp& w = g_warps[cur()->warp];
   return w.exists & ~w.exited;

@@ -192,3 +192,16 @@ def test_a_launch_macro_that_only_host_code_expands_is_not_a_launch_in_device_co
     kept = source.replace("void run(float* y) { LAUNCH(k); }", "struct runner { void run(float* y) { LAUNCH(k); } };")
     with pytest.raises(UnsupportedConstruct, match=r"host-side kernel launch `<<<...>>>` \(line 1\)"):
         emu.load(kept)
+
+
+def test_builtin_assume_holds_or_the_launch_is_a_fault(emu):
+    """llama.cpp's attention tells the compiler `__builtin_assume(tid < nthreads)`: a launch with more threads has
+    undefined behaviour, which emu reports where the assumption lies; a launch that keeps it runs."""
+    source = ("__global__ void k(float* y) {\n  const int tid = threadIdx.x;\n  __builtin_assume(tid < 64);\n"
+              "  y[tid] = 1.0f;\n}\n")
+    module = emu.load(source)
+    y = np.zeros(128, np.float32)
+    module.launch("k", (1,), (64,), 0, [y[:64]], outputs=(0,))
+    from harness.backends import KernelCrash
+    with pytest.raises(KernelCrash, match=r"__builtin_assume\(tid < 64\) at kernel.cu:3 is false in this launch"):
+        module.launch("k", (1,), (128,), 0, [y], outputs=(0,))
