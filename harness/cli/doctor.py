@@ -86,7 +86,17 @@ def emu_status() -> dict:
             "device_gate": gate.describe(),
             "curand": (f"the toolkit's headers in {curand}" if curand else
                        "not found (install the toolchain extra: its nvidia-curand wheel); sources that include "
-                       "curand_kernel.h are UnsupportedConstruct")}
+                       "curand_kernel.h are UnsupportedConstruct"),
+            "cublas": _cublas()}
+
+
+def _cublas() -> str:
+    """Which cuBLAS header a kernel file's `#include <cublas_v2.h>` finds (its host code's, never its device code's)."""
+    from harness.backends.emu import toolkit_headers
+    where = toolkit_headers.toolkit_header("cublas_v2.h")
+    ours = "qconform's declarations of its host API (harness/toolchain/host_library_headers) for emu"
+    return (f"{where} for nvcc; {ours}" if where else
+            f"{ours} and nvcc (the toolkit has no cuBLAS): files whose host code includes cublas_v2.h build")
 
 
 def gpu_status() -> dict:
@@ -136,6 +146,7 @@ def render(info: dict) -> str:
         lines.append(f"  worker sandbox: {emu['sandbox']}")
         lines.append(f"  device-code gate: {emu['device_gate']}")
         lines.append(f"  cuRAND device API (curand_kernel.h): {emu['curand']}")
+        lines.append(f"  cuBLAS host API (cublas_v2.h): {emu['cublas']}")
     else:
         lines.append(f"emu backend: not usable: {emu.get('reason')}")
     lines.append("CUDA toolkits:")

@@ -126,3 +126,15 @@ def test_doctor_says_whether_the_compilers_are_confined(capsys, monkeypatch):
     monkeypatch.setenv(confine.OFF_ENV, "off")
     assert main(["doctor", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compiler_confinement"].startswith("off:")
+
+
+def test_doctor_says_which_cublas_header_a_kernel_file_finds(capsys, monkeypatch):
+    from harness.backends.emu import toolkit_headers
+    monkeypatch.setattr(toolkit_headers, "toolkit_header", lambda name: None)       # a toolkit without cuBLAS
+    assert main(["doctor"]) == 0
+    assert ("cuBLAS host API (cublas_v2.h): qconform's declarations of its host API "
+            "(harness/toolchain/host_library_headers) for emu and nvcc (the toolkit has no cuBLAS)") in capsys.readouterr().out
+    monkeypatch.setattr(toolkit_headers, "toolkit_header", lambda name: f"the CUDA toolkit's include/{name}")
+    assert main(["doctor", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["emu"]["cublas"]
+    assert said.startswith("the CUDA toolkit's include/cublas_v2.h for nvcc; qconform's declarations")
