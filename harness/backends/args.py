@@ -88,9 +88,9 @@ class ScalarArg:
     value: "np.generic | Struct | Symbol"   # a scalar of exactly the C type's dtype; a struct; a module symbol
 
 
-# The pointee types through which C lets a kernel read any object's bytes: an array of any dtype may stand behind
-# them (int8_t and uint8_t, spelled so, mean numbers and keep their dtype).
-BYTE_POINTEES = frozenset({"char", "unsigned char", "signed char"})
+# The pointee types through which C++ lets a kernel read any object's bytes: an array of any dtype may stand behind
+# them (`signed char`, int8_t and uint8_t, spelled so, mean numbers and keep their dtype).
+BYTE_POINTEES = frozenset({"char", "unsigned char"})
 
 
 def check_pointee(param_ctype: str, what: str, array: "np.ndarray | Buffer") -> None:
