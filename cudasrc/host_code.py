@@ -51,7 +51,7 @@ def without_host_functions(code: str, words: Iterable[str] = (),
     device_words = device_words_of(text) | set(words)
     spans: list[_Dropped] = []
     _scan(_without_directives(text), 0, len(text), device_words, spans)
-    named = set(_IDENT.findall(_blanked(text, spans, set()))) | set(names)
+    named = _kept_names(_blanked(text, spans, set())) | set(names)
     declared: set[int] = set()
     grew = True
     while grew:         # a declaration kept may name another dropped function in a default argument
@@ -123,8 +123,25 @@ def program_names(texts: Iterable[str], words: Iterable[str] = ()) -> set[str]:
         text = strip_comments(t)
         spans: list[_Dropped] = []
         _scan(_without_directives(text), 0, len(text), device_words_of(text) | set(words), spans)
-        out |= set(_IDENT.findall(_blanked(text, spans, set())))
+        out |= _kept_names(_blanked(text, spans, set()))
     return out
+
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\.|\\\n)*)", re.M)
+
+
+def _kept_names(kept: str) -> set[str]:
+    """The identifiers of `kept` outside its directives, and of the macros they expand (transitively): a macro
+    that only dropped code used (a binding's dispatch macro) names nothing."""
+    bodies = {m.group(1): m.group(2) for m in _DEFINE.finditer(kept)}
+    named = set(_IDENT.findall(_without_directives(kept)))
+    todo = [n for n in named if n in bodies]
+    while todo:
+        for n in set(_IDENT.findall(bodies.pop(todo.pop(), ""))) - named:
+            named.add(n)
+            if n in bodies:
+                todo.append(n)
+    return named
 
 
 def device_words_of(text: str) -> set[str]:

@@ -119,3 +119,16 @@ def test_a_brace_inside_a_parameter_list_opens_no_scope():
     src = "void f(int a, S s = {}) {\n  g();\n}\n__global__ void k(int* y) { y[0] = 1; }\n"
     out, dropped = without_host_functions(src)
     assert [d.name for d in dropped] == ["f"] and out.startswith("\n\n\n__global__ void k")
+
+
+def test_a_macro_only_dropped_code_expands_keeps_no_declaration():
+    """A binding's dispatch macro names a host function whose parameters are torch's: only the dropped binding
+    expands it, so the declaration (which would need torch's headers) goes too; a kept class that expands it keeps it."""
+    src = ("#define DISPATCH(t) dispatch_impl(t)\n"
+           "void dispatch_impl(torch::Tensor& t) { t.zero_(); }\n"
+           "void op(torch::Tensor& t) { DISPATCH(t); }\n"
+           "__global__ void k(float* y) { y[0] = 1.0f; }\n")
+    out, _ = without_host_functions(src)
+    assert "torch" not in out
+    kept = src.replace("void op(torch::Tensor& t) { DISPATCH(t); }", "struct op { void run(T& t) { DISPATCH(t); } };")
+    assert "void dispatch_impl(torch::Tensor& t);" in without_host_functions(kept)[0]
