@@ -3,6 +3,7 @@
 a backend that runs device code on the CPU drops them, so a whole program loads as its device code alone."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Iterable
@@ -47,11 +48,8 @@ def without_host_functions(code: str, words: Iterable[str] = (),
     library defines its `HOST_DEVICE` in one header and uses it in the others); a constexpr function stays too
     (device code may call it). `names`: what the program's other files name in the code they keep (program_names:
     a class in one header calls a host function of another)."""
-    text = strip_comments(code)
-    device_words = device_words_of(text) | set(words)
-    spans: list[_Dropped] = []
-    _scan(_without_directives(text), 0, len(text), device_words, spans)
-    named = _kept_names(_blanked(text, spans, set())) | set(names)
+    text, spans, kept_names = _scanned(code, frozenset(words))
+    named = set(kept_names) | set(names)
     declared: set[int] = set()
     grew = True
     while grew:         # a declaration kept may name another dropped function in a default argument
@@ -118,22 +116,31 @@ def program_device_words(texts: Iterable[str]) -> set[str]:
 def program_names(texts: Iterable[str], words: Iterable[str] = ()) -> set[str]:
     """The identifiers that the code each file of a program keeps (its host functions blanked) names, all files
     together (`words`: program_device_words)."""
+    words = frozenset(words)
     out: set[str] = set()
     for t in texts:
-        text = strip_comments(t)
-        spans: list[_Dropped] = []
-        _scan(_without_directives(text), 0, len(text), device_words_of(text) | set(words), spans)
-        out |= _kept_names(_blanked(text, spans, set()))
+        out |= _scanned(t, words)[2]
     return out
 
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\.|\\\n)*)", re.M)
+@functools.lru_cache(maxsize=64)
+def _scanned(code: str, words: frozenset) -> tuple[str, tuple["_Dropped", ...], frozenset]:
+    """`code` without comments, its host function definitions, and what the code that stays names: found once per
+    text, for a build asks program_names and then without_host_functions about the same files."""
+    text = strip_comments(code)
+    spans: list[_Dropped] = []
+    _scan(_without_directives(text), 0, len(text), device_words_of(text) | words, spans)
+    return text, tuple(spans), frozenset(_kept_names(_blanked(text, spans, set())))
+
+
+# A `#define` line, its continuations included: the macro's name, then its parameters and body.
+DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\.|\\\n)*)", re.M)
 
 
 def _kept_names(kept: str) -> set[str]:
     """The identifiers of `kept` outside its directives, and of the macros they expand (transitively): a macro
     that only dropped code used (a binding's dispatch macro) names nothing."""
-    bodies = {m.group(1): m.group(2) for m in _DEFINE.finditer(kept)}
+    bodies = {m.group(1): m.group(2) for m in DEFINE_LINE.finditer(kept)}
     named = set(_IDENT.findall(_without_directives(kept)))
     todo = [n for n in named if n in bodies]
     while todo:

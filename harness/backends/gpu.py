@@ -430,9 +430,8 @@ class GpuBackend(Backend):
         words = program_device_words([source, *headers.values()])
         names = program_names([source, *headers.values()], words)
         text = prepare_source(without_host_functions(source, words, names)[0])
-        options = [*flags, *host_libraries.nvcc_flags(), "-arch", self.arch]
-        key = content_key(text, *options, nvcc_identity(self.nvcc), *confine.header_digests(headers), DEVICE_CODE,
-                          host_libraries.digest())
+        key = content_key(text, *flags, "-arch", self.arch, nvcc_identity(self.nvcc), *confine.header_digests(headers),
+                          DEVICE_CODE, host_libraries.digest())
         cubin = self._cached_cubin(key, text, flags, headers, words, names)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch

@@ -19,7 +19,7 @@ from typing import Iterable
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
-from cudasrc.host_code import without_host_functions
+from cudasrc.host_code import DEFINE_LINE, without_host_functions
 from cudasrc.preprocess import as_built
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures,
                                 macro_kernel_lines,
@@ -30,7 +30,6 @@ from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, clos
 _RUNTIME_CALL = r"\bcuda[A-Z]\w*\s*\("
 # A function or kernel of the source itself whose name looks like the runtime's (`__global__ void cudaProcess(`).
 _OWN_CUDA_NAMED = re.compile(r"\b(?:__global__|__device__|__host__)\b[^;{}()]*?\b(cuda[A-Z]\w*)\s*\(")
-_DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?:\\\n|[^\n])*", re.M)
 
 # (pattern, construct named in the error). Checked on comment-stripped source.
 _UNSUPPORTED = [
@@ -96,24 +95,16 @@ def _unexpanded_macros(clean: str) -> list[tuple[int, int]]:
     """The spans of the `#define`s of `clean` that nothing expands: text that never reaches the build (a sample's
     `SET_FLOAT_BASE cudaBindTexture(...)`, an engine's `LAUNCH_MOE(...)` macro whose `<<<` only the dropped host
     code used)."""
-    outside = _DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
-    return [d.span() for d in _DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
+    outside = DEFINE_LINE.sub("", clean)        # where a macro can be expanded (one defined in two branches too)
+    return [d.span() for d in DEFINE_LINE.finditer(clean) if not re.search(rf"\b{d.group(1)}\b", outside)]
 
 
-def _runtime_call(clean: str, unexpanded: list[tuple[int, int]]) -> "re.Match | None":
-    """The first call of a CUDA runtime function in `clean`, not counting the source's own functions named like
-    one, nor one in an `unexpanded` macro, nor one in a class's body: a class keeps its host members (a context
-    that creates its stream), which run only on the host; a device member's call is found in the module's object
-    instead (gate.check_object)."""
-    calls = list(re.finditer(_RUNTIME_CALL, clean))
-    if not calls:
-        return None
-    own = set(_OWN_CUDA_NAMED.findall(clean))
-    bodies = _class_bodies(clean)
-    for m in calls:
-        if re.match(r"\w+", m.group()).group() in own or any(lo <= m.start() < hi for lo, hi in unexpanded + bodies):
-            continue
-        return m
+def _first_outside(pattern: str, clean: str, spans: list[tuple[int, int]], own: "set[str]" = frozenset()
+                   ) -> "re.Match | None":
+    """The first match of `pattern` in `clean` that lies outside `spans` and whose leading word is not in `own`."""
+    for m in re.finditer(pattern, clean):
+        if re.match(r"\w*", m.group()).group() not in own and not any(lo <= m.start() < hi for lo, hi in spans):
+            return m
     return None
 
 
@@ -135,10 +126,12 @@ def check_unsupported(clean: str) -> None:
     unexpanded = _unexpanded_macros(clean)
     for pattern, what in _UNSUPPORTED:
         if pattern is _RUNTIME_CALL:
-            m = _runtime_call(clean, unexpanded)
+            # not the source's own functions named like the runtime's, nor a class's body: a class keeps its host
+            # members (a context that creates its stream), which run only on the host; a device member's call is
+            # found in the module's object instead (gate.check_object)
+            m = _first_outside(pattern, clean, unexpanded + _class_bodies(clean), set(_OWN_CUDA_NAMED.findall(clean)))
         else:
-            m = next((m for m in re.finditer(pattern, clean) if not any(lo <= m.start() < hi for lo, hi in unexpanded)),
-                     None)
+            m = _first_outside(pattern, clean, unexpanded)
         if m:
             raise UnsupportedConstruct(None, f"{what} (line {line_of(clean, m.start())}) is not supported by emu")
 

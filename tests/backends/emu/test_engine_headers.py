@@ -134,7 +134,10 @@ def test_a_kernel_inside_an_engines_host_code_runs_as_its_device_code(engine, em
     fastdiv_by_one = np.array((1, 0, 1), np.dtype([("x", np.uint32), ("y", np.uint32), ("z", np.uint32)]))[()]
     module.launch("row_sums<4>", (4,), (32, 4), 0, [x, y, fastdiv_by_one, _epilogue(2.0), np.int32(256)],
                   outputs=(1,))
-    np.testing.assert_allclose(y, 2.0 * x.astype(np.float64).sum(axis=1), rtol=0, atol=256 * 2 ** -23 * 2 * 4)
+    # float32 roundings on a row's path: 2 per-thread adds, 4 warps' partials, 5 shuffles, the scale, the store
+    from reference.bounds import gamma
+    bound = gamma(2 + 4 + 5 + 2) * 2.0 * np.abs(x.astype(np.float64)).sum(axis=1)
+    assert np.all(np.abs(y - 2.0 * x.astype(np.float64).sum(axis=1)) <= bound)
 
 
 @needs_nvcc
