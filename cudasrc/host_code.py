@@ -221,13 +221,49 @@ def _is_function_head(head: str) -> bool:
         if depth == 0:
             break
         i -= 1
-    before = head[:max(i, 0)].rstrip()
+    before = _without_template_heads(head[:max(i, 0)]).rstrip()
     word = _IDENT.findall(before)[-1:] or [""]
     return word[0] not in _NOT_A_NAME and not re.search(r"\b(?:struct|class|union|enum|typedef)\b", before)
 
 
+def _without_template_heads(head: str) -> str:
+    """`head` without its `template <...>` parameter lists: `template <class T>` declares no class, and the
+    parentheses of `template <float (*op)(float)>` are not the function's."""
+    out, pos = [], 0
+    for m in re.finditer(r"\btemplate\s*<", head):
+        if m.start() < pos:
+            continue
+        angle, paren, i = 1, 0, m.end()
+        while i < len(head) and angle:
+            c = head[i]
+            paren += {"(": 1, ")": -1}.get(c, 0)
+            if paren == 0:
+                angle += {"<": 1, ">": -1}.get(c, 0)
+            i += 1
+        out.append(head[pos:m.start()])
+        pos = i
+    return "".join(out) + head[pos:]
+
+
 def _name_of(head: str) -> str:
+    head = _without_template_heads(head)
     for m in re.finditer(r"(~?[A-Za-z_][\w:~]*(?:\s*operator\s*[^\s(]+)?)\s*\(", head):
         if m.group(1) not in _NOT_A_NAME:
-            return m.group(1)
+            return _qualifier_before(head, m.start()) + m.group(1)
     return head.strip().split("(")[0][-40:] or "?"
+
+
+def _qualifier_before(head: str, at: int) -> str:
+    """The qualifier that ends at `at` where a template's arguments hid it from the name's pattern
+    (`Outer<T>::` of `Outer<T>::f`), else "": a qualified name declares nothing outside its class."""
+    i = at
+    if not head[:i].rstrip().endswith("::"):
+        return ""
+    depth = 0
+    while i > 0:
+        c = head[i - 1]
+        depth += {">": 1, "<": -1}.get(c, 0)
+        if depth == 0 and not (c.isalnum() or c in "_:<>~"):
+            break
+        i -= 1
+    return re.sub(r"\s+", "", head[i:at])

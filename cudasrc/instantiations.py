@@ -31,6 +31,9 @@ def split_instantiation(name: str) -> "tuple[str, tuple[str, ...]] | None":
 
 
 def _param_name(template_param: str) -> str:
+    pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", without_default(template_param))
+    if pointer:                              # a function pointer `float (*op)(float)`: its name is inside
+        return pointer.group(1)
     found = re.findall(r"[A-Za-z_]\w*", without_default(template_param))
     return found[-1] if found else ""
 
@@ -71,23 +74,45 @@ def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | 
 
 
 def _instantiation(kernel, args: tuple[str, ...], name: str, at: str) -> str:
-    params = kernel.template_params
+    params = list(kernel.template_params)
+    pack = params.pop() if params and "..." in params[-1] else None     # a trailing pack takes the arguments left
     if any("..." in p for p in params):
-        raise ValueError(f"kernel {name!r}: {kernel.name} ({at} {kernel.line}) takes a template parameter pack, "
-                         "which qconform does not instantiate; write the explicit instantiation in the source")
+        raise ValueError(f"kernel {name!r}: {kernel.name} ({at} {kernel.line}) takes a template parameter pack "
+                         "before its last template parameter, which qconform does not instantiate; write the "
+                         "explicit instantiation in the source")
     required = sum(_default(p) is None for p in params)
-    if not required <= len(args) <= len(params):
-        wanted = f"{required} to {len(params)}" if required != len(params) else str(len(params))
+    if not required <= len(args) <= (len(params) if pack is None else len(args)) or (pack and len(args) < len(params)):
+        wanted = (f"{len(params)} and then any number for its pack" if pack else
+                  f"{required} to {len(params)}" if required != len(params) else str(len(params)))
+        heads = params + ([pack] if pack else [])
         raise ValueError(f"kernel {name!r}: {len(args)} template argument(s), but {kernel.name} ({at} {kernel.line}) "
-                         f"takes {wanted}: template <{', '.join(params)}>")
+                         f"takes {wanted}: template <{', '.join(heads)}>")
     values: dict[str, str] = {}
     for i, p in enumerate(params):          # a default may name earlier parameters
         values[_param_name(p)] = args[i] if i < len(args) else _substituted(_default(p) or "", values)
-    signature = ", ".join(_substituted(p, values) for p in kernel.params)
+    packed = list(args[len(params):])
+    expanded = kernel.params if pack is None else _expanded(kernel.params, _param_name(pack), packed)
+    signature = ", ".join(_substituted(p, values) for p in expanded)
     text = f"template __global__ void {kernel.name}<{', '.join(args)}>({signature});"
     for namespace in reversed(kernel.namespaces):      # where C++ wants the instantiation of an unqualified name
         text = f"namespace {namespace} {{ {text} }}"
     return text + "\n"
+
+
+def _expanded(params, pack: str, packed: list) -> list:
+    """The kernel's parameters with the one that expands the pack (`P... xs`, `const P&... xs`) written once per
+    argument of the pack (`T0 xs0, T1 xs1`), or dropped where the pack is empty."""
+    out = []
+    for p in params:
+        if not re.search(rf"\b{re.escape(pack)}\b[^,]*\.\.\.", p):
+            out.append(p)
+            continue
+        head = re.sub(r"\s*\.\.\.\s*", " ", p).strip()
+        last = re.search(r"([A-Za-z_]\w*)\s*$", head)
+        named = last is not None and last.group(1) != pack
+        for i, t in enumerate(packed):
+            out.append(re.sub(rf"\b{re.escape(pack)}\b", lambda _m: t, head) + (str(i) if named else ""))
+    return out
 
 
 def _substituted(text: str, values: Mapping[str, str]) -> str:

@@ -178,9 +178,12 @@ def _split_param(text: str) -> tuple[str, str]:
 
 def _named_param(text: str, i: int, names: list) -> tuple[str, str]:
     """A parameter of an explicit instantiation, whose name may be left out: the template's own name for it
-    (`arg<i>` when the template is not in sight)."""
+    (`arg<i>` when the template is not in sight). A parameter pack's are the pack's name numbered (`xs0`, `xs1`: the
+    instantiation cudasrc.instantiations writes), past the end of the template's list."""
     name = names[i] if i < len(names) else f"arg{i}"
     text = re.sub(r"\s+", " ", text.strip())
+    if names and i >= len(names) - 1 and re.search(r"\b" + re.escape(names[-1]) + r"\d+\s*$", text):
+        return _split_param(text)
     if re.search(r"\b" + re.escape(name) + r"\s*(?:\[[^\]]*\]\s*)*$", text):
         return _split_param(text)
     return _split_param(f"{text} {name}")

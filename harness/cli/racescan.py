@@ -46,7 +46,9 @@ def register(sub) -> None:
     p.add_argument("--shared", type=non_negative_int, help="dynamic shared memory in bytes (default: the header's, else 0)")
     p.add_argument("--args", dest="arg_specs",
                    help="argument specs, one per kernel parameter: 'x:float32[256]=random(-1,1) y:float32[256]!out "
-                        "n:int32=256 k:int32=range(0,64)' (default: the header's args line)")
+                        "n:int32=256 k:int32=range(0,64)'; fills zeros, iota, a number, random(lo,hi), "
+                        "distinct(lo,hi,k) (runs of k different integers: a top-k routing table) (default: the "
+                        "header's args line)")
     p.add_argument("--seed", type=seed_value, default=None, help="seed of every input (default: random, printed)")
     p.add_argument("--at", type=_point, default=None, help="run one point of the swept scalars: NAME=VALUE[,...]")
     p.add_argument("--limit", type=positive_int, default=None,
@@ -54,6 +56,11 @@ def register(sub) -> None:
     p.add_argument("--race-check", choices=("on", "off"), default="on",
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
+    p.add_argument("--save", metavar="FILE.npz",
+                   help="write every array and scalar argument as the launch left it (outputs written, inputs as "
+                        "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
+                        "one launch only (a sweep needs --at)")
+    p.add_argument("--force", action="store_true", help="replace an existing --save file")
     add_include_option(p)
     p.add_argument("--empty-header", dest="empty_headers", action="append", default=[], metavar="NAME",
                    help="a header the source includes that is not here and serves only host code (a framework's, "
@@ -131,11 +138,29 @@ def _print_host_code(source: str, headers: dict) -> None:
         print("host code, not run: " + "; ".join(parts))
 
 
+def _save(path, specs, args) -> None:
+    """The launch's arguments under their spec names (a null pointer has none), written then renamed; nothing
+    where the launch faulted (its outputs never came back)."""
+    import io
+
+    import numpy as np
+
+    from harness.cache import atomic_write
+    if args is None:
+        print(f"--save: nothing written to {path}: the launch ended with a fault, so no output came back")
+        return
+    arrays = {s.name: np.asarray(a) for s, a in zip(specs, args) if a is not None}
+    data = io.BytesIO()
+    np.savez(data, **arrays)
+    atomic_write(path, data.getvalue())
+    print(f"saved {len(arrays)} arguments to {path}: " + ", ".join(arrays))
+
+
 def run(args) -> int:
     from harness.backends.base import source_flags
     from harness.confine import own_headers
     from harness.backends.emu.backend import EmuBackend
-    from harness.cli.lifecycle import check_input
+    from harness.cli.lifecycle import check_input, check_output
     from harness.judging.progress import Progress
     from cudasrc.instantiations import instantiated
     from cudasrc.preprocess import defines_of
@@ -144,6 +169,11 @@ def run(args) -> int:
     path = check_input(args.source, "source")
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
+    save = None
+    if args.save is not None:
+        if not args.save.endswith(".npz"):
+            raise ValueError(f"--save: {args.save} does not end in .npz (numpy's archive of named arrays)")
+        save = check_output(args.save, "--save", "file", args.force)
     source = path.read_text(errors="replace")
     dirs = include_dirs(args)
     if args.empty_headers:
@@ -201,19 +231,26 @@ def run(args) -> int:
         plan = "the point " + _named(args.at.items())
     else:
         points, exhaustive = sweep_points(domains, seed, limit)
+        if save is not None and len(points) > 1:
+            raise ValueError(f"--save: keeps the arrays of one launch, and this runs {len(points)} (a sweep over "
+                             f"{', '.join(domains)}); give --at NAME=VALUE for the launch to keep")
         plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
-    print(f"racescan {args.source}: {launch.kernel}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
+    shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
+    print(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
     _print_host_code(source, headers)
     backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
+    kept: list = []
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
             verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
                             seed, name=path.name, tick=bar.advance, points=points,
-                            flags=flags)
+                            flags=flags, ran=kept.append)
     finally:
         backend.close()
+    if save is not None:
+        _save(save, specs, kept[-1] if kept else None)
     where = f" at {_named(verdict.at)}" if verdict.at else ""
     ran = f" ({verdict.points} of {len(points)} launches run)" if len(points) > 1 else ""
     print(_verdict_line(verdict) + where + ran)

@@ -3,7 +3,10 @@
 One spec per kernel parameter, in order, written `name:dtype[count]=fill` for an array (pointer parameter)
 and `name:dtype=value` for a by-value scalar; `!out` after an array makes it a checked output (poisoned
 before the launch, must be written in full). Fills: `zeros` (the default), `iota`, a number (every element),
-`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes). The dtypes
+`random(lo,hi)` (uniform integers in [lo, hi) for integer dtypes, uniform floats for float dtypes),
+`distinct(lo,hi,k)` (integers, each run of k elements k different draws from [lo, hi): a top-k routing table of k
+experts per token, which a kernel may assume holds no expert twice in a row), `values(a,b,...)` (exactly these, one
+per element: an MoE's expert bounds, an offsets table). The dtypes
 numpy lacks are spelled `bfloat16`, `fp8e4m3` and `fp8e5m2`: their fills are numbers, encoded into the bit patterns
 the kernel reads (`harness.racescan.encodings`: nearest code, ties to even, saturating).
 An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a valid launch; `make_args` takes
@@ -27,6 +30,8 @@ _SPEC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>[a-z0-9]+)(?:\[(?P<count>
 _RANDOM = re.compile(r"^random\((?P<lo>-?[\d.]+),(?P<hi>-?[\d.]+)\)$")
 NULL = "null"                   # the dtype word (and the fill) of a null pointer spec
 _RANGE = re.compile(r"^range\((?P<lo>-?\d+),(?P<hi>-?\d+)\)$")
+_VALUES = re.compile(r"^values\((?P<list>[^()]*)\)$")
+_DISTINCT = re.compile(r"^distinct\((?P<lo>-?\d+),(?P<hi>-?\d+),(?P<k>\d+)\)$")
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,16 @@ def parse_args(text: str) -> list[ArgSpec]:
                 raise ValueError(f"args: {item!r}: range(lo,hi) is the domain of an integer scalar, not of "
                                  f"{encoding}")
             _check_domain(item, dtype, count, fill)
+        elif fill.startswith("distinct("):
+            _check_distinct(item, dtype, count, encoding, fill)
+        elif fill.startswith("values("):
+            _check_values(item, dtype, count, encoding, fill)
         elif fill not in ("zeros", "iota") and not _RANDOM.match(fill):
             try:
                 float(fill)
             except ValueError:
-                raise ValueError(f"args: {item!r}: fill {fill!r} is not zeros, iota, a number or random(lo,hi)") \
-                    from None
+                raise ValueError(f"args: {item!r}: fill {fill!r} is not zeros, iota, a number, random(lo,hi), "
+                                 f"distinct(lo,hi,k) or values(a,b,...)") from None
         if count is not None and m.group("out") and fill != "zeros":
             raise ValueError(f"args: {item!r}: an output is poisoned before the launch; it takes no fill")
         specs.append(ArgSpec(m.group("name"), dtype, count, fill, bool(m.group("out")), encoding))
@@ -140,6 +149,54 @@ def _struct_spec(item: str, m: "re.Match") -> ArgSpec:
                 from None
         fields.append((f.group("path"), f.group("value")))
     return ArgSpec(m.group("name"), np.dtype(np.void), None, fill, False, fields=tuple(fields))
+
+
+def _check_distinct(item: str, dtype: np.dtype, count: Optional[int], encoding: Optional[str], fill: str) -> None:
+    m = _DISTINCT.match(fill)
+    if not m:
+        raise ValueError(f"args: {item!r}: {fill!r} is not distinct(lo,hi,k) with integers lo < hi and k >= 1")
+    lo, hi, k = int(m.group("lo")), int(m.group("hi")), int(m.group("k"))
+    if count is None or encoding or dtype.kind not in "iu":
+        raise ValueError(f"args: {item!r}: distinct(lo,hi,k) fills an integer array, not "
+                         f"{'a scalar' if count is None else encoding or dtype.name}")
+    if not 1 <= k <= hi - lo:
+        raise ValueError(f"args: {item!r}: distinct({lo},{hi},{k}) needs 1 <= k <= hi - lo: [{lo}, {hi}) has "
+                         f"{max(hi - lo, 0)} values")
+    if count % k:
+        raise ValueError(f"args: {item!r}: {count} elements are not whole runs of k={k} distinct values")
+    info = np.iinfo(dtype)
+    if lo < info.min or hi - 1 > info.max:
+        raise ValueError(f"args: {item!r}: distinct({lo},{hi},{k}) does not fit {dtype.name} [{info.min}, {info.max}]")
+
+
+def _check_values(item: str, dtype: np.dtype, count: Optional[int], encoding: Optional[str], fill: str) -> None:
+    m = _VALUES.match(fill)
+    texts = [t.strip() for t in m.group("list").split(",")] if m else []
+    if not m or not all(texts):
+        raise ValueError(f"args: {item!r}: {fill!r} is not values(a,b,...), numbers separated by commas")
+    if count is None:
+        raise ValueError(f"args: {item!r}: values(...) fills an array; a scalar is `name:dtype=value`")
+    if len(texts) != count:
+        raise ValueError(f"args: {item!r}: values(...) gives {len(texts)} numbers for {count} elements")
+    for t in texts:
+        try:
+            number = float(t)
+        except ValueError:
+            raise ValueError(f"args: {item!r}: {t!r} in values(...) is not a number") from None
+        if dtype.kind in "iub" and not encoding:
+            info = np.iinfo(dtype) if dtype.kind != "b" else None
+            if not re.fullmatch(r"[+-]?\d+", t) or (info and not info.min <= int(t) <= info.max) or \
+                    (info is None and t not in ("0", "1")):
+                raise ValueError(f"args: {item!r}: {t} in values(...) is not an integer that {dtype.name} holds")
+        elif not encoding and np.isfinite(number) and abs(number) > float(np.finfo(dtype).max):
+            raise ValueError(f"args: {item!r}: {t} in values(...) does not fit {dtype.name} (it would be inf)")
+
+
+def _distinct_rows(rng: "np.random.Generator", lo: int, hi: int, k: int, rows: int) -> np.ndarray:
+    """`rows` runs of k different integers of [lo, hi), each run a uniform draw without replacement."""
+    if rows * (hi - lo) <= 1 << 24:         # one vectorized draw: sort random keys per row
+        return np.argsort(rng.random((rows, hi - lo)), axis=1)[:, :k] + lo
+    return np.stack([rng.choice(hi - lo, k, replace=False) for _ in range(rows)]) + lo
 
 
 def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -> None:
@@ -183,6 +240,16 @@ def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
         return np.zeros(n, spec.dtype)
     if spec.fill == "iota":
         return np.arange(n).astype(spec.dtype)
+    v = _VALUES.match(spec.fill)
+    if v:
+        texts = [t.strip() for t in v.group("list").split(",")]
+        if spec.dtype.kind in "iub":
+            return np.array([int(t) for t in texts], dtype=np.int64).astype(spec.dtype)
+        return np.array([float(t) for t in texts], dtype=np.float64).astype(spec.dtype)
+    d = _DISTINCT.match(spec.fill)
+    if d:
+        lo, hi, k = int(d.group("lo")), int(d.group("hi")), int(d.group("k"))
+        return _distinct_rows(rng, lo, hi, k, n // k).reshape(n).astype(spec.dtype)
     if m:
         lo, hi = float(m.group("lo")), float(m.group("hi"))
         if spec.dtype.kind in "iub":

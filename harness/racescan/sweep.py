@@ -54,16 +54,20 @@ def sweep_points(domains: Mapping[str, range], seed: int, limit: int = SWEEP_LIM
 
 def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                 points: Sequence[dict], args_at: Callable[[dict], tuple[list, tuple[int, ...]]],
-                tick: Optional[Callable[[], None]] = None) -> Verdict:
+                tick: Optional[Callable[[], None]] = None,
+                ran: Optional[Callable[[list], None]] = None) -> Verdict:
     """Launch `kernel` of the loaded `module` at each point (`args_at(point)` gives the arguments and output
-    indices) until one races; `tick()` after each launch (progress). The verdict: the first race, else the first
-    other non-clean verdict, else clean; `at` is the point it was found at, `points` how many launches ran."""
+    indices) until one races; `tick()` after each launch (progress); `ran(args)` after each launch that ended
+    without a fault, its outputs written back into `args`. The verdict: the first race, else the first other
+    non-clean verdict, else clean; `at` is the point it was found at, `points` how many launches ran."""
     detector = has_detector(module)
     first_other = None
     for i, point in enumerate(points, 1):
         args, outputs = args_at(point)
         try:
             module.launch(kernel, grid, block, shared_bytes, args, outputs)
+            if ran is not None:
+                ran(args)
             continue
         except (KernelFault, BuildError) as exc:
             verdict = replace(classify(exc, detector), at=tuple(sorted(point.items())), points=i)
@@ -79,12 +83,13 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
 def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
           specs: Sequence[ArgSpec], seed: int, limit: int = SWEEP_LIMIT, name: str = "kernel.cu",
           tick: Optional[Callable[[], None]] = None, points: Optional[Sequence[dict]] = None,
-          flags: Sequence[str] = ()) -> Verdict:
+          flags: Sequence[str] = (), ran: Optional[Callable[[list], None]] = None) -> Verdict:
     """Load `source` on `backend` and launch `kernel` over the domain of the specs' swept scalars
     (`range(lo,hi)`; see sweep_points), every other argument generated from `seed` as make_args does. Without
     a swept scalar this is one launch, as harness.racescan.scan. `name`: the source's file name in messages;
     `tick()` after each launch (progress); `points`: launch at these instead (a replay's one point, or the
-    sweep_points the caller already has); `flags`: the build's (`-I` folders of the source's own headers)."""
+    sweep_points the caller already has); `flags`: the build's (`-I` folders of the source's own headers);
+    `ran(args)`: see scan_points."""
     if points is None:
         points, _ = sweep_points({s.name: s.domain for s in specs if s.domain is not None}, seed, limit)
     try:
@@ -93,4 +98,4 @@ def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block
         return classify(exc, has_detector(backend))
     # Fresh arrays at every point: a launch writes its outputs back into the arrays it was given.
     return scan_points(module, kernel, grid, block, shared_bytes, points,
-                       lambda point: make_args(list(specs), seed, point), tick)
+                       lambda point: make_args(list(specs), seed, point), tick, ran)

@@ -193,7 +193,7 @@ def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_
             "--seed", "2"]
     assert main(argv + ["--kernel", "route<32, false>"]) == 1
     out, err = capsys.readouterr()
-    assert "route<32,false><<<1, 32, 0>>>" in out and "data race on __shared__ 'red' (line 4)" in out
+    assert "route<32, false><<<1, 32, 0>>>" in out and "data race on __shared__ 'red' (line 4)" in out
     assert "at line 7" in out and "at line 5" in out          # the source's own lines
     replay = err.strip().splitlines()[-1]
     assert "--kernel 'route<32, false>'" in replay              # as given, quoted for a shell
@@ -204,7 +204,7 @@ def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_
     # a type argument of two words keeps its space in the code (`unsigned int`, not `unsignedint`)
     assert main(["racescan", str(src), "--grid", "1", "--block", "32", "--seed", "2", "--kernel",
                  "route<32, true, unsigned int>", "--args", "x:uint32[32]=iota y:uint32[32]!out"]) == 0
-    assert "route<32,true,unsignedint><<<1, 32, 0>>>" in capsys.readouterr().out
+    assert "route<32, true, unsigned int><<<1, 32, 0>>>" in capsys.readouterr().out      # as the user wrote it
     assert main(argv + ["--kernel", "route<32>"]) == 2         # a count of arguments the template does not take
     assert "1 template argument(s), but route (line 3) takes 2 to 3" in capsys.readouterr().err
     assert main(argv + ["--kernel", "route"]) == 2            # the template itself: its arguments are asked for
@@ -402,3 +402,42 @@ def test_a_frameworks_headers_that_are_not_here_can_stand_for_nothing(tmp_path, 
     assert "verdict: UNSUPPORTED (BuildError)" in out and re.search(r"binding\.cu(?:\(3\)|:3:)", out)   # nvcc's or g++'s
     assert main(argv + ["--empty-header", "../outside.h"]) == 2
     assert "--empty-header: '../outside.h' is not a header's relative path" in capsys.readouterr().err
+
+
+SCALE = r"""
+__global__ void scale(const float* x, const int* ids, float* y, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = s * x[ids[i]];
+}
+"""
+
+
+def test_save_keeps_the_launchs_arrays_for_a_reference_of_ones_own(tmp_path, capsys):
+    src = tmp_path / "scale.cu"
+    src.write_text(SCALE)
+    out_file = tmp_path / "run.npz"
+    argv = ["racescan", str(src), "--kernel", "scale", "--grid", "2", "--block", "32", "--seed", "9", "--args",
+            "x:float32[64]=random(-1,1) ids:int32[64]=distinct(0,64,64) y:float32[64]!out s:float32=2.5 n:int32=64"]
+    assert main(argv + ["--save", str(out_file)]) == 0
+    assert f"saved 5 arguments to {out_file}: x, ids, y, s, n" in capsys.readouterr().out
+    saved = np.load(out_file)
+    assert sorted(saved["ids"].tolist()) == list(range(64))               # the seeded permutation, as launched
+    assert np.array_equal(saved["y"], np.float32(2.5) * saved["x"][saved["ids"]])     # the output the kernel wrote
+    assert saved["s"] == np.float32(2.5) and saved["n"] == 64
+    before = out_file.read_bytes()
+    assert main(argv + ["--save", str(out_file)]) == 2                    # never replaced unasked
+    assert "--save: " + str(out_file) + " already exists; give --force to replace it" in capsys.readouterr().err
+    assert main(argv[:-1] + [argv[-1].replace("random(-1,1)", "random(-2,2)"), "--save", str(out_file), "--force"]) == 0
+    assert out_file.read_bytes() != before and sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "scale.cu"]
+
+
+def test_save_refuses_a_sweep_and_a_faulted_launch_writes_nothing(tmp_path, capsys):
+    out_file = tmp_path / "sweep.npz"
+    assert main(["racescan", ONE_VALUE, "--seed", "17", "--save", str(out_file)]) == 2
+    assert "--save: keeps the arrays of one launch, and this runs 127" in capsys.readouterr().err
+    assert main(["racescan", ONE_VALUE, "--seed", "17", "--save", str(tmp_path / "a.txt")]) == 2
+    assert "does not end in .npz" in capsys.readouterr().err
+    assert main(["racescan", ONE_VALUE, "--seed", "17", "--at", "header_at=63", "--save", str(out_file)]) == 1
+    assert "nothing written" in capsys.readouterr().out and not out_file.exists()
+    assert main(["racescan", ONE_VALUE, "--seed", "17", "--at", "header_at=5", "--save", str(out_file)]) == 0
+    assert np.load(out_file)["header_at"] == 5

@@ -132,3 +132,24 @@ def test_a_macro_only_dropped_code_expands_keeps_no_declaration():
     assert "torch" not in out
     kept = src.replace("void op(torch::Tensor& t) { DISPATCH(t); }", "struct op { void run(T& t) { DISPATCH(t); } };")
     assert "void dispatch_impl(torch::Tensor& t);" in without_host_functions(kept)[0]
+
+
+TEMPLATE_HEADS = r"""template <class T> __global__ void k(const T* x, T* y) { y[threadIdx.x] = x[threadIdx.x]; }
+template <class T>
+static void launch_k(const T* x, T* y) { k<<<1, 32>>>(x, y); }
+template <float (*op)(float), typename T>
+static void launch_op(const T* x) { op_kernel<op, T><<<1, 32>>>(x); }
+template <class E>
+Outer<E>::Outer(const char* s) : E(s) {}
+"""
+
+
+def test_a_template_head_is_neither_a_class_nor_the_functions_parameters():
+    # `template <class T>` declares no class (the launch helper was kept, with its `<<<`), and the parentheses of
+    # `float (*op)(float)` are not the helper's parameter list (it was listed as `float`)
+    out, dropped = without_host_functions(TEMPLATE_HEADS, names=["launch_op", "Outer"])
+    assert [(d.name, d.line) for d in dropped] == [("launch_k", 2), ("launch_op", 4), ("Outer<E>::Outer", 6)]
+    assert "<<<" not in out and "__global__ void k(const T* x, T* y)" in out
+    lines = out.split("\n")
+    assert lines[4] == "static void launch_op(const T* x);" and lines[3].startswith("template <float (*op)(float)")
+    assert "Outer" not in out        # a qualified name declares nothing outside its class: no declaration stays

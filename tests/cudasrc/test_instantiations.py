@@ -15,6 +15,7 @@ __launch_bounds__(4 * 32, 1) __global__ void route(P x, T* __restrict__ y, float
                                                    int n = 4) { }
 } }
 template <typename... Ts> __global__ void pack(Ts... xs) { }
+template <typename... Ts, typename U> __global__ void early(U u, Ts... xs) { }
 template <typename T> __global__ void made(T* y) { }
 template __global__ void made<int>(int*);
 void host() { moe::route<8, true><<<1, 32>>>(0, 0, 0, cfg{1}); }
@@ -35,17 +36,56 @@ def test_the_instantiation_is_appended_and_launchable_by_its_name():
     assert set(sigs) == {"made<int>", "route<8,true>", "route<16,false,double>"}
 
 
+FOLD = """
+__device__ float add(const float a, const float b) { return a + b; }
+template <float (*op)(const float, const float), typename T, typename... ptrs>
+__global__ void fused(const T* a, T* d, int n, ptrs... more) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float r = a[i];
+    if constexpr (sizeof...(ptrs) > 0) { r = (..., (r = op(r, more[i]))); }
+    d[i] = r;
+}
+"""
+
+
+def test_a_trailing_parameter_pack_takes_the_arguments_left_and_expands_its_parameter():
+    # llama.cpp's k_bin_bcast fuses any number of addends through `typename... src1_ptrs`; a function pointer's
+    # name (`op`) is the template parameter's, not the `float` of its type
+    code = instantiated(FOLD, ["fused<add, float>", "fused<add, float, const float *, const float *>"])
+    assert code[len(FOLD):] == (
+        "template __global__ void fused<add, float>(const float* a, float* d, int n);\n"
+        "template __global__ void fused<add, float, const float *, const float *>(const float* a, float* d, int n, "
+        "const float * more0, const float * more1);\n")
+    sigs = {s.name: s for s in kernel_signatures(code)}
+    assert sigs["fused<add,float,constfloat*,constfloat*>"].params[3:] == (("const float*", "more0"),
+                                                                          ("const float*", "more1"))
+    with pytest.raises(ValueError, match=r"1 template argument\(s\), but fused \(line 4\) takes 2 and then any "
+                                         r"number for its pack"):
+        instantiated(FOLD, ["fused<add>"])
+
+
+def test_a_pack_instantiation_runs_with_one_argument_per_element(emu):
+    import numpy as np
+    name = "fused<add, float, const float *, const float *>"
+    module = emu.load(instantiated(FOLD, [name]))
+    a, b, c = (np.arange(64, dtype=np.float32) * k for k in (1, 2, 3))
+    d = np.zeros(64, np.float32)
+    module.launch(spelled(name), (2,), (32,), 0, [a, d, np.int32(64), b, c], outputs=(1,))
+    assert np.array_equal(d, a + b + c)
+
+
 def test_names_that_need_nothing_leave_the_source_alone():
     assert instantiated(SOURCE, ["made<int>", "made< int >", "plain_kernel"]) == SOURCE
 
 
 @pytest.mark.parametrize("name, message", [
     ("rout<8,true>", r"'rout<8,true>': neither the source nor its headers define a template kernel 'rout' "
-                     r"\(their template kernels: route, pack, made\)"),
+                     r"\(their template kernels: route, pack, early, made\)"),
     ("route<8>", r"1 template argument\(s\), but route \(line 5\) takes 2 to 4: template <int N, bool B, "
                  r"typename T = float, typename P = const T\*>"),
     ("route<8,true,float,const float*,int>", "5 template argument"),
-    ("pack<int,float>", "template parameter pack"),
+    ("early<int,float>", "a template parameter pack before its last template parameter"),
 ])
 def test_a_name_the_source_cannot_instantiate_is_named_with_the_rule(name, message):
     with pytest.raises(ValueError, match=message):

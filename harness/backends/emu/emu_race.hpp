@@ -224,6 +224,9 @@ Cell* g_dyn_shadow = nullptr;        // shadow of the dynamic area (guards inclu
 size_t g_dyn_shadow_cells = 0;
 const char* g_dyn_name = nullptr;    // the first extern __shared__ name seen
 int g_dyn_elem = 1;
+// The other names the launch gave the same dynamic area (a library's `extern __shared__ int ids[];` and the
+// caller's `extern __shared__ int data[];` alias), for the reports: the index counts in the first one's elements.
+const char* g_dyn_aliases[3] = {nullptr, nullptr, nullptr};
 uint64_t g_race_accesses = 0;        // tracked accesses checked (statistics)
 std::unordered_map<uintptr_t, ReleaseLog> g_releases;   // per atomic address, in this launch (nodes never move)
 // A barrier object (an mbarrier word, a named barrier): one release log for all its phases, and where each phase's
@@ -430,10 +433,16 @@ Place locate(uintptr_t addr) {
 }
 
 std::string region_label(const Place& p) {
-  char buf[256];
+  char buf[512];
   if (p.slot) std::snprintf(buf, sizeof buf, "__shared__ '%s' (%s)", p.slot->name,
                             slot_place(p.slot->file, p.slot->line).c_str());
-  else if (p.region == kRegionDyn) std::snprintf(buf, sizeof buf, "extern __shared__ '%s'", g_dyn_name ? g_dyn_name : "?");
+  else if (p.region == kRegionDyn) {
+    std::string also;
+    for (const char* a : g_dyn_aliases)
+      if (a) also += std::string(also.empty() ? " (the same bytes as '" : "', '") + a;
+    if (!also.empty()) also += "')";
+    std::snprintf(buf, sizeof buf, "extern __shared__ '%s'%s", g_dyn_name ? g_dyn_name : "?", also.c_str());
+  }
   else if (p.buffer) std::snprintf(buf, sizeof buf, p.kind == kIndexed ? "'%s'" : "%s", p.buffer->name.c_str());
   else return p.region == kRegionStatic ? "static __shared__ memory" : "device memory";
   return buf;

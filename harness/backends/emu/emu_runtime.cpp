@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <cstring>
 #include <vector>
 #include <unordered_set>
 #include <cerrno>
@@ -1327,7 +1328,15 @@ void bad_width(int kind, int width, int line) {
 }
 
 unsigned char* dyn_shared(const char* name, int elem) {
-  if (name && !g_dyn_name) { g_dyn_name = name; g_dyn_elem = elem; }
+  if (name && !g_dyn_name) {
+    g_dyn_name = name;
+    g_dyn_elem = elem;
+  } else if (name && name != g_dyn_name && std::strcmp(name, g_dyn_name) != 0) {
+    for (const char*& a : g_dyn_aliases) {
+      if (a == nullptr) { a = name; break; }
+      if (a == name || std::strcmp(a, name) == 0) break;
+    }
+  }
   return g_dyn + kDynLead;
 }
 
@@ -1570,6 +1579,7 @@ EMU_EXPORT void emu_race_begin() {
   g_launch_bseq0 = g_ordered_below = g_bseq_last + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
+  for (const char*& a : g_dyn_aliases) a = nullptr;
   g_race_accesses = 0;
   race_records_clear();
 }

@@ -331,3 +331,32 @@ def test_a_race_inside_an_inlined_device_function_names_the_access_line(detector
     warpsync/intragroup_scan, whose report had moved from its line 11 to 23)."""
     with pytest.raises(DataRace, match=r"write by .* at line 4 and read by .* at line 4 are unordered"):
         detector.load(INLINED).launch("scan", (1,), (64,), 0, [np.arange(64, dtype=np.int32)], outputs=(0,))
+
+
+ALIASED_DYNAMIC = r"""
+__device__ void stage_ids(int* out) {
+  extern __shared__ int ids_shared[];            // a library's view of the dynamic area
+  ids_shared[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = ids_shared[(threadIdx.x + 1) % blockDim.x];
+}
+__global__ void aliased(int* out) {
+  extern __shared__ int data_shared[];           // the kernel's view: the same bytes
+  stage_ids(out);
+  data_shared[threadIdx.x] = 7;                  // overwrites what another warp may still be reading
+}
+__global__ void one_name(int* out) {
+  extern __shared__ int data_shared[];
+  data_shared[threadIdx.x] = threadIdx.x;
+  out[threadIdx.x] = data_shared[(threadIdx.x + 32) % blockDim.x];      // no barrier between
+}
+"""
+
+
+def test_a_race_on_the_dynamic_area_names_every_name_it_was_given(detector):
+    module = detector.load(ALIASED_DYNAMIC)
+    with pytest.raises(DataRace, match=r"extern __shared__ '(ids_shared|data_shared)' \(the same bytes as "
+                                       r"'(data_shared|ids_shared)'\) index"):
+        module.launch("aliased", (1,), (64,), 256, [np.zeros(64, np.int32)], outputs=(0,))
+    with pytest.raises(DataRace, match=r"extern __shared__ 'data_shared' index"):       # one name: no aliases
+        module.launch("one_name", (1,), (64,), 256, [np.zeros(64, np.int32)], outputs=(0,))
