@@ -34,8 +34,8 @@ _CONSTEXPR = re.compile(r"\bconst(?:expr|eval)\b")
 _DEDUCED = re.compile(r"\bauto\b|\bdecltype\s*\(\s*auto\b")
 
 
-def without_host_functions(code: str, words: Iterable[str] = (),
-                           names: Iterable[str] = ()) -> tuple[str, tuple[HostFunction, ...]]:
+def without_host_functions(code: str, words: Iterable[str] = (), names: Iterable[str] = (),
+                           instantiations: "Instantiations | None" = None) -> tuple[str, tuple[HostFunction, ...]]:
     """`code` with its comments stripped and each host function definition blanked (its newlines kept, so every
     line keeps its number), looking inside namespaces and `extern "C"` blocks; and what was dropped. Where the code
     that stays names a dropped function (a class's host member calls it, an error macro does, an `extern template`
@@ -47,7 +47,9 @@ def without_host_functions(code: str, words: Iterable[str] = (),
     (`#define HD __host__ __device__`) of `code`, or one of `words` (device_words of the program's other files: a
     library defines its `HOST_DEVICE` in one header and uses it in the others); a constexpr function stays too
     (device code may call it). `names`: what the program's other files name in the code they keep (program_names:
-    a class in one header calls a host function of another)."""
+    a class in one header calls a host function of another). `instantiations`: the host templates other files drop
+    and the macros that instantiate them (program_instantiations): llama.cpp's `DECL_MMQ_CASE(GGML_TYPE_Q8_0);` in
+    a file of its own instantiates a host template of `mmq.cuh`, and goes with it."""
     text, spans, kept_names = _scanned(code, frozenset(words))
     named = set(kept_names) | set(names)
     declared: set[int] = set()
@@ -59,25 +61,68 @@ def without_host_functions(code: str, words: Iterable[str] = (),
                 declared.add(i)
                 named |= set(_IDENT.findall(text[d.start:d.body]))
                 grew = True
-    out = _without_instantiations(_blanked(text, spans, declared), spans, text)
+    others = instantiations or Instantiations()
+    out = _without_instantiations(_blanked(text, spans, declared), _dropped_templates(spans, text) | others.templates,
+                                  others.macros)
     return out, tuple(d.function for d in spans)
 
 
-def _without_instantiations(out: str, spans: list["_Dropped"], text: str) -> str:
-    """`out` without the explicit instantiation definitions (`template void f<4>(int);`, host code too) of the
-    dropped function templates, which cannot be instantiated without their bodies; `extern template` stays."""
-    templates = {d.function.name for d in spans if d.declarable and re.match(r"\s*template\b", text[d.start:d.body])}
-    if not templates:
-        return out
+def _dropped_templates(spans: "Iterable[_Dropped]", text: str) -> set[str]:
+    return {d.function.name for d in spans if d.declarable and re.match(r"\s*template\b", text[d.start:d.body])}
+
+
+def _instantiation_pattern(templates: Iterable[str]) -> "re.Pattern | None":
+    """An explicit instantiation definition (`template void f<4>(int);`) of one of `templates`."""
     alternatives = "|".join(map(re.escape, sorted(templates)))
-    pattern = re.compile(rf"\btemplate\s+(?!<)[^;{{}}<>()]*?\b(?:{alternatives})\s*<[^;{{}}]*?>\s*\([^;{{}}]*\)[^;{{}}]*;")
+    return re.compile(rf"\btemplate\s+(?!<)[^;{{}}<>()]*?\b(?:{alternatives})\s*<[^;{{}}]*?>\s*\([^;{{}}]*\)[^;{{}}]*;") \
+        if alternatives else None
+
+
+def _without_instantiations(out: str, dropped: "set[str] | frozenset[str]", macros: "frozenset[str]" = frozenset()) -> str:
+    """`out` without the explicit instantiation definitions (`template void f<4>(int);`, host code too) of the
+    dropped function templates, which cannot be instantiated without their bodies, nor the statements that invoke
+    one of `macros`, which make such an instantiation (`DECL_CASE(8);`); `extern template` and `extern MACRO(...)`
+    stay."""
+    pattern = _instantiation_pattern(dropped)
+    if pattern is None:
+        return out
     plain = _without_directives(out)             # one in a macro's body is the macro's (`extern MACRO(...)` uses it)
+    found = [*pattern.finditer(plain)]
+    if macros:
+        calls = re.compile(rf"\b(?:{'|'.join(map(re.escape, sorted(macros)))})\s*\([^;{{}}]*\)\s*;")
+        found = sorted(found + [*calls.finditer(plain)], key=lambda m: m.start())
     pieces, pos = [], 0
-    for m in pattern.finditer(plain):
-        if not re.search(r"\bextern\s*$", plain[max(0, m.start() - 40):m.start()]):
+    for m in found:
+        if m.start() >= pos and not re.search(r"\bextern\s*$", plain[max(0, m.start() - 40):m.start()]):
             pieces += [out[pos:m.start()], "\n" * m.group(0).count("\n")]
             pos = m.end()
     return "".join(pieces) + out[pos:]
+
+
+@dataclass(frozen=True)
+class Instantiations:
+    """What a program's files drop that another file may instantiate: host function templates, and the
+    function-like macros whose body is an explicit instantiation of one."""
+    templates: frozenset = frozenset()
+    macros: frozenset = frozenset()
+
+
+def program_instantiations(texts: Iterable[str], words: Iterable[str] = ()) -> Instantiations:
+    """The host function templates that the program's files drop, and the function-like macros of any file whose
+    body is an explicit instantiation of one (`#define DECL_CASE(T) template void launch<T>(...)`): where another
+    file instantiates one, that goes too (without_host_functions' `instantiations`)."""
+    words = frozenset(words)
+    texts = list(texts)
+    dropped: set[str] = set()
+    for t in texts:
+        text, spans, _ = _scanned(t, words)
+        dropped |= _dropped_templates(spans, text)
+    pattern = _instantiation_pattern(dropped)
+    if pattern is None:
+        return Instantiations()
+    macros = {m.group(1) for t in texts for m in DEFINE_LINE.finditer(strip_comments(t))
+              if m.group(2).startswith("(") and pattern.search(m.group(2).replace("\\\n", " ") + ";")}
+    return Instantiations(frozenset(dropped), frozenset(macros))
 
 
 @dataclass(frozen=True)
@@ -105,6 +150,27 @@ def _without_directives(text: str) -> str:
     """`text` with its preprocessor lines (continuations included) turned to spaces, lengths and newlines kept:
     a brace in a macro body opens nothing, and a conditional inside a parameter list does not cut its head."""
     return _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+@dataclass(frozen=True)
+class Program:
+    """What the files of one program (a source and its own headers) tell about each other's host code: the macros
+    that mark device code (program_device_words), the names the kept code uses (program_names) and the dropped
+    templates another file instantiates (program_instantiations). `device_code(text)` is a file of it with its
+    host functions dropped: the one way both backends and every header copy see a program's device code."""
+    words: frozenset = frozenset()
+    names: frozenset = frozenset()
+    instantiations: "Instantiations | None" = None
+
+    def device_code(self, text: str) -> str:
+        return without_host_functions(text, self.words, self.names, self.instantiations)[0]
+
+
+def program_of(texts: Iterable[str]) -> Program:
+    """The Program of these files (the source first, then its own headers)."""
+    texts = list(texts)
+    words = frozenset(program_device_words(texts))
+    return Program(words, frozenset(program_names(texts, words)), program_instantiations(texts, words))
 
 
 def program_device_words(texts: Iterable[str]) -> set[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from .preprocess import CONDITIONAL, active_source, as_built
@@ -18,6 +18,13 @@ class KernelSignature:
     scope: str = ""                        # the named namespaces around it, `a::b::` (C++ qualifies the name)
     spelling: str = ""                     # an instantiation's name as C++ reads it (`k<unsigned int>`; `name` is
                                            # `k<unsignedint>`, as launches name it); empty: `name`
+    header: str = ""                       # the header that defines it, where it is one of the source's own
+                                           # headers' (`line` is then that header's); empty: the source's
+
+    @property
+    def place(self) -> str:
+        """Where it is defined, for messages: `line 12`, or `gguf.cuh:12` for a header's kernel."""
+        return f"{self.header}:{self.line}" if self.header else f"line {self.line}"
 
     @property
     def expression(self) -> str:
@@ -254,6 +261,28 @@ def enumerations(code: str) -> dict[str, tuple[int, ...]]:
         if values:
             out[m.group(1)] = tuple(values)
     return out
+
+
+def program_kernel_signatures(code: str, headers: "Mapping[str, str]", defines: "Mapping[str, str] | None" = None
+                              ) -> list[KernelSignature]:
+    """The kernels a build of `code` can launch: kernel_signatures of `code` (its own `headers`, name -> text, as
+    context), then those of each header that `code` has none of the same name of, marked with the header's name. A
+    header's kernel is compiled into every file that includes it (candle's `quantize_q8_1` in `gguf.cuh`), so it is
+    launched through that file, as its host code would. A header that cannot be read as kernels adds none (the
+    compilers say what is wrong with it, where the build reads it)."""
+    context = "\n".join(headers.values())
+    sigs = kernel_signatures(code, defines=defines, context=context)
+    names = {k.name for k in sigs}
+    for header, text in headers.items():
+        try:
+            theirs = kernel_signatures(text, defines=defines, context=context)
+        except ValueError:
+            continue
+        for k in theirs:
+            if k.name not in names:
+                names.add(k.name)
+                sigs.append(replace(k, header=header))
+    return sigs
 
 
 def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, str] | None" = None,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cudasrc.host_code import Program
 from harness import confine, landlock
 from harness.backends.base import BuildError, ConfinementRefused, build_error
 from harness.backends.emu import gate
@@ -254,7 +255,7 @@ def test_the_gpu_backends_compile_is_the_same_confined_nvcc(tmp_path, monkeypatc
     backend.nvcc = str(toolchain.nvcc)
     backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
     with pytest.raises(ConfinementRefused) as info:
-        backend._cached_cubin("leak-test", KERNEL.format(include=secret), (), {}, set(), set())
+        backend._cached_cubin("leak-test", KERNEL.format(include=secret), (), {}, Program())
     assert SECRET not in str(info.value) and str(info.value).startswith(confine.REFUSAL)
 
 

@@ -214,6 +214,27 @@ def build_error(headline: str, excerpt: str, log: str) -> "BuildError | Unsuppor
     return ConfinementRefused("\n".join([why, *lines]).rstrip())
 
 
+# Flags whose value the build reads (a folder whose headers are part of the module, a macro): one string each, so
+# that every reader of the flags (the headers found, the cache key, the compilers' confinement) sees the same value.
+_JOINED_VALUE = ("-I", "-D", "-U", "-isystem", "-idirafter", "-iquote", "-include", "-imacros")
+
+
+def check_flags(flags: Sequence[str]) -> tuple[str, ...]:
+    """`flags` as a tuple, each a non-empty string starting with '-'; a flag that takes a value has it in the same
+    string (`-Iinclude`, not `-I`, `include`). ValueError names the flag."""
+    if isinstance(flags, (str, bytes)):
+        raise ValueError(f"flags: expected a sequence of compiler option strings, got the string {flags!r}")
+    out = []
+    for f in flags:
+        if not isinstance(f, str) or not f.startswith("-"):
+            raise ValueError(f"flags: each flag must be a string starting with '-', got {f!r}")
+        if f in _JOINED_VALUE:
+            raise ValueError(f"flags: {f!r} needs its value in the same string ('{f}VALUE', e.g. "
+                             f"'-I/path/to/headers'): the headers it names are part of the build")
+        out.append(f)
+    return tuple(out)
+
+
 def source_flags(paths: Sequence["str | Path"], include_dirs: Sequence["str | Path"] = ()) -> tuple[str, ...]:
     """The compile flags of a source made of the files `paths`: -I each one's own folder first (a backend compiles a
     copy elsewhere, and `#include "x.h"` looks beside the including file), then -I each of `include_dirs`; absolute,
@@ -341,6 +362,8 @@ class LaunchResult:
     notes: tuple[str, ...] = ()
     coverage: "dict | None" = None       # emu: blocks run under each schedule (block sampling), for the report
     timing: "dict | None" = None         # GPU: how elapsed_ms was measured (batches, spread), or why it was not
+    caveats: tuple[str, ...] = ()        # the notes that qualify a clean result (an undefined barrier, a division
+    #                                      by zero): also in `notes`; a caller that shows only verdicts shows these
 
 
 class Backend(ABC):

@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from cudasrc.host_code import without_host_functions
+from cudasrc.host_code import Program
 
 
-def device_headers(headers: dict[Path, str], words: set[str], names: set[str] = frozenset()) -> dict[Path, str]:
-    """Each header's text (path -> text) with its host functions dropped. `words`: the macros of all the program's
-    files that mark a function as device code; `names`: what the code they keep names (program_names), whose host
-    functions keep their declarations."""
-    return {path: without_host_functions(text, words, names)[0] for path, text in headers.items()}
+def device_headers(headers: dict[Path, str], program: Program) -> dict[Path, str]:
+    """Each header's text (path -> text) with its host functions dropped, as `program` (cudasrc.host_code.program_of
+    the source and these headers) sees them."""
+    return {path: program.device_code(text) for path, text in headers.items()}
 
 
 def write_header_copies(texts: dict[Path, str], into: Path,
@@ -34,7 +33,10 @@ def write_header_copies(texts: dict[Path, str], into: Path,
 def copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[Path, str],
                  into: Path) -> tuple[str, ...]:
     """`cmd_flags` with each -I folder of `flags` preceded by its copy under `into` (write_header_copies), the
-    original after it for what the source's reading did not see (a computed `#include MACRO`)."""
+    original after it for what the source's reading did not see (a computed `#include MACRO`). Each copy's folder
+    is made, header or not: `#include "../x.cuh"` from a folder without headers of its own (llama.cpp's
+    template-instances/) climbs through it to the copy of x.cuh, where a missing folder would send the compiler on
+    to the original, host code and all."""
     if not headers:
         return tuple(cmd_flags)
     user = set(f for f in flags if f.startswith("-I") and len(f) > 2)
@@ -42,6 +44,7 @@ def copies_first(cmd_flags: Sequence[str], flags: Sequence[str], headers: dict[P
     for f in cmd_flags:
         if f in user:
             d = Path(f[2:]).resolve()
+            (into / d.relative_to(d.anchor)).mkdir(parents=True, exist_ok=True)
             out += [f"-I{into / d.relative_to(d.anchor)}", f]
         else:
             out.append(f)

@@ -32,15 +32,15 @@ from harness.cache import cache_dir, cache_entry, content_key, scratch_folder
 from harness.toolchain import host_libraries
 from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
-from cudasrc.host_code import program_device_words, program_names, without_host_functions
+from cudasrc.host_code import Program, program_of
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, kernel_signatures, strip_comments,
+from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, program_kernel_signatures, strip_comments,
                                 template_kernels)
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
     POISON_BYTES, Backend, Buffer, BufferLost, BuildError, ContextFailure, LaunchInfo, LaunchRefused, LaunchResult,
-    Module, ResourceExhausted, UnsupportedConstruct, as_dim3, build_error, check_buffer_array,
+    Module, ResourceExhausted, UnsupportedConstruct, as_dim3, build_error, check_buffer_array, check_flags,
 )
 from .client import Worker, WorkerDied, WorkerTimedOut
 from .resident import ResidentBook
@@ -87,12 +87,6 @@ def prepare_source(source: str) -> str:
     if prelude:
         text = "\n".join(prelude) + "\n#line 1\n" + text
     return text
-
-
-def validate_flags(flags: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(flags, (str, bytes)) or not all(isinstance(f, str) and f for f in flags):
-        raise ValueError(f"flags: expected a sequence of non-empty nvcc option strings, got {flags!r}")
-    return tuple(flags)
 
 
 def device_index_for_worker(count: int, env: "os._Environ[str] | dict[str, str]" = os.environ) -> int:
@@ -413,9 +407,9 @@ class GpuBackend(Backend):
     def load(self, source: str, flags: Sequence[str] = ()) -> "GpuModule":
         if not isinstance(source, str) or not source.strip():
             raise ValueError("source: expected non-empty CUDA C source text")
-        flags = validate_flags(flags)
+        flags = check_flags(flags)
         headers = confine.own_headers(source, flags)     # a changed header is a new build
-        sigs = kernel_signatures(source, defines=defines_of(flags), context="\n".join(headers.values()))
+        sigs = program_kernel_signatures(source, {h.name: t for h, t in headers.items()}, defines_of(flags))
         if not sigs and not template_kernels(source):
             raise ValueError("source: no __global__ kernel found")
         clean = strip_comments(source)
@@ -427,22 +421,20 @@ class GpuBackend(Backend):
                                              "does not make, and in a normal launch it is undefined; the emu backend "
                                              "runs it")
         # the device code, as emu builds it: host functions dropped from the source and its headers (device_code)
-        words = program_device_words([source, *headers.values()])
-        names = program_names([source, *headers.values()], words)
-        text = prepare_source(without_host_functions(source, words, names)[0])
+        program = program_of([source, *headers.values()])
+        text = prepare_source(program.device_code(source))
         key = content_key(text, *flags, "-arch", self.arch, nvcc_identity(self.nvcc), *confine.header_digests(headers),
                           DEVICE_CODE, host_libraries.digest())
-        cubin = self._cached_cubin(key, text, flags, headers, words, names)
+        cubin = self._cached_cubin(key, text, flags, headers, program)
         module = GpuModule(self, source, flags, sigs, key, cubin)
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 
-    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...], headers: dict, words: set[str],
-                      names: set[str]) -> bytes:
+    def _cached_cubin(self, key: str, text: str, flags: tuple[str, ...], headers: dict, program: Program) -> bytes:
         def make(tmp) -> None:
             with scratch_folder("gpu") as work:
                 copies = work / "device-headers"
-                write_header_copies(device_headers(headers, words, names), copies)
+                write_header_copies(device_headers(headers, program), copies)
                 # a host library's header the toolkit lacks (cuBLAS's) found in qconform's declarations, searched last
                 device_flags = (*copies_first(flags, flags, headers, copies), *host_libraries.nvcc_flags())
                 if _stand_in() is None:
@@ -544,12 +536,14 @@ class GpuModule(Module):
                                 "cudasrc.instantiations.instantiated() adds" if template else "")) from None
 
     def _symbol(self, sig: KernelSignature) -> str:
-        """The symbol the driver knows kernel `sig` by: its name (C linkage), or an instantiation's mangled name,
-        read from the cubin."""
-        if "<" not in sig.name:
+        """The symbol the driver knows kernel `sig` by: its name (C linkage, which prepare_source gives the source's
+        plain kernels), or the mangled name of an instantiation or of a header's plain kernel, read from the cubin."""
+        if "<" not in sig.name and not sig.header:
             return sig.name
         if sig.name not in self._symbols:
             symbol, others = kernel_symbol(self.cubin, sig.name, sig.scope)
+            if symbol is None and "<" not in sig.name:
+                raise BuildError(f"kernel {sig.name!r} of {sig.header}: not among the compiled module's kernels")
             if symbol is None:
                 raise BuildError(f"kernel {sig.name!r}: the compiled module has no instantiation spelled so"
                                  + (f" (it has {', '.join(others)}; name the instantiation as the compiler spells "

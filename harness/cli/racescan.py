@@ -56,12 +56,22 @@ def register(sub) -> None:
     p.add_argument("--race-check", choices=("on", "off"), default="on",
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
+    p.add_argument("--barrier-sites", choices=("same", "any"), default="same",
+                   help="same (default): threads waiting at __syncthreads() on different source lines are a "
+                        "BarrierDivergence (PTX's bar.sync is .aligned); any: the barrier completes once every thread "
+                        "arrived, as current GPUs count (llama.cpp's flash attention relies on it), with a note")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
                         "one launch only (a sweep needs --at)")
     p.add_argument("--force", action="store_true", help="replace an existing --save file")
     add_include_option(p)
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="a macro the build defines, as the program's build does (repeatable)")
+    p.add_argument("--nvcc-relax", dest="relaxations", action="append", default=[],
+                   choices=("extended-lambda", "expt-relaxed-constexpr"),
+                   help="an nvcc language relaxation the program's build uses (llama.cpp: extended-lambda; "
+                        "repeatable): nvcc's device-side check takes it, the host compiler needs none")
     p.add_argument("--empty-header", dest="empty_headers", action="append", default=[], metavar="NAME",
                    help="a header the source includes that is not here and serves only host code (a framework's, "
                         "such as torch/all.h), found as an empty file (repeatable)")
@@ -164,7 +174,7 @@ def run(args) -> int:
     from harness.judging.progress import Progress
     from cudasrc.instantiations import instantiated
     from cudasrc.preprocess import defines_of
-    from cudasrc.signatures import kernel_signatures, template_kernels
+    from cudasrc.signatures import program_kernel_signatures, template_kernels
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     path = check_input(args.source, "source")
     if not path.is_file():
@@ -179,24 +189,20 @@ def run(args) -> int:
     if args.empty_headers:
         from harness.toolchain.host_libraries import empty_headers
         dirs.append(str(empty_headers(args.empty_headers)))       # after the -I folders: a header there wins
-    flags = source_flags([path], dirs)
+    for d in args.defines:
+        if not re.fullmatch(r"[A-Za-z_]\w*(=.*)?", d):
+            raise ValueError(f"-D: {d!r} is not NAME or NAME=VALUE")
+    flags = (source_flags([path], dirs) + tuple(f"-D{d}" for d in args.defines)
+             + tuple(f"--{r}" for r in dict.fromkeys(args.relaxations)))
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
     # (as written: `k<unsigned int>` keeps its space in the code; the launch's name is spelled without spaces)
     source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags),
                           {h.name: t for h, t in headers.items()})
-    signatures = {k.name: k for k in kernel_signatures(source, context="\n".join(headers.values()))}
+    signatures = {k.name: k for k in program_kernel_signatures(source, {h.name: t for h, t in headers.items()},
+                                                               defines_of(flags))}
     if launch.kernel not in signatures:
-        for header, text in headers.items():
-            try:
-                theirs = {k.name for k in kernel_signatures(text)}
-            except ValueError:
-                continue
-            if launch.kernel in theirs:      # a plain kernel of a header: emu launches the kernels of the file it builds
-                raise ValueError(f"--kernel: {launch.kernel!r} is a kernel of {header}, one of the headers of "
-                                 f"{args.source}: run racescan on {header} itself (a header builds as a source of "
-                                 "its own, its own headers found as usual)")
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
                          f"(it has: {', '.join(signatures) or 'none'}"
@@ -240,7 +246,7 @@ def run(args) -> int:
     print(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
     _print_host_code(source, headers)
-    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on")
+    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on", barrier_sites=args.barrier_sites)
     kept: list = []
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
@@ -256,6 +262,8 @@ def run(args) -> int:
     print(_verdict_line(verdict) + where + ran)
     if verdict.detail:
         print(verdict.detail)
+    for caveat in verdict.caveats:
+        print("caveat: " + caveat)
     if verdict.kind == "clean":
         return EXIT_CLEAN
     if verdict.kind in ("unsupported", "unchecked"):
@@ -265,6 +273,7 @@ def run(args) -> int:
                if getattr(args, o) is not None]
     replay += [f"-I {shlex.quote(d)}" for d in args.include_dirs]
     replay += [f"--empty-header {shlex.quote(h)}" for h in args.empty_headers]
+    replay += [f"-D {shlex.quote(d)}" for d in args.defines] + [f"--nvcc-relax {r}" for r in args.relaxations]
     if args.arg_specs is not None:
         replay.append(f"--args {shlex.quote(args.arg_specs)}")
     point = dict(verdict.at) or args.at
@@ -272,5 +281,7 @@ def run(args) -> int:
         replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))
     if args.race_check == "off":
         replay.append("--race-check off")
+    if args.barrier_sites != "same":
+        replay.append(f"--barrier-sites {args.barrier_sites}")
     print("replay: " + " ".join(replay), file=sys.stderr)
     return EXIT_FAULT

@@ -31,6 +31,7 @@ class Verdict:
     kinds: tuple = ()          # (scope, same value) of each distinct race (DataRace.kinds)
     at: tuple = ()             # (name, value) of the swept scalars at the launch that gave the verdict (sweep)
     points: int = 1            # launches run to reach the verdict (a sweep runs several)
+    caveats: tuple = ()        # what the backend says qualifies the launches that ran clean (LaunchResult.caveats)
 
     @property
     def reported_race(self) -> bool:

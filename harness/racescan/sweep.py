@@ -62,10 +62,12 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
     non-clean verdict, else clean; `at` is the point it was found at, `points` how many launches ran."""
     detector = has_detector(module)
     first_other = None
+    caveats: dict[str, None] = {}      # what qualifies a clean launch (an undefined barrier), each said once
     for i, point in enumerate(points, 1):
         args, outputs = args_at(point)
         try:
-            module.launch(kernel, grid, block, shared_bytes, args, outputs)
+            result = module.launch(kernel, grid, block, shared_bytes, args, outputs)
+            caveats.update(dict.fromkeys(getattr(result, "caveats", ())))
             if ran is not None:
                 ran(args)
             continue
@@ -77,7 +79,7 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
         if verdict.kind == "race":
             return verdict
         first_other = first_other or verdict
-    return replace(first_other or Verdict("clean", None, ""), points=len(points))
+    return replace(first_other or Verdict("clean", None, ""), points=len(points), caveats=tuple(caveats))
 
 
 def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,

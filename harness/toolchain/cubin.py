@@ -70,13 +70,16 @@ def demangle(symbol: str) -> str:
 
 
 def kernel_symbol(cubin: bytes, name: str, scope: str = "") -> "tuple[str | None, tuple[str, ...]]":
-    """The symbol of kernel `name` (`route<32,true>`, as qconform spells an instantiation: no spaces) in namespace
-    `scope` (`moe::`): (the symbol, or None; the demangled names of that template's instantiations in the cubin,
-    for a message). Tried in turn, each taken only when one instantiation answers it: the same spelling; the same
+    """The symbol of kernel `name` (`route<32,true>`, as qconform spells an instantiation: no spaces; or a plain
+    kernel's name, whose C++ symbol demangles to it) in namespace `scope` (`moe::`): (the symbol, or None; the
+    demangled names of that template's instantiations in the cubin, for a message). Tried in turn, each taken only when one instantiation answers it: the same spelling; the same
     leading arguments (the demangler spells out defaulted ones: `route<32,true,float>`); the template's only
     instantiation in the cubin (an argument spelled otherwise, `int32_t` for `int`)."""
     base = scope + name.split("<", 1)[0]
     given = scope + name
+    if "<" not in name:          # a plain kernel with C++ linkage (a header's, which gets no `extern "C"`)
+        plain = [s for s in entry_symbols(cubin) if demangle(s).split("(", 1)[0] == given]
+        return (plain[0] if len(plain) == 1 else None), ()
     same_template = []
     for symbol in entry_symbols(cubin):
         spelled = demangle(symbol).split("(", 1)[0]

@@ -360,18 +360,22 @@ def test_the_backends_take_none_for_a_null_pointer_and_refuse_it_as_an_output():
         plan_args(sig, [x, None, None, None, np.int32(32)], outputs=(3,))
 
 
-def test_a_plain_kernel_of_a_header_is_named_with_the_file_to_run(tmp_path, capsys):
-    """candle keeps `quantize_q8_1` in `gguf.cuh`: asked for it through the file that includes it, racescan says
-    which file to run; run on the header itself, the kernel runs."""
-    (tmp_path / "quant.cuh").write_text("#pragma once\n__global__ void halve(float* y) { y[threadIdx.x] *= 0.5f; }\n")
+def test_a_plain_kernel_of_a_header_runs_through_the_file_that_includes_it(tmp_path, capsys):
+    """candle keeps `quantize_q8_1` in `gguf.cuh`, which its MoE file includes: the kernel is compiled into that
+    file, so it launches through it, and a race in it is named at the header's line. A name in neither the file
+    nor its headers is still bad input."""
+    (tmp_path / "quant.cuh").write_text("#pragma once\n__global__ void halve(float* y) { y[threadIdx.x] *= 0.5f; }\n"
+                                        "__global__ void smear(float* y) { y[0] = threadIdx.x; }\n")
     src = tmp_path / "user.cu"
     src.write_text('#include "quant.cuh"\n__global__ void twice(float* y) { y[threadIdx.x] *= 2.0f; }\n')
-    argv = ["--kernel", "halve", "--grid", "1", "--block", "32", "--args", "y:float32[32]=1", "--seed", "1"]
-    assert main(["racescan", str(src), *argv]) == 2
-    assert f"'halve' is a kernel of {tmp_path / 'quant.cuh'}, one of the headers of {src}: run racescan on" \
-        in capsys.readouterr().err
-    assert main(["racescan", str(tmp_path / "quant.cuh"), *argv]) == 0
-    assert "verdict: CLEAN" in capsys.readouterr().out
+    argv = ["--grid", "1", "--block", "32", "--args", "y:float32[32]=1", "--seed", "1"]
+    for file in (src, tmp_path / "quant.cuh"):
+        assert main(["racescan", str(file), "--kernel", "halve", *argv]) == 0
+        assert "verdict: CLEAN" in capsys.readouterr().out
+    assert main(["racescan", str(src), "--kernel", "smear", *argv]) == 1
+    assert "at quant.cuh:3" in capsys.readouterr().out
+    assert main(["racescan", str(src), "--kernel", "nowhere", *argv]) == 2
+    assert "no __global__ kernel 'nowhere'" in capsys.readouterr().err
 
 
 BINDING_CU = """#include <fakefw/all.h>
@@ -441,3 +445,47 @@ def test_save_refuses_a_sweep_and_a_faulted_launch_writes_nothing(tmp_path, caps
     assert "nothing written" in capsys.readouterr().out and not out_file.exists()
     assert main(["racescan", ONE_VALUE, "--seed", "17", "--at", "header_at=5", "--save", str(out_file)]) == 0
     assert np.load(out_file)["header_at"] == 5
+
+
+ENGINE_BUILD = r"""
+__global__ void warps(float* y) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    s[t] = t;
+#ifdef SPLIT_BARRIERS
+    if (t < 32)
+        __syncthreads();
+    else
+        __syncthreads();
+#else
+    __syncthreads();
+#endif
+    auto twice = [&] __device__ (float v) { return 2.0f * v; };
+    y[t] = twice(s[63 - t]);
+}
+"""
+
+
+def test_the_programs_build_options_and_barriers_reached_at_two_sites(tmp_path, capsys):
+    """-D and an nvcc relaxation as llama.cpp's build gives them (`-extended-lambda`); a barrier that warps reach
+    at two call sites is refused, or completed by count with a caveat printed under the verdict."""
+    from harness.backends.emu import gate
+    src = tmp_path / "engine.cu"
+    src.write_text(ENGINE_BUILD)
+    argv = ["racescan", str(src), "--kernel", "warps", "--grid", "1", "--block", "64", "--seed", "1",
+            "--args", "y:float32[64]!out"]
+    if gate.nvcc_gate()[0] is not None:        # nvcc refuses a __device__ lambda without the relaxation
+        assert main(argv) == 3
+        assert "--extended-lambda" in capsys.readouterr().out
+    assert main(argv + ["--nvcc-relax", "extended-lambda"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: CLEAN" in out and "caveat" not in out
+    split = argv + ["--nvcc-relax", "extended-lambda", "-D", "SPLIT_BARRIERS"]
+    assert main(split) == 1
+    out, err = capsys.readouterr()
+    assert "BarrierDivergence" in out and "-D SPLIT_BARRIERS --nvcc-relax extended-lambda" in err   # the replay
+    assert main(split + ["--barrier-sites", "any"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: CLEAN" in out and "caveat: emu: 1 __syncthreads() phase(s) of run 1 completed" in out
+    assert main(argv + ["-D", "2BAD"]) == 2
+    assert "-D: '2BAD' is not NAME or NAME=VALUE" in capsys.readouterr().err

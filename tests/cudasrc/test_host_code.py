@@ -153,3 +153,32 @@ def test_a_template_head_is_neither_a_class_nor_the_functions_parameters():
     lines = out.split("\n")
     assert lines[4] == "static void launch_op(const T* x);" and lines[3].startswith("template <float (*op)(float)")
     assert "Outer" not in out        # a qualified name declares nothing outside its class: no declaration stays
+
+
+INSTANCE_HEADER = r"""#define DECL_CASE(T) template void launch<T>(const T* x, T* y)
+#define DECL_CASE_ALL extern DECL_CASE(float)
+template <typename T> __global__ void k(const T* x, T* y) { y[threadIdx.x] = x[threadIdx.x]; }
+template <typename T> void launch(const T* x, T* y) { k<T><<<1, 32>>>(x, y); }
+"""
+INSTANCE_FILE = """#include "cases.cuh"
+DECL_CASE(float);
+DECL_CASE(int);
+extern DECL_CASE(double);
+template void launch<short>(const short* x, short* y);
+"""
+
+
+def test_an_instantiation_of_another_files_host_template_goes_with_it():
+    # llama.cpp compiles each kernel family's cases in files of their own: `DECL_MMQ_CASE(GGML_TYPE_Q8_0);`
+    # instantiates a host template of mmq.cuh, which cannot be instantiated once its body is dropped
+    from cudasrc.host_code import program_instantiations, program_of
+    program = program_of([INSTANCE_FILE, INSTANCE_HEADER])
+    assert program_instantiations([INSTANCE_FILE, INSTANCE_HEADER]).macros == {"DECL_CASE"}
+    assert program.device_code(INSTANCE_FILE).split("\n") == [
+        '#include "cases.cuh"', "", "", "extern DECL_CASE(double);", "", ""]
+    header = program.device_code(INSTANCE_HEADER)
+    # its declaration stays: `extern DECL_CASE(double)` names it through the macro
+    assert "template <typename T> void launch(const T* x, T* y);" in header and "<<<" not in header
+    assert header.startswith("#define DECL_CASE(T) template void launch<T>")       # a macro's body is the macro's
+    # alone, the file knows neither the macro nor the template: it is left as it is (the negative control)
+    assert without_host_functions(INSTANCE_FILE)[0] == INSTANCE_FILE

@@ -46,14 +46,6 @@ __global__ void scatter(const int* ids, int* slot_of, int k, int n_experts) {
 """
 
 
-@pytest.fixture(scope="module")
-def detector():
-    from harness.backends.emu.backend import EmuBackend
-    backend = EmuBackend(timeout_s=60, race_check=True)
-    yield backend
-    backend.close()
-
-
 def test_a_routing_table_with_a_repeated_expert_races_where_a_distinct_one_does_not(detector):
     def verdict(fill):
         args, outputs = make_args(parse_args(f"ids:int32[64]={fill} slot_of:int32[512]=zeros k:int32=8 "

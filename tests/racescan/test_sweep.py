@@ -58,14 +58,6 @@ def test_bad_ranges_are_named(bad, match):
         parse_args(bad)
 
 
-@pytest.fixture(scope="module")
-def detector():
-    from harness.backends.emu.backend import EmuBackend
-    backend = EmuBackend(timeout_s=60, race_check=True)
-    yield backend
-    backend.close()
-
-
 def test_a_race_at_one_value_is_found_by_the_sweep_only(detector):
     entry = read_entry(CORPUS / "scalar_value_race.cu")
     args, outputs = make_args(entry.args, 17)         # one launch at the domain's first value: no race to see

@@ -39,7 +39,7 @@ def test_kernel_symbol_finds_each_instantiation_by_qconforms_spelling(cubin):
     symbol, _ = kernel_symbol(cubin, "route<8,false,float>", "moe::")
     assert symbol == "_ZN3moe5routeILi8ELb0EfEEvPKT1_PS1_3cfg"
     assert kernel_symbol(cubin, "route<16,true,double>", "moe::")[0] != symbol
-    assert kernel_symbol(cubin, "plain")[0] is None             # C linkage: the backend asks for it by name
+    assert kernel_symbol(cubin, "plain")[0] == "plain"          # C linkage: the symbol is the name
 
 
 def test_defaulted_arguments_and_other_spellings(cubin):
@@ -51,6 +51,18 @@ def test_defaulted_arguments_and_other_spellings(cubin):
     # of `route`'s three, none is guessed
     symbol, others = kernel_symbol(cubin, "route<32,true>", "moe::")
     assert symbol is None and len(others) == 3 and "moe::route<8, false, float>" in others
+
+
+def test_a_plain_kernel_with_cpp_linkage_is_found_by_its_demangled_name(toolchain, tmp_path):
+    # a header's kernel gets no `extern "C"` (only the source's do): its symbol is mangled, static or not
+    code = ("static __global__ void halve(float* y) { y[threadIdx.x] *= 0.5f; }\n"
+            "namespace q { __global__ void twice(float* y) { y[threadIdx.x] *= 2; } }\n"
+            'extern "C" __global__ void plain(float* y) { y[0] = 1; }\n')
+    data, log = cubin_of(code, toolchain.nvcc, ["-arch", "sm_90"])
+    assert data is not None, log
+    assert demangle(kernel_symbol(data, "halve")[0]) == "halve(float*)"
+    assert demangle(kernel_symbol(data, "twice", "q::")[0]) == "q::twice(float*)"
+    assert kernel_symbol(data, "twice")[0] is None and kernel_symbol(data, "absent")[0] is None
 
 
 def test_not_a_cubin():

@@ -67,6 +67,10 @@ class EmuBackend(Backend):
       kernel whose own allocation fails is judged on what it does next (usually a crash: `fail`).
       The sandbox needs libseccomp (pyseccomp); without it the backend refuses to run unless
       $QCONFORM_EMU_SANDBOX=off says that the sources are trusted.
+    barrier_sites: "same" (default): threads of a block that wait at __syncthreads() calls on different source
+      lines are a BarrierDivergence (PTX's bar.sync is .aligned: the ISA asks every thread to execute the same
+      barrier instruction); "any": that barrier completes once every thread has arrived, as current GPUs count,
+      and each launch that did so gets a note (llama.cpp's tensor-core flash attention relies on it).
     """
     name = "emu"
 
@@ -74,7 +78,10 @@ class EmuBackend(Backend):
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
                  schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
-                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S):
+                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same"):
+        if barrier_sites not in ("same", "any"):
+            raise ValueError(f"barrier_sites: expected 'same' or 'any', got {barrier_sites!r}")
+        self.barrier_sites = barrier_sites
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -107,7 +114,7 @@ class EmuBackend(Backend):
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,
-                         "schedule": self.schedule}
+                         "schedule": self.schedule, "barrier_sites": self.barrier_sites}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -151,7 +158,7 @@ class EmuBackend(Backend):
         return {"backend": self.name, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx_version,
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "schedule": self.schedule or "all checked schedules",
-                "sanitize": self.sanitize, "race_check": self.race_check,
+                "sanitize": self.sanitize, "race_check": self.race_check, "barrier_sites": self.barrier_sites,
                 "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
@@ -428,7 +435,7 @@ class EmuModule(Module):
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
-                          be.race_check, only_schedule=be.schedule)
+                          be.race_check, only_schedule=be.schedule, barrier_any_site=be.barrier_sites == "any")
         plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 
@@ -464,12 +471,20 @@ class EmuModule(Module):
         notes = [f"emu: {coverage['summary']}; run 1 {outcome.kernel_ms[0]:.1f} ms, "
                  f"{outcome.switches[0]} fiber switches"]
         notes += [f"emu: not compared: {why}" for why in outcome.left_out]
+        caveats = []
+        if outcome.mixed_barriers[0]:
+            count, line_a, line_b = outcome.mixed_barriers
+            caveats.append(f"emu: {count} __syncthreads() phase(s) of run 1 completed with threads at different call "
+                           f"sites (lines {line_a} and {line_b}): PTX's bar.sync is "
+                           ".aligned, so the ISA leaves this undefined; counted here as current GPUs count arrivals "
+                           "(barrier_sites='any')")
         if outcome.divisions_by_zero:
-            notes.append(f"emu: {outcome.divisions_by_zero} integer division(s) by zero in run 1: a GPU gives an "
-                         "unspecified value and goes on (emu: quotient all ones, remainder the dividend); outputs "
-                         "that depend on them are not defined")
+            caveats.append(f"emu: {outcome.divisions_by_zero} integer division(s) by zero in run 1: a GPU gives an "
+                           "unspecified value and goes on (emu: quotient all ones, remainder the dividend); outputs "
+                           "that depend on them are not defined")
+        notes += caveats
         if outcome.race_accesses is not None:
             notes.append(f"emu race detector: no data race in {outcome.race_accesses} checked accesses of run 1")
         if outcome.printf:
             notes.append("device printf:\n" + outcome.printf)
-        return LaunchResult(launch, None, tuple(notes), coverage)
+        return LaunchResult(launch, None, tuple(notes), coverage, caveats=tuple(caveats))

@@ -10,11 +10,11 @@ from typing import Sequence
 
 from harness import confine
 from harness.backends import protocol
-from harness.backends.base import BuildError, UnsupportedConstruct, build_error
+from harness.backends.base import BuildError, UnsupportedConstruct, build_error, check_flags
 from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from harness.toolchain import host_libraries
-from cudasrc.host_code import program_device_words, program_names
+from cudasrc.host_code import program_of
 from cudasrc.preprocess import defines_of
 from cudasrc.signatures import KernelSignature
 
@@ -42,15 +42,6 @@ class Built:
     path: Path                       # the shared object
     kernels: tuple[KernelSignature, ...]
     grid_sync: bool = False          # a grid-wide barrier: every schedule runs every block (no sampling)
-
-
-def _check_flags(flags: Sequence[str]) -> tuple[str, ...]:
-    out = []
-    for f in flags:
-        if not isinstance(f, str) or not f.startswith("-"):
-            raise ValueError(f"flags: each flag must be a string starting with '-', got {f!r}")
-        out.append(f)
-    return tuple(out)
 
 
 def _compile(cmd: Sequence[str], work: Path, cwd: "Path | None" = None) -> subprocess.CompletedProcess:
@@ -88,11 +79,10 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     race: instrument every access of device code for the race detector (not with `sanitize`)."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
-    flags = _check_flags(flags)
+    flags = check_flags(flags)
     headers = confine.own_headers(source, flags)      # the module depends on them as on the source
-    words = program_device_words([source, *headers.values()])
-    names = program_names([source, *headers.values()], words)
-    rw = rewrite(source, name, defines_of(flags), words, "\n".join(headers.values()), names)
+    program = program_of([source, *headers.values()])
+    rw = rewrite(source, name, defines_of(flags), program, {h.name: t for h, t in headers.items()})
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
@@ -112,7 +102,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
             # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
             device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
-            texts = device_headers(headers, words, names)
+            texts = device_headers(headers, program)
             write_header_copies(texts, device_copies)
             device_check = gate.start_device_compile(rw.device_code, name, work,
                                                      copies_first(flags, flags, headers, device_copies))

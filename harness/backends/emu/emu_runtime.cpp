@@ -152,6 +152,12 @@ Warp g_warps[kMaxThreads / 32];
 uint3 g_block_idx;
 dim3 g_block_dim, g_grid_dim;
 int g_nthreads = 0, g_nwarps = 0, g_exited = 0, g_bar_count = 0, g_bar_line = 0;
+// __syncthreads() is PTX's bar.sync, an `.aligned` barrier: every thread of the block must execute the same barrier
+// instruction. Threads waiting at two call sites are a BarrierDivergence, unless the user asks for the count the
+// hardware keeps (emu_set_barrier_sites(1): the barrier completes when every thread has arrived, wherever), which
+// kernels such as llama.cpp's flash attention rely on; such phases are counted for a note.
+int g_bar_any_site = 0, g_bar_mixed_now = 0, g_bar_mixed_lines[2] = {0, 0};
+unsigned long long g_bar_mixed = 0;
 int g_first_exit = -1;              // first thread of the block to exit (named in divergence reports)
 int g_policy = FORWARD;
 uint64_t g_rng = 1;
@@ -471,6 +477,7 @@ void release_barrier() {
   order_batch(g_order);
   for (int id : g_order) push_ready(id);
   g_bar_count = 0;
+  if (g_bar_mixed_now) { ++g_bar_mixed; g_bar_mixed_now = 0; }
 }
 
 void barrier_exit_fault(int line) {
@@ -485,13 +492,18 @@ void barrier_exit_fault(int line) {
 [[gnu::cold, gnu::noinline, noreturn]] void barrier_line_fault(Fiber* f, int line) {
   fiber_fault(BARRIER_DIVERGENCE, where(f) + ": reached __syncthreads at line " + std::to_string(line) +
               " while " + std::to_string(g_bar_count) + " thread(s) wait at __syncthreads at line " +
-              std::to_string(g_bar_line));
+              std::to_string(g_bar_line) + " (bar.sync is .aligned in PTX: all threads of the block must execute the "
+              "same barrier instruction; barrier_sites='any' completes it when every thread has arrived, as "
+              "current GPUs count)");
 }
 
 void syncthreads(int line) {
   Fiber* f = cur();
   if (g_bar_count == 0) g_bar_line = line;
-  else if (__builtin_expect(g_bar_line != line, 0)) barrier_line_fault(f, line);
+  else if (__builtin_expect(g_bar_line != line, 0)) {
+    if (!g_bar_any_site) barrier_line_fault(f, line);
+    if (!g_bar_mixed_now) { g_bar_mixed_now = 1; g_bar_mixed_lines[0] = g_bar_line; g_bar_mixed_lines[1] = line; }
+  }
   ++g_bar_count;
   f->state = WAIT_BAR;
   f->wait_line = line;
@@ -679,7 +691,7 @@ void unpark(const ParkedBlock& p) {
       std::memcpy(g_fibers[i].stack + kStackBytes - p.stacks[i].size(), p.stacks[i].data(), p.stacks[i].size());
   }
   g_exited = p.exited; g_first_exit = p.first_exit; g_grid_waiting = p.waiting; g_grid_line = p.line;
-  g_bar_count = 0; g_bar_line = 0; g_pred_sum = 0; g_pred_result = 0;
+  g_bar_count = 0; g_bar_line = 0; g_pred_sum = 0; g_pred_result = 0; g_bar_mixed_now = 0;
   std::copy(p.named, p.named + kNamedBarriers, g_named);
   g_live_barriers = p.live_barriers;
   g_ready.clear(); g_ready_head = 0;
@@ -1117,7 +1129,7 @@ int run_ready();
 
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
-  g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1;
+  g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1; g_bar_mixed_now = 0;
   g_pred_sum = 0; g_pred_result = 0;
   for (NamedBarrier& b : g_named) b = NamedBarrier{0, 0, 0, 0, 0};
   g_live_barriers.clear();
@@ -1613,6 +1625,9 @@ EMU_EXPORT unsigned long long emu_race_end() {
 EMU_EXPORT const char* emu_race_report() { return emu::race_report().c_str(); }
 EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
+EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
+EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
+EMU_EXPORT int emu_mixed_barrier_line(int which) { return emu::g_bar_mixed_lines[which != 0]; }
 EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
 EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }
 EMU_EXPORT void emu_free(void* p) { std::free(p); }

@@ -88,7 +88,7 @@ def cache_part() -> str:
 # nvcc's language relaxations a CUDA build may need (Marlin's constexpr host helpers called in device code): the
 # device-side compile takes them; the host compiler has no such rule to relax and never sees them.
 NVCC_ONLY_FLAGS = frozenset({"--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--extended-lambda",
-                             "--expt-extended-lambda", "-expt-extended-lambda"})
+                             "-extended-lambda", "--expt-extended-lambda", "-expt-extended-lambda"})
 
 
 def device_compile_flags(flags) -> tuple[str, ...]:

@@ -59,6 +59,10 @@ class NativeModule:
         lib.emu_kernel_name.restype = ctypes.c_char_p
         lib.emu_switches.restype = ctypes.c_ulonglong
         lib.emu_int_divisions_by_zero.restype = ctypes.c_ulonglong
+        lib.emu_set_barrier_sites.argtypes = [ctypes.c_int]
+        lib.emu_mixed_barriers.restype = ctypes.c_ulonglong
+        lib.emu_mixed_barrier_line.restype = ctypes.c_int
+        lib.emu_mixed_barrier_line.argtypes = [ctypes.c_int]
         lib.emu_printf_output.restype = ctypes.c_char_p
         lib.emu_malloc.restype = ctypes.c_void_p
         lib.emu_malloc.argtypes = [ctypes.c_ulonglong]
@@ -127,6 +131,16 @@ class NativeModule:
 
     def switches(self) -> int:
         return int(self.lib.emu_switches())
+
+    def set_barrier_sites(self, any_site: bool) -> None:
+        """Whether a __syncthreads() that threads reach at different call sites completes (the hardware's count of
+        arrivals) instead of faulting (PTX: bar.sync is .aligned)."""
+        self.lib.emu_set_barrier_sites(int(any_site))
+
+    def mixed_barriers(self) -> tuple[int, int, int]:
+        """Barrier phases so far that threads completed from different call sites, and two of those lines."""
+        return (int(self.lib.emu_mixed_barriers()), int(self.lib.emu_mixed_barrier_line(0)),
+                int(self.lib.emu_mixed_barrier_line(1)))
 
     def int_divisions_by_zero(self) -> int:
         """Integer divisions by zero (or INT_MIN / -1) finished with a GPU's unspecified value so far."""

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Mapping
 
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
-from cudasrc.host_code import DEFINE_LINE, without_host_functions
+from cudasrc.host_code import DEFINE_LINE, Program
 from cudasrc.preprocess import as_built
-from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, kernel_signatures,
-                                macro_kernel_lines,
-                                namespace_blocks, scope_at, skip_string, split_top_level,
+from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, macro_kernel_lines,
+                                namespace_blocks, program_kernel_signatures, scope_at, skip_string, split_top_level,
                                 template_kernels)
 
 
@@ -393,16 +392,16 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 
 
 def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None,
-            device_words: Iterable[str] = (), context: str = "", names: Iterable[str] = ()) -> Rewritten:
+            program: "Program | None" = None, headers: "Mapping[str, str] | None" = None) -> Rewritten:
     """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
-    build's flags define, with which a kernel's parameter list is read where it has conditionals; `device_words`:
-    the macros of the source's own headers that mark a function as device code (cudasrc.host_code); `context`:
-    those headers' text, whose typedefs name parameter types; `names`: what the program's kept code names, whose
-    host functions keep their declarations (cudasrc.host_code.program_names)."""
-    clean, _ = without_host_functions(code, device_words, names)    # host code never runs here (a GPU runs it on the host)
+    build's flags define, with which a kernel's parameter list is read where it has conditionals; `program`: what
+    the source's own headers tell about its host code (cudasrc.host_code.program_of: the macros that mark device
+    code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
+    typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
+    clean = (program or Program()).device_code(code)     # host code never runs here (a GPU runs it on the host)
     check_unsupported(clean)
     try:
-        kernels = kernel_signatures(code, defines=defines, context=context)
+        kernels = program_kernel_signatures(code, headers or {}, defines)
     except ValueError as exc:
         raise UnsupportedConstruct(None, f"kernel signature: {exc}") from None
     if not kernels:
@@ -423,8 +422,8 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     seen: dict[str, int] = {}
     for k in kernels:
         if k.name in seen:
-            raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} (lines {seen[k.name]} and {k.line})")
-        seen[k.name] = k.line
+            raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} ({seen[k.name]} and {k.place})")
+        seen[k.name] = k.place
     body = rewrite_asm(clean)
     body, shared = _rewrite_shared(body)
     symbols = device_symbols(as_built(body, defines or {}))   # a variable in a dropped branch does not exist

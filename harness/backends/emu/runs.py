@@ -83,6 +83,8 @@ class LaunchSpec:
     symbols: dict = field(default_factory=dict)      # host-set module symbols: name -> raw bytes
     race: bool = False                               # run 0 under the happens-before race detector
     only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
+    barrier_any_site: bool = False                   # a __syncthreads() completes whatever call sites its threads
+    #                                                  reached (EmuBackend(barrier_sites="any"))
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Outcome:
     race_where: str = ""                 # the schedule (and block sample) they were found under
     left_out: list[str] = field(default_factory=list)   # schedules not compared, each with the reason
     divisions_by_zero: int = 0           # integer divisions by zero in run 1, finished with an unspecified value
+    mixed_barriers: tuple = (0, 0, 0)    # barrier phases of run 1 completed from different call sites, two lines
 
 
 class DeviceBuffer:
@@ -313,6 +316,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                   flush=True)
         argv, keep = _argv(spec, bufs)
         mod.reset_symbols(spec.symbols)
+        mod.set_barrier_sites(spec.barrier_any_site)
+        m0 = mod.mixed_barriers()[0]
         s0, d0, t0, c0 = mod.switches(), mod.int_divisions_by_zero(), time.perf_counter(), time.thread_time()
         # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output
         # then reads as "depends on the poison", not as "output never written".
@@ -341,6 +346,8 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
             if r == 0:
                 out.printf = mod.printf_output()
                 out.divisions_by_zero = mod.int_divisions_by_zero() - d0
+                mixed, line_a, line_b = mod.mixed_barriers()
+                out.mixed_barriers = (mixed - m0, line_a, line_b)
         results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
         if r == 0 and record:
             reached_after_run0.update({buf.id: resident[buf.id].storage.read(buf.shape, buf.dtype)

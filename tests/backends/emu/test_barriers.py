@@ -5,6 +5,8 @@ checked by the race detector with a negative control that leaves it out (DataRac
 misuse (no init, too many arrivals, counts that disagree, a phase that cannot complete) is a fault naming its rule."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -505,3 +507,53 @@ def test_a_named_barrier_that_cannot_complete_is_a_deadlock_naming_it(ptx_module
     with pytest.raises(KernelFault, match=r"no thread can make progress.*wait at bar\.sync \(line \d+\) on barrier 5 "
                                           r"\(32 of 96 threads arrived\)"):
         ptx_module.launch("named_misuse", (1,), (128,), 0, [y, np.int32(1)], outputs=(0,))
+
+
+SPLIT_SITES = r"""
+// Warps take different branches, each with its own __syncthreads(), as llama.cpp's tensor-core flash attention does
+// (its comment: "all other warps also need to execute a __syncthreads()"). `fix` 0: warp 0 also reads before its
+// barrier what warp 1 writes after its own, unordered.
+__global__ void sites(float* y, int fix) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = t;
+  if (t < 32) {
+    if (!fix) y[t] = s[63 - t];
+    __syncthreads();
+  } else {
+    __syncthreads();
+    s[t] = 2 * t;
+  }
+  __syncthreads();
+  y[t] = s[63 - t];
+}
+"""
+
+
+def test_a_barrier_reached_at_two_call_sites_is_refused_unless_counted_as_the_hardware_does():
+    from harness.backends import BarrierDivergence
+    from harness.backends.emu.backend import EmuBackend
+    strict = EmuBackend(schedules=1, timeout_s=60)
+    counting = EmuBackend(schedules=1, timeout_s=60, barrier_sites="any")
+    try:
+        y = np.zeros(64, np.float32)
+        with pytest.raises(BarrierDivergence, match=r"bar.sync is .aligned in PTX: all threads of the block must "
+                                                     r"execute the same barrier instruction; barrier_sites='any'"):
+            strict.load(SPLIT_SITES).launch("sites", (1,), (64,), 0, [y, np.int32(1)], outputs=(0,))
+        module = counting.load(SPLIT_SITES)
+        result = module.launch("sites", (1,), (64,), 0, [y, np.int32(1)], outputs=(0,))
+        expected = np.where(np.arange(64)[::-1] >= 32, 2.0 * np.arange(64)[::-1], np.arange(64)[::-1])
+        assert np.array_equal(y, expected.astype(np.float32))         # the phase completed for all 64 threads
+        first, second = _line(SPLIT_SITES, "if (!fix)") + 1, _line(SPLIT_SITES, "s[t] = 2 * t") - 1
+        assert len(result.caveats) == 1 and result.caveats[0] in result.notes
+        assert re.search(rf"1 __syncthreads\(\) phase\(s\) of run 1 completed with threads at different call sites "
+                         rf"\(lines ({first} and {second}|{second} and {first})\)", result.caveats[0]), result.caveats
+        # the counted barrier orders warp 1's later store after warp 0's early read, and no more: that read still
+        # races with the store before the barrier (the negative control)
+        with pytest.raises(DataRace, match=rf"'s' .* read by .* at line {_line(SPLIT_SITES, 'if (!fix)')} and write "
+                                           rf"by .* at line {_line(SPLIT_SITES, 's[t] = t;')} are unordered") as caught:
+            module.launch("sites", (1,), (64,), 0, [y, np.int32(0)], outputs=(0,))
+        assert f"line {_line(SPLIT_SITES, 's[t] = 2 * t')}" not in str(caught.value)
+    finally:
+        strict.close()
+        counting.close()

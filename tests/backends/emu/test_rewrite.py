@@ -169,6 +169,8 @@ def test_bad_arguments_to_load(emu):
         emu.load("   ")
     with pytest.raises(ValueError, match=r"flags: each flag must be a string starting with '-'"):
         emu.load("__global__ void k(float* y){ y[0]=1; }", flags=("O3",))
+    with pytest.raises(ValueError, match=r"flags: '-I' needs its value in the same string"):
+        emu.load("__global__ void k(float* y){ y[0]=1; }", flags=("-I", "include"))
 
 
 def test_shared_declarations_in_the_forms_real_code_writes():
@@ -259,5 +261,5 @@ def test_a_kernel_declared_before_its_definition_is_one_kernel(emu):
 
 def test_an_overloaded_kernel_name_is_still_named():
     """Negative control of the prototype rule: two definitions of one name stay unsupported."""
-    with pytest.raises(UnsupportedConstruct, match=r"overloaded kernel name 'k' \(lines 1 and 2\)"):
+    with pytest.raises(UnsupportedConstruct, match=r"overloaded kernel name 'k' \(line 1 and line 2\)"):
         rewrite("__global__ void k(int* a) { a[0] = 1; }\n__global__ void k(float* a) { a[0] = 1; }\n")

@@ -18,6 +18,7 @@ from harness.backends.base import GUARD_BYTES, POISON_BYTES, Buffer, BuildError,
 from harness.backends.device_lock import DeviceLock
 
 from cudasrc.instantiations import instantiated
+from cudasrc.host_code import Program
 
 from .fake_pycuda import configure
 
@@ -450,6 +451,29 @@ def test_an_instantiation_launches_by_its_mangled_symbol(backend, fake, monkeypa
     assert "_ZN3moe5taxpyILi4EEEvPKfPfif" in {c[3] for c in _worker_calls(fake) if c[1] == "get_function"}
 
 
+def test_a_headers_plain_kernel_is_asked_for_by_its_mangled_symbol(backend, monkeypatch, tmp_path):
+    """A kernel of one of the source's own headers is compiled into the module but gets no `extern "C"` (only the
+    source's kernels do): the driver is asked for its C++ symbol, read from the cubin (tests/toolchain/test_cubin.py
+    reads real ones); the source's own plain kernels keep their names."""
+    (tmp_path / "quant.cuh").write_text("#pragma once\nstatic __global__ void halve(float* y) { y[0] *= 0.5f; }\n")
+    src = '#include "quant.cuh"\n__global__ void twice(float* y) { y[0] *= 2.0f; }\n'
+    asked = []
+
+    def symbol(cubin, name, scope):
+        asked.append((name, scope))
+        return ("_Z5halvePf" if name == "halve" else None), ()
+
+    monkeypatch.setattr(gpu, "kernel_symbol", symbol)
+    mod = backend.load(src, ["-I" + str(tmp_path)])
+    assert mod.signatures["halve"].header == "quant.cuh" and mod.signatures["twice"].header == ""
+    assert mod._symbol(mod.signatures["halve"]) == "_Z5halvePf" and mod._symbol(mod.signatures["twice"]) == "twice"
+    assert asked == [("halve", "")]
+    monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope: (None, ()))
+    mod = backend.load(src + "\n", ["-I" + str(tmp_path)])
+    with pytest.raises(BuildError, match=r"kernel 'halve' of quant.cuh: not among the compiled module's kernels"):
+        mod._symbol(mod.signatures["halve"])
+
+
 def test_an_instantiation_the_cubin_lacks_is_a_build_error(backend, monkeypatch):
     monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope: (None, ("moe::taxpy<8>", "moe::taxpy<16>")))
     mod = backend.load(instantiated(TEMPLATE_SRC, ["taxpy<4>"]))
@@ -568,7 +592,7 @@ def test_pycudas_own_headers_folder_is_passed_to_nvcc(tmp_path, monkeypatch):
     backend = gpu.GpuBackend.__new__(gpu.GpuBackend)             # no device: only the compile step is used
     backend.nvcc = "/opt/fake/nvcc"
     backend.device = type("Sm90", (), {"compute_capability": lambda self: (9, 0)})()
-    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",), {}, set(), set()) == b"\x7fELF"
+    assert backend._cached_cubin("pycuda-include-test", "__global__ void k() {}", ("-O3",), {}, Program()) == b"\x7fELF"
     from harness.toolchain import host_libraries
     assert seen == [["-O3", *host_libraries.nvcc_flags(), f"-I{package / 'cuda'}", "-arch", "sm_90"]]
     monkeypatch.delitem(sys.modules, "pycuda", raising=False)

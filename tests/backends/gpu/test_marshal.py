@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.backends.base import POISON_BYTES
+from harness.backends.base import POISON_BYTES, check_flags
 from harness.backends.args import BufferArg, ScalarArg, plan_args
 from harness.backends.gpu import (
     ResidentArg, TimingPlan, check_timing, device_index_for_worker, prepare_source, runs_disagree,
-    timing_note, timing_summary, unwritten_report, validate_flags,
+    timing_note, timing_summary, unwritten_report,
 )
 from harness.backends.base import Buffer
 from cudasrc.signatures import kernel_signatures
@@ -57,11 +57,15 @@ def test_prepare_after_an_include_line_is_not_mistaken_for_a_template():
     assert 'extern "C" __global__ void k' in text
 
 
-def test_flags_must_be_strings():
-    assert validate_flags(["-O3", "-lineinfo"]) == ("-O3", "-lineinfo")
-    for bad in ("-O3", [3], [""]):
+def test_flags_must_be_strings_each_with_its_value():
+    # one validator for both backends (harness.backends.base.check_flags)
+    assert check_flags(["-O3", "-lineinfo", "-Iinclude"]) == ("-O3", "-lineinfo", "-Iinclude")
+    for bad in ("-O3", [3], [""], ["include"]):
         with pytest.raises(ValueError, match="flags"):
-            validate_flags(bad)
+            check_flags(bad)
+    # `-I`, `DIR` as two strings: the headers there would be compiled but not be part of the build's key
+    with pytest.raises(ValueError, match=r"flags: '-I' needs its value in the same string"):
+        check_flags(["-I", "include"])
 
 
 # -- arguments ------------------------------------------------------------------------------------------
