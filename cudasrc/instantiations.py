@@ -81,7 +81,8 @@ def _instantiation(kernel, args: tuple[str, ...], name: str, at: str) -> str:
                          "before its last template parameter, which qconform does not instantiate; write the "
                          "explicit instantiation in the source")
     required = sum(_default(p) is None for p in params)
-    if not required <= len(args) <= (len(params) if pack is None else len(args)) or (pack and len(args) < len(params)):
+    fits = required <= len(args) <= len(params) if pack is None else len(args) >= len(params)   # a pack: all fixed given
+    if not fits:
         wanted = (f"{len(params)} and then any number for its pack" if pack else
                   f"{required} to {len(params)}" if required != len(params) else str(len(params)))
         heads = params + ([pack] if pack else [])

@@ -47,8 +47,8 @@ def register(sub) -> None:
     p.add_argument("--args", dest="arg_specs",
                    help="argument specs, one per kernel parameter: 'x:float32[256]=random(-1,1) y:float32[256]!out "
                         "n:int32=256 k:int32=range(0,64)'; fills zeros, iota, a number, random(lo,hi), "
-                        "distinct(lo,hi,k) (runs of k different integers: a top-k routing table) (default: the "
-                        "header's args line)")
+                        "distinct(lo,hi,k) (runs of k different integers: a top-k routing table), values(a,b,...) "
+                        "(default: the header's args line)")
     p.add_argument("--seed", type=seed_value, default=None, help="seed of every input (default: random, printed)")
     p.add_argument("--at", type=_point, default=None, help="run one point of the swept scalars: NAME=VALUE[,...]")
     p.add_argument("--limit", type=positive_int, default=None,
@@ -59,7 +59,7 @@ def register(sub) -> None:
     p.add_argument("--barrier-sites", choices=("same", "any"), default="same",
                    help="same (default): threads waiting at __syncthreads() on different source lines are a "
                         "BarrierDivergence (PTX's bar.sync is .aligned); any: the barrier completes once every thread "
-                        "arrived, as current GPUs count (llama.cpp's flash attention relies on it), with a note")
+                        "arrived, as current GPUs count (llama.cpp's flash attention relies on it), with a caveat printed")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
@@ -252,7 +252,7 @@ def run(args) -> int:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
             verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
                             seed, name=path.name, tick=bar.advance, points=points,
-                            flags=flags, ran=kept.append)
+                            flags=flags, ran=kept.append if save is not None else None)
     finally:
         backend.close()
     if save is not None:

@@ -194,7 +194,7 @@ def _check_values(item: str, dtype: np.dtype, count: Optional[int], encoding: Op
 
 def _distinct_rows(rng: "np.random.Generator", lo: int, hi: int, k: int, rows: int) -> np.ndarray:
     """`rows` runs of k different integers of [lo, hi), each run a uniform draw without replacement."""
-    if rows * (hi - lo) <= 1 << 24:         # one vectorized draw: sort random keys per row
+    if rows * (hi - lo) <= 1 << 22:         # one vectorized draw (sort random keys per row), 64 MiB at most
         return np.argsort(rng.random((rows, hi - lo)), axis=1)[:, :k] + lo
     return np.stack([rng.choice(hi - lo, k, replace=False) for _ in range(rows)]) + lo
 

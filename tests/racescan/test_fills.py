@@ -20,7 +20,7 @@ def test_each_run_of_k_holds_k_different_values_in_range_from_the_seed():
     assert not np.array_equal(make_args(specs, seed=6)[0][0], ids)
     whole = make_args(parse_args("p:int16[6]=distinct(-3,3,6)"), seed=1)[0][0]
     assert sorted(whole.tolist()) == [-3, -2, -1, 0, 1, 2]          # k = hi - lo: a permutation
-    big = make_args(parse_args("ids:int64[262144]=distinct(0,1024,4)"), seed=2)[0][0].reshape(-1, 4)   # row draws
+    big = make_args(parse_args("ids:int64[65536]=distinct(0,1024,4)"), seed=2)[0][0].reshape(-1, 4)   # row by row
     assert (np.sort(big, axis=1)[:, 1:] != np.sort(big, axis=1)[:, :-1]).all()
 
 
