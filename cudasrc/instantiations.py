@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .signatures import split_declaration, kernel_signatures, template_definitions, without_default
+from .signatures import kernel_signatures, launch_name, split_declaration, template_definitions, without_default
 
 _NAME = re.compile(r"^\s*((?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)\s*<(.*)>\s*$", re.S)
 
 
 def spelled(name: str) -> str:
-    """A kernel's launch name as qconform spells it: no whitespace outside identifiers (`k<8, false>` is
-    `k<8,false>`), as kernel_signatures names an explicit instantiation."""
-    return re.sub(r"\s+", "", name)
+    """A kernel's launch name as qconform spells it (`k<8, false>` is `k<8,false>`, `k<unsigned int>` keeps its
+    space), as kernel_signatures names an explicit instantiation: signatures.launch_name."""
+    return launch_name(name)
 
 
 def split_instantiation(name: str) -> "tuple[str, tuple[str, ...]] | None":

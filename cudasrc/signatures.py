@@ -16,8 +16,8 @@ class KernelSignature:
     params: tuple[tuple[str, str], ...]   # (normalized C type, parameter name)
     line: int                              # 1-based line of the `__global__`
     scope: str = ""                        # the named namespaces around it, `a::b::` (C++ qualifies the name)
-    spelling: str = ""                     # an instantiation's name as C++ reads it (`k<unsigned int>`; `name` is
-                                           # `k<unsignedint>`, as launches name it); empty: `name`
+    spelling: str = ""                     # an instantiation's name as C++ reads it (`k<8, unsigned int>`; `name`
+                                           # is `k<8,unsigned int>`, as launches name it: launch_name); empty: `name`
     header: str = ""                       # the header that defines it, where it is one of the source's own
                                            # headers' (`line` is then that header's); empty: the source's
 
@@ -263,6 +263,12 @@ def enumerations(code: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def launch_name(name: str) -> str:
+    """A kernel's name as launches give it: whitespace only where it separates two words (`k<8, unsigned int>` and
+    `k< 8,unsigned  int >` are both `k<8,unsigned int>`; `const float *` is `const float*`)."""
+    return re.sub(r"(?<!\w) | (?!\w)", "", re.sub(r"\s+", " ", name.strip()))
+
+
 def program_kernel_signatures(code: str, headers: "Mapping[str, str]", defines: "Mapping[str, str] | None" = None
                               ) -> list[KernelSignature]:
     """The kernels a build of `code` can launch: kernel_signatures of `code` (its own `headers`, name -> text, as
@@ -320,7 +326,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
         else:
             params = tuple(_split_param(p) for p in texts)
         params = _resolve_typedefs(params, typedefs) if typedefs else params
-        name = m.group(1) + (re.sub(r"\s+", "", m.group(2)) if instantiation else "")
+        name = m.group(1) + (launch_name(m.group(2)) if instantiation else "")
         spelling = m.group(1) + re.sub(r"\s+", " ", m.group(2)) if instantiation else ""
         sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1, scope_at(namespaces, m.start()),
                                     spelling))

@@ -34,8 +34,8 @@ from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
 from cudasrc.host_code import Program, program_of
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, program_kernel_signatures, strip_comments,
-                                template_kernels)
+from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, launch_name, program_kernel_signatures,
+                                strip_comments, template_kernels)
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
@@ -522,13 +522,15 @@ class GpuModule(Module):
 
     def resolve(self, name: str) -> None:
         """Check that kernel `name` can be launched: BuildError if the compiled module lacks it."""
-        symbol = self._symbol(self._signature(name))
+        sig = self._signature(name)
+        symbol = self._symbol(sig)
         self.backend.ensure_module(self.key, self.cubin)
-        self.backend.request({"op": "resolve", "key": self.key, "name": name, "symbol": symbol})
+        self.backend.request({"op": "resolve", "key": self.key, "name": sig.name, "symbol": symbol})
 
     def _signature(self, name: str) -> KernelSignature:
+        """Kernel `name`'s signature, however its template arguments are spaced (launch_name)."""
         try:
-            return self.signatures[name]
+            return self.signatures[launch_name(name)]
         except KeyError:
             template = name in template_kernels(self.source) or "<" in name
             raise ValueError(f"name: no kernel {name!r} in this module; it has {', '.join(self.signatures)}"
@@ -586,6 +588,7 @@ class GpuModule(Module):
         """`timing` = (batches, launches per batch): after the checked runs, time the kernel (TimingPlan); the
         result's elapsed_ms is the per-launch median, `timing` says how it was measured or why it was not."""
         sig = self._signature(name)
+        name = sig.name
         grid3, block3 = as_dim3(grid, "grid"), as_dim3(block, "block")
         if isinstance(shared_bytes, bool) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
             raise ValueError(f"shared_bytes: expected a non-negative int, got {shared_bytes!r}")

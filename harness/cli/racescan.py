@@ -197,7 +197,7 @@ def run(args) -> int:
     headers = own_headers(source, flags)
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
-    # (as written: `k<unsigned int>` keeps its space in the code; the launch's name is spelled without spaces)
+    # (as written; the launch's name is launch_name's: `k<8,unsigned int>`)
     source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags),
                           {h.name: t for h, t in headers.items()})
     signatures = {k.name: k for k in program_kernel_signatures(source, {h.name: t for h, t in headers.items()},

@@ -47,8 +47,10 @@ class LaunchLine:
 
 
 def parse_launch(text: str, where: str) -> LaunchLine:
-    """`KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]`; a ValueError names `where` and the rule broken."""
-    launch = text.split()
+    """`KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]` (KERNEL may hold spaces between words:
+    `k<8,unsigned int>`); a ValueError names `where` and the rule broken."""
+    m = re.match(r"^\s*(?P<kernel>[^=]+?)\s+(?P<fields>(?:grid|block|shared)=.*)$", text)
+    launch = [m.group("kernel"), *m.group("fields").split()] if m else []
     fields = dict(f.split("=", 1) for f in launch[1:] if "=" in f)
     if not launch or "=" in launch[0] or len(fields) != len(launch) - 1 or "grid" not in fields \
             or "block" not in fields or set(fields) - {"grid", "block", "shared"}:

@@ -11,6 +11,8 @@ import functools
 import re
 import struct
 
+from cudasrc.signatures import launch_name
+
 _SHT_SYMTAB = 2
 _STT_FUNC = 2
 _STO_CUDA_ENTRY = 0x10        # st_other of a kernel's symbol (a device function has none)
@@ -85,7 +87,7 @@ def kernel_symbol(cubin: bytes, name: str, scope: str = "") -> "tuple[str | None
         spelled = demangle(symbol).split("(", 1)[0]
         if spelled.startswith(base + "<"):
             same_template.append((symbol, spelled))
-    squeezed = [(symbol, re.sub(r"\s+", "", spelled)) for symbol, spelled in same_template]
+    squeezed = [(symbol, launch_name(spelled)) for symbol, spelled in same_template]
     for matches in ([s for s, text in squeezed if text == given],
                     [s for s, text in squeezed if text.startswith(given[:-1] + ",")],
                     [s for s, _ in squeezed]):

@@ -58,7 +58,7 @@ def test_a_trailing_parameter_pack_takes_the_arguments_left_and_expands_its_para
         "template __global__ void fused<add, float, const float *, const float *>(const float* a, float* d, int n, "
         "const float * more0, const float * more1);\n")
     sigs = {s.name: s for s in kernel_signatures(code)}
-    assert sigs["fused<add,float,constfloat*,constfloat*>"].params[3:] == (("const float*", "more0"),
+    assert sigs["fused<add,float,const float*,const float*>"].params[3:] == (("const float*", "more0"),
                                                                           ("const float*", "more1"))
     with pytest.raises(ValueError, match=r"1 template argument\(s\), but fused \(line 4\) takes 2 and then any "
                                          r"number for its pack"):
@@ -71,7 +71,7 @@ def test_a_pack_instantiation_runs_with_one_argument_per_element(emu):
     module = emu.load(instantiated(FOLD, [name]))
     a, b, c = (np.arange(64, dtype=np.float32) * k for k in (1, 2, 3))
     d = np.zeros(64, np.float32)
-    module.launch(spelled(name), (2,), (32,), 0, [a, d, np.int32(64), b, c], outputs=(1,))
+    module.launch(name, (2,), (32,), 0, [a, d, np.int32(64), b, c], outputs=(1,))      # spaced as written
     assert np.array_equal(d, a + b + c)
 
 
@@ -95,7 +95,7 @@ def test_a_name_the_source_cannot_instantiate_is_named_with_the_rule(name, messa
 def test_names_are_read_and_spelled_as_qconform_spells_them():
     assert split_instantiation("moe::route< 8, Pair<int, 2> >") == ("route", ("8", "Pair<int, 2>"))
     assert split_instantiation("route") is None
-    assert spelled("route<8, unsigned int>") == "route<8,unsignedint>"
+    assert spelled("route<8, unsigned  int >") == "route<8,unsigned int>"      # one space between two words
 
 
 def test_a_template_kernel_of_a_header_is_instantiated_after_the_source():

@@ -25,6 +25,7 @@ from harness.backends.emu.build import Built, build
 from harness.backends.resident import ResidentBook
 from harness.backends.emu.runs import LaunchSpec, Outcome, reached_buffers, reached_named, schedules as schedule_plan
 from harness.backends.emu.sampling import BlockSampling, describe as describe_sample
+from cudasrc.signatures import launch_name
 
 __all__ = ["EmuBackend", "EmuModule", "UninitializedRead"]
 
@@ -396,6 +397,7 @@ class EmuModule(Module):
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
                args: Sequence[object], outputs: Sequence[int] = ()) -> LaunchResult:
+        name = launch_name(name)             # however the template arguments are spaced
         if name not in self._sigs:
             made = [k for k in self._sigs if k.startswith(name + "<")]
             raise ValueError(f"name: no kernel {name!r} in this module (it has {', '.join(self._sigs)})"

@@ -445,8 +445,8 @@ def test_an_instantiation_launches_by_its_mangled_symbol(backend, fake, monkeypa
     mod = backend.load(instantiated(TEMPLATE_SRC, ["taxpy<4>"]))
     mod.resolve("taxpy<4>")
     x, y = np.arange(6, dtype=np.float32), np.zeros(6, np.float32)
-    mod.launch("taxpy<4>", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(6), np.float32(2)], outputs=(1,))
-    assert np.array_equal(y, 2 * x)
+    mod.launch("taxpy< 4 >", grid=1, block=32, shared_bytes=0, args=[x, y, np.int32(6), np.float32(2)], outputs=(1,))
+    assert np.array_equal(y, 2 * x)          # however the name is spaced (launch_name)
     assert asked == [("taxpy<4>", "moe::")]            # read once per module
     assert "_ZN3moe5taxpyILi4EEEvPKfPfif" in {c[3] for c in _worker_calls(fake) if c[1] == "get_function"}
 
