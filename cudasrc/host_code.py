@@ -34,8 +34,16 @@ _CONSTEXPR = re.compile(r"\bconst(?:expr|eval)\b")
 _DEDUCED = re.compile(r"\bauto\b|\bdecltype\s*\(\s*auto\b")
 
 
+@dataclass(frozen=True)
+class Instantiations:
+    """What a program's files drop that another file may instantiate: host function templates, and the
+    function-like macros whose body is an explicit instantiation of one."""
+    templates: frozenset = frozenset()
+    macros: frozenset = frozenset()
+
+
 def without_host_functions(code: str, words: Iterable[str] = (), names: Iterable[str] = (),
-                           instantiations: "Instantiations | None" = None) -> tuple[str, tuple[HostFunction, ...]]:
+                           instantiations: Instantiations = Instantiations()) -> tuple[str, tuple[HostFunction, ...]]:
     """`code` with its comments stripped and each host function definition blanked (its newlines kept, so every
     line keeps its number), looking inside namespaces and `extern "C"` blocks; and what was dropped. Where the code
     that stays names a dropped function (a class's host member calls it, an error macro does, an `extern template`
@@ -61,9 +69,8 @@ def without_host_functions(code: str, words: Iterable[str] = (), names: Iterable
                 declared.add(i)
                 named |= set(_IDENT.findall(text[d.start:d.body]))
                 grew = True
-    others = instantiations or Instantiations()
-    out = _without_instantiations(_blanked(text, spans, declared), _dropped_templates(spans, text) | others.templates,
-                                  others.macros)
+    out = _without_instantiations(_blanked(text, spans, declared),
+                                  _dropped_templates(spans, text) | instantiations.templates, instantiations.macros)
     return out, tuple(d.function for d in spans)
 
 
@@ -99,28 +106,19 @@ def _without_instantiations(out: str, dropped: "set[str] | frozenset[str]", macr
     return "".join(pieces) + out[pos:]
 
 
-@dataclass(frozen=True)
-class Instantiations:
-    """What a program's files drop that another file may instantiate: host function templates, and the
-    function-like macros whose body is an explicit instantiation of one."""
-    templates: frozenset = frozenset()
-    macros: frozenset = frozenset()
-
-
 def program_instantiations(texts: Iterable[str], words: Iterable[str] = ()) -> Instantiations:
     """The host function templates that the program's files drop, and the function-like macros of any file whose
     body is an explicit instantiation of one (`#define DECL_CASE(T) template void launch<T>(...)`): where another
     file instantiates one, that goes too (without_host_functions' `instantiations`)."""
     words = frozenset(words)
-    texts = list(texts)
+    scanned = [_scanned(t, words) for t in texts]          # each text without comments, and what it drops
     dropped: set[str] = set()
-    for t in texts:
-        text, spans, _ = _scanned(t, words)
+    for text, spans, _ in scanned:
         dropped |= _dropped_templates(spans, text)
     pattern = _instantiation_pattern(dropped)
     if pattern is None:
         return Instantiations()
-    macros = {m.group(1) for t in texts for m in DEFINE_LINE.finditer(strip_comments(t))
+    macros = {m.group(1) for text, _, _ in scanned for m in DEFINE_LINE.finditer(text)
               if m.group(2).startswith("(") and pattern.search(m.group(2).replace("\\\n", " ") + ";")}
     return Instantiations(frozenset(dropped), frozenset(macros))
 
@@ -160,7 +158,7 @@ class Program:
     host functions dropped: the one way both backends and every header copy see a program's device code."""
     words: frozenset = frozenset()
     names: frozenset = frozenset()
-    instantiations: "Instantiations | None" = None
+    instantiations: Instantiations = Instantiations()
 
     def device_code(self, text: str) -> str:
         return without_host_functions(text, self.words, self.names, self.instantiations)[0]

@@ -198,10 +198,9 @@ def run(args) -> int:
     launch, specs = _launch(args, read_header(source))
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
     # (as written; the launch's name is launch_name's: `k<8,unsigned int>`)
-    source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags),
-                          {h.name: t for h, t in headers.items()})
-    signatures = {k.name: k for k in program_kernel_signatures(source, {h.name: t for h, t in headers.items()},
-                                                               defines_of(flags))}
+    by_name = {h.name: t for h, t in headers.items()}
+    source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags), by_name)
+    signatures = {k.name: k for k in program_kernel_signatures(source, by_name, defines_of(flags))}
     if launch.kernel not in signatures:
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "

@@ -169,10 +169,15 @@ def _check_distinct(item: str, dtype: np.dtype, count: Optional[int], encoding: 
         raise ValueError(f"args: {item!r}: distinct({lo},{hi},{k}) does not fit {dtype.name} [{info.min}, {info.max}]")
 
 
-def _check_values(item: str, dtype: np.dtype, count: Optional[int], encoding: Optional[str], fill: str) -> None:
+def _value_texts(fill: str) -> list[str]:
+    """The numbers of a `values(a,b,...)` fill, as written; [] where `fill` is not one."""
     m = _VALUES.match(fill)
-    texts = [t.strip() for t in m.group("list").split(",")] if m else []
-    if not m or not all(texts):
+    return [t.strip() for t in m.group("list").split(",")] if m else []
+
+
+def _check_values(item: str, dtype: np.dtype, count: Optional[int], encoding: Optional[str], fill: str) -> None:
+    texts = _value_texts(fill)
+    if not texts or not all(texts):
         raise ValueError(f"args: {item!r}: {fill!r} is not values(a,b,...), numbers separated by commas")
     if count is None:
         raise ValueError(f"args: {item!r}: values(...) fills an array; a scalar is `name:dtype=value`")
@@ -240,9 +245,8 @@ def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
         return np.zeros(n, spec.dtype)
     if spec.fill == "iota":
         return np.arange(n).astype(spec.dtype)
-    v = _VALUES.match(spec.fill)
-    if v:
-        texts = [t.strip() for t in v.group("list").split(",")]
+    texts = _value_texts(spec.fill)
+    if texts:
         if spec.dtype.kind in "iub":
             return np.array([int(t) for t in texts], dtype=np.int64).astype(spec.dtype)
         return np.array([float(t) for t in texts], dtype=np.float64).astype(spec.dtype)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
+from tests.marks import needs_nvcc
 
 CORPUS = Path(__file__).resolve().parents[1] / "race_corpus"
 ONE_VALUE = str(CORPUS / "scalar_value_race.cu")
@@ -466,17 +467,23 @@ __global__ void warps(float* y) {
 """
 
 
+def _engine_argv(tmp_path) -> list[str]:
+    src = tmp_path / "engine.cu"
+    src.write_text(ENGINE_BUILD)
+    return ["racescan", str(src), "--kernel", "warps", "--grid", "1", "--block", "64", "--seed", "1",
+            "--args", "y:float32[64]!out"]
+
+
+@needs_nvcc
+def test_nvcc_refuses_a_device_lambda_without_the_relaxation(tmp_path, capsys):
+    assert main(_engine_argv(tmp_path)) == 3                 # nothing checked: the source does not build
+    assert "--extended-lambda" in capsys.readouterr().out
+
+
 def test_the_programs_build_options_and_barriers_reached_at_two_sites(tmp_path, capsys):
     """-D and an nvcc relaxation as llama.cpp's build gives them (`-extended-lambda`); a barrier that warps reach
     at two call sites is refused, or completed by count with a caveat printed under the verdict."""
-    from harness.backends.emu import gate
-    src = tmp_path / "engine.cu"
-    src.write_text(ENGINE_BUILD)
-    argv = ["racescan", str(src), "--kernel", "warps", "--grid", "1", "--block", "64", "--seed", "1",
-            "--args", "y:float32[64]!out"]
-    if gate.nvcc_gate()[0] is not None:        # nvcc refuses a __device__ lambda without the relaxation
-        assert main(argv) == 3
-        assert "--extended-lambda" in capsys.readouterr().out
+    argv = _engine_argv(tmp_path)
     assert main(argv + ["--nvcc-relax", "extended-lambda"]) == 0
     out = capsys.readouterr().out
     assert "verdict: CLEAN" in out and "caveat" not in out

@@ -392,13 +392,13 @@ EMU_EXPORT int emu_symbol_writable(int i) {{ return ::emu::g_symbol_table[i].wri
 
 
 def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | None" = None,
-            program: "Program | None" = None, headers: "Mapping[str, str] | None" = None) -> Rewritten:
+            program: Program = Program(), headers: "Mapping[str, str] | None" = None) -> Rewritten:
     """The emu translation unit for CUDA source `code` (raises UnsupportedConstruct); `defines`: the macros the
     build's flags define, with which a kernel's parameter list is read where it has conditionals; `program`: what
     the source's own headers tell about its host code (cudasrc.host_code.program_of: the macros that mark device
     code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
     typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
-    clean = (program or Program()).device_code(code)     # host code never runs here (a GPU runs it on the host)
+    clean = program.device_code(code)     # host code never runs here (a GPU runs it on the host)
     check_unsupported(clean)
     try:
         kernels = program_kernel_signatures(code, headers or {}, defines)

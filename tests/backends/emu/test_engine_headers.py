@@ -10,9 +10,8 @@ import pytest
 
 from harness.backends import BuildError, UnsupportedConstruct
 from harness.backends.emu import gate
+from tests.marks import needs_nvcc
 
-needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None,
-                                reason="the device-side gate needs nvcc (the toolchain extra installs it)")
 
 ENGINE_H = r"""#pragma once
 #include <cuda_runtime.h>

@@ -16,6 +16,7 @@ import pytest
 
 from harness.backends.base import BuildError, KernelCrash, OutOfBounds, SandboxViolation
 from harness.backends.emu import gate, sandbox
+from tests.marks import needs_nvcc
 
 SIG = "__global__ void gk_argmax_adv(const float* logits, int vocab, int* d_tok, int* d_pos)"
 HEADERS = "#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n#include <fcntl.h>\n"
@@ -36,7 +37,6 @@ SLEEP_TOKEN = "4242.5"     # the argument of the probe's `sleep`: how a survivor
 
 needs_sandbox = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                    reason=f"no seccomp sandbox here: {sandbox.unavailable_reason()}")
-needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None, reason="no nvcc: the device-side gate is skipped")
 
 
 def probes(tmp: Path) -> dict[str, str]:

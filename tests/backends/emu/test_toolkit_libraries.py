@@ -8,9 +8,9 @@ import pytest
 
 from harness.backends import BuildError, UnsupportedConstruct
 from harness.backends.emu import gate, toolkit_headers
+from tests.marks import needs_nvcc
 
 KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
-needs_nvcc = pytest.mark.skipif(gate.nvcc_gate()[0] is None, reason="no nvcc here (the toolchain extra installs it)")
 
 
 @needs_nvcc
