@@ -15,7 +15,7 @@ ROOTS = ("reference", "cudasrc", "emitters", "harness")
 LAYERS = {
     "reference": 0, "cudasrc": 0,
     "emitters": 1,
-    "harness.cache": 2, "harness.interrupts": 2, "harness.landlock": 2, "harness.confine": 2, "harness.backends": 2, "harness.toolchain": 2,
+    "harness.cache": 2, "harness.interrupts": 2, "harness.landlock": 2, "harness.confine": 2, "harness.lifetimes": 2, "harness.backends": 2, "harness.toolchain": 2,
     "harness.cases": 3, "harness.judging": 3, "harness.reports": 3, "harness.model": 3, "harness.mutation": 3,
     "harness.racescan": 3,
     "harness.cli": 4, "harness": 4,
@@ -153,7 +153,7 @@ def test_packages_of_one_layer_do_not_import_each_other_both_ways(graph):
     ("reference", ("reference",)),
     ("cudasrc", ("cudasrc",)),
     ("emitters", ("emitters", "cudasrc", "reference")),
-    ("harness.backends", ("harness.backends", "harness.cache", "harness.confine", "harness.landlock",
+    ("harness.backends", ("harness.backends", "harness.cache", "harness.confine", "harness.landlock", "harness.lifetimes",
                           "harness.toolchain", "cudasrc")),
 ])
 def test_what_the_lower_packages_may_import(graph, package, allowed):

@@ -13,6 +13,8 @@ import time
 import traceback
 from typing import Callable, Optional
 
+from harness import lifetimes
+
 _HEADER = struct.Struct("<Q")
 _F_SETPIPE_SZ = 1031          # Linux: enlarge a pipe's buffer (fewer wake-ups for megabyte arrays)
 
@@ -98,47 +100,12 @@ def receive(fd: int, timeout_s: Optional[float] = None, alive: Optional[Callable
         raise Forged(f"an unreadable message ({type(exc).__name__}: {exc})") from None
 
 
-def _prctl():
-    """libc's prctl, or None (not Linux)."""
-    import ctypes
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-def _kill_me_with_parent(prctl, parent: int) -> None:
-    prctl(1, 9, 0, 0, 0)                # PR_SET_PDEATHSIG, SIGKILL
-    if os.getppid() != parent:          # the parent died before the request took effect
-        os._exit(0)
-
-
-def die_with_parent() -> None:
-    """Have the kernel kill this worker when its parent dies (Linux): a worker stuck in a hung kernel never
-    reads its closed stdin, so without this it would outlive a killed test run and keep a core busy."""
-    prctl = _prctl()
-    if prctl is not None:   # elsewhere the worker still exits when it next reads a closed stdin
-        _kill_me_with_parent(prctl, os.getppid())
-
-
-def dies_with_caller() -> Optional[Callable[[], None]]:
-    """A preexec_fn for subprocess: the program started (a compiler) is killed when the thread that started
-    it dies, so a judge process killed mid-build leaves no nvcc or g++ behind (None where there is no
-    prctl). prctl is looked up here, in the parent: the forked child must not enter the dynamic loader,
-    whose lock another thread may have held at the fork."""
-    prctl = _prctl()
-    if prctl is None:
-        return None
-    parent = os.getpid()
-    return lambda: _kill_me_with_parent(prctl, parent)
-
-
 def reply_channel() -> int:
     """The worker's first step: a private copy of stdout for the replies (stdout itself then goes to stderr, so
     that what kernels, runtimes or libraries print cannot corrupt a reply), and death with the parent."""
     reply_fd = os.dup(1)
     os.dup2(2, 1)
-    die_with_parent()
+    lifetimes.die_with_parent()
     return reply_fd
 
 

@@ -82,10 +82,15 @@ def run() -> None:
     leaves at once (os._exit after flushing its output) rather than through the interpreter's shutdown, which
     joins every non-daemon thread. A signal that lands inside a ThreadPoolExecutor's submit, after it started a
     worker thread and before it registered it, leaves a worker that concurrent.futures never tells to stop, and
-    that join waits forever (seen: the reference decoder's pool, interrupted at its first submit)."""
+    that join waits forever (seen: the reference decoder's pool, interrupted at its first submit). Before it
+    leaves, it kills what is left of the processes the run started, its orphaned grandchildren included (a
+    compiler's cc1plus whose judge process was killed: harness.lifetimes)."""
     from harness.interrupts import received_signal
+    from harness.lifetimes import adopt_orphans, end_descendants
+    adopt_orphans()
     rc = main()
     if received_signal() is not None:
+        end_descendants()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -3,13 +3,14 @@ of harness.judging.executors). Each process builds its own state once (`work.set
 worker) and keeps it for every unit it judges; results come back in submission order.
 
 Each judge process has its own pair of pipes and the parent waits on the pipes and the processes' sentinels
-together, so nothing is shared between processes that a dying one could leave locked: multiprocessing.Pool's
-shared task queue can be left locked by a worker killed while reading it, and its terminate() then waits
-forever (an interrupted `report -j 2` once hung that way). An interrupt, or leaving the context with an error,
-kills the judge processes (SIGKILL; their emu workers and compilers die with them, PR_SET_PDEATHSIG) and reaps
-them, so it ends within a second. A judge process that dies on its own (killed, a crashed interpreter) is replaced by a
-fresh one, which judges its unit once more; when that one dies on the unit too, the unit is `Lost` (the caller
-reports it as not judged, with the reason: the tool's limit, never the kernel's fault)."""
+together, so nothing is shared between processes that a dying one could leave locked: multiprocessing.Pool's shared
+task queue can be left locked by a worker killed while reading it, and its terminate() then waits forever (an
+interrupted `report -j 2` once hung that way). An interrupt, or leaving the context with an error, kills the judge
+processes (SIGKILL; their emu workers and compilers die with them, PR_SET_PDEATHSIG, and the command line ends what
+those start: harness.lifetimes) and reaps them, so it ends within a second. A judge process that dies on its own
+(killed, a crashed interpreter) is replaced by a fresh one, which judges its unit once more; when that one dies on
+the unit too, the unit is `Lost` (the caller reports it as not judged, with the reason: the tool's limit, never the
+kernel's fault)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -27,11 +28,17 @@ JOIN_S = 5.0          # a judge process told to stop gets this long to close its
 RETRIES = 1           # a unit whose judge process died is judged this many more times, each in a fresh process
 
 
+def _ignore(_signum, _frame) -> None:
+    pass
+
+
 def _serve(conn) -> None:
     """A judge process: judge the units the parent sends until it sends None."""
     # The parent decides what an interrupt means (it kills this process); a terminal's Ctrl-C reaches the
-    # whole process group, and a KeyboardInterrupt here would only print a traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # whole process group, and a KeyboardInterrupt here would only print a traceback. A handler that does
+    # nothing, not SIG_IGN: an ignored signal stays ignored across exec, and the compilers this process starts
+    # must end on a Ctrl-C (harness.lifetimes).
+    signal.signal(signal.SIGINT, _ignore)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     state = _WORK.setup()
     try:

@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from reference.modes import Mode
 
-from harness import confine
+from harness import confine, lifetimes
 from harness.cache import atomic_write, cache_dir, cache_entry, content_key, scratch_folder, tool_env
 from harness.interrupts import helper_pool
 from cudasrc.signatures import kernel_signatures, strip_comments
@@ -323,7 +323,8 @@ def _run_tool(cmd: Sequence[str], timeout: float, cwd: Optional[Path] = None) ->
     removed after the run, or by the next run's sweep if this one is killed."""
     with scratch_folder("nvcc") as temps:
         writable = [temps, *([cwd] if cwd is not None else [])]
-        with confine.confined(cmd, writable=writable, cwd=cwd) as preexec:     # the source is untrusted
+        with confine.confined(cmd, writable=writable, cwd=cwd,       # the source is untrusted
+                              then=lifetimes.dies_with_caller()) as preexec:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=tool_env(temps),
                                   preexec_fn=preexec)
 

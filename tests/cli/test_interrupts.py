@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,41 @@ def test_an_interrupted_command_exits_without_waiting_for_library_threads():
                           cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 143 and proc.stdout == "interrupted\n", (proc.returncode, proc.stdout, proc.stderr)
     assert time.monotonic() - t0 < 30
+
+
+# A host compiler that stands in for g++ while it compiles emu's runtime: its own child (as g++'s cc1plus is)
+# works for ten minutes. Anything else goes to the real compiler.
+_SLOW_CXX = """#!/bin/sh
+case "$*" in *emu_runtime.cpp*) sleep 600; exit 1;; esac
+exec {cxx} "$@"
+"""
+
+
+@pytest.mark.parametrize("signum,whom", [(signal.SIGTERM, "process"), (signal.SIGINT, "group")],
+                         ids=["SIGTERM-to-the-run", "SIGINT-to-its-group"])
+def test_a_run_interrupted_while_compiling_leaves_no_compiler_child(signum, whom, tmp_path):
+    """The judge process that compiles is killed, and its compiler with it (PR_SET_PDEATHSIG), but not the
+    compiler's own child: the run adopts it and ends it. `kill PID` and a service manager signal the run alone;
+    a terminal signals its group."""
+    import shutil
+    cxx = tmp_path / "slow-cxx"
+    cxx.write_text(_SLOW_CXX.format(cxx=shutil.which("g++") or shutil.which("c++")))
+    cxx.chmod(0o755)
+    token = uuid.uuid4().hex
+    proc = qconform("report", "--backend", "emu", "--shapes", "tiny", "--families", "norm", "-j", "2",
+                    "--no-generation", "--seed", "5", "--out", str(tmp_path / "r"),
+                    env={"QCONFORM_TEST_RUN": token, "CXX": str(cxx), "QCONFORM_CACHE": str(tmp_path / "cache")})
+
+    def compiling() -> bool:
+        return any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x00600")
+                   for pid in descendants_alive(token) if Path(f"/proc/{pid}/cmdline").exists())
+    try:
+        wait_for(lambda: compiling() or proc.poll() is not None, 120, "the runtime's compile")
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        (os.killpg if whom == "group" else os.kill)(proc.pid, signum)
+        _, err = proc.communicate(timeout=END_WITHIN_S)
+        assert proc.returncode == 128 + signum and "interrupted (SIG" in err, err[-2000:]
+        wait_for(lambda: not descendants_alive(token), 5, "no process left")
+    finally:
+        for pid in descendants_alive(token):
+            os.kill(pid, signal.SIGKILL)

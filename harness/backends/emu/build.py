@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from harness import confine
-from harness.backends import protocol
+from harness import confine, lifetimes
 from harness.backends.base import BuildError, UnsupportedConstruct, build_error, check_flags
 from harness.backends.device_code import copies_first, device_headers, write_header_copies
 from harness.cache import cache_dir, cache_entry, content_key, scratch_folder, tool_env
@@ -51,7 +50,7 @@ def _compile(cmd: Sequence[str], work: Path, cwd: "Path | None" = None) -> subpr
     temporaries outside the cache). LC_ALL=C: plain ASCII quotes in compiler messages."""
     toolkit = toolkit_headers.toolkit_include()          # cuRAND's headers, linked from a folder of the cache
     with confine.confined(cmd, writable=[work], cwd=cwd, reads=[toolkit] if toolkit else [],
-                          then=protocol.dies_with_caller()) as preexec:
+                          then=lifetimes.dies_with_caller()) as preexec:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=preexec,
                               env=tool_env(work, dict(os.environ, LC_ALL="C")), cwd=cwd)
 

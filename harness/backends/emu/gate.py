@@ -24,8 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from harness import confine
-from harness.backends import protocol
+from harness import confine, lifetimes
 from harness.backends.base import BuildError, UnsupportedConstruct, build_error
 from harness.cache import tool_env
 from harness.toolchain import host_libraries
@@ -111,7 +110,7 @@ def start_device_compile(source: str, name: str, work: Path, flags=()) -> Option
     (work / "gate").mkdir()
     (work / "gate" / safe).write_text(source)
     cmd = [nvcc, *NVCC_GATE_FLAGS, *device_compile_flags(flags), *host_libraries.nvcc_flags(), "-o", "device.ptx", safe]
-    with confine.confined(cmd, writable=[work], cwd=work / "gate", then=protocol.dies_with_caller()) as preexec:
+    with confine.confined(cmd, writable=[work], cwd=work / "gate", then=lifetimes.dies_with_caller()) as preexec:
         return subprocess.Popen(cmd, cwd=work / "gate", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=tool_env(work), preexec_fn=preexec)
 
