@@ -480,6 +480,12 @@ class EmuModule(Module):
                            f"sites (lines {line_a} and {line_b}): PTX's bar.sync is "
                            ".aligned, so the ISA leaves this undefined; counted here as current GPUs count arrivals "
                            "(barrier_sites='any')")
+        if outcome.later_block_waits[0]:
+            count, first, where = outcome.later_block_waits
+            caveats.append(f"emu: under {where}, {count} block(s) spun until blocks that ran after them made progress "
+                           f"(first: {first}); emu held the waiting blocks while those ran, as a GPU keeps resident "
+                           "blocks: a GPU ends this launch only when such blocks are resident at once (a grid that "
+                           "fits the device whole, as a kernel sized by its SM count assumes)")
         if outcome.divisions_by_zero:
             caveats.append(f"emu: {outcome.divisions_by_zero} integer division(s) by zero in run 1: a GPU gives an "
                            "unspecified value and goes on (emu: quotient all ones, remainder the dividend); outputs "

@@ -165,7 +165,7 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
 // Called after every atomic access: `changed`, whether it changed the bytes at `p`; `seen`, the value it read.
 // A thread that keeps reading the same value at the same address is spinning: it yields to the other threads of
 // its block (emu_runtime.cpp), so that a lock or a flag another warp holds can be released.
-void atomic_done(const volatile void* p, bool changed, uint64_t seen);
+void atomic_done(const volatile void* p, bool changed, uint64_t seen, unsigned bytes);
 void fence(int scope);      // __threadfence_block (kScopeBlock), __threadfence and __threadfence_system
 // Barrier objects (emu_barrier.hpp, named barriers): an arrival releases the thread's accesses before it; the last
 // arrival of a phase marks its end; a wait that saw the phase complete acquires every arrival up to that end
@@ -575,14 +575,14 @@ inline T atomic_rmw(T* p, F&& update, int line, int scope = kScopeDevice, int or
   atomic_access(p, sizeof(T), true, line, scope, order);
   typename std::remove_cv<T>::type old = *p, now = update(old);
   *p = now;
-  atomic_done(p, std::memcmp(&old, &now, sizeof(T)) != 0, seen_bits(old));
+  atomic_done(p, std::memcmp(&old, &now, sizeof(T)) != 0, seen_bits(old), sizeof(T));
   return old;
 }
 template <class T>
 inline T atomic_load(const T* p, int line, int scope = kScopeDevice, int order = kRelaxed) {
   atomic_access(p, sizeof(T), false, line, scope, order);
   typename std::remove_cv<T>::type v = *p;
-  atomic_done(p, false, seen_bits(v));
+  atomic_done(p, false, seen_bits(v), sizeof(T));
   return v;
 }
 template <class T>
@@ -590,7 +590,7 @@ inline void atomic_store(T* p, T v, int line, int scope = kScopeDevice, int orde
   atomic_access(p, sizeof(T), true, line, scope, order);
   typename std::remove_cv<T>::type old = *p;
   *p = v;
-  atomic_done(p, std::memcmp(&old, &v, sizeof(T)) != 0, seen_bits(old));
+  atomic_done(p, std::memcmp(&old, &v, sizeof(T)) != 0, seen_bits(old), sizeof(T));
 }
 }  // namespace emu
 #define EMU_ATOMIC_SCOPED(NAME, SCOPE, EXPR)                                                                  \

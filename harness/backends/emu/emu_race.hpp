@@ -246,6 +246,17 @@ Acquired g_block_acquired;                  // acquired by the running block bef
 Acquired g_thread_acquired[kMaxThreads];    // acquired by a thread within its barrier interval
 Acquired g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
 
+// Atomic writes that an atomic read observed (read the value of; the two morally strong). PTX's causality order
+// puts such a write before everything after the read in the reading thread's program order (observation order,
+// then program order), fence or none, and, through bar.sync, before what its block does after its next barrier.
+// Only accesses to the written bytes can conflict with the write, so a thread keeps the ranges it read and the
+// write it saw there: a lock word that the waiting block resets with a plain store after its acquire load saw the
+// releasing block's atomic add is no race.
+struct Observed { uintptr_t lo, hi; Access w; uint32_t epoch; };
+constexpr size_t kObservedKept = 64;         // per thread, the latest (a thread reads few lock words)
+std::vector<Observed> g_thread_observed[kMaxThreads];
+std::vector<Observed> g_block_observed;      // by threads of the running block before their last barrier
+
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
 constexpr size_t kSites = size_t(1) << kSiteBits;
@@ -299,6 +310,52 @@ void race_block_start() {
   }
   g_block_acquired.clear();
   g_barrier_inits.clear();
+  for (int i = 0; i < g_nthreads; ++i) g_thread_observed[i].clear();
+  g_block_observed.clear();
+}
+
+// A block held while it spins on another block's progress (emu_runtime.cpp, park_spinning) resumes as the same
+// block run: its threads keep their epochs, warp clocks, fences and what they acquired, and its shared memory's
+// shadow comes back with its shared memory (the blocks that ran meanwhile left their own cells there).
+struct RaceBlockState {
+  uint32_t bseq = 0;
+  std::vector<RaceThread> threads;
+  std::vector<Acquired> acquired, pending;
+  Acquired block_acquired;
+  std::unordered_map<uintptr_t, Access> barrier_inits;
+  std::vector<Cell> shared_cells, dyn_cells;
+  std::vector<std::vector<Observed>> observed;
+  std::vector<Observed> block_observed;
+};
+
+void race_hold_block(RaceBlockState& s, size_t shared_bytes, size_t dyn_bytes) {
+  s.bseq = g_bseq;
+  if (!g_race_on) return;
+  settle_pending_stores_if_any();      // before another block's accesses reach these bytes
+  s.threads.assign(g_race_thr, g_race_thr + g_nthreads);
+  s.acquired.assign(g_thread_acquired, g_thread_acquired + g_nthreads);
+  s.pending.assign(g_thread_pending, g_thread_pending + g_nthreads);
+  s.block_acquired = g_block_acquired;
+  s.barrier_inits = g_barrier_inits;
+  s.observed.assign(g_thread_observed, g_thread_observed + g_nthreads);
+  s.block_observed = g_block_observed;
+  s.shared_cells.assign(g_shared_shadow, g_shared_shadow + shared_bytes);
+  s.dyn_cells.assign(g_dyn_shadow, g_dyn_shadow + dyn_bytes);
+}
+
+void race_resume_block(const RaceBlockState& s) {
+  g_bseq = s.bseq;
+  if (!g_race_on) return;
+  settle_pending_stores_if_any();
+  std::copy(s.threads.begin(), s.threads.end(), g_race_thr);
+  std::copy(s.acquired.begin(), s.acquired.end(), g_thread_acquired);
+  std::copy(s.pending.begin(), s.pending.end(), g_thread_pending);
+  g_block_acquired = s.block_acquired;
+  g_barrier_inits = s.barrier_inits;
+  std::copy(s.observed.begin(), s.observed.end(), g_thread_observed);
+  g_block_observed = s.block_observed;
+  std::copy(s.shared_cells.begin(), s.shared_cells.end(), g_shared_shadow);
+  std::copy(s.dyn_cells.begin(), s.dyn_cells.end(), g_dyn_shadow);
 }
 
 // A grid-wide barrier completed (grid.sync, emu_runtime.cpp): every access made before it, by any block, happens
@@ -312,6 +369,9 @@ void race_barrier(int id) {            // thread `id` passes a __syncthreads: wh
   Acquired& mine = g_thread_acquired[id];
   g_block_acquired.add_all(mine);
   mine.clear();
+  for (const Observed& o : g_thread_observed[id])      // what it saw, its block sees after the barrier
+    if (g_block_observed.size() < kObservedKept * 4) g_block_observed.push_back(o);
+  g_thread_observed[id].clear();
 }
 
 void race_warp_sync(int warp, unsigned mask) {   // the lanes of `mask` meet at a warp collective
@@ -361,6 +421,31 @@ inline bool morally_strong(const Access& a, uint16_t flags) {
 
 inline bool conflict(const Access& a, const Fiber* f, bool shared, uint16_t atomic) {
   return !stale(a, shared) && !morally_strong(a, atomic) && !ordered(a, f);
+}
+
+inline bool same_access(const Access& a, const Access& b) {
+  return a.bseq == b.bseq && a.epoch == b.epoch && a.clock == b.clock && a.thread == b.thread && a.site == b.site;
+}
+
+// An atomic read of [addr, addr + n) saw the atomic write `w` there (the caller checked both are morally strong).
+[[gnu::cold, gnu::noinline]] void observe(const Fiber* f, uintptr_t addr, size_t n, const Access& w) {
+  std::vector<Observed>& mine = g_thread_observed[f->linear];
+  for (Observed& o : mine)
+    if (o.lo == addr) { o.hi = addr + n; o.w = w; return; }
+  if (mine.size() >= kObservedKept) mine.erase(mine.begin());
+  mine.push_back(Observed{addr, addr + n, w, g_race_thr[f->linear].epoch});
+}
+
+// Whether the atomic write `w` at byte `a` is ordered before the running thread's access by an atomic read that
+// saw it: its own, or one of its block's before a barrier it has passed since.
+[[gnu::cold, gnu::noinline]] bool observed_before(const Access& w, const Fiber* f, uintptr_t a) {
+  if (!(w.thread & kAtomicBit)) return false;
+  for (const Observed& o : g_thread_observed[f->linear])
+    if (a >= o.lo && a < o.hi && same_access(o.w, w)) return true;
+  uint32_t epoch = g_race_thr[f->linear].epoch;
+  for (const Observed& o : g_block_observed)
+    if (o.epoch < epoch && a >= o.lo && a < o.hi && same_access(o.w, w)) return true;
+  return false;
 }
 
 // The source line of the call whose return address is `pc`, as a token the Python side resolves (sites.py).
@@ -729,10 +814,12 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
-    if (conflict(c.w, f, shared, atomic)) {
+    if (conflict(c.w, f, shared, atomic) && !observed_before(c.w, f, addr + i)) {
       uint32_t race = race_found(c.w, true, now, write, addr + i);
       if (write && !atomic) compare_later(race);
     }
+    if (atomic && !write && i == 0 && (c.w.thread & kAtomicBit) && !stale(c.w, shared) && morally_strong(c.w, atomic))
+      observe(f, addr, n, c.w);
     if (write) {
       for (const Access& r : c.r)
         if (conflict(r, f, shared, atomic)) {

@@ -47,6 +47,7 @@ enum FaultCode : int {
   TOOL_LIMIT = 8,   // the tool's own memory (shadow, stacks) could not be had: unchecked, never the kernel's fault
   LATER_BLOCK_WAIT = 9,   // a block spins on progress only a block emu runs after it could make: unchecked
   PARKED = 10,   // internal, never returned by a launch: every live thread of the block waits at grid.sync
+  HELD = 11,     // internal, never returned by a launch: the block spins on progress of a block not running now
 };
 // WARP_GREEDY: forward order, but a warp released from a collective runs on at once, so each warp reaches the
 // next block barrier before the next warp starts: a legal GPU order that exposes races between warps inside
@@ -186,6 +187,24 @@ uint64_t g_clock = 0;
 // same is waiting for something no thread of its block will do.
 uint64_t g_progress = 0;
 uint64_t g_blocks_after = 0;         // blocks of the launch that run after the running one
+// A block that spins on progress only another block can make is held (like a block at grid.sync) while the blocks
+// after it run, then resumed (atomic_done, emu_launch). g_hold: the running block asks to be held, and why.
+bool g_hold = false;
+std::string g_hold_why;
+// The word the thread that asked for the hold kept reading, and the value it read: the block is worth resuming
+// once the word changed (other words may release it too: before a deadlock is called, every held block resumes).
+struct Watch { const volatile void* ptr; uint64_t seen; unsigned bytes; };
+Watch g_hold_watch{nullptr, 0, 0};
+bool watched_changed(const Watch& w) {
+  if (!w.ptr || !w.bytes) return true;
+  uint64_t now = 0;
+  std::memcpy(&now, const_cast<const void*>(w.ptr), w.bytes < 8 ? w.bytes : 8);
+  return now != w.seen;
+}
+uint64_t g_held = 0;                 // blocks held now
+bool g_grid_parked = false;          // blocks wait at grid.sync now (the two holds do not mix)
+unsigned long long g_later_waits = 0;   // blocks that finished only after blocks emu ran after them (a caveat)
+std::string g_later_wait_first;
 // __syncthreads_count/_and/_or: the predicates of the threads arriving at the barrier are summed; the release
 // publishes the sum (every released thread reads it before it can reach the next barrier) and starts anew.
 int g_pred_sum = 0, g_pred_result = 0;
@@ -405,7 +424,7 @@ void switch_to_sched(bool final) {
   Fiber* self = cur();
   if (g_converging && g_warps[self->warp].converging && (self->state != READY || self->spin_yielded))
     release_converged(self->warp);
-  int next = g_fault ? -1 : pop_ready();
+  int next = g_fault || g_hold ? -1 : pop_ready();      // a fault or a hold goes back to the scheduler
   if (next >= 0 && &g_fibers[next] == self) return;      // released again before anyone else ran
   ++g_switches;
   void* fake = nullptr;
@@ -644,6 +663,10 @@ inline uintptr_t suspended_sp(const Fiber& f) {
 
 struct ParkedBlock {
   uint3 idx;
+  std::vector<int> ready;                     // a held block's ready threads, in queue order
+  RaceBlockState race;                        // a held block's detector state (a grid.sync resumes as a new run)
+  std::string why;                            // a held block: which thread spun, on what
+  Watch watch{nullptr, 0, 0};                 // a held block: the word it spun on
   std::vector<Fiber> fibers;
   std::vector<std::vector<char>> stacks;      // [suspended stack pointer, top) of each waiting thread
   std::vector<Warp> warps;
@@ -651,6 +674,7 @@ struct ParkedBlock {
   std::vector<std::pair<int, unsigned char*>> slots;
   size_t shared_top, static_shared;
   int exited, first_exit, waiting, line;
+  int bar_count, bar_line, pred_sum, pred_result, bar_mixed_now, converging;   // a block barrier under way
   NamedBarrier named[kNamedBarriers];
   std::unordered_set<uintptr_t> live_barriers;
 };
@@ -672,8 +696,20 @@ void park(ParkedBlock& p) {
   for (int u = 0; u < g_nused; ++u) p.slots.emplace_back(g_used_slots[u], g_slots[g_used_slots[u]].ptr);
   p.shared_top = g_shared_top; p.static_shared = g_static_shared;
   p.exited = g_exited; p.first_exit = g_first_exit; p.waiting = g_grid_waiting; p.line = g_grid_line;
+  p.bar_count = g_bar_count; p.bar_line = g_bar_line; p.pred_sum = g_pred_sum; p.pred_result = g_pred_result;
+  p.bar_mixed_now = g_bar_mixed_now; p.converging = g_converging;
   std::copy(g_named, g_named + kNamedBarriers, p.named);
   p.live_barriers = g_live_barriers;
+  p.ready.clear();
+}
+
+// A held block keeps its place: its ready threads (the spinning one among them) and its race detector state.
+void hold(ParkedBlock& p) {
+  park(p);
+  p.ready.assign(g_ready.begin() + long(g_ready_head), g_ready.end());
+  race_hold_block(p.race, g_shared_top, kDynLead + g_dyn_bytes + kSharedGuard);
+  p.why = std::move(g_hold_why);
+  p.watch = g_hold_watch;
 }
 
 void unpark(const ParkedBlock& p) {
@@ -691,11 +727,18 @@ void unpark(const ParkedBlock& p) {
       std::memcpy(g_fibers[i].stack + kStackBytes - p.stacks[i].size(), p.stacks[i].data(), p.stacks[i].size());
   }
   g_exited = p.exited; g_first_exit = p.first_exit; g_grid_waiting = p.waiting; g_grid_line = p.line;
-  g_bar_count = 0; g_bar_line = 0; g_pred_sum = 0; g_pred_result = 0; g_bar_mixed_now = 0;
+  g_bar_count = p.bar_count; g_bar_line = p.bar_line; g_pred_sum = p.pred_sum; g_pred_result = p.pred_result;
+  g_bar_mixed_now = p.bar_mixed_now; g_converging = p.converging;
   std::copy(p.named, p.named + kNamedBarriers, g_named);
   g_live_barriers = p.live_barriers;
   g_ready.clear(); g_ready_head = 0;
-  race_block_start();      // a new block run: what came before the barrier is ordered before it
+}
+
+void resume_held(const ParkedBlock& p) {
+  unpark(p);
+  race_resume_block(p.race);
+  for (int i = 0; i < g_nthreads; ++i) { g_fibers[i].spin_idle = 0; g_fibers[i].spin_reads = 0; }
+  g_ready.assign(p.ready.begin(), p.ready.end());
 }
 
 // The barrier completes for the restored block: its waiting threads are ready to run.
@@ -1179,6 +1222,7 @@ int run_ready() {
     g_cur = &g_fibers[id];
     run_fiber(&g_fibers[id]);
     if (g_fault) return g_fault;
+    if (g_hold) { g_hold = false; return HELD; }
   }
   if (g_exited != g_nthreads) {
     if (g_grid_waiting + g_exited == g_nthreads && !g_exited) return PARKED;
@@ -1208,10 +1252,21 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 // of the ready queue and the block's other threads run. When it has yielded kStuckYields times with no progress
 // anywhere in its block (g_progress), no thread of the block will release it: a deadlock when no block runs
 // after this one (the kernel's fault: nothing else could), else the emulator's limit, since emu runs blocks one
-// after another and the wait may be for a later block (LATER_BLOCK_WAIT: unchecked).
+// after another and the wait may be for a later block. Then the block is held (HELD) and the launch runs the blocks
+// after it, and gives each held block a turn whenever one of those finished or was held: the blocks are resident
+// together, as on a GPU whose grid fits at once (a caveat says so). Where it cannot be held (under the
+// sanitizer, beside grid.sync) the wait is emu's limit (LATER_BLOCK_WAIT: unchecked).
 constexpr int kSpinReads = 8, kStuckYields = 4096;
 
-void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
+bool can_hold() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;           // holding copies the threads' stacks, which the sanitizer's stack poisoning forbids
+#else
+  return (g_blocks_after > 0 || g_held > 0) && !g_grid_parked && g_grid_waiting == 0 && g_held < kMaxParkedBlocks;
+#endif
+}
+
+void atomic_done(const volatile void* p, bool changed, uint64_t seen, unsigned bytes) {
   Fiber* f = cur();
   if (changed) { ++g_progress; f->spin_reads = 0; f->spin_idle = 0; return; }
   if (p != f->spin_ptr || seen != f->spin_seen) {
@@ -1225,10 +1280,18 @@ void atomic_done(const volatile void* p, bool changed, uint64_t seen) {
     char buf[200];
     std::snprintf(buf, sizeof buf, ": spins on an atomic that keeps reading %llu and that no thread of its block "
                   "changes", (unsigned long long)seen);
-    if (g_blocks_after == 0)
+    if (can_hold()) {     // let the other blocks run; this one resumes where it is
+      f->spin_idle = 0;
+      g_hold = true;
+      g_hold_why = where(f) + buf;
+      g_hold_watch = Watch{p, seen, bytes};
+    } else if (g_blocks_after == 0 && !g_grid_sampled) {
       fiber_fault(DEADLOCK, where(f) + buf + ", and no block runs after it: the wait cannot end");
-    fiber_fault(LATER_BLOCK_WAIT, where(f) + buf + "; it may wait for one of the " + std::to_string(g_blocks_after) +
-                " block(s) that emu runs after it (emu runs blocks one after another, a GPU may run them at once)");
+    } else {
+      fiber_fault(LATER_BLOCK_WAIT, where(f) + buf + "; it may wait for one of the " + std::to_string(g_blocks_after) +
+                " block(s) that emu runs after it (emu runs blocks one after another, a GPU may run them at once)" +
+                (g_grid_sampled ? std::string(" or for a block the sample leaves out") : std::string()));
+    }
   }
   f->spin_yielded = true;
   push_ready(f->linear);
@@ -1524,31 +1587,81 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   g_blocks_after = nblocks;
   g_grid_sampled = nblocks < uint64_t(grid[0]) * grid[1] * grid[2];
   std::vector<ParkedBlock> parked;       // blocks waiting at grid.sync, in the order they run
+  std::vector<ParkedBlock> held;         // blocks spinning on another block's progress, in the order they were held
+  g_held = 0; g_grid_parked = false; g_hold = false;
+  g_later_waits = 0; g_later_wait_first.clear();
   uint64_t finished = 0;
-  auto settle = [&](int block_rc, ParkedBlock* reuse) {     // after a block ran until it finished or parked
-    if (block_rc == PARKED) {
-      if (parked.size() >= kMaxParkedBlocks) {
-        set_fault(TOOL_LIMIT, "grid.sync in a launch of more than " + std::to_string(kMaxParkedBlocks) +
-                  " blocks: emu holds at most that many blocks at a grid-wide barrier");
+  auto settle = [&](int block_rc, ParkedBlock* reuse, bool was_held) {   // after a block ran until it ended or waits
+    if (block_rc == PARKED || block_rc == HELD) {
+      if (parked.size() + held.size() >= kMaxParkedBlocks) {
+        set_fault(TOOL_LIMIT, std::string(block_rc == PARKED ? "grid.sync" : "blocks that wait for each other") +
+                  " in a launch of more than " + std::to_string(kMaxParkedBlocks) + " blocks: emu holds at most "
+                  "that many blocks at once");
+        return g_fault;
+      }
+      if (block_rc == PARKED && !held.empty()) {
+        set_fault(TOOL_LIMIT, "a block reached grid.sync while " + std::to_string(held.size()) + " block(s) spin "
+                  "on another block's progress: emu holds blocks for one of the two at a time");
         return g_fault;
       }
       ParkedBlock p;
       if (reuse) p = std::move(*reuse);
-      park(p);
-      parked.push_back(std::move(p));
+      if (block_rc == PARKED) {
+        park(p);
+        parked.push_back(std::move(p));
+        g_grid_parked = true;
+      } else {
+        hold(p);
+        held.push_back(std::move(p));
+      }
       return int(OK);
     }
     if (block_rc == OK) {
       ++finished;
       if (progress) ++*progress;    // the parent's watchdog: a launch that keeps finishing blocks is alive
+      if (was_held && !g_later_waits++) g_later_wait_first = reuse->why;
     }
     return block_rc;
   };
+  // A held block resumes when the word it spun on changed; once every block of the order has run, each held block
+  // resumes in turn, round after round, while a round moves anything (a block finished or was held at another
+  // point, memory changed by an atomic, a barrier released): what is still held then waits for ever.
+  auto resume_held_blocks = [&](bool every) {
+    while (!held.empty()) {
+      uint64_t progress0 = g_progress, finished0 = finished;
+      std::vector<ParkedBlock> round = std::move(held);
+      held.clear();
+      bool resumed = false;
+      for (size_t i = 0; i < round.size(); ++i) {
+        if (!every && !watched_changed(round[i].watch)) {
+          held.push_back(std::move(round[i]));
+          continue;
+        }
+        resumed = true;
+        g_held = round.size() - i - 1 + held.size();      // the others: one of them may release this one
+        resume_held(round[i]);
+        int rc = settle(run_ready(), &round[i], true);
+        if (rc != OK) return rc;
+      }
+      if (!resumed || (g_progress == progress0 && finished == finished0)) break;
+    }
+    return int(OK);
+  };
   for (uint64_t b : order) {
     --g_blocks_after;
+    g_held = held.size();
     rc = settle(run_block(unsigned(b % grid[0]), unsigned(b / grid[0] % grid[1]),
-                          unsigned(b / (uint64_t(grid[0]) * grid[1]))), nullptr);
+                          unsigned(b / (uint64_t(grid[0]) * grid[1]))), nullptr, false);
+    if (rc == OK) rc = resume_held_blocks(false);
     if (rc != OK) break;
+  }
+  if (rc == OK) rc = resume_held_blocks(true);
+  if (rc == OK && !held.empty()) {    // every block ran and the held ones still spin: nothing else can release them
+    set_fault(g_grid_sampled ? LATER_BLOCK_WAIT : DEADLOCK, std::to_string(held.size()) + " block(s) spin on "
+              "progress that no block of the launch makes (" + held.front().why + ")" +
+              (g_grid_sampled ? ": only a sample of the grid's blocks ran, and the wait may be for one left out"
+                              : ": every block ran, so a GPU that holds them all waits for ever"));
+    rc = g_fault;
   }
   while (rc == OK && !parked.empty()) {
     if (finished) {        // a block ended while others wait for it at grid.sync: a GPU waits forever
@@ -1563,12 +1676,14 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     race_grid_barrier();
     std::vector<ParkedBlock> round = std::move(parked);
     parked.clear();
+    g_grid_parked = false;
     g_blocks_after = round.size();
     for (ParkedBlock& p : round) {
       --g_blocks_after;
       unpark(p);
+      race_block_start();      // a new block run: what came before the barrier is ordered before it
       release_grid_waiters();
-      rc = settle(run_ready(), &p);
+      rc = settle(run_ready(), &p, false);
       if (rc != OK) break;
     }
   }
@@ -1627,6 +1742,9 @@ EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
 EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
+// The last launch's blocks that finished only after blocks emu ran after them (held while they spun), and the first.
+EMU_EXPORT unsigned long long emu_later_block_waits() { return emu::g_later_waits; }
+EMU_EXPORT const char* emu_later_block_wait_first() { return emu::g_later_wait_first.c_str(); }
 EMU_EXPORT int emu_mixed_barrier_line(int which) { return emu::g_bar_mixed_lines[which != 0]; }
 EMU_EXPORT const char* emu_printf_output() { return emu::g_printf.c_str(); }
 EMU_EXPORT void* emu_malloc(unsigned long long n) { return std::malloc(n ? n : 1); }

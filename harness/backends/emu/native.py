@@ -63,6 +63,8 @@ class NativeModule:
         lib.emu_mixed_barriers.restype = ctypes.c_ulonglong
         lib.emu_mixed_barrier_line.restype = ctypes.c_int
         lib.emu_mixed_barrier_line.argtypes = [ctypes.c_int]
+        lib.emu_later_block_waits.restype = ctypes.c_ulonglong
+        lib.emu_later_block_wait_first.restype = ctypes.c_char_p
         lib.emu_printf_output.restype = ctypes.c_char_p
         lib.emu_malloc.restype = ctypes.c_void_p
         lib.emu_malloc.argtypes = [ctypes.c_ulonglong]
@@ -141,6 +143,12 @@ class NativeModule:
         """Barrier phases so far that threads completed from different call sites, and two of those lines."""
         return (int(self.lib.emu_mixed_barriers()), int(self.lib.emu_mixed_barrier_line(0)),
                 int(self.lib.emu_mixed_barrier_line(1)))
+
+    def later_block_waits(self) -> tuple[int, str]:
+        """The last launch's blocks that spun until blocks emu ran after them made progress (held meanwhile), and
+        what the first one waited on."""
+        return (int(self.lib.emu_later_block_waits()),
+                self.lib.emu_later_block_wait_first().decode(errors="replace"))
 
     def int_divisions_by_zero(self) -> int:
         """Integer divisions by zero (or INT_MIN / -1) finished with a GPU's unspecified value so far."""

@@ -103,6 +103,9 @@ class Outcome:
     left_out: list[str] = field(default_factory=list)   # schedules not compared, each with the reason
     divisions_by_zero: int = 0           # integer divisions by zero in run 1, finished with an unspecified value
     mixed_barriers: tuple = (0, 0, 0)    # barrier phases of run 1 completed from different call sites, two lines
+    # the first run whose blocks were held while they spun on progress of blocks emu ran after them: how many,
+    # the first such wait, the schedule (0: none)
+    later_block_waits: tuple = (0, "", "")
 
 
 class DeviceBuffer:
@@ -348,6 +351,10 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
                 out.divisions_by_zero = mod.int_divisions_by_zero() - d0
                 mixed, line_a, line_b = mod.mixed_barriers()
                 out.mixed_barriers = (mixed - m0, line_a, line_b)
+        if record and not out.later_block_waits[0]:
+            held, first = mod.later_block_waits()
+            if held:
+                out.later_block_waits = (held, first, f"schedule {sched}{_on(sample, nblocks)}")
         results = {i: bufs[i].read(*_meta(spec.args[i])) for i in copied}
         if r == 0 and record:
             reached_after_run0.update({buf.id: resident[buf.id].storage.read(buf.shape, buf.dtype)

@@ -1,0 +1,170 @@
+"""Blocks that wait for each other (emu_runtime.cpp, "spinning"): emu runs blocks one after another, so a block that
+spins on progress only a block after it can make is held (its threads, shared memory and race-detector state kept)
+while the later blocks run, then resumes where it stopped, as on a GPU whose grid is resident at once (a caveat
+says so). The detector's rules hold across the hold: a release and an acquire order the blocks, their absence is
+a race; an atomic write that an atomic read saw is ordered before what the reading thread (and, after a barrier,
+its block) does next (PTX's observation order: Marlin's lock reset). Each racy kernel has a race-free twin."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends import DataRace
+from harness.backends.base import Deadlock
+from harness.backends.emu.backend import EmuBackend
+
+SOURCE = r"""
+// Block 0 waits for block 1's data. fix bit 0: the consumer fences after its atomic read (an acquire); bit 1: the
+// producer fences before its atomic write (a release).
+__global__ void handoff(int* flag, float* data, float* out, int fix) {
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 0) {
+      while (atomicAdd(flag, 0) == 0) {}
+      if (fix & 1) __threadfence();
+    }
+    __syncthreads();
+    out[threadIdx.x] = data[threadIdx.x];
+  } else {
+    data[threadIdx.x] = threadIdx.x + 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (fix & 2) __threadfence();
+      atomicExch(flag, 1);
+    }
+  }
+}
+
+// Marlin's serial reduction between blocks: block 1 adds its part and releases the lock (fence, relaxed red);
+// block 0 waits with an acquire load until the lock counts one, adds its part, and resets the lock with a plain
+// store. The reset is ordered after block 1's red when the thread that saw it stores, or (fix) another thread
+// after a barrier; without the barrier thread 32's store races it.
+__device__ __forceinline__ int load_acquire(int* p) {
+  int v;
+  asm volatile("ld.global.acquire.gpu.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+__global__ void lock_reset(int* lock, float* acc, int fix) {
+  if (blockIdx.x == 1) {
+    acc[threadIdx.x] += 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("fence.acq_rel.gpu;\n");
+      asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;\n" : : "l"(lock), "r"(1));
+    }
+  } else {
+    if (threadIdx.x == 0) while (load_acquire(lock) != 1) {}
+    if (fix) __syncthreads();
+    acc[threadIdx.x] += 2.0f;
+    if (threadIdx.x == (fix == 2 ? 0 : 32)) lock[0] = 0;
+  }
+}
+
+// A held block keeps its shared memory and its detector state: thread 32 writes s[0] before block 0 is held,
+// block 1 uses the same shared bytes meanwhile, and thread 0 reads s[0] after the hold: ordered by the barrier
+// (fix), else a race within block 0 that the hold must not hide.
+__global__ void shared_across_hold(int* flag, int* out, int fix) {
+  __shared__ int s[2];
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 32) s[0] = 7;
+    if (fix) __syncthreads();
+    if (threadIdx.x == 0) {
+      while (atomicAdd(flag, 0) == 0) {}
+      out[0] = s[0];
+    }
+  } else if (threadIdx.x == 0) {
+    s[0] = 9;
+    out[1] = s[0];
+    atomicExch(flag, 1);
+  }
+}
+
+// No block ever sets the flag: with every block run, a GPU waits for ever.
+__global__ void nobody_sets(int* flag, int* out, int fix) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    while (atomicAdd(flag, 0) == fix) {}
+    out[0] = 1;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def module(detector):
+    return detector.load(SOURCE)
+
+
+def _handoff(module, fix):
+    flag, data, out = np.zeros(1, np.int32), np.zeros(64, np.float32), np.zeros(64, np.float32)
+    result = module.launch("handoff", (2,), (64,), 0, [flag, data, out, np.int32(fix)], outputs=(2,))
+    return result, out
+
+
+def test_a_block_held_for_a_later_blocks_data_reads_it_when_released_and_acquired(module):
+    result, out = _handoff(module, 3)
+    np.testing.assert_array_equal(out, np.arange(1, 65, dtype=np.float32))
+    [caveat] = [c for c in result.caveats if "spun until blocks that ran after them" in c]
+    assert "block (0,0,0) warp 0 lane 0" in caveat and "spins on an atomic that keeps reading 0" in caveat
+
+
+@pytest.mark.parametrize("fix, missing", [(2, "no fence of the second thread followed that atomic"),
+                                          (1, "")], ids=["no-acquire-fence", "no-release-fence"])
+def test_negative_control_a_handoff_without_its_fences_races(module, fix, missing):
+    with pytest.raises(DataRace, match=r"'data' index \d+ .*write by block \(1,0,0\).*read by block \(0,0,0\)") as err:
+        _handoff(module, fix)
+    assert missing in str(err.value)
+
+
+def _lock_reset(module, fix):
+    lock, acc = np.full(2, 0, np.int32), np.zeros(64, np.float32)
+    module.launch("lock_reset", (2,), (64,), 0, [lock, acc, np.int32(fix)], outputs=())
+    return lock, acc
+
+
+@pytest.mark.parametrize("fix", [1, 2], ids=["reset-after-a-barrier", "reset-by-the-thread-that-saw-it"])
+def test_a_lock_reset_after_the_acquire_load_saw_the_release_is_no_race(module, fix):
+    lock, acc = _lock_reset(module, fix)
+    assert lock[0] == 0
+    np.testing.assert_array_equal(acc, np.full(64, 3.0, np.float32))
+
+
+def test_negative_control_a_lock_reset_by_a_thread_the_acquire_does_not_order_races(module):
+    with pytest.raises(DataRace) as err:
+        _lock_reset(module, 0)
+    across = [r for r in err.value.races if "'lock' index 0" in r and "across blocks" in r]
+    assert len(across) == 1 and "block (0,0,0) thread (32,0,0)" in across[0] and \
+        "atomic write by block (1,0,0) thread (0,0,0)" in across[0], err.value.races
+
+
+def _shared_across_hold(module, fix):
+    flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    module.launch("shared_across_hold", (2,), (64,), 0, [flag, out, np.int32(fix)], outputs=(1,))
+    return out
+
+
+def test_a_held_block_keeps_its_shared_memory_and_its_order(module):
+    assert list(_shared_across_hold(module, 1)) == [7, 9]          # each block its own s[0], across the hold
+
+
+def test_negative_control_a_race_within_a_held_block_is_found_across_the_hold(module):
+    with pytest.raises(DataRace, match=r"__shared__ 's' .*index 0 .*block \(0,0,0\) thread \(32,0,0\).*block "
+                                       r"\(0,0,0\) thread \(0,0,0\)|__shared__ 's' .*index 0 .*block \(0,0,0\) "
+                                       r"thread \(0,0,0\).*block \(0,0,0\) thread \(32,0,0\)") as err:
+        _shared_across_hold(module, 0)
+    assert "block (1,0,0)" not in str(err.value)
+
+
+def test_a_spin_that_no_block_of_the_grid_ends_is_a_deadlock(module):
+    flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    with pytest.raises(Deadlock, match=r"spins on an atomic that keeps reading 0.*no block runs after it"):
+        module.launch("nobody_sets", (4,), (32,), 0, [flag, out, np.int32(0)], outputs=(1,))
+
+
+def test_a_hold_costs_nothing_where_no_block_waits():
+    """Negative control of the caveat: blocks that never wait are not held, and no caveat is given."""
+    be = EmuBackend(timeout_s=60)
+    try:
+        flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+        result = be.load(SOURCE).launch("nobody_sets", (4,), (32,), 0, [flag, out, np.int32(1)], outputs=())
+        assert out[0] == 1 and not result.caveats
+    finally:
+        be.close()
