@@ -1,8 +1,13 @@
 """Stand-in compilers for the tests of where a compiler's own temporaries go (harness.cache.tool_env): each run
 makes a temporary file with mktemp, which, like nvcc and g++, uses $TMPDIR and else the system's temporary
-folder, and records its path in a log; then it does what `then` says (a shell command)."""
+folder, and records its path in a log; then it does what `then` says (a shell command). And the check that such a
+compiler dies with the process that started it."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 NVCC_VERSION = "Cuda compilation tools, release 0.0, V0.0.0 (a stand-in)"
@@ -47,3 +52,27 @@ def check_made_in_scratch_folders(made: list[Path], cache_folder: Path, system: 
         assert temporary.parent.parent == cache_folder and _TEMP_NAME.match(temporary.parent.name), temporary
         assert not temporary.parent.exists(), f"{temporary.parent} was not removed"
     assert list(system.iterdir()) == []
+
+
+def running(pid: int) -> bool:
+    try:
+        return ") Z" not in Path(f"/proc/{pid}/stat").read_text()     # a zombie has ended
+    except OSError:
+        return False
+
+
+def kill_and_check_the_compiler_dies(starter: subprocess.Popen) -> None:
+    """Kill `starter`, which has printed its compiler's pid, and check that the compiler ends too."""
+    compiler = int(starter.stdout.readline())
+    try:
+        assert running(compiler)
+        starter.kill()                      # as the -j pool kills a judge process
+        starter.wait()
+        deadline = time.monotonic() + 30    # the kernel signals at once; the margin is for a loaded machine
+        while running(compiler) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(compiler), "the compiler outlived the process that started it"
+    finally:
+        if running(compiler):
+            os.kill(compiler, signal.SIGKILL)
+        starter.stdout.close()

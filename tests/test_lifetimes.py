@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from harness.judging.executors import Work, make_executor
+from tests.fake_tools import kill_and_check_the_compiler_dies, running
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,13 +27,6 @@ print(" ".join(map(str, lifetimes.end_descendants())), flush=True)
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        return ") Z" not in Path(f"/proc/{pid}/stat").read_text()     # a zombie has ended
-    except OSError:
-        return False
-
-
 def _orphan_run(mode: str) -> tuple[int, list[int]]:
     out = subprocess.run([sys.executable, "-c", ORPHANS, mode], capture_output=True, text=True, cwd=REPO,
                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
@@ -46,16 +39,16 @@ def test_a_run_ends_the_orphaned_grandchild_it_adopted():
     grandchild, ended = _orphan_run("adopt")
     try:
         assert ended == [grandchild]
-        assert not _running(grandchild)
+        assert not running(grandchild)
     finally:
-        if _running(grandchild):
+        if running(grandchild):
             os.kill(grandchild, signal.SIGKILL)
 
 
 def test_negative_control_without_adopting_the_orphan_is_out_of_reach():
     grandchild, ended = _orphan_run("keep")
     try:
-        assert ended == [] and _running(grandchild)
+        assert ended == [] and running(grandchild)
     finally:
         os.kill(grandchild, signal.SIGKILL)
 
@@ -121,16 +114,4 @@ def test_the_gpu_toolchains_nvcc_dies_with_the_process_that_started_it(tmp_path)
     starter = subprocess.Popen([sys.executable, "-c", NVCC_STARTER, str(waits), str(tmp_path / "pid")],
                                stdout=subprocess.PIPE, text=True, cwd=REPO,
                                env=dict(os.environ, PYTHONPATH=str(REPO), QCONFORM_COMPILER_CONFINE="off"))
-    compiler = int(starter.stdout.readline())
-    try:
-        assert _running(compiler)
-        starter.kill()
-        starter.wait()
-        deadline = time.monotonic() + 30
-        while _running(compiler) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _running(compiler), "nvcc outlived the process that started it"
-    finally:
-        if _running(compiler):
-            os.kill(compiler, signal.SIGKILL)
-        starter.stdout.close()
+    kill_and_check_the_compiler_dies(starter)

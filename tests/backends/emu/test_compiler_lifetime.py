@@ -5,14 +5,13 @@ build's scratch folder, which the next run sweeps, never in the system's tempora
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.fake_tools import (NVCC_RUN, NVCC_VERSION, check_made_in_scratch_folders, recording_tool,
-                              stand_in_system_folder, temporaries_made)
+from tests.fake_tools import (NVCC_RUN, NVCC_VERSION, check_made_in_scratch_folders,
+                              kill_and_check_the_compiler_dies, recording_tool, stand_in_system_folder,
+                              temporaries_made)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -28,13 +27,6 @@ time.sleep(600)
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        return ") Z" not in Path(f"/proc/{pid}/stat").read_text()     # a zombie has ended
-    except OSError:
-        return False
-
-
 def test_the_gate_compiler_dies_with_the_process_that_started_it(tmp_path):
     waits = tmp_path / "nvcc"
     waits.write_text("#!/bin/sh\nexec sleep 600\n")
@@ -43,24 +35,7 @@ def test_the_gate_compiler_dies_with_the_process_that_started_it(tmp_path):
     work.mkdir()
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(waits), str(work)], stdout=subprocess.PIPE,
                                text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    _kill_and_check_the_compiler_dies(starter)
-
-
-def _kill_and_check_the_compiler_dies(starter: subprocess.Popen) -> None:
-    """Kill `starter`, which has printed its compiler's pid, and check that the compiler ends too."""
-    compiler = int(starter.stdout.readline())
-    try:
-        assert _running(compiler)
-        starter.kill()                      # as the -j pool kills a judge process
-        starter.wait()
-        deadline = time.monotonic() + 30    # the kernel signals at once; the margin is for a loaded machine
-        while _running(compiler) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _running(compiler), "the compiler outlived the process that started it"
-    finally:
-        if _running(compiler):
-            os.kill(compiler, signal.SIGKILL)
-        starter.stdout.close()
+    kill_and_check_the_compiler_dies(starter)
 
 
 # A build killed while the gate's compile runs: the compile (a stand-in that makes its temporary, then waits)
@@ -91,7 +66,7 @@ def test_a_killed_builds_compiler_leaves_its_temporaries_only_where_the_next_run
                QCONFORM_COMPILER_CONFINE="off")      # the stand-in logs outside the scratch folder
     starter = subprocess.Popen([sys.executable, "-c", KILLED_IN_SCRATCH, str(waits), str(log)],
                                stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
-    _kill_and_check_the_compiler_dies(starter)
+    kill_and_check_the_compiler_dies(starter)
     [temporary] = temporaries_made(log)
     scratch = temporary.parent
     assert scratch.parent == tmp_path / "cache" / "emu" and temporary.is_file()   # SIGKILL: nobody cleaned up
