@@ -79,6 +79,7 @@ constexpr uint32_t kDynWindow = 2 * kSharedArena;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // ptxas: "uses too much shared data (..., 0xc000 max)"
 constexpr int kMaxSharedSlots = 512;
 constexpr size_t kMaxParkedBlocks = 4096;        // blocks held at one grid.sync (a GPU holds fewer resident)
+constexpr size_t kHeldBytes = size_t(4) << 30;     // what blocks held while they spin may keep (stacks, shadows)
 
 // The saved machine state of a suspended fiber (or of the scheduler).
 #if defined(EMU_FIBER_BOOST)
@@ -667,6 +668,7 @@ struct ParkedBlock {
   RaceBlockState race;                        // a held block's detector state (a grid.sync resumes as a new run)
   std::string why;                            // a held block: which thread spun, on what
   Watch watch{nullptr, 0, 0};                 // a held block: the word it spun on
+  size_t bytes = 0;                           // a held block: what holding it keeps
   std::vector<Fiber> fibers;
   std::vector<std::vector<char>> stacks;      // [suspended stack pointer, top) of each waiting thread
   std::vector<Warp> warps;
@@ -710,6 +712,10 @@ void hold(ParkedBlock& p) {
   race_hold_block(p.race, g_shared_top, kDynLead + g_dyn_bytes + kSharedGuard);
   p.why = std::move(g_hold_why);
   p.watch = g_hold_watch;
+  p.bytes = p.shared.size() + p.dyn.size() + p.fibers.size() * sizeof(Fiber) +
+            (p.race.shared_cells.size() + p.race.dyn_cells.size()) * sizeof(Cell) +
+            p.race.threads.size() * sizeof(RaceThread);
+  for (const auto& st : p.stacks) p.bytes += st.size();
 }
 
 void unpark(const ParkedBlock& p) {
@@ -1589,6 +1595,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
   std::vector<ParkedBlock> parked;       // blocks waiting at grid.sync, in the order they run
   std::vector<ParkedBlock> held;         // blocks spinning on another block's progress, in the order they were held
   g_held = 0; g_grid_parked = false; g_hold = false;
+  size_t held_bytes = 0;
   g_later_waits = 0; g_later_wait_first.clear();
   uint64_t finished = 0;
   auto settle = [&](int block_rc, ParkedBlock* reuse, bool was_held) {   // after a block ran until it ended or waits
@@ -1612,6 +1619,13 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
         g_grid_parked = true;
       } else {
         hold(p);
+        held_bytes += p.bytes;
+        if (held_bytes > kHeldBytes) {
+          set_fault(TOOL_LIMIT, std::to_string(held.size() + 1) + " blocks that spin on later blocks' progress "
+                    "would keep more than " + std::to_string(kHeldBytes >> 20) + " MiB held (stacks, shared memory, "
+                    "the race detector's shadow): emu's limit (" + p.why + ")");
+          return g_fault;
+        }
         held.push_back(std::move(p));
       }
       return int(OK);
@@ -1639,6 +1653,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
         }
         resumed = true;
         g_held = round.size() - i - 1 + held.size();      // the others: one of them may release this one
+        held_bytes -= round[i].bytes;
         resume_held(round[i]);
         int rc = settle(run_ready(), &round[i], true);
         if (rc != OK) return rc;

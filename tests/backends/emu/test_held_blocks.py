@@ -78,6 +78,22 @@ __global__ void shared_across_hold(int* flag, int* out, int fix) {
   }
 }
 
+// Each block waits for the block before it, then publishes its prefix (a decoupled look-back at its simplest).
+__global__ void chain(int* flags, int* prefix, int fix) {
+  int b = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int before = 0;
+    if (b > 0) {
+      while (atomicAdd(&flags[b - 1], 0) == 0) {}
+      __threadfence();
+      before = prefix[b - 1];
+    }
+    prefix[b] = before + b + 1;
+    __threadfence();
+    atomicExch(&flags[b], 1);
+  }
+}
+
 // No block ever sets the flag: with every block run, a GPU waits for ever.
 __global__ void nobody_sets(int* flag, int* out, int fix) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -166,5 +182,25 @@ def test_a_hold_costs_nothing_where_no_block_waits():
         flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
         result = be.load(SOURCE).launch("nobody_sets", (4,), (32,), 0, [flag, out, np.int32(1)], outputs=())
         assert out[0] == 1 and not result.caveats
+    finally:
+        be.close()
+
+
+@pytest.mark.parametrize("schedule", ["reverse", None], ids=["reverse", "every-schedule"])
+def test_a_chain_of_blocks_each_waiting_for_the_one_before_runs_in_any_block_order(schedule):
+    """In reverse order every block but the last one run waits: 31 blocks held, each resumed once the word it
+    spins on changed (one resume each, not a round of all of them after every block). Every schedule: the runs
+    that would sample 6 of the 32 blocks run on all of them, as a sampled block waits for one left out."""
+    be = EmuBackend(schedules=1 if schedule else None, schedule=schedule, timeout_s=120)
+    try:
+        flags, prefix = np.zeros(32, np.int32), np.zeros(32, np.int32)
+        result = be.load(SOURCE).launch("chain", (32,), (32,), 0, [flags, prefix, np.int32(0)], outputs=())
+        b = np.arange(32)
+        np.testing.assert_array_equal(prefix, (b + 1) * (b + 2) // 2)
+        if schedule:
+            assert any("31 block(s) spun until" in c for c in result.caveats), result.caveats
+        else:   # a sampled run whose block waits for a block left out runs again on every block
+            assert "5 schedule(s) on all 32 blocks" in result.notes[0], result.notes
+            assert not any("not compared" in n for n in result.notes), result.notes
     finally:
         be.close()
