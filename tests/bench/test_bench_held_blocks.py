@@ -1,0 +1,60 @@
+"""Cost of holding blocks that wait for later blocks (emu_runtime.cpp, "spinning").
+
+Run with `pytest tests/bench/test_bench_held_blocks.py --benchmark-enable`. A chain of 64 blocks of 64 threads in
+which each block's thread 0 waits for the block before it (a decoupled look-back at its simplest), one schedule,
+detector on. In forward order no block waits (the baseline); in reverse order 63 blocks are held, each after
+32768 reads of the word it spins on, and each resumed once that word changed. extra_info records run 1's CPU
+time and, for reverse, the ratio to forward measured just before it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.backends.emu.backend import EmuBackend
+
+CHAIN = r"""
+__global__ void chain(int* flags, int* prefix) {
+  int b = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int before = 0;
+    if (b > 0) {
+      while (atomicAdd(&flags[b - 1], 0) == 0) {}
+      __threadfence();
+      before = prefix[b - 1];
+    }
+    prefix[b] = before + b + 1;
+    __threadfence();
+    atomicExch(&flags[b], 1);
+  }
+}
+"""
+BLOCKS = 64
+_forward_ms: list[float] = []
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_bench_blocks_held_while_later_blocks_run(benchmark, order):
+    be = EmuBackend(schedules=1, schedule=order, timeout_s=300)
+    try:
+        mod = be.load(CHAIN)
+
+        def run():
+            flags, prefix = np.zeros(BLOCKS, np.int32), np.zeros(BLOCKS, np.int32)
+            result = mod.launch("chain", (BLOCKS,), (64,), 0, [flags, prefix], outputs=())
+            return prefix, result
+        prefix, result = benchmark(run)
+        b = np.arange(BLOCKS)
+        assert np.array_equal(prefix, (b + 1) * (b + 2) // 2)
+        held = [c for c in result.caveats if "spun until" in c]
+        assert bool(held) == (order == "reverse"), result.caveats
+        benchmark.extra_info.update({"order": order, "blocks": BLOCKS,
+                                     "run1_cpu_ms": round(mod.last_stats["kernel_cpu_ms"][0], 2)})
+        if benchmark.stats:       # None when benchmarks are disabled (the default suite runs each once)
+            ms = benchmark.stats.stats.min * 1e3
+            if order == "forward":
+                _forward_ms.append(ms)
+            elif _forward_ms:
+                benchmark.extra_info["reverse_over_forward"] = round(ms / _forward_ms[-1], 2)
+    finally:
+        be.close()
