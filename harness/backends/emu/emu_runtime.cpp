@@ -1258,8 +1258,8 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 // of the ready queue and the block's other threads run. When it has yielded kStuckYields times with no progress
 // anywhere in its block (g_progress), no thread of the block will release it: a deadlock when no block runs
 // after this one (the kernel's fault: nothing else could), else the emulator's limit, since emu runs blocks one
-// after another and the wait may be for a later block. Then the block is held (HELD) and the launch runs the blocks
-// after it, and gives each held block a turn whenever one of those finished or was held: the blocks are resident
+// after another and the wait may be for a later block. Then the block is held (HELD): the launch runs the blocks
+// after it and resumes the held block once the word it spun on changed (emu_launch): the blocks are resident
 // together, as on a GPU whose grid fits at once (a caveat says so). Where it cannot be held (under the
 // sanitizer, beside grid.sync) the wait is emu's limit (LATER_BLOCK_WAIT: unchecked).
 constexpr int kSpinReads = 8, kStuckYields = 4096;
