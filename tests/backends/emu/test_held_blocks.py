@@ -94,6 +94,19 @@ __global__ void chain(int* flags, int* prefix, int fix) {
   }
 }
 
+// Two blocks hand a token back and forth: each waits for the other `rounds` times.
+__global__ void ping_pong(int* turn, int* log, int rounds) {
+  if (threadIdx.x != 0) return;
+  int me = blockIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    while (atomicAdd(turn, 0) != 2 * r + me) {}
+    __threadfence();
+    log[2 * r + me] = me + 1;
+    __threadfence();
+    atomicAdd(turn, 1);
+  }
+}
+
 // No block ever sets the flag: with every block run, a GPU waits for ever.
 __global__ void nobody_sets(int* flag, int* out, int fix) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -202,5 +215,19 @@ def test_a_chain_of_blocks_each_waiting_for_the_one_before_runs_in_any_block_ord
         else:   # a sampled run whose block waits for a block left out runs again on every block
             assert "5 schedule(s) on all 32 blocks" in result.notes[0], result.notes
             assert not any("not compared" in n for n in result.notes), result.notes
+    finally:
+        be.close()
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse"])
+def test_two_blocks_that_wait_for_each_other_in_turn_take_every_turn(schedule):
+    """Block 0 holds the token first; each block waits for the other three times, so each is held and resumed
+    more than once, whatever order emu starts them in."""
+    be = EmuBackend(schedules=1, schedule=schedule, timeout_s=120)
+    try:
+        turn, log = np.zeros(1, np.int32), np.zeros(6, np.int32)
+        result = be.load(SOURCE).launch("ping_pong", (2,), (32,), 0, [turn, log, np.int32(3)], outputs=())
+        assert list(log) == [1, 2, 1, 2, 1, 2] and turn[0] == 6
+        assert any("spun until" in c for c in result.caveats), result.caveats
     finally:
         be.close()
