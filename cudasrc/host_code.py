@@ -19,9 +19,13 @@ class HostFunction:
 
 
 # A brace that opens a scope whose members are looked at in turn (not a function body, not an initializer).
-# Classes are not entered: a member without __device__ may still be device code (libcu++ calls a barrier's
-# completion function through a template that disables nvcc's execution-space check).
+# Classes are not entered so: a member without __device__ may still be device code (libcu++ calls a barrier's
+# completion function through a template that disables nvcc's execution-space check). Only a member that launches
+# a kernel is emptied there (_scan_members): `<<<` cannot be device code that g++ reads.
 _SCOPE_HEAD = re.compile(r'(?:\bnamespace\b[\w\s:]*|\bextern\s*"C(?:\+\+)?"\s*)$')
+# A class's body, where only members that launch kernels are emptied (_scan_members).
+_ACCESS = re.compile(r"^\s*(?:(?:public|private|protected)\s*:(?!:)\s*)+")
+_CLASS_HEAD = re.compile(r"\b(?:class|struct)\s+[A-Za-z_]\w*(?:\s+final)?\s*(?::[^;{}()]*)?$")
 # A function definition's head ends at its parameter list, or at what may follow it.
 _FUNCTION_HEAD = re.compile(r"\)\s*(?:const\b\s*|volatile\b\s*|noexcept\b\s*(?:\([^()]*\)\s*)?|override\b\s*|final\b\s*|"
                             r"&&?\s*|->\s*[\w:<>,\s*&]+)*$")
@@ -130,12 +134,17 @@ class _Dropped:
     body: int               # where its body's `{` is
     end: int                # just after the body's `}`
     declarable: bool        # its head, with `;`, declares it
+    member: bool = False    # a class's member that launches kernels: its body emptied, its head and braces kept
 
 
 def _blanked(text: str, spans: list[_Dropped], declared: set[int]) -> str:
     """`text` with each span blanked but its newlines, the heads of `declared` (indices) kept as declarations."""
     out, pos = [], 0
     for i, d in enumerate(spans):
+        if d.member:
+            out.append(text[pos:d.body + 1] + "\n" * text.count("\n", d.body, d.end) + "}")
+            pos = d.end
+            continue
         kept = text[pos:d.body].rstrip() if i in declared else text[pos:d.start]
         out.append(kept + (";" if i in declared else ""))
         out.append("\n" * text.count("\n", pos + len(kept), d.end))
@@ -250,7 +259,44 @@ def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> N
                                       declarable))
         elif head_start is not None and _SCOPE_HEAD.search(head):
             _scan(text, k + 1, end, device_words, spans)
+        elif head_start is not None and _CLASS_HEAD.search(head):
+            _scan_members(text, k + 1, end, device_words, spans)
         j = end + 1
+
+
+def _scan_members(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
+    """A class's members: one that is no device code and launches a kernel (`<<<`, which only nvcc's host pass
+    reads) keeps its head and braces and loses its body; the others stay whole (see _SCOPE_HEAD). Nested classes
+    are looked at in turn."""
+    j = lo
+    while True:
+        k = text.find("{", j, hi)
+        if k < 0:
+            return
+        head_start = _head_start(text, lo, k)
+        try:
+            end = closing_bracket(text, k)
+        except ValueError:
+            return
+        head = _ACCESS.sub("", text[head_start:k]) if head_start is not None else ""
+        if head_start is not None and _is_function_head(_without_member_initializers(head)):
+            if not device_words & set(_IDENT.findall(head)) and "<<<" in text[k:end]:
+                start = k - len(head.lstrip())
+                spans.append(_Dropped(HostFunction(_name_of(head), text.count("\n", 0, start) + 1), start, k,
+                                      end + 1, False, member=True))
+        elif head_start is not None and _CLASS_HEAD.search(head):
+            _scan_members(text, k + 1, end, device_words, spans)
+        j = end + 1
+
+
+def _without_member_initializers(head: str) -> str:
+    """A constructor's head without its member initializer list (`S(int n) : n_(f(n))` ends at `S(int n)`)."""
+    depth = 0
+    for i, c in enumerate(head):
+        depth += {"(": 1, ")": -1, "<": 0}.get(c, 0)
+        if c == ":" and depth == 0 and head[i - 1:i] != ":" and head[i + 1:i + 2] != ":":
+            return head[:i]
+    return head
 
 
 def _head_start(text: str, lo: int, k: int) -> "int | None":

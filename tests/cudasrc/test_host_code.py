@@ -1,5 +1,6 @@
 """Host functions found as text and blanked, lines kept: a whole program reduces to its device code. Members of
-classes stay (one without __device__ may still be called from device code through libcu++'s templates)."""
+classes stay (one without __device__ may still be called from device code through libcu++'s templates), but for
+those that launch kernels, whose bodies are emptied."""
 from __future__ import annotations
 
 from cudasrc.host_code import HostFunction, without_host_functions
@@ -182,3 +183,42 @@ def test_an_instantiation_of_another_files_host_template_goes_with_it():
     assert header.startswith("#define DECL_CASE(T) template void launch<T>")       # a macro's body is the macro's
     # alone, the file knows neither the macro nor the template: it is left as it is (the negative control)
     assert without_host_functions(INSTANCE_FILE)[0] == INSTANCE_FILE
+
+
+LAUNCHING_CLASS = r"""__global__ void fill(unsigned* p, unsigned v) { p[threadIdx.x] = v; }
+__device__ unsigned twice(unsigned v) { return 2 * v; }
+class Dispatcher {
+    unsigned* m_buf;
+  public:
+    Dispatcher(unsigned n) : m_buf(nullptr) { cudaMalloc(&m_buf, n * sizeof(unsigned)); }
+    void Run(unsigned v) {
+        fill<<<1, 32>>>(m_buf, v);
+        cudaDeviceSynchronize();
+    }
+    unsigned Size() const { return 32; }
+    struct Inner {
+        int Go() { fill<<<1, 32>>>(nullptr, 0); return 0; }
+    };
+    __device__ unsigned Twice(unsigned v) const { return twice(v); }
+};
+"""
+
+
+def test_a_class_member_that_launches_a_kernel_loses_its_body_and_keeps_its_head():
+    """Only nvcc's host pass reads `<<<`: a class's member that launches (nested classes too) keeps its head and
+    braces, its body blanked, lines kept; the constructor after `public:`, other host members and device members
+    stay whole (a member without __device__ may still be device code through libcu++'s templates)."""
+    out, dropped = without_host_functions(LAUNCHING_CLASS)
+    assert [f.name for f in dropped] == ["Run", "Go"]
+    assert "<<<" not in out and out.count("\n") == LAUNCHING_CLASS.count("\n")
+    assert "    void Run(unsigned v) {\n\n\n}" in out
+    assert "        int Go() {}" in out
+    for whole in ("Dispatcher(unsigned n) : m_buf(nullptr) { cudaMalloc(&m_buf, n * sizeof(unsigned)); }",
+                  "unsigned Size() const { return 32; }", "__device__ unsigned Twice(unsigned v) const { return twice(v); }"):
+        assert whole in out
+
+
+def test_negative_control_a_member_without_a_launch_stays_whole():
+    src = LAUNCHING_CLASS.replace("fill<<<1, 32>>>(m_buf, v);", "m_buf[0] = v;")
+    out, dropped = without_host_functions(src)
+    assert [f.name for f in dropped] == ["Go"] and "m_buf[0] = v;" in out

@@ -206,3 +206,15 @@ def test_a_headers_inline_ptx_runs_as_the_sources_does(tmp_path, emu):
     y = np.zeros(64, np.uint32)
     module.launch("lanes", (1,), (64,), 0, [y], outputs=(0,))
     assert np.array_equal(y, np.arange(64) % 32)
+
+
+def test_a_header_whose_class_launches_kernels_loads_and_its_kernel_runs(tmp_path, emu):
+    """A benchmark's dispatcher class (GPUPrefixSums' `ChainedScanDecoupledLookbackDispatcher`) launches the
+    kernels in its members: g++ cannot read `<<<`, so those members lose their bodies in the header's copy, and the
+    header's kernel runs through the file that includes it."""
+    from tests.cudasrc.test_host_code import LAUNCHING_CLASS
+    (tmp_path / "dispatch.cuh").write_text("#pragma once\n" + LAUNCHING_CLASS)
+    module = emu.load('#include "dispatch.cuh"\n', (f"-I{tmp_path}",))
+    y = np.zeros(32, np.uint32)
+    module.launch("fill", (1,), (32,), 0, [y, np.uint32(7)], outputs=(0,))
+    assert np.array_equal(y, np.full(32, 7, np.uint32))
