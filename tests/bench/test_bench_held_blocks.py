@@ -4,7 +4,8 @@ Run with `pytest tests/bench/test_bench_held_blocks.py --benchmark-enable`. A ch
 which each block's thread 0 waits for the block before it (a decoupled look-back at its simplest), one schedule,
 detector on. In forward order no block waits (the baseline); in reverse order 63 blocks are held, each after
 32768 reads of the word it spins on, and each resumed once that word changed. extra_info records run 1's CPU
-time and, for reverse, the ratio to forward measured just before it.
+time and, for reverse, the ratio to forward measured just before it. A software grid barrier (every block counts
+itself in, then waits for all) of 64 and 512 blocks prices the resumes: each arrival resumes every held block.
 """
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ __global__ void chain(int* flags, int* prefix) {
 }
 """
 BLOCKS = 64
+BARRIER = r"""
+__global__ void counted_barrier(unsigned* count, unsigned* seen) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(count, 1u);
+    while (atomicAdd(count, 0u) < gridDim.x) {}
+    __threadfence();
+    seen[blockIdx.x] = atomicAdd(count, 0u);
+  }
+}
+"""
 _forward_ms: list[float] = []
 
 
@@ -56,5 +68,23 @@ def test_bench_blocks_held_while_later_blocks_run(benchmark, order):
                 _forward_ms.append(ms)
             elif _forward_ms:
                 benchmark.extra_info["reverse_over_forward"] = round(ms / _forward_ms[-1], 2)
+    finally:
+        be.close()
+
+
+@pytest.mark.parametrize("blocks", [64, 512])
+def test_bench_a_software_grid_barrier(benchmark, blocks):
+    """Every block but the last is held, and each arrival resumes every held block: blocks^2 / 2 resumes, each
+    going back after 16 yields of its spin."""
+    be = EmuBackend(schedules=1, timeout_s=300)
+    try:
+        mod = be.load(BARRIER)
+
+        def run():
+            count, seen = np.zeros(1, np.uint32), np.zeros(blocks, np.uint32)
+            mod.launch("counted_barrier", (blocks,), (32,), 0, [count, seen], outputs=())
+            return seen
+        assert list(benchmark(run)) == [blocks] * blocks
+        benchmark.extra_info.update({"blocks": blocks, "run1_cpu_ms": round(mod.last_stats["kernel_cpu_ms"][0], 2)})
     finally:
         be.close()

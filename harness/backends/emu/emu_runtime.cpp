@@ -192,6 +192,7 @@ uint64_t g_blocks_after = 0;         // blocks of the launch that run after the 
 // after it run, then resumed (atomic_done, emu_launch). g_hold: the running block asks to be held, and why.
 bool g_hold = false;
 std::string g_hold_why;
+bool g_resumed = false;              // the running block was held and resumed (it spins on other blocks)
 // The word the thread that asked for the hold kept reading, and the value it read: the block is worth resuming
 // once the word changed (other words may release it too: before a deadlock is called, every held block resumes).
 struct Watch { const volatile void* ptr; uint64_t seen; unsigned bytes; };
@@ -742,6 +743,7 @@ void unpark(const ParkedBlock& p) {
 
 void resume_held(const ParkedBlock& p) {
   unpark(p);
+  g_resumed = true;
   race_resume_block(p.race);
   for (int i = 0; i < g_nthreads; ++i) { g_fibers[i].spin_idle = 0; g_fibers[i].spin_reads = 0; }
   g_ready.assign(p.ready.begin(), p.ready.end());
@@ -1178,6 +1180,7 @@ int run_ready();
 
 int run_block(unsigned bx, unsigned by, unsigned bz) {
   g_block_idx = uint3{bx, by, bz};
+  g_resumed = false;
   g_exited = 0; g_bar_count = 0; g_bar_line = 0; g_first_exit = -1; g_bar_mixed_now = 0;
   g_pred_sum = 0; g_pred_result = 0;
   for (NamedBarrier& b : g_named) b = NamedBarrier{0, 0, 0, 0, 0};
@@ -1263,6 +1266,9 @@ uint64_t warp_collective(int kind, unsigned mask, int line, uint64_t v, int b, i
 // together, as on a GPU whose grid fits at once (a caveat says so). Where it cannot be held (under the
 // sanitizer, beside grid.sync) the wait is emu's limit (LATER_BLOCK_WAIT: unchecked).
 constexpr int kSpinReads = 8, kStuckYields = 4096;
+// A held block that resumed is known to wait on other blocks: when it spins again with no progress, it goes back
+// sooner (a software grid barrier resumes every held block each time a block arrives).
+constexpr int kStuckYieldsResumed = 16;
 
 bool can_hold() {
 #if defined(__SANITIZE_ADDRESS__)
@@ -1282,7 +1288,7 @@ void atomic_done(const volatile void* p, bool changed, uint64_t seen, unsigned b
   if (++f->spin_reads < kSpinReads) return;
   f->spin_reads = 0;
   if (f->spin_progress != g_progress) { f->spin_progress = g_progress; f->spin_idle = 0; }
-  if (++f->spin_idle > kStuckYields) {
+  if (++f->spin_idle > (g_resumed ? kStuckYieldsResumed : kStuckYields)) {
     char buf[200];
     std::snprintf(buf, sizeof buf, ": spins on an atomic that keeps reading %llu and that no thread of its block "
                   "changes", (unsigned long long)seen);
@@ -1696,6 +1702,7 @@ EMU_EXPORT int emu_launch(const void* kernel, void** args, const unsigned* grid,
     for (ParkedBlock& p : round) {
       --g_blocks_after;
       unpark(p);
+      g_resumed = false;
       race_block_start();      // a new block run: what came before the barrier is ordered before it
       release_grid_waiters();
       rc = settle(run_ready(), &p, false);
