@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .preprocess import object_macros
 from .signatures import closing_bracket, strip_comments
@@ -238,7 +238,10 @@ def device_words_of(text: str) -> set[str]:
     return words
 
 
-def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
+def _scopes(text: str, lo: int, hi: int) -> Iterator[tuple[str, int, int]]:
+    """Each brace-delimited declaration at the top of [lo, hi): its head (None where the brace is inside
+    parentheses: an initializer in an argument list), its `{` and its `}`; stops at an unbalanced brace (the
+    compiler will say so)."""
     j = lo
     while True:
         k = text.find("{", j, hi)
@@ -248,45 +251,39 @@ def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> N
         try:
             end = closing_bracket(text, k)
         except ValueError:
-            return                                                 # unbalanced: the compiler will say so
-        head = text[head_start:k] if head_start is not None else ""
-        if head_start is not None and _is_function_head(head):
+            return
+        yield (text[head_start:k] if head_start is not None else None), k, end
+        j = end + 1
+
+
+def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
+    for head, k, end in _scopes(text, lo, hi):
+        if head is not None and _is_function_head(head):
             if not device_words & set(_IDENT.findall(head)) and not _CONSTEXPR.search(head):
-                start = head_start + len(head) - len(head.lstrip())
+                start = k - len(head.lstrip())
                 name = _name_of(head)
                 declarable = bool(_IDENT.fullmatch(name)) and not (_DEDUCED.search(head) and "->" not in head)
                 spans.append(_Dropped(HostFunction(name, text.count("\n", 0, start) + 1), start, k, end + 1,
                                       declarable))
-        elif head_start is not None and _SCOPE_HEAD.search(head):
+        elif head is not None and _SCOPE_HEAD.search(head):
             _scan(text, k + 1, end, device_words, spans)
-        elif head_start is not None and _CLASS_HEAD.search(head):
+        elif head is not None and _CLASS_HEAD.search(head):
             _scan_members(text, k + 1, end, device_words, spans)
-        j = end + 1
 
 
 def _scan_members(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
     """A class's members: one that is no device code and launches a kernel (`<<<`, which only nvcc's host pass
     reads) keeps its head and braces and loses its body; the others stay whole (see _SCOPE_HEAD). Nested classes
     are looked at in turn."""
-    j = lo
-    while True:
-        k = text.find("{", j, hi)
-        if k < 0:
-            return
-        head_start = _head_start(text, lo, k)
-        try:
-            end = closing_bracket(text, k)
-        except ValueError:
-            return
-        head = _ACCESS.sub("", text[head_start:k]) if head_start is not None else ""
-        if head_start is not None and _is_function_head(_without_member_initializers(head)):
+    for head, k, end in _scopes(text, lo, hi):
+        head = _ACCESS.sub("", head) if head is not None else None
+        if head is not None and _is_function_head(_without_member_initializers(head)):
             if not device_words & set(_IDENT.findall(head)) and "<<<" in text[k:end]:
                 start = k - len(head.lstrip())
                 spans.append(_Dropped(HostFunction(_name_of(head), text.count("\n", 0, start) + 1), start, k,
                                       end + 1, False, member=True))
-        elif head_start is not None and _CLASS_HEAD.search(head):
+        elif head is not None and _CLASS_HEAD.search(head):
             _scan_members(text, k + 1, end, device_words, spans)
-        j = end + 1
 
 
 def _without_member_initializers(head: str) -> str:

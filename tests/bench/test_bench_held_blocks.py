@@ -13,35 +13,9 @@ import numpy as np
 import pytest
 
 from harness.backends.emu.backend import EmuBackend
+from tests.backends.emu.test_held_blocks import SOURCE    # chain, counted_barrier
 
-CHAIN = r"""
-__global__ void chain(int* flags, int* prefix) {
-  int b = blockIdx.x;
-  if (threadIdx.x == 0) {
-    int before = 0;
-    if (b > 0) {
-      while (atomicAdd(&flags[b - 1], 0) == 0) {}
-      __threadfence();
-      before = prefix[b - 1];
-    }
-    prefix[b] = before + b + 1;
-    __threadfence();
-    atomicExch(&flags[b], 1);
-  }
-}
-"""
 BLOCKS = 64
-BARRIER = r"""
-__global__ void counted_barrier(unsigned* count, unsigned* seen) {
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(count, 1u);
-    while (atomicAdd(count, 0u) < gridDim.x) {}
-    __threadfence();
-    seen[blockIdx.x] = atomicAdd(count, 0u);
-  }
-}
-"""
 _forward_ms: list[float] = []
 
 
@@ -49,11 +23,11 @@ _forward_ms: list[float] = []
 def test_bench_blocks_held_while_later_blocks_run(benchmark, order):
     be = EmuBackend(schedules=1, schedule=order, timeout_s=300)
     try:
-        mod = be.load(CHAIN)
+        mod = be.load(SOURCE)
 
         def run():
             flags, prefix = np.zeros(BLOCKS, np.int32), np.zeros(BLOCKS, np.int32)
-            result = mod.launch("chain", (BLOCKS,), (64,), 0, [flags, prefix], outputs=())
+            result = mod.launch("chain", (BLOCKS,), (64,), 0, [flags, prefix, np.int32(0)], outputs=())
             return prefix, result
         prefix, result = benchmark(run)
         b = np.arange(BLOCKS)
@@ -78,11 +52,11 @@ def test_bench_a_software_grid_barrier(benchmark, blocks):
     going back after 16 yields of its spin."""
     be = EmuBackend(schedules=1, timeout_s=300)
     try:
-        mod = be.load(BARRIER)
+        mod = be.load(SOURCE)
 
         def run():
             count, seen = np.zeros(1, np.uint32), np.zeros(blocks, np.uint32)
-            mod.launch("counted_barrier", (blocks,), (32,), 0, [count, seen], outputs=())
+            mod.launch("counted_barrier", (blocks,), (32,), 0, [count, seen, np.int32(0)], outputs=())
             return seen
         assert list(benchmark(run)) == [blocks] * blocks
         benchmark.extra_info.update({"blocks": blocks, "run1_cpu_ms": round(mod.last_stats["kernel_cpu_ms"][0], 2)})
