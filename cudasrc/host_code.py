@@ -258,16 +258,18 @@ def _scopes(text: str, lo: int, hi: int) -> Iterator[tuple[str, int, int]]:
 
 def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
     for head, k, end in _scopes(text, lo, hi):
-        if head is not None and _is_function_head(head):
+        if head is None:
+            continue
+        if _is_function_head(head):
             if not device_words & set(_IDENT.findall(head)) and not _CONSTEXPR.search(head):
                 start = k - len(head.lstrip())
                 name = _name_of(head)
                 declarable = bool(_IDENT.fullmatch(name)) and not (_DEDUCED.search(head) and "->" not in head)
                 spans.append(_Dropped(HostFunction(name, text.count("\n", 0, start) + 1), start, k, end + 1,
                                       declarable))
-        elif head is not None and _SCOPE_HEAD.search(head):
+        elif _SCOPE_HEAD.search(head):
             _scan(text, k + 1, end, device_words, spans)
-        elif head is not None and _CLASS_HEAD.search(head):
+        elif _CLASS_HEAD.search(head):
             _scan_members(text, k + 1, end, device_words, spans)
 
 
@@ -276,13 +278,15 @@ def _scan_members(text: str, lo: int, hi: int, device_words: set[str], spans: li
     reads) keeps its head and braces and loses its body; the others stay whole (see _SCOPE_HEAD). Nested classes
     are looked at in turn."""
     for head, k, end in _scopes(text, lo, hi):
-        head = _ACCESS.sub("", head) if head is not None else None
-        if head is not None and _is_function_head(_without_member_initializers(head)):
+        if head is None:
+            continue
+        head = _ACCESS.sub("", head)
+        if _is_function_head(_without_member_initializers(head)):
             if not device_words & set(_IDENT.findall(head)) and "<<<" in text[k:end]:
                 start = k - len(head.lstrip())
                 spans.append(_Dropped(HostFunction(_name_of(head), text.count("\n", 0, start) + 1), start, k,
                                       end + 1, False, member=True))
-        elif head is not None and _CLASS_HEAD.search(head):
+        elif _CLASS_HEAD.search(head):
             _scan_members(text, k + 1, end, device_words, spans)
 
 
@@ -290,7 +294,7 @@ def _without_member_initializers(head: str) -> str:
     """A constructor's head without its member initializer list (`S(int n) : n_(f(n))` ends at `S(int n)`)."""
     depth = 0
     for i, c in enumerate(head):
-        depth += {"(": 1, ")": -1, "<": 0}.get(c, 0)
+        depth += {"(": 1, ")": -1}.get(c, 0)
         if c == ":" and depth == 0 and head[i - 1:i] != ":" and head[i + 1:i + 2] != ":":
             return head[:i]
     return head

@@ -15,12 +15,6 @@ from .signatures import kernel_signatures, launch_name, split_declaration, templ
 _NAME = re.compile(r"^\s*((?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)\s*<(.*)>\s*$", re.S)
 
 
-def spelled(name: str) -> str:
-    """A kernel's launch name as qconform spells it (`k<8, false>` is `k<8,false>`, `k<unsigned int>` keeps its
-    space), as kernel_signatures names an explicit instantiation: signatures.launch_name."""
-    return launch_name(name)
-
-
 def split_instantiation(name: str) -> "tuple[str, tuple[str, ...]] | None":
     """`k<float, 4>` -> ("k", ("float", "4")); None when `name` names no template arguments."""
     m = _NAME.match(name)
@@ -59,7 +53,7 @@ def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | 
     added = []
     for name in names:
         parts = split_instantiation(name)
-        if parts is None or spelled(name) in made:
+        if parts is None or launch_name(name) in made:
             continue
         base, args = parts
         if base not in templates:
@@ -67,7 +61,7 @@ def instantiated(code: str, names: Iterable[str], defines: "Mapping[str, str] | 
                              f"(their template kernels: {', '.join(templates) or 'none'})")
         kernel, where = templates[base]
         added.append(_instantiation(kernel, args, name, f"{where}, line" if where else "line"))
-        made.add(spelled(name))
+        made.add(launch_name(name))
     if not added:
         return code
     return code + ("" if code.endswith("\n") else "\n") + "".join(added)

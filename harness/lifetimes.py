@@ -61,9 +61,9 @@ def adopt_orphans() -> bool:
     return prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def children(pid: Optional[int] = None) -> list[int]:
-    """The live and unreaped children of `pid` (this process by default), from /proc."""
-    pid = os.getpid() if pid is None else pid
+def children() -> list[int]:
+    """The live and unreaped children of this process, from /proc."""
+    pid = os.getpid()
     tasks = Path(f"/proc/{pid}/task")
     try:
         return sorted({int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()})

@@ -79,7 +79,7 @@ def register(sub) -> None:
 
 
 def _launch(args, header: dict):
-    from cudasrc.instantiations import spelled
+    from cudasrc.signatures import launch_name
     from harness.racescan import parse_launch, parse_args
     where = args.source
     if "launch" in header:
@@ -89,7 +89,7 @@ def _launch(args, header: dict):
     else:
         raise ValueError(f"{where}: no `// launch: KERNEL grid=.. block=..` line in its leading comment; give "
                          "--kernel, --grid and --block")
-    kernel = spelled(args.kernel) if args.kernel else line.kernel
+    kernel = launch_name(args.kernel) if args.kernel else line.kernel
     text = " ".join([kernel, f"grid={args.grid or ','.join(map(str, line.grid))}",
                      f"block={args.block or ','.join(map(str, line.block))}",
                      f"shared={args.shared if args.shared is not None else (line.shared_bytes if line else 0)}"])

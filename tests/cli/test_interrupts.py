@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -117,7 +118,6 @@ def test_a_run_interrupted_while_compiling_leaves_no_compiler_child(signum, whom
     """The judge process that compiles is killed, and its compiler with it (PR_SET_PDEATHSIG), but not the
     compiler's own child: the run adopts it and ends it. `kill PID` and a service manager signal the run alone;
     a terminal signals its group."""
-    import shutil
     cxx = tmp_path / "slow-cxx"
     cxx.write_text(_SLOW_CXX.format(cxx=shutil.which("g++") or shutil.which("c++")))
     cxx.chmod(0o755)
@@ -126,9 +126,14 @@ def test_a_run_interrupted_while_compiling_leaves_no_compiler_child(signum, whom
                     "--no-generation", "--seed", "5", "--out", str(tmp_path / "r"),
                     env={"QCONFORM_TEST_RUN": token, "CXX": str(cxx), "QCONFORM_CACHE": str(tmp_path / "cache")})
 
+    def cmdline(pid: int) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return b""              # it ended meanwhile
+
     def compiling() -> bool:
-        return any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\x00600")
-                   for pid in descendants_alive(token) if Path(f"/proc/{pid}/cmdline").exists())
+        return any(cmdline(pid).startswith(b"sleep\x00600") for pid in descendants_alive(token))
     try:
         wait_for(lambda: compiling() or proc.poll() is not None, 120, "the runtime's compile")
         assert proc.poll() is None, proc.communicate()[1][-2000:]
@@ -138,4 +143,7 @@ def test_a_run_interrupted_while_compiling_leaves_no_compiler_child(signum, whom
         wait_for(lambda: not descendants_alive(token), 5, "no process left")
     finally:
         for pid in descendants_alive(token):
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cudasrc.instantiations import instantiated, split_instantiation, spelled
-from cudasrc.signatures import kernel_signatures
+from cudasrc.instantiations import instantiated, split_instantiation
+from cudasrc.signatures import kernel_signatures, launch_name
 
 SOURCE = """#include <cstdint>
 struct cfg { int scale; };
@@ -95,7 +95,7 @@ def test_a_name_the_source_cannot_instantiate_is_named_with_the_rule(name, messa
 def test_names_are_read_and_spelled_as_qconform_spells_them():
     assert split_instantiation("moe::route< 8, Pair<int, 2> >") == ("route", ("8", "Pair<int, 2>"))
     assert split_instantiation("route") is None
-    assert spelled("route<8, unsigned  int >") == "route<8,unsigned int>"      # one space between two words
+    assert launch_name("route<8, unsigned  int >") == "route<8,unsigned int>"      # one space between two words
 
 
 def test_a_template_kernel_of_a_header_is_instantiated_after_the_source():

@@ -314,7 +314,7 @@ void race_block_start() {
   g_block_observed.clear();
 }
 
-// A block held while it spins on another block's progress (emu_runtime.cpp, park_spinning) resumes as the same
+// A block held while it spins on another block's progress (emu_runtime.cpp, hold) resumes as the same
 // block run: its threads keep their epochs, warp clocks, fences and what they acquired, and its shared memory's
 // shadow comes back with its shared memory (the blocks that ran meanwhile left their own cells there).
 struct RaceBlockState {
@@ -811,6 +811,8 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
     else if (!known)
       mark_changed(g_races[race]);     // too much to keep: said to differ, never wrongly `same` or `kept`
   };
+  if (atomic && !write && (first.w.thread & kAtomicBit) && !stale(first.w, shared) && morally_strong(first.w, atomic))
+    observe(f, addr, n, first.w);        // an atomic load saw this atomic write (its bytes share the first's cell)
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
@@ -818,8 +820,6 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
       uint32_t race = race_found(c.w, true, now, write, addr + i);
       if (write && !atomic) compare_later(race);
     }
-    if (atomic && !write && i == 0 && (c.w.thread & kAtomicBit) && !stale(c.w, shared) && morally_strong(c.w, atomic))
-      observe(f, addr, n, c.w);
     if (write) {
       for (const Access& r : c.r)
         if (conflict(r, f, shared, atomic)) {
