@@ -24,6 +24,8 @@
 //     thread_scope_block) acts among the threads of its block only: two atomics on one address never race when
 //     both are of device scope or both threads are in one block, and a release or an acquire reaches another
 //     block only when its fence and its atomic are both of device scope;
+//   * observation: an atomic write that an atomic read saw is ordered before whatever that read is ordered before
+//     (PTX's causality order: observation order, then base causality order; observe / observed_before);
 //   * barrier objects (arrive-wait barriers, named barriers): an arrival releases by itself into the object's log,
 //     and a wait that saw phase k complete acquires the log up to phase k's end (phase_arrive / phase_acquire);
 //   * a grid-wide barrier (grid.sync): every access before it is ordered before every access after it (each block
@@ -232,10 +234,12 @@ std::unordered_map<uintptr_t, ReleaseLog> g_releases;   // per atomic address, i
 // A barrier object (an mbarrier word, a named barrier): one release log for all its phases, and where each phase's
 // arrivals end in it. Its arrivals are read-modify-writes of one object, so a wait that sees phase k complete is
 // ordered after every arrival of phases up to k (they head release sequences that reach it), and after none of a
-// later phase: it acquires the log's prefix up to phase k's end, however much later it looks.
+// later phase: it acquires the log's prefix up to phase k's end, however much later it looks. The ends are kept per
+// block run: a block held while it spins keeps its barrier in shared memory at the address where the blocks run
+// meanwhile keep theirs, and their phases must not move its phases' ends.
 struct PhaseLog {
   ReleaseLog log;
-  std::unordered_map<uint64_t, uint32_t> end;    // phase -> the log's length when it completed
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> end;   // (block run, phase) -> the log's length when it completed
 };
 std::unordered_map<uintptr_t, PhaseLog> g_phase_logs;   // per barrier object, in this launch (nodes never move)
 // The init of each arrive-wait barrier of the running block (emu_barrier.hpp): every later use of the barrier must
@@ -247,15 +251,19 @@ Acquired g_thread_acquired[kMaxThreads];    // acquired by a thread within its b
 Acquired g_thread_pending[kMaxThreads];     // read by a thread's atomics, acquired at its next fence
 
 // Atomic writes that an atomic read observed (read the value of; the two morally strong). PTX's causality order
-// puts such a write before everything after the read in the reading thread's program order (observation order,
-// then program order), fence or none, and, through bar.sync, before what its block does after its next barrier.
-// Only accesses to the written bytes can conflict with the write, so a thread keeps the ranges it read and the
-// write it saw there: a lock word that the waiting block resets with a plain store after its acquire load saw the
-// releasing block's atomic add is no race.
-struct Observed { uintptr_t lo, hi; Access w; uint32_t epoch; };
-constexpr size_t kObservedKept = 64;         // per thread, the latest (a thread reads few lock words)
-std::vector<Observed> g_thread_observed[kMaxThreads];
-std::vector<Observed> g_block_observed;      // by threads of the running block before their last barrier
+// puts such a write W before everything the read R is ordered before: observation order, then base causality
+// order (R's thread's program order, fence or none; bar.sync and warp collectives; a release after R and whatever
+// acquires it, in any block, cumulatively). So W is ordered before an access when some read that saw W is, which
+// the detector decides as it does for any access (`ordered`). Only accesses to the written bytes can conflict with
+// W, so the reads are kept by the address they start at, with their end and the write they saw; a bucket keeps
+// the reads of the latest write observed there (an older one no cell holds any more) and, per thread, the earliest
+// (a later read of the same thread is ordered after it). A lock word that the waiting block resets with a plain
+// store after its acquire load saw the releasing block's atomic add is no race, nor is a third block's reset
+// after it acquired what the waiting block released.
+struct Observation { Access w, r; uintptr_t hi; };
+std::unordered_map<uintptr_t, std::vector<Observation>> g_observations;   // by first byte read, in this launch
+struct LastObserved { uintptr_t addr; Access w; };
+LastObserved g_last_observed[kMaxThreads];   // a spin's repeated read of one write is not looked up again
 
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
@@ -310,8 +318,7 @@ void race_block_start() {
   }
   g_block_acquired.clear();
   g_barrier_inits.clear();
-  for (int i = 0; i < g_nthreads; ++i) g_thread_observed[i].clear();
-  g_block_observed.clear();
+  for (int i = 0; i < g_nthreads; ++i) g_last_observed[i].addr = 0;
 }
 
 // A block held while it spins on another block's progress (emu_runtime.cpp, hold) resumes as the same
@@ -324,8 +331,6 @@ struct RaceBlockState {
   Acquired block_acquired;
   std::unordered_map<uintptr_t, Access> barrier_inits;
   std::vector<Cell> shared_cells, dyn_cells;
-  std::vector<std::vector<Observed>> observed;
-  std::vector<Observed> block_observed;
 };
 
 void race_hold_block(RaceBlockState& s, size_t shared_bytes, size_t dyn_bytes) {
@@ -337,8 +342,6 @@ void race_hold_block(RaceBlockState& s, size_t shared_bytes, size_t dyn_bytes) {
   s.pending.assign(g_thread_pending, g_thread_pending + g_nthreads);
   s.block_acquired = g_block_acquired;
   s.barrier_inits = g_barrier_inits;
-  s.observed.assign(g_thread_observed, g_thread_observed + g_nthreads);
-  s.block_observed = g_block_observed;
   s.shared_cells.assign(g_shared_shadow, g_shared_shadow + shared_bytes);
   s.dyn_cells.assign(g_dyn_shadow, g_dyn_shadow + dyn_bytes);
 }
@@ -352,8 +355,7 @@ void race_resume_block(const RaceBlockState& s) {
   std::copy(s.pending.begin(), s.pending.end(), g_thread_pending);
   g_block_acquired = s.block_acquired;
   g_barrier_inits = s.barrier_inits;
-  std::copy(s.observed.begin(), s.observed.end(), g_thread_observed);
-  g_block_observed = s.block_observed;
+  for (int i = 0; i < g_nthreads; ++i) g_last_observed[i].addr = 0;
   std::copy(s.shared_cells.begin(), s.shared_cells.end(), g_shared_shadow);
   std::copy(s.dyn_cells.begin(), s.dyn_cells.end(), g_dyn_shadow);
 }
@@ -369,9 +371,6 @@ void race_barrier(int id) {            // thread `id` passes a __syncthreads: wh
   Acquired& mine = g_thread_acquired[id];
   g_block_acquired.add_all(mine);
   mine.clear();
-  for (const Observed& o : g_thread_observed[id])      // what it saw, its block sees after the barrier
-    if (g_block_observed.size() < kObservedKept * 4) g_block_observed.push_back(o);
-  g_thread_observed[id].clear();
 }
 
 void race_warp_sync(int warp, unsigned mask) {   // the lanes of `mask` meet at a warp collective
@@ -427,24 +426,33 @@ inline bool same_access(const Access& a, const Access& b) {
   return a.bseq == b.bseq && a.epoch == b.epoch && a.clock == b.clock && a.thread == b.thread && a.site == b.site;
 }
 
-// An atomic read of [addr, addr + n) saw the atomic write `w` there (the caller checked both are morally strong).
-[[gnu::cold, gnu::noinline]] void observe(const Fiber* f, uintptr_t addr, size_t n, const Access& w) {
-  std::vector<Observed>& mine = g_thread_observed[f->linear];
-  for (Observed& o : mine)
-    if (o.lo == addr) { o.hi = addr + n; o.w = w; return; }
-  if (mine.size() >= kObservedKept) mine.erase(mine.begin());
-  mine.push_back(Observed{addr, addr + n, w, g_race_thr[f->linear].epoch});
+// An atomic read `r` of [addr, addr + n) saw the atomic write `w` there (the caller checked both are morally strong).
+[[gnu::cold, gnu::noinline]] void observe(const Fiber* f, uintptr_t addr, size_t n, const Access& w, const Access& r) {
+  LastObserved& last = g_last_observed[f->linear];
+  if (last.addr == addr && same_access(last.w, w)) return;
+  last = LastObserved{addr, w};
+  std::vector<Observation>& reads = g_observations[addr];
+  bool kept = false;
+  size_t out = 0;
+  for (const Observation& o : reads) {
+    if (!same_access(o.w, w) && o.hi <= addr + n) continue;       // a write these bytes no longer hold
+    kept |= same_access(o.w, w) && o.r.bseq == r.bseq && (o.r.thread & 0x3ff) == (r.thread & 0x3ff) && o.hi >= addr + n;
+    reads[out++] = o;
+  }
+  reads.resize(out);
+  if (!kept) reads.push_back(Observation{w, r, addr + n});
 }
 
-// Whether the atomic write `w` at byte `a` is ordered before the running thread's access by an atomic read that
-// saw it: its own, or one of its block's before a barrier it has passed since.
-[[gnu::cold, gnu::noinline]] bool observed_before(const Access& w, const Fiber* f, uintptr_t a) {
-  if (!(w.thread & kAtomicBit)) return false;
-  for (const Observed& o : g_thread_observed[f->linear])
-    if (a >= o.lo && a < o.hi && same_access(o.w, w)) return true;
-  uint32_t epoch = g_race_thr[f->linear].epoch;
-  for (const Observed& o : g_block_observed)
-    if (o.epoch < epoch && a >= o.lo && a < o.hi && same_access(o.w, w)) return true;
+// Whether the atomic write `w` at byte `a` is ordered before the running thread's access through an atomic read
+// that saw it (observation order, then the order the detector checks). Accesses are at most 16 bytes.
+[[gnu::cold, gnu::noinline]] bool observed_before(const Access& w, const Fiber* f, uintptr_t a, bool shared) {
+  if (!(w.thread & kAtomicBit) || g_observations.empty()) return false;
+  for (uintptr_t lo = a >= 15 ? a - 15 : 0; lo <= a; ++lo) {
+    auto it = g_observations.find(lo);
+    if (it == g_observations.end()) continue;
+    for (const Observation& o : it->second)
+      if (a < o.hi && same_access(o.w, w) && (stale(o.r, shared) || ordered(o.r, f))) return true;
+  }
   return false;
 }
 
@@ -812,11 +820,11 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
       mark_changed(g_races[race]);     // too much to keep: said to differ, never wrongly `same` or `kept`
   };
   if (atomic && !write && (first.w.thread & kAtomicBit) && !stale(first.w, shared) && morally_strong(first.w, atomic))
-    observe(f, addr, n, first.w);        // an atomic load saw this atomic write (its bytes share the first's cell)
+    observe(f, addr, n, first.w, now);   // an atomic load saw this atomic write (its bytes share the first's cell)
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
-    if (conflict(c.w, f, shared, atomic) && !observed_before(c.w, f, addr + i)) {
+    if (conflict(c.w, f, shared, atomic) && !observed_before(c.w, f, addr + i, shared)) {
       uint32_t race = race_found(c.w, true, now, write, addr + i);
       if (write && !atomic) compare_later(race);
     }
@@ -1046,14 +1054,14 @@ void phase_arrive(const volatile void* object, int scope) {
 void phase_complete(const volatile void* object, uint64_t phase) {
   if (!g_race_on) return;
   PhaseLog& p = g_phase_logs[uintptr_t(object)];
-  p.end[phase] = p.log.version();
+  p.end[{g_bseq, phase}] = p.log.version();
 }
 // `thread` (of the running block) acquires; the scheduler acquires for each waiter it releases.
 void phase_acquire_by(int thread, const volatile void* object, uint64_t phase, int scope) {
   if (!g_race_on) return;
   auto it = g_phase_logs.find(uintptr_t(object));
   if (it == g_phase_logs.end()) return;
-  auto e = it->second.end.find(phase);
+  auto e = it->second.end.find({g_bseq, phase});
   uint32_t len = e == it->second.end.end() ? it->second.log.version() : e->second;
   g_thread_acquired[thread].add(&it->second.log, len, Acquirer{g_bseq, scope == kScopeDevice});
 }

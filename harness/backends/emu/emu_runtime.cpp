@@ -1724,6 +1724,7 @@ EMU_EXPORT void emu_race_begin() {
   race_untrack();
   g_race_on = true;
   g_releases.clear();
+  g_observations.clear();
   g_phase_logs.clear();
   g_launch_bseq0 = g_ordered_below = g_bseq_last + 1;
   g_bseq_block.clear();
@@ -1753,6 +1754,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
   race_untrack();
   race_release_shared_shadow();
   g_releases.clear();
+  g_observations.clear();
   g_phase_logs.clear();
   race_records_clear();
   g_race_on = false;

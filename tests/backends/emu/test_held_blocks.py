@@ -59,6 +59,102 @@ __global__ void lock_reset(int* lock, float* acc, int fix) {
   }
 }
 
+// An observation carried through a release to a third block: block 2 raises flags[0] with an atomic; block 1 sees
+// it with a relaxed atomic load and raises flags[1]; block 0 sees that and resets both flags with plain stores.
+// flags[0]'s reset is ordered after block 2's write (observation, then block 1's release, then block 0's acquire)
+// only when block 1 fences after its load (bit 0) or raises flags[1] with a release red (bit 3), and block 0 fences
+// after its own load (bit 1). Bit 2 moves block 1's fence before its load, where it releases nothing it saw.
+__device__ __forceinline__ int load_relaxed(int* p) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+__global__ void relay_reset(int* flags, int fix) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 2) {
+    atomicExch(&flags[0], 1);
+  } else if (blockIdx.x == 1) {
+    if (fix & 4) __threadfence();
+    while (load_relaxed(&flags[0]) != 1) {}
+    if (fix & 1) __threadfence();
+    if (fix & 8) asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" : : "l"(&flags[1]), "r"(1));
+    else atomicExch(&flags[1], 1);
+  } else {
+    while (load_relaxed(&flags[1]) != 1) {}
+    if (fix & 2) __threadfence();
+    flags[0] = 0;
+    flags[1] = 0;
+  }
+}
+
+// The same along a chain: the last block raises its flag; each block before it waits for the next one's flag and
+// raises its own (through a barrier, `via_barrier`: thread 0 waits and acquires, thread 32 fences and raises);
+// block 0 resets the first flag raised, which only block gridDim.x - 2 saw (releases are cumulative).
+__global__ void relay_chain(int* flags, int via_barrier) {
+  int b = blockIdx.x, last = gridDim.x - 1;
+  int raiser = via_barrier ? 32 : 0;
+  if (b == last) {
+    if (threadIdx.x == 0) atomicExch(&flags[b], 1);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    while (load_relaxed(&flags[b + 1]) != 1) {}
+    __threadfence();
+  }
+  if (via_barrier) __syncthreads();
+  if (threadIdx.x == raiser) {
+    __threadfence();
+    if (b > 0) atomicExch(&flags[b], 1);
+    else flags[last] = 0;
+  }
+}
+
+// A held block's arrive-wait barrier and the next block's, at one shared address: block 0 completes phase 0, writes
+// `data` and completes phase 1, then spins until block 1 (which completes its own phases 0 and 1 meanwhile) raises
+// the flag. Thread 32 of block 0 then waits for phase 0 (a race with the write: it came after that phase's
+// arrival) or, fixed, for phase 1 by parity. A wait acquires its own block's phase, not the later block's.
+__device__ __forceinline__ unsigned smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ unsigned long long arrive(unsigned long long* bar) {
+  unsigned long long state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(smem(bar)) : "memory");
+  return state;
+}
+__global__ void held_phases(int* flag, float* out, int fix) {
+  __shared__ __align__(8) unsigned long long bar;
+  __shared__ unsigned long long phase0;
+  __shared__ float data;
+  int t = threadIdx.x;
+  if (t == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(&bar)), "r"(1));
+    phase0 = arrive(&bar);
+  }
+  __syncthreads();
+  if (blockIdx.x == 1) {
+    if (t == 0) {
+      arrive(&bar);
+      atomicExch(flag, 1);
+    }
+    return;
+  }
+  if (t == 0) {
+    data = 5.0f;
+    arrive(&bar);
+    while (atomicAdd(flag, 0) == 0) {}
+  } else if (t == 32) {
+    while (atomicAdd(flag, 0) == 0) {}
+    unsigned done = 0;
+    while (!done) {
+      if (fix)
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(smem(&bar)), "r"(1) : "memory");
+      else
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(smem(&bar)), "l"(phase0) : "memory");
+    }
+    out[0] = data;
+  }
+}
+
 // A held block keeps its shared memory and its detector state: thread 32 writes s[0] before block 0 is held,
 // block 1 uses the same shared bytes meanwhile, and thread 0 reads s[0] after the hold: ordered by the barrier
 // (fix), else a race within block 0 that the hold must not hide.
@@ -173,6 +269,54 @@ def test_negative_control_a_lock_reset_by_a_thread_the_acquire_does_not_order_ra
     across = [r for r in err.value.races if "'lock' index 0" in r and "across blocks" in r]
     assert len(across) == 1 and "block (0,0,0) thread (32,0,0)" in across[0] and \
         "atomic write by block (1,0,0) thread (0,0,0)" in across[0], err.value.races
+
+
+def _relay_reset(module, fix):
+    flags = np.zeros(2, np.int32)
+    module.launch("relay_reset", (3,), (32,), 0, [flags, np.int32(fix)], outputs=())
+    return flags
+
+
+@pytest.mark.parametrize("fix", [3, 10], ids=["fence-after-the-load", "release-red"])
+def test_an_observed_write_is_ordered_before_what_a_third_block_does_after_acquiring_from_the_observer(module, fix):
+    assert list(_relay_reset(module, fix)) == [0, 0]
+
+
+@pytest.mark.parametrize("fix, why", [(2, "the relay does not release"), (1, "the last block does not acquire"),
+                                      (6, "the relay's fence comes before its load")],
+                         ids=["no-relay-fence", "no-acquire-fence", "fence-before-the-load"])
+def test_negative_control_an_observation_not_carried_by_a_release_and_acquire_races(module, fix, why):
+    with pytest.raises(DataRace) as err:
+        _relay_reset(module, fix)
+    races = err.value.races
+    assert all("'flags' index 0" in r and "block (0,0,0) thread (0,0,0)" in r for r in races), (why, races)
+    assert any("atomic write by block (2,0,0) thread (0,0,0)" in r for r in races), (why, races)
+
+
+@pytest.mark.parametrize("via_barrier", [0, 1], ids=["one-thread", "through-a-barrier"])
+@pytest.mark.parametrize("blocks", [3, 5])
+def test_an_observation_travels_along_a_chain_of_releases_and_acquires(module, blocks, via_barrier):
+    flags = np.zeros(blocks, np.int32)
+    module.launch("relay_chain", (blocks,), (64,), 0, [flags, np.int32(via_barrier)], outputs=())
+    assert list(flags) == [0] + [1] * (blocks - 2) + [0]
+
+
+def _held_phases(module, fix):
+    flag, out = np.zeros(1, np.int32), np.zeros(1, np.float32)
+    result = module.launch("held_phases", (2,), (64,), 0, [flag, out, np.int32(fix)], outputs=(1,))
+    return result, out
+
+
+def test_a_held_blocks_wait_acquires_its_own_phase_not_the_later_blocks(module):
+    result, out = _held_phases(module, 1)
+    assert out[0] == 5.0
+    assert any("spun until blocks that ran after them" in c for c in result.caveats), result.caveats
+
+
+def test_negative_control_a_wait_for_an_earlier_phase_races_with_a_write_after_its_arrival_across_a_hold(module):
+    with pytest.raises(DataRace, match=r"__shared__ 'data'.*block \(0,0,0\) thread \(0,0,0\).*block \(0,0,0\) "
+                                       r"thread \(32,0,0\)"):
+        _held_phases(module, 0)
 
 
 def _shared_across_hold(module, fix):
