@@ -212,6 +212,9 @@ def main(argv: "list[str] | None" = None) -> int:
                          "shared elements, so a run on a block sample legitimately differs from the full run)")
     ap.add_argument("--graph", default=None,
                     help=f"Indigo 1: the input graph, a file of its {indigo1.INPUTS} (default {indigo1.INPUT_GRAPH})")
+    ap.add_argument("--acquire", choices=("fence", "atomic"), default="fence",
+                    help="the detector's acquire rule (default fence, PTX's); atomic: an atomic that reads a "
+                         "release acquires it by itself (the writer-side __threadfence() idiom, as ScoRD reads it)")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")
     args = ap.parse_args(argv)
     suite = open_suite(args.suite, args.graph)
@@ -233,7 +236,7 @@ def main(argv: "list[str] | None" = None) -> int:
     if args.per_label is not None and args.per_label < 1:
         ap.error("--per-label: expected a positive integer")
     from harness.backends.emu.backend import EmuBackend
-    options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling}
+    options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling, "acquire": args.acquire}
     if args.race_check != "default":
         options["race_check"] = args.race_check == "on"
     files = suite.files

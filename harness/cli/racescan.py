@@ -60,6 +60,11 @@ def register(sub) -> None:
                    help="same (default): threads waiting at __syncthreads() on different source lines are a "
                         "BarrierDivergence (PTX's bar.sync is .aligned); any: the barrier completes once every thread "
                         "arrived, as current GPUs count (llama.cpp's flash attention relies on it), with a caveat printed")
+    p.add_argument("--acquire", choices=("fence", "atomic"), default="fence",
+                   help="the detector's acquire rule. fence (default, the PTX memory model): a relaxed atomic "
+                        "(atomicXxx) that reads a release acquires it at its thread's next fence; atomic: it "
+                        "acquires at once, as the CUDA C++ Programming Guide's writer-side __threadfence() idiom "
+                        "and ScoRD read it (a reading: by PTX the reader's later plain accesses still race)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
@@ -243,9 +248,11 @@ def run(args) -> int:
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
     print(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
-          f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}")
+          f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
+          + (f", acquire rule {args.acquire}" if args.acquire != "fence" else ""))
     _print_host_code(source, headers)
-    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on", barrier_sites=args.barrier_sites)
+    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on", barrier_sites=args.barrier_sites,
+                         acquire=args.acquire)
     kept: list = []
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
@@ -282,5 +289,7 @@ def run(args) -> int:
         replay.append("--race-check off")
     if args.barrier_sites != "same":
         replay.append(f"--barrier-sites {args.barrier_sites}")
+    if args.acquire != "fence":
+        replay.append(f"--acquire {args.acquire}")
     print("replay: " + " ".join(replay), file=sys.stderr)
     return EXIT_FAULT

@@ -50,6 +50,24 @@ def test_options_replace_the_header_and_same_value_races_are_marked(tmp_path, ca
     assert "verdict: CLEAN" in capsys.readouterr().out
 
 
+def test_the_acquire_rule_is_an_option_and_its_replay_keeps_it(tmp_path, capsys):
+    src = tmp_path / "handoff.cu"        # the writer fences; the reader's atomic has no fence after it
+    src.write_text("__global__ void handoff(int* flag, int* data, int* out) {\n"
+                   "  if (blockIdx.x == 1) { data[0] = 7; __threadfence(); atomicExch(flag, 1); }\n"
+                   "  else { while (atomicAdd(flag, 0) == 0) {} out[0] = data[0]; }\n}\n")
+    argv = ["racescan", str(src), "--kernel", "handoff", "--grid", "2", "--block", "1", "--args",
+            "flag:int32[1]=zeros data:int32[1] out:int32[1]", "--seed", "3"]
+    assert main(argv) == 1                                     # PTX: the reader did not acquire
+    out, err = capsys.readouterr()
+    assert "no fence of the second thread followed that atomic" in out and "--acquire" not in err
+    assert main(argv + ["--acquire", "atomic"]) == 0
+    assert "race detector on, acquire rule atomic" in capsys.readouterr().out
+    src.write_text(src.read_text().replace("__threadfence(); ", ""))
+    assert main(argv + ["--acquire", "atomic"]) == 1           # without the writer's fence: a race either way
+    replay = capsys.readouterr().err.strip().splitlines()[-1]
+    assert replay.endswith("--acquire atomic")
+
+
 def test_a_whole_program_runs_as_its_device_code_and_says_what_it_left_out(tmp_path, capsys):
     src = tmp_path / "prog.cu"
     src.write_text("#include <cstdio>\n__shared__ int smem[64];\n"

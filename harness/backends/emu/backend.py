@@ -34,6 +34,7 @@ CUDA_LOCAL_BYTES = 512 * 1024     # the local memory one CUDA thread may use (CU
 DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
+ACQUIRE_RULES = ("fence", "atomic")     # the race detector's acquire rule: PTX's, or the writer-side fence idiom's
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
@@ -72,6 +73,11 @@ class EmuBackend(Backend):
       lines are a BarrierDivergence (PTX's bar.sync is .aligned: the ISA asks every thread to execute the same
       barrier instruction); "any": that barrier completes once every thread has arrived, as current GPUs count,
       and each launch that did so gets a note (llama.cpp's tensor-core flash attention relies on it).
+    acquire: the race detector's acquire rule. "fence" (default, the PTX memory model): a relaxed atomic (CUDA's
+      atomicXxx) that reads what a fence and an atomic released acquires it at the reading thread's next fence;
+      "atomic": it acquires at once, as the CUDA C++ Programming Guide's __threadfence() idiom (a fence on the
+      writer's side only, its threadFenceReduction sample) and ScoRD's model read it. A reading, not a fix: by
+      PTX the reader's plain accesses after such an atomic still race.
     """
     name = "emu"
 
@@ -79,10 +85,13 @@ class EmuBackend(Backend):
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
                  schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
-                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same"):
+                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same", acquire: str = "fence"):
         if barrier_sites not in ("same", "any"):
             raise ValueError(f"barrier_sites: expected 'same' or 'any', got {barrier_sites!r}")
         self.barrier_sites = barrier_sites
+        if acquire not in ACQUIRE_RULES:
+            raise ValueError(f"acquire: expected one of {ACQUIRE_RULES}, got {acquire!r}")
+        self.acquire = acquire
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -115,7 +124,7 @@ class EmuBackend(Backend):
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,
-                         "schedule": self.schedule, "barrier_sites": self.barrier_sites}
+                         "schedule": self.schedule, "barrier_sites": self.barrier_sites, "acquire": self.acquire}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -160,6 +169,7 @@ class EmuBackend(Backend):
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check, "barrier_sites": self.barrier_sites,
+                "acquire": self.acquire,
                 "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
@@ -437,7 +447,8 @@ class EmuModule(Module):
         spec = LaunchSpec(str(self.built.path), name, g, b, int(shared_bytes), tuple(n for _, n in sig.params),
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
-                          be.race_check, only_schedule=be.schedule, barrier_any_site=be.barrier_sites == "any")
+                          be.race_check, only_schedule=be.schedule, barrier_any_site=be.barrier_sites == "any",
+                          atomic_acquire=be.acquire == "atomic")
         plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 

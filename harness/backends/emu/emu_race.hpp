@@ -211,6 +211,9 @@ struct Tracked {
 };
 
 bool g_race_on = false;
+// The acquire rule (EmuBackend(acquire=...)): false, PTX's: a relaxed atomic acquires at its thread's next fence;
+// true, the writer-side fence idiom's: every atomic that reads a release acquires it by itself.
+bool g_atomic_acquires = false;
 uint32_t g_bseq = 0;                 // sequence number of the running block
 uint32_t g_bseq_last = 0;            // the last one given out (a parked block keeps its own: grid.sync)
 uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
@@ -1101,7 +1104,7 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
   // What earlier atomics on this address released and this one can read (the log so far; a release of another
   // block counts only when both scopes span the two threads). Acquired now with an acquire order, else at the
   // thread's next fence. A thread that reads the address again before its log changed (a spin) has it already.
-  bool acquire = order & kAcquire;
+  bool acquire = (order & kAcquire) || g_atomic_acquires;
   if (me.seen_ptr != p || me.seen_version != rels.version() || me.seen_acquire < acquire)
     (acquire ? g_thread_acquired[f->linear] : g_thread_pending[f->linear])
         .add(&rels, rels.version(), Acquirer{g_bseq, scope == kScopeDevice});

@@ -1765,6 +1765,7 @@ EMU_EXPORT const char* emu_race_report() { return emu::race_report().c_str(); }
 EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
+EMU_EXPORT void emu_set_atomic_acquire(int by_itself) { emu::g_atomic_acquires = by_itself != 0; }
 EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
 // The last launch's blocks that finished only after blocks emu ran after them (held while they spun), and the first.
 EMU_EXPORT unsigned long long emu_later_block_waits() { return emu::g_later_waits; }

@@ -60,6 +60,7 @@ class NativeModule:
         lib.emu_switches.restype = ctypes.c_ulonglong
         lib.emu_int_divisions_by_zero.restype = ctypes.c_ulonglong
         lib.emu_set_barrier_sites.argtypes = [ctypes.c_int]
+        lib.emu_set_atomic_acquire.argtypes = [ctypes.c_int]
         lib.emu_mixed_barriers.restype = ctypes.c_ulonglong
         lib.emu_mixed_barrier_line.restype = ctypes.c_int
         lib.emu_mixed_barrier_line.argtypes = [ctypes.c_int]
@@ -138,6 +139,11 @@ class NativeModule:
         """Whether a __syncthreads() that threads reach at different call sites completes (the hardware's count of
         arrivals) instead of faulting (PTX: bar.sync is .aligned)."""
         self.lib.emu_set_barrier_sites(int(any_site))
+
+    def set_atomic_acquire(self, by_itself: bool) -> None:
+        """Whether an atomic that reads a released value acquires it by itself (the CUDA C++ Programming Guide's
+        writer-side __threadfence() idiom, as ScoRD reads it) instead of at the reading thread's next fence (PTX)."""
+        self.lib.emu_set_atomic_acquire(int(by_itself))
 
     def mixed_barriers(self) -> tuple[int, int, int]:
         """Barrier phases so far that threads completed from different call sites, and two of those lines."""

@@ -85,6 +85,7 @@ class LaunchSpec:
     only_schedule: Optional[str] = None              # a single run under this policy (EmuBackend(schedule=...))
     barrier_any_site: bool = False                   # a __syncthreads() completes whatever call sites its threads
     #                                                  reached (EmuBackend(barrier_sites="any"))
+    atomic_acquire: bool = False                     # an atomic that reads a release acquires it by itself
 
 
 @dataclass
@@ -320,6 +321,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         argv, keep = _argv(spec, bufs)
         mod.reset_symbols(spec.symbols)
         mod.set_barrier_sites(spec.barrier_any_site)
+        mod.set_atomic_acquire(spec.atomic_acquire)
         m0 = mod.mixed_barriers()[0]
         s0, d0, t0, c0 = mod.switches(), mod.int_divisions_by_zero(), time.perf_counter(), time.thread_time()
         # Shared memory gets the other pattern: a value copied from unwritten shared memory into an output

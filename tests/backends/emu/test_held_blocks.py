@@ -250,6 +250,28 @@ def test_negative_control_a_handoff_without_its_fences_races(module, fix, missin
     assert missing in str(err.value)
 
 
+@pytest.fixture(scope="module")
+def writer_side_module():
+    backend = EmuBackend(schedules=1, timeout_s=60, acquire="atomic")
+    yield backend.load(SOURCE)
+    backend.close()
+
+
+def test_the_writer_side_fence_reading_takes_an_atomic_that_saw_the_release_as_its_acquire(writer_side_module):
+    result, out = _handoff(writer_side_module, 2)          # no fence after the consumer's atomic: PTX's race
+    np.testing.assert_array_equal(out, np.arange(1, 65, dtype=np.float32))
+
+
+def test_negative_control_the_writer_side_fence_reading_still_needs_the_writers_fence(writer_side_module):
+    with pytest.raises(DataRace, match=r"'data' index \d+ .*write by block \(1,0,0\).*read by block \(0,0,0\)"):
+        _handoff(writer_side_module, 1)
+
+
+def test_an_unknown_acquire_rule_is_named():
+    with pytest.raises(ValueError, match=r"acquire: expected one of \('fence', 'atomic'\), got 'consume'"):
+        EmuBackend(acquire="consume")
+
+
 def _lock_reset(module, fix):
     lock, acc = np.full(2, 0, np.int32), np.zeros(64, np.float32)
     module.launch("lock_reset", (2,), (64,), 0, [lock, acc, np.int32(fix)], outputs=())
