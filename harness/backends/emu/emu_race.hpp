@@ -264,7 +264,17 @@ Acquired g_thread_pending[kMaxThreads];     // read by a thread's atomics, acqui
 // store after its acquire load saw the releasing block's atomic add is no race, nor is a third block's reset
 // after it acquired what the waiting block released.
 struct Observation { Access w, r; uintptr_t hi; };
-std::unordered_map<uintptr_t, std::vector<Observation>> g_observations;   // by first byte read, in this launch
+// By first byte read, in this launch; in shared memory also by block run, for each block run has its own bytes at
+// one address (a held block keeps its own while others run).
+struct ObservedAt {
+  uintptr_t addr;
+  uint32_t bseq;          // 0 in global memory
+  bool operator==(const ObservedAt& o) const { return addr == o.addr && bseq == o.bseq; }
+};
+struct ObservedAtHash {
+  size_t operator()(const ObservedAt& k) const { return size_t((k.addr ^ uint64_t(k.bseq) << 40) * 0x9E3779B97F4A7C15ull >> 16); }
+};
+std::unordered_map<ObservedAt, std::vector<Observation>, ObservedAtHash> g_observations;
 struct LastObserved { uintptr_t addr; Access w; };
 LastObserved g_last_observed[kMaxThreads];   // a spin's repeated read of one write is not looked up again
 
@@ -430,11 +440,12 @@ inline bool same_access(const Access& a, const Access& b) {
 }
 
 // An atomic read `r` of [addr, addr + n) saw the atomic write `w` there (the caller checked both are morally strong).
-[[gnu::cold, gnu::noinline]] void observe(const Fiber* f, uintptr_t addr, size_t n, const Access& w, const Access& r) {
+[[gnu::cold, gnu::noinline]] void observe(const Fiber* f, uintptr_t addr, size_t n, const Access& w, const Access& r,
+                                          bool shared) {
   LastObserved& last = g_last_observed[f->linear];
   if (last.addr == addr && same_access(last.w, w)) return;
   last = LastObserved{addr, w};
-  std::vector<Observation>& reads = g_observations[addr];
+  std::vector<Observation>& reads = g_observations[ObservedAt{addr, shared ? g_bseq : 0}];
   bool kept = false;
   size_t out = 0;
   for (const Observation& o : reads) {
@@ -451,7 +462,7 @@ inline bool same_access(const Access& a, const Access& b) {
 [[gnu::cold, gnu::noinline]] bool observed_before(const Access& w, const Fiber* f, uintptr_t a, bool shared) {
   if (!(w.thread & kAtomicBit) || g_observations.empty()) return false;
   for (uintptr_t lo = a >= 15 ? a - 15 : 0; lo <= a; ++lo) {
-    auto it = g_observations.find(lo);
+    auto it = g_observations.find(ObservedAt{lo, shared ? g_bseq : 0});
     if (it == g_observations.end()) continue;
     for (const Observation& o : it->second)
       if (a < o.hi && same_access(o.w, w) && (stale(o.r, shared) || ordered(o.r, f))) return true;
@@ -823,7 +834,7 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
       mark_changed(g_races[race]);     // too much to keep: said to differ, never wrongly `same` or `kept`
   };
   if (atomic && !write && (first.w.thread & kAtomicBit) && !stale(first.w, shared) && morally_strong(first.w, atomic))
-    observe(f, addr, n, first.w, now);   // an atomic load saw this atomic write (its bytes share the first's cell)
+    observe(f, addr, n, first.w, now, shared);   // an atomic load saw this atomic write (the bytes share its cell)
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
     if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }

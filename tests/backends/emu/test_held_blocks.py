@@ -155,6 +155,29 @@ __global__ void held_phases(int* flag, float* out, int fix) {
   }
 }
 
+// A shared word's observation kept across a hold: in each block thread 32 raises `ready` in shared memory with an
+// atomic and thread 0 sees it with a relaxed atomic load, then resets it with a plain store (ordered: the load saw
+// the write). Block 0 does its reset only after a hold, while block 1 saw its own `ready` at the same address;
+// `fix` 0: thread 0 resets without having looked (a race with thread 32's atomic).
+__device__ __forceinline__ int load_relaxed_cta(int* p) {
+  int v;
+  asm volatile("ld.relaxed.cta.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem(p)));
+  return v;
+}
+__global__ void shared_flag_across_hold(int* flag, int* out, int fix) {
+  __shared__ int ready;
+  int t = threadIdx.x;
+  if (t == 0) ready = 0;
+  __syncthreads();
+  if (t == 32) atomicExch(&ready, 1);
+  if (t != 0) return;
+  if (fix) while (load_relaxed_cta(&ready) != 1) {}
+  if (blockIdx.x == 0) while (atomicAdd(flag, 0) == 0) {}
+  else atomicExch(flag, 1);
+  ready = 0;
+  out[blockIdx.x] = 1;
+}
+
 // A held block keeps its shared memory and its detector state: thread 32 writes s[0] before block 0 is held,
 // block 1 uses the same shared bytes meanwhile, and thread 0 reads s[0] after the hold: ordered by the barrier
 // (fix), else a race within block 0 that the hold must not hide.
@@ -339,6 +362,19 @@ def test_negative_control_a_wait_for_an_earlier_phase_races_with_a_write_after_i
     with pytest.raises(DataRace, match=r"__shared__ 'data'.*block \(0,0,0\) thread \(0,0,0\).*block \(0,0,0\) "
                                        r"thread \(32,0,0\)"):
         _held_phases(module, 0)
+
+
+def test_a_held_blocks_shared_observation_survives_the_next_blocks_at_the_same_address(module):
+    flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    result = module.launch("shared_flag_across_hold", (2,), (64,), 0, [flag, out, np.int32(1)], outputs=(1,))
+    assert list(out) == [1, 1]
+    assert any("spun until blocks that ran after them" in c for c in result.caveats), result.caveats
+
+
+def test_negative_control_a_shared_reset_without_looking_races_with_the_atomic(module):
+    flag, out = np.zeros(1, np.int32), np.zeros(2, np.int32)
+    with pytest.raises(DataRace, match=r"__shared__ 'ready'.*atomic write by block \(\d,0,0\) thread \(32,0,0\)"):
+        module.launch("shared_flag_across_hold", (2,), (64,), 0, [flag, out, np.int32(0)], outputs=(1,))
 
 
 def _shared_across_hold(module, fix):
