@@ -8,6 +8,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from cudasrc.includes import find_include
 from harness.racescan import Verdict, classify, scan_points
+from harness.racescan.reading import BY_NAME
 
 RAN = ("race", "order-dependent", "fault", "clean")     # verdicts of a file that ran
 SYMBOL_PREFIX = "__qconform_gv_"      # of every name the adapters add to a file (functions, types, variables)
@@ -69,18 +70,23 @@ class Launch(NamedTuple):
 def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
     """Launch each kernel and keep its verdict in rec["kernels"]; set the file's verdict: a race if any kernel
     reported one, else the first of order-dependent, unsupported, unchecked, fault, clean that any kernel had.
-    A kernel with several points is swept (harness.racescan.scan_points: the first race ends the sweep).
+    A kernel with several points is swept (harness.racescan.scan_points: the first race ends the sweep; under the
+    suite's reading, rec["reading"], the first race that reading counts, and the memory model's verdict is the
+    first race all the same).
     With the detector on, a race is its DataRace alone (harness.racescan.classify): schedules that disagree
     without one are `order-dependent`, an UninitializedRead is a `fault`."""
     kinds = []
+    reading = BY_NAME.get(rec.get("reading"))       # the suite's verifier: a sweep goes on past races it excuses
     for launch in launches:
         try:
-            v = scan_points(module, launch.kernel, launch.grid, launch.block, launch.shared_bytes, launch.points,
-                            lambda point: (launch.make_args(point), ()))
+            read = scan_points(module, launch.kernel, launch.grid, launch.block, launch.shared_bytes, launch.points,
+                               lambda point: (launch.make_args(point), ()), reading=reading)
         except (LookupError, ValueError) as exc:
-            v = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
+            read = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
+        v = read.excused or read            # the memory model's verdict: the first race, whatever the reading says
         swept = len(launch.points) > 1
         rec["kernels"][launch.kernel] = {
+            "read_as_race": read.kind == "race",
             "verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races, "same_value": v.same_value,
             "scope": v.scope, "kinds": [list(k) for k in v.kinds], "grid": list(launch.grid), "block": list(launch.block),
             **({"shared_bytes": launch.shared_bytes} if launch.shared_bytes else {}),
@@ -93,6 +99,9 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
         else (None, "no kernel", 0)
     # The memory-model verdict: any kernel's DataRace (another kernel's differential report may come first).
     rec["data_race"] = any(k["fault"] == "DataRace" for k in rec["kernels"].values())
+    # Whether the suite's verifier counts a race of some kernel at some point (the sweeps went past the races it
+    # does not count).
+    rec["read_as_race"] = any(k["read_as_race"] for k in rec["kernels"].values())
     # (scope, same value) of every race the detector reported, all kernels (harness.racescan.reading).
     rec["kinds"] = [k for kernel in rec["kernels"].values() if kernel["fault"] == "DataRace" for k in kernel["kinds"]]
     # Every race the detector reported was two plain stores of the same bytes (GPUVerify calls these benign).

@@ -5,7 +5,8 @@ The launch and the arguments come from the file's leading comment, the race corp
 `// launch: KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]` and `// args: name:dtype[count]=fill ...`
 (harness.racescan.spec). --kernel, --grid, --block, --shared and --args take precedence over the header. A
 scalar declared `range(lo,hi)` is swept over its domain (harness.racescan.sweep), and --at NAME=VALUE runs
-one point of it, which is how a found race is replayed.
+one point of it, which is how a found race is replayed. --reading counts the races as a verifier would
+(harness.racescan.reading); the races it leaves out are printed, never hidden.
 Exit status: 0 clean; 1 a race or another kernel fault; 2 bad input; 3 nothing was checked (the source does
 not build on the CPU backend, or the emulator's own limits stopped the run).
 """
@@ -21,6 +22,10 @@ from harness.cli.options import (add_include_option, include_dirs, non_negative_
                                  positive_int, seed as seed_value)
 
 EXIT_CLEAN, EXIT_FAULT, EXIT_UNCHECKED = 0, 1, 3
+# harness.racescan.reading.BY_OPTION's names (a test holds them equal), here so that the CLI starts without
+# importing the race scan
+READINGS = ("memory-model", "gpuverify", "gpuverify-warp-sync", "gpuverify-intra-group",
+            "gpuverify-warp-sync-intra-group", "faial", "faial-grid-level", "faial-all-levels", "gklee")
 
 
 def _point(text: str) -> dict[str, int]:
@@ -65,6 +70,14 @@ def register(sub) -> None:
                         "(atomicXxx) that reads a release acquires it at its thread's next fence; atomic: it "
                         "acquires at once, as the CUDA C++ Programming Guide's writer-side __threadfence() idiom "
                         "and ScoRD read it (a reading: by PTX the reader's later plain accesses still race)")
+    p.add_argument("--reading", choices=READINGS, default="memory-model",
+                   help="which races count toward the verdict and the exit status. memory-model (default): every "
+                        "race the detector reports; a verifier's narrower notion of a race, to compare with its "
+                        "labels: gpuverify (same-value stores and stores of the value a racing access saw are "
+                        "benign; -warp-sync: lanes of a warp in lock step; -intra-group: one block's threads), "
+                        "faial (one block's threads, same-value stores benign; -grid-level, -all-levels), gklee. "
+                        "The races it does not count are still printed; a point whose races it does not count is "
+                        "judged again by the thread schedules alone")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
@@ -137,6 +150,23 @@ def _verdict_line(v) -> str:
     return f"verdict: {v.kind.upper()}" + (f" ({', '.join(what)})" if what else "")
 
 
+def _print_reading(reading, verdict) -> None:
+    """What the reading left out of the verdict: the races of a counted race's launch it does not count, and the
+    first launch whose races it did not count at all (the memory model's verdict there)."""
+    if verdict.kind == "race":
+        counted = sum(1 for k in verdict.kinds if reading.counts([k]))
+        if counted < len(verdict.kinds):
+            print(f"reading {reading.name}: {counted} of the {len(verdict.kinds)} distinct races above count")
+    excused = verdict.excused
+    if excused is None:
+        return
+    where = f" at {_named(excused.at)}" if excused.at else ""
+    more = f"; {verdict.excused_points} launches had only such races" if verdict.excused_points > 1 else ""
+    print(f"left out by the reading {reading.name}{where} (the memory model's verdict: a race; the schedules alone "
+          f"judged the launch again{more}): {_verdict_line(excused)[len('verdict: '):]}")
+    print(excused.detail)
+
+
 def _print_host_code(source: str, headers: dict) -> None:
     """Say which host functions of the program, its own `headers` included (confine.own_headers), the build leaves
     out (not run)."""
@@ -181,9 +211,14 @@ def run(args) -> int:
     from cudasrc.preprocess import defines_of
     from cudasrc.signatures import program_kernel_signatures, template_kernels
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
+    from harness.racescan.reading import BY_OPTION, describe
     path = check_input(args.source, "source")
     if not path.is_file():
         raise ValueError(f"source: {args.source} is not a file")
+    reading = BY_OPTION[args.reading] if args.reading != "memory-model" else None
+    if reading is not None and args.race_check == "off":
+        raise ValueError(f"--reading {args.reading}: a reading sorts the races the detector reports, and "
+                         "--race-check off runs without it; drop one of them")
     save = None
     if args.save is not None:
         if not args.save.endswith(".npz"):
@@ -249,25 +284,37 @@ def run(args) -> int:
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
     print(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
-          + (f", acquire rule {args.acquire}" if args.acquire != "fence" else ""))
+          + (f", acquire rule {args.acquire}" if args.acquire != "fence" else "")
+          + (f", reading {args.reading}" if args.reading != "memory-model" else ""))
+    if reading is not None:
+        print(f"reading {reading.name}: the verdict leaves out {describe(reading)}")
     _print_host_code(source, headers)
-    backend = EmuBackend(timeout_s=args.timeout, race_check=args.race_check == "on", barrier_sites=args.barrier_sites,
-                         acquire=args.acquire)
+    options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire)
+    backend = EmuBackend(race_check=args.race_check == "on", **options)
+    # a point whose races the reading leaves out is judged again by the schedules alone
+    schedules = EmuBackend(race_check=False, **options) if reading is not None else None
     kept: list = []
     try:
         with Progress(len(points), len(points) > 1, title="racescan", unit="launches", heartbeat=True) as bar:
             verdict = sweep(backend, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs,
                             seed, name=path.name, tick=bar.advance, points=points,
-                            flags=flags, ran=kept.append if save is not None else None)
+                            flags=flags, ran=kept.append if save is not None else None,
+                            reading=reading, schedules=schedules)
     finally:
         backend.close()
+        if schedules is not None:
+            schedules.close()
     if save is not None:
         _save(save, specs, kept[-1] if kept else None)
     where = f" at {_named(verdict.at)}" if verdict.at else ""
     ran = f" ({verdict.points} of {len(points)} launches run)" if len(points) > 1 else ""
-    print(_verdict_line(verdict) + where + ran)
+    left = (f" (reading {reading.name}: the races of {verdict.excused_points} launch"
+            f"{'es' if verdict.excused_points > 1 else ''} left out, below)") if verdict.excused else ""
+    print(_verdict_line(verdict) + where + ran + left)
     if verdict.detail:
         print(verdict.detail)
+    if reading is not None:
+        _print_reading(reading, verdict)
     for caveat in verdict.caveats:
         print("caveat: " + caveat)
     if verdict.kind == "clean":
@@ -291,5 +338,7 @@ def run(args) -> int:
         replay.append(f"--barrier-sites {args.barrier_sites}")
     if args.acquire != "fence":
         replay.append(f"--acquire {args.acquire}")
+    if reading is not None:
+        replay.append(f"--reading {args.reading}")
     print("replay: " + " ".join(replay), file=sys.stderr)
     return EXIT_FAULT

@@ -56,3 +56,25 @@ GKLEE = Reading("GKLEE", benign_values=frozenset({"same", "kept"}))
 FAIAL_BLOCK = Reading("faial", frozenset({"warp", "block"}), FAIAL_BENIGN)
 FAIAL_GRID = Reading("faial --grid-level", frozenset({"grid"}), FAIAL_BENIGN)
 FAIAL_ALL_LEVELS = Reading("faial --all-levels", benign_values=FAIAL_BENIGN)
+
+# The readings by the names `qconform racescan --reading` takes; the memory model's is the default.
+BY_OPTION = {"memory-model": MEMORY_MODEL, "gpuverify": GPUVERIFY, "gpuverify-warp-sync": GPUVERIFY_WARP_SYNC,
+             "gpuverify-intra-group": GPUVERIFY_INTRA_GROUP,
+             "gpuverify-warp-sync-intra-group": GPUVERIFY_WARP_SYNC_INTRA_GROUP, "faial": FAIAL_BLOCK,
+             "faial-grid-level": FAIAL_GRID, "faial-all-levels": FAIAL_ALL_LEVELS, "gklee": GKLEE}
+BY_NAME = {r.name: r for r in BY_OPTION.values()}
+
+_VALUE_WORDS = {"same": "races of stores that left the bytes as they were",
+               "kept": "races whose stores wrote the value their racing accesses saw"}
+_SCOPE_WORDS = {"warp": "lanes of one warp", "block": "warps of one block", "grid": "threads of different blocks"}
+
+
+def describe(reading: Reading) -> str:
+    """What `reading` leaves out, in words: 'races between lanes of one warp; races of stores that left the bytes
+    as they were' (empty for the memory model's, which counts every race)."""
+    parts = []
+    left = [s for s in RACE_SCOPES if s not in reading.scopes]
+    if left:
+        parts.append("races between " + " or ".join(_SCOPE_WORDS[s] for s in left))
+    parts += [_VALUE_WORDS[v] for v in BENIGN_CLAIMS if v in reading.benign_values]
+    return "; ".join(parts)

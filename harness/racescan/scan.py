@@ -32,6 +32,9 @@ class Verdict:
     at: tuple = ()             # (name, value) of the swept scalars at the launch that gave the verdict (sweep)
     points: int = 1            # launches run to reach the verdict (a sweep runs several)
     caveats: tuple = ()        # what the backend says qualifies the launches that ran clean (LaunchResult.caveats)
+    excused: Optional["Verdict"] = None    # a sweep under a Reading: the first race it did not count (its point in
+    #                                        .at), where one came before this verdict; the memory model's verdict
+    excused_points: int = 0    # launches of that sweep whose races the reading did not count
 
     @property
     def reported_race(self) -> bool:

@@ -68,6 +68,46 @@ def test_the_acquire_rule_is_an_option_and_its_replay_keeps_it(tmp_path, capsys)
     assert replay.endswith("--acquire atomic")
 
 
+def test_a_reading_leaves_out_the_races_a_verifier_calls_benign_and_prints_them(capsys):
+    same = str(CORPUS / "shared_same_value.cu")          # 64 threads store 3 into one __shared__ slot
+    assert main(["racescan", same, "--seed", "1"]) == 1        # the memory model: a race
+    capsys.readouterr()
+    for reading, name in (("gpuverify", "GPUVerify"), ("faial", "faial"), ("gklee", "GKLEE")):
+        assert main(["racescan", same, "--seed", "1", "--reading", reading]) == 0
+        out = capsys.readouterr().out
+        assert f"race detector on, reading {reading}\n" in out
+        assert f"reading {name}: the verdict leaves out" in out and "races of stores that left the bytes as they were" in out
+        assert f"verdict: CLEAN (reading {name}: the races of 1 launch left out, below)" in out
+        assert f"left out by the reading {name} (the memory model's verdict: a race" in out
+        assert "data race on __shared__ 'scale'" in out               # what it left out, in full
+    # negative control: a read racing a store of another value counts under every reading
+    assert main(["racescan", str(CORPUS / "shared_rw_no_barrier.cu"), "--seed", "1", "--reading", "gpuverify"]) == 1
+    out, err = capsys.readouterr()
+    assert "verdict: RACE (DataRace" in out and "left out" not in out
+    assert err.strip().splitlines()[-1].endswith("--seed 1 --reading gpuverify")      # the replay keeps it
+
+
+def test_a_reading_judges_a_launch_again_by_the_schedules_and_lock_step_is_not_emulated(capsys):
+    warp = str(CORPUS / "warp_no_syncwarp.cu")            # lanes read a neighbour's slot with no __syncwarp
+    assert main(["racescan", warp, "--seed", "17", "--reading", "gpuverify-warp-sync"]) == 3
+    out = capsys.readouterr().out
+    assert "verdict: UNCHECKED (UninitializedRead)" in out             # the tool's limit, not the kernel's fault
+    assert "not judged under the reading GPUVerify --warp-sync, which takes a warp's lanes as running in lock step" in out
+    assert main(["racescan", warp, "--seed", "17", "--reading", "gpuverify"]) == 1       # it counts without --warp-sync
+    capsys.readouterr()
+    assert main(["racescan", str(CORPUS / "warp_no_syncwarp_fixed.cu"), "--seed", "17",
+                 "--reading", "gpuverify-warp-sync"]) == 0
+    capsys.readouterr()
+    # blocks that store different values into one word: left out with --only-intra-group, and the schedules
+    # that then judge the launch find its result depends on the blocks' order
+    inter = str(CORPUS / "global_interblock.cu")
+    assert main(["racescan", inter, "--seed", "17", "--reading", "gpuverify-intra-group"]) == 1
+    out = capsys.readouterr().out
+    assert "verdict: ORDER-DEPENDENT (RaceDetected) (reading GPUVerify --only-intra-group" in out
+    assert main(["racescan", inter, "--seed", "17", "--reading", "faial-grid-level"]) == 1
+    assert "verdict: RACE (DataRace, 1 distinct race, scope grid)" in capsys.readouterr().out
+
+
 def test_a_whole_program_runs_as_its_device_code_and_says_what_it_left_out(tmp_path, capsys):
     src = tmp_path / "prog.cu"
     src.write_text("#include <cstdio>\n__shared__ int smem[64];\n"
@@ -157,6 +197,8 @@ def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
      "args: y: the kernel takes int*, so the array must have dtype int32, got float32"),
     (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32=4"],
      "args: y: the parameter is the pointer int*; give an array (`y:dtype[count]`) or `y:null`"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4]", "--reading", "gpuverify",
+      "--race-check", "off"], "--reading gpuverify: a reading sorts the races the detector reports"),
 ])
 def test_bad_input_is_named_and_nothing_runs(tmp_path, capsys, extra, message):
     src = tmp_path / "plain.cu"

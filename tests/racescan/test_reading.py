@@ -47,3 +47,16 @@ def test_a_reading_names_its_bad_scopes():
         Reading("none", frozenset())
     with pytest.raises(ValueError, match=r"benign_values: expected a subset of \('same', 'kept'\), got \['differ'\]"):
         Reading("bad", benign_values=frozenset({"differ"}))
+
+
+def test_the_options_name_every_reading_and_say_what_each_leaves_out():
+    from harness.cli.racescan import READINGS
+    from harness.racescan.reading import BY_NAME, BY_OPTION, GKLEE, describe
+    assert READINGS == tuple(BY_OPTION)                  # the option's choices
+    assert BY_OPTION["memory-model"] is MEMORY_MODEL and describe(MEMORY_MODEL) == ""
+    assert set(BY_NAME) == {r.name for r in BY_OPTION.values()} and len(BY_NAME) == len(BY_OPTION)
+    assert describe(GPUVERIFY_WARP_SYNC_INTRA_GROUP).startswith(
+        "races between lanes of one warp or threads of different blocks; races of stores that left the bytes")
+    assert describe(FAIAL_BLOCK) == ("races between threads of different blocks; races of stores that left the "
+                                     "bytes as they were")
+    assert "their racing accesses saw" in describe(GKLEE) and "their racing accesses saw" not in describe(FAIAL_GRID)

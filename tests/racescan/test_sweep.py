@@ -69,3 +69,57 @@ def test_a_race_at_one_value_is_found_by_the_sweep_only(detector):
     ticks = []
     clean = sweep(detector, twin.source, twin.kernel, twin.grid, twin.block, 0, twin.args, 17, tick=lambda: ticks.append(1))
     assert clean.kind == "clean" and clean.points == 127 and clean.at == () and len(ticks) == 127
+
+
+MODES = """// qconform-race: racy
+// class: a same-value race at mode=1, a race of differing values at mode=2
+// launch: k grid=1 block=64
+// args: y:int32[64]!out flag:int32[1] mode:int32=range(0,{stop})
+__global__ void k(int* y, int* flag, int mode) {{
+  y[threadIdx.x] = threadIdx.x;
+  if (mode == 1) flag[0] = 1;                // every thread stores one value: benign to GPUVerify
+  if (mode == 2) flag[0] = threadIdx.x;      // values that differ: a race under any reading
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def schedules():
+    from harness.backends.emu.backend import EmuBackend
+    backend = EmuBackend(timeout_s=60, race_check=False)
+    yield backend
+    backend.close()
+
+
+def test_a_reading_sweeps_past_the_races_it_leaves_out(tmp_path, detector, schedules):
+    from harness.racescan.reading import GPUVERIFY
+    entry_of = lambda stop: read_entry(_written(tmp_path / f"modes{stop}.cu", MODES.format(stop=stop)))
+    e = entry_of(3)
+    run = lambda **kw: sweep(detector, e.source, e.kernel, e.grid, e.block, 0, e.args, 5, **kw)
+    model = run()
+    assert model.kind == "race" and model.at == (("mode", 1),) and model.same_value and model.excused is None
+    read = run(reading=GPUVERIFY, schedules=schedules)
+    assert read.kind == "race" and read.at == (("mode", 2),) and not read.same_value
+    assert read.excused.at == (("mode", 1),) and read.excused.same_value and read.excused_points == 1
+    # negative control: without the differing stores nothing counts; the excused point ran again, clean
+    e = entry_of(2)
+    calls = []
+    clean = sweep(detector, e.source, e.kernel, e.grid, e.block, 0, e.args, 5, reading=GPUVERIFY,
+                  schedules=schedules, ran=calls.append)
+    assert clean.kind == "clean" and clean.points == 2 and clean.excused.at == (("mode", 1),)
+    assert len(calls) == 2 and calls[-1][1][0] == 1      # the schedules' launch at mode=1 wrote the flag back
+
+
+def test_a_reading_does_not_sort_the_schedules_races(tmp_path, schedules):
+    from harness.racescan.reading import GPUVERIFY
+    e = read_entry(_written(tmp_path / "modes3.cu", MODES.format(stop=3)))
+    # without the detector only the schedules see a race (the differing stores at mode=2); it has no kinds to
+    # read, so it counts
+    verdict = sweep(schedules, e.source, e.kernel, e.grid, e.block, 0, e.args, 5, reading=GPUVERIFY)
+    assert verdict.kind == "race" and verdict.fault == "RaceDetected" and verdict.at == (("mode", 2),)
+    assert verdict.excused is None
+
+
+def _written(path, text):
+    path.write_text(text)
+    return path
