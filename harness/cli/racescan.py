@@ -153,10 +153,11 @@ def _verdict_line(v) -> str:
 def _print_reading(reading, verdict) -> None:
     """What the reading left out of the verdict: the races of a counted race's launch it does not count, and the
     first launch whose races it did not count at all (the memory model's verdict there)."""
-    if verdict.kind == "race":
-        counted = sum(1 for k in verdict.kinds if reading.counts([k]))
-        if counted < len(verdict.kinds):
-            print(f"reading {reading.name}: {counted} of the {len(verdict.kinds)} distinct races above count")
+    if verdict.kind == "race":          # the kinds follow the races in the order the report numbers them
+        left = [i for i, k in enumerate(verdict.kinds, 1) if not reading.counts([k])]
+        if left:
+            print(f"reading {reading.name}: of the races above it leaves out race{'s' if len(left) > 1 else ''} "
+                  f"{', '.join(map(str, left))} and counts the other{'s' if len(verdict.kinds) - len(left) > 1 else ''}")
     excused = verdict.excused
     if excused is None:
         return

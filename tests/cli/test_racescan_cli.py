@@ -87,6 +87,19 @@ def test_a_reading_leaves_out_the_races_a_verifier_calls_benign_and_prints_them(
     assert err.strip().splitlines()[-1].endswith("--seed 1 --reading gpuverify")      # the replay keeps it
 
 
+def test_a_reading_names_the_races_of_a_counted_launch_that_it_leaves_out(tmp_path, capsys):
+    src = tmp_path / "two.cu"
+    src.write_text("// launch: k grid=1 block=64\n// args: y:int32[64]!out flag:int32[2]\n"
+                   "__global__ void k(int* y, int* flag) {\n  flag[0] = 1;\n  flag[1] = threadIdx.x;\n"
+                   "  y[threadIdx.x] = threadIdx.x;\n}\n")
+    assert main(["racescan", str(src), "--seed", "1", "--reading", "gpuverify"]) == 1
+    out = capsys.readouterr().out
+    assert "2 distinct data races in this launch; the first: data race on 'flag' index 0" in out
+    assert "reading GPUVerify: of the races above it leaves out race 1 and counts the other\n" in out
+    assert main(["racescan", str(src), "--seed", "1"]) == 1       # the memory model counts both: no such line
+    assert "leaves out" not in capsys.readouterr().out
+
+
 def test_a_reading_judges_a_launch_again_by_the_schedules_and_lock_step_is_not_emulated(capsys):
     warp = str(CORPUS / "warp_no_syncwarp.cu")            # lanes read a neighbour's slot with no __syncwarp
     assert main(["racescan", warp, "--seed", "17", "--reading", "gpuverify-warp-sync"]) == 3
