@@ -57,14 +57,17 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
                 points: Sequence[dict], args_at: Callable[[dict], tuple[list, tuple[int, ...]]],
                 tick: Optional[Callable[[], None]] = None,
                 ran: Optional[Callable[[list], None]] = None, reading: Optional[Reading] = None,
-                recheck: Optional[Callable[[dict], Verdict]] = None) -> Verdict:
+                recheck: Optional[Callable[[dict], Verdict]] = None, recheck_lock_step: bool = False) -> Verdict:
     """Launch `kernel` of the loaded `module` at each point (`args_at(point)` gives the arguments and output
     indices) until one races; `tick()` after each launch (progress); `ran(args)` after each launch that ended
     without a fault, its outputs written back into `args`. The verdict: the first race, else the first other
     non-clean verdict, else clean; `at` is the point it was found at, `points` how many launches ran.
     `reading`: only a race it counts ends the sweep; the first it does not count is kept (Verdict.excused), and
     `recheck(point)`, where given, judges that point without the detector (a verdict as `classify` gives with the
-    detector on: schedules that disagree are order-dependent), the verdict of a point that did not race."""
+    detector on: schedules that disagree are order-dependent), the verdict of a point that did not race.
+    `recheck_lock_step`: its schedules run a warp's lanes in lock step (EmuBackend(lock_step=True)); where they do
+    not and the reading takes lanes as in lock step, a disagreement at a point with races within one warp is the
+    tool's limit (unchecked): the interleaved lanes may be what makes the results differ."""
     detector = has_detector(module)
     first_other = None
     excused, excused_points = None, 0
@@ -91,8 +94,9 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
             if recheck is None:
                 continue
             verdict = replace(recheck(point), at=at, points=i)
-            if verdict.kind != "clean" and "warp" not in reading.scopes and any(s == "warp" for s, _ in race.kinds):
-                # the reading runs a warp's lanes in lock step; the schedules interleave them, so what they show
+            if (verdict.kind != "clean" and not recheck_lock_step and "warp" not in reading.scopes
+                    and any(s == "warp" for s, _ in race.kinds)):
+                # the reading runs a warp's lanes in lock step; these schedules interleave them, so what they show
                 # may be the very races it left out: the tool cannot judge this launch under it
                 verdict = replace(verdict, kind="unchecked", detail=(
                     f"not judged under the reading {reading.name}, which takes a warp's lanes as running in lock "
@@ -118,7 +122,8 @@ def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block
     `tick()` after each launch (progress); `points`: launch at these instead (a replay's one point, or the
     sweep_points the caller already has); `flags`: the build's (`-I` folders of the source's own headers);
     `ran(args)`: see scan_points. `reading`: see scan_points; `schedules`: a backend without the detector that
-    judges again each point whose races the reading did not count (the source is loaded on it when first needed)."""
+    judges again each point whose races the reading did not count (the source is loaded on it when first needed);
+    for a reading that takes a warp's lanes as in lock step, one with `lock_step=True` judges what it means."""
     if points is None:
         points, _ = sweep_points({s.name: s.domain for s in specs if s.domain is not None}, seed, limit)
     try:
@@ -142,4 +147,4 @@ def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block
     # Fresh arrays at every point: a launch writes its outputs back into the arrays it was given.
     return scan_points(module, kernel, grid, block, shared_bytes, points,
                        lambda point: make_args(list(specs), seed, point), tick, ran, reading,
-                       recheck if schedules is not None else None)
+                       recheck if schedules is not None else None, bool(getattr(schedules, "lock_step", False)))

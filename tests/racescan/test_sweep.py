@@ -123,3 +123,19 @@ def test_a_reading_does_not_sort_the_schedules_races(tmp_path, schedules):
 def _written(path, text):
     path.write_text(text)
     return path
+
+
+def test_without_lock_step_a_warp_reading_cannot_judge_what_the_interleaved_lanes_show(detector, schedules):
+    from harness.backends.emu.backend import EmuBackend
+    from harness.racescan.reading import GPUVERIFY_WARP_SYNC
+    e = read_entry(CORPUS / "warp_no_syncwarp.cu")
+    run = lambda be: sweep(detector, e.source, e.kernel, e.grid, e.block, 0, e.args, 17, reading=GPUVERIFY_WARP_SYNC,
+                           schedules=be)
+    interleaved = run(schedules)           # the lanes interleaved: the tool's limit, not the kernel's fault
+    assert interleaved.kind == "unchecked" and "takes a warp's lanes as running in lock step" in interleaved.detail
+    assert interleaved.excused.scope == "warp"
+    lock_step = EmuBackend(timeout_s=60, race_check=False, lock_step=True)
+    try:
+        assert run(lock_step).kind == "clean"
+    finally:
+        lock_step.close()

@@ -78,6 +78,11 @@ class EmuBackend(Backend):
       "atomic": it acquires at once, as the CUDA C++ Programming Guide's __threadfence() idiom (a fence on the
       writer's side only, its threadFenceReduction sample) and ScoRD's model read it. A reading, not a fix: by
       PTX the reader's plain accesses after such an atomic still race.
+    lock_step: the lanes of a warp take turns access by access in every run (each lane makes its k-th access to
+      memory before any makes its (k+1)-th), as lanes in lock step do, which GPUs before Volta did and a
+      verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
+      assumption. Where the lanes' paths differ, the turns are one interleaving of them. Built with the race
+      detector's instrumentation (not with `sanitize`); a reading's schedules, not the CUDA memory model.
     """
     name = "emu"
 
@@ -85,7 +90,8 @@ class EmuBackend(Backend):
                  sanitize: bool = False, fiber: Optional[str] = None, cxx: Optional[str] = None,
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
                  schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
-                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same", acquire: str = "fence"):
+                 cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same", acquire: str = "fence",
+                 lock_step: bool = False):
         if barrier_sites not in ("same", "any"):
             raise ValueError(f"barrier_sites: expected 'same' or 'any', got {barrier_sites!r}")
         self.barrier_sites = barrier_sites
@@ -115,6 +121,12 @@ class EmuBackend(Backend):
             raise ValueError("race_check: the race detector cannot be combined with sanitize (both instrument "
                              "every access); pass race_check=False")
         self.race_check = race_check
+        if not isinstance(lock_step, bool):
+            raise ValueError(f"lock_step: expected True or False, got {lock_step!r}")
+        if lock_step and sanitize:
+            raise ValueError("lock_step: it takes the race detector's instrumentation, which cannot be combined with "
+                             "sanitize (AddressSanitizer); pass sanitize=False")
+        self.lock_step = lock_step
         self.block_sampling = BlockSampling.parse(block_sampling)
         if schedule is not None:
             schedule_plan(1, 0, schedule)            # a clear error for an unknown policy
@@ -124,7 +136,8 @@ class EmuBackend(Backend):
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,
-                         "schedule": self.schedule, "barrier_sites": self.barrier_sites, "acquire": self.acquire}
+                         "schedule": self.schedule, "barrier_sites": self.barrier_sites, "acquire": self.acquire,
+                         "lock_step": self.lock_step}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -157,7 +170,8 @@ class EmuBackend(Backend):
         self._finalizer = weakref.finalize(self, _shutdown, self._worker, self._staging)
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
-        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize, race=self.race_check, name=name)
+        built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize,
+                      race=self.race_check or self.lock_step, name=name)     # lock step turns in its entry points
         return EmuModule(self, built)
 
     def spawn_config(self) -> tuple[str, dict]:
@@ -169,7 +183,7 @@ class EmuBackend(Backend):
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check, "barrier_sites": self.barrier_sites,
-                "acquire": self.acquire,
+                "acquire": self.acquire, "lock_step": self.lock_step,
                 "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
@@ -448,7 +462,7 @@ class EmuModule(Module):
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
                           be.race_check, only_schedule=be.schedule, barrier_any_site=be.barrier_sites == "any",
-                          atomic_acquire=be.acquire == "atomic")
+                          atomic_acquire=be.acquire == "atomic", lock_step=be.lock_step)
         plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 

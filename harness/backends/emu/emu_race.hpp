@@ -214,6 +214,9 @@ bool g_race_on = false;
 // The acquire rule (EmuBackend(acquire=...)): false, PTX's: a relaxed atomic acquires at its thread's next fence;
 // true, the writer-side fence idiom's: every atomic that reads a release acquires it by itself.
 bool g_atomic_acquires = false;
+// Lock step (EmuBackend(lock_step=True), a reading's schedules): a thread yields after each access of memory
+// outside its own stack, so the lanes of a warp take turns access by access, as lanes in lock step do.
+bool g_lockstep = false;
 uint32_t g_bseq = 0;                 // sequence number of the running block
 uint32_t g_bseq_last = 0;            // the last one given out (a parked block keeps its own: grid.sync)
 uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
@@ -949,6 +952,7 @@ void race_release_shared_shadow() {
 
 namespace emu {
 void volatile_read_done(const volatile void* p);     // emu_runtime.cpp: a spin on a volatile load yields
+void lockstep_turn(uintptr_t a);                     // emu_runtime.cpp: under lock step, the next lane's turn
 
 // A misaligned access through an aligned entry point: the kernel's fault (emu_runtime.cpp).
 [[gnu::cold, gnu::noinline]] void misaligned(uintptr_t a, size_t size, bool write, uintptr_t pc);
@@ -968,6 +972,7 @@ inline bool maybe_tracked(uintptr_t a, size_t n) {
       ::emu::misaligned(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
     if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
       ::emu::race_access(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
+    if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(a);                                      \
   }
 #define EMU_TSAN_SIZES(KIND, WRITE)                                                                            \
   EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE, true) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE, true)         \
@@ -988,6 +993,7 @@ EMU_TSAN_SIZES(write, true)
       ::emu::misaligned(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
     if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
       ::emu::race_access(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
+    if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(a);                                      \
     ::emu::volatile_read_done(p);                                                                             \
   }
 EMU_TSAN_VOLATILE(1) EMU_TSAN_VOLATILE(2) EMU_TSAN_VOLATILE(4) EMU_TSAN_VOLATILE(8) EMU_TSAN_VOLATILE(16)
@@ -1011,10 +1017,12 @@ extern "C" void __ubsan_handle_type_mismatch_v1(void* data, void* p) {   // g++'
 extern "C" void __tsan_read_range(void* p, long n) {   // (the signatures are those g++ declares built in)
   if (__builtin_expect(::emu::g_race_on, 0))
     ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(reinterpret_cast<uintptr_t>(p));
 }
 extern "C" void __tsan_write_range(void* p, long n) {
   if (__builtin_expect(::emu::g_race_on, 0))
     ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(reinterpret_cast<uintptr_t>(p));
 }
 extern "C" void __tsan_init() {}
 extern "C" void __tsan_func_entry(void*) {}

@@ -475,7 +475,7 @@ void order_batch(std::vector<int>& ids) {
 
 int pop_ready() {
   if (g_ready_head >= g_ready.size()) return -1;
-  if (g_policy == RANDOM) {  // any ready fiber may run next
+  if (g_policy == RANDOM && !g_lockstep) {  // any ready fiber may run next (under lock step, turns stay in order)
     size_t n = g_ready.size() - g_ready_head;
     std::swap(g_ready[g_ready_head], g_ready[g_ready_head + rng_next() % n]);
   }
@@ -1342,6 +1342,18 @@ void volatile_read_done(const volatile void* p) {
   f->spin_yielded = false;
 }
 
+// Lock step: after each access of memory outside its own stack a thread goes to the back of the ready queue, so
+// the lanes of a warp take turns access by access: every lane makes its k-th access before any makes its
+// (k+1)-th, as lanes in lock step execute one instruction together (a lane whose path skips an access drops out
+// of that turn). Where the lanes' paths differ, the turns interleave them, one order of many.
+void lockstep_turn(uintptr_t a) {
+  if (!g_on_fiber) return;                 // a module's static initialisers run on the worker's own stack
+  Fiber* f = cur();
+  if (a - uintptr_t(f->stack) < kStackBytes) return;    // its own locals: no other lane sees them
+  push_ready(f->linear);
+  switch_to_sched();
+}
+
 // ---- the shared window ----------------------------------------------------------------------------------
 // A shared-space address (what __cvta_generic_to_shared gives and inline PTX's shared operands hold): the offset
 // in the static arena, or kSharedArena plus the offset in the dynamic area (guard bands included).
@@ -1766,6 +1778,7 @@ EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
 EMU_EXPORT void emu_set_atomic_acquire(int by_itself) { emu::g_atomic_acquires = by_itself != 0; }
+EMU_EXPORT void emu_set_lockstep(int on) { emu::g_lockstep = on != 0; }
 EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
 // The last launch's blocks that finished only after blocks emu ran after them (held while they spun), and the first.
 EMU_EXPORT unsigned long long emu_later_block_waits() { return emu::g_later_waits; }

@@ -61,6 +61,7 @@ class NativeModule:
         lib.emu_int_divisions_by_zero.restype = ctypes.c_ulonglong
         lib.emu_set_barrier_sites.argtypes = [ctypes.c_int]
         lib.emu_set_atomic_acquire.argtypes = [ctypes.c_int]
+        lib.emu_set_lockstep.argtypes = [ctypes.c_int]
         lib.emu_mixed_barriers.restype = ctypes.c_ulonglong
         lib.emu_mixed_barrier_line.restype = ctypes.c_int
         lib.emu_mixed_barrier_line.argtypes = [ctypes.c_int]
@@ -144,6 +145,11 @@ class NativeModule:
         """Whether an atomic that reads a released value acquires it by itself (the CUDA C++ Programming Guide's
         writer-side __threadfence() idiom, as ScoRD reads it) instead of at the reading thread's next fence (PTX)."""
         self.lib.emu_set_atomic_acquire(int(by_itself))
+
+    def set_lockstep(self, on: bool) -> None:
+        """Whether the lanes of a warp take turns access by access (lock step; only a race build's entry points
+        take the turns)."""
+        self.lib.emu_set_lockstep(int(on))
 
     def mixed_barriers(self) -> tuple[int, int, int]:
         """Barrier phases so far that threads completed from different call sites, and two of those lines."""
