@@ -77,7 +77,7 @@ def register(sub) -> None:
                         "benign; -warp-sync: lanes of a warp in lock step; -intra-group: one block's threads), "
                         "faial (one block's threads, same-value stores benign; -grid-level, -all-levels), gklee. "
                         "The races it does not count are still printed; a point whose races it does not count is "
-                        "judged again by the thread schedules alone (a warp's lanes in lock step under -warp-sync)")
+                        "judged again by the thread schedules alone (a warp's lanes in lock step under -warp-sync and gklee)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
@@ -163,7 +163,7 @@ def _print_reading(reading, verdict) -> None:
         return
     where = f" at {_named(excused.at)}" if excused.at else ""
     more = f"; {verdict.excused_points} launches had only such races" if verdict.excused_points > 1 else ""
-    lanes = ", a warp's lanes in lock step" if "warp" not in reading.scopes else ""
+    lanes = ", a warp's lanes in lock step" if reading.lock_step else ""
     print(f"left out by the reading {reading.name}{where} (the memory model's verdict: a race; the schedules alone "
           f"judged the launch again{lanes}{more}): {_verdict_line(excused)[len('verdict: '):]}")
     print(excused.detail)
@@ -295,7 +295,7 @@ def run(args) -> int:
     backend = EmuBackend(race_check=args.race_check == "on", **options)
     # a point whose races the reading leaves out is judged again by the schedules alone, with a warp's lanes in
     # lock step where the reading takes them so
-    schedules = (EmuBackend(race_check=False, lock_step="warp" not in reading.scopes, **options)
+    schedules = (EmuBackend(race_check=False, lock_step=reading.lock_step, **options)
                  if reading is not None else None)
     kept: list = []
     try:

@@ -94,7 +94,7 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
             if recheck is None:
                 continue
             verdict = replace(recheck(point), at=at, points=i)
-            if (verdict.kind != "clean" and not recheck_lock_step and "warp" not in reading.scopes
+            if (verdict.kind != "clean" and reading.lock_step and not recheck_lock_step
                     and any(s == "warp" for s, _ in race.kinds)):
                 # the reading runs a warp's lanes in lock step; these schedules interleave them, so what they show
                 # may be the very races it left out: the tool cannot judge this launch under it

@@ -60,3 +60,6 @@ def test_the_options_name_every_reading_and_say_what_each_leaves_out():
     assert describe(FAIAL_BLOCK) == ("races between threads of different blocks; races of stores that left the "
                                      "bytes as they were")
     assert "their racing accesses saw" in describe(GKLEE) and "their racing accesses saw" not in describe(FAIAL_GRID)
+    # the verifiers that run a warp's lanes in lock step
+    assert {n for n, r in BY_OPTION.items() if r.lock_step} == {"gpuverify-warp-sync", "gpuverify-warp-sync-intra-group",
+                                                                 "gklee"}
