@@ -70,3 +70,16 @@ def test_lock_step_is_named_and_refused_with_the_sanitizer():
         EmuBackend(lock_step="yes")
     with pytest.raises(ValueError, match="lock_step: it takes the race detector's instrumentation"):
         EmuBackend(lock_step=True, sanitize=True, race_check=False)
+
+
+def test_blocks_that_wait_for_later_blocks_are_held_in_lock_step_too():
+    from tests.backends.emu.test_held_blocks import SOURCE as HELD      # block 0 spins until block 1 hands off
+    be = EmuBackend(race_check=False, lock_step=True, timeout_s=60)
+    try:
+        out = np.zeros(64, np.float32)
+        result = be.load(HELD).launch("handoff", (2,), (64,), 0, [np.zeros(1, np.int32), np.zeros(64, np.float32),
+                                                                  out, np.int32(3)], [2])
+        assert (out == np.arange(1, 65)).all()
+        assert any("spun until blocks that ran after them made progress" in c for c in result.caveats)
+    finally:
+        be.close()
