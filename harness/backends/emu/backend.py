@@ -38,6 +38,15 @@ ACQUIRE_RULES = ("fence", "atomic")     # the race detector's acquire rule: PTX'
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
+def _instrumenting(name: str, value: object, sanitize: bool, clash: str) -> bool:
+    """A True/False option that needs the race build's instrumentation, which AddressSanitizer's excludes."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    if value and sanitize:
+        raise ValueError(f"{name}: {clash}")
+    return value
+
+
 class EmuBackend(Backend):
     """CPU execution backend.
 
@@ -115,18 +124,11 @@ class EmuBackend(Backend):
             if env not in ("0", "1"):
                 raise ValueError(f"${RACE_CHECK_ENV}: expected 0 or 1, got {env!r}")
             race_check = env == "1" and not sanitize and schedule is None
-        if not isinstance(race_check, bool):
-            raise ValueError(f"race_check: expected True or False, got {race_check!r}")
-        if race_check and sanitize:
-            raise ValueError("race_check: the race detector cannot be combined with sanitize (both instrument "
-                             "every access); pass race_check=False")
-        self.race_check = race_check
-        if not isinstance(lock_step, bool):
-            raise ValueError(f"lock_step: expected True or False, got {lock_step!r}")
-        if lock_step and sanitize:
-            raise ValueError("lock_step: it takes the race detector's instrumentation, which cannot be combined with "
-                             "sanitize (AddressSanitizer); pass sanitize=False")
-        self.lock_step = lock_step
+        self.race_check = _instrumenting("race_check", race_check, sanitize, "the race detector cannot be combined "
+                                         "with sanitize (both instrument every access); pass race_check=False")
+        self.lock_step = _instrumenting("lock_step", lock_step, sanitize, "it takes the race detector's "
+                                        "instrumentation, which cannot be combined with sanitize (AddressSanitizer); "
+                                        "pass sanitize=False")
         self.block_sampling = BlockSampling.parse(block_sampling)
         if schedule is not None:
             schedule_plan(1, 0, schedule)            # a clear error for an unknown policy
