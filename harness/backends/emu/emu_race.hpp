@@ -217,6 +217,10 @@ bool g_atomic_acquires = false;
 // Lock step (EmuBackend(lock_step=True), a reading's schedules): a thread yields after each access of memory
 // outside its own stack, so the lanes of a warp take turns access by access, as lanes in lock step do.
 bool g_lockstep = false;
+// Whether an instrumented access does more than its alignment check: the detector is on or lock step is; the entry
+// points test this one byte (refresh_access_hooks() after changing either).
+bool g_access_hooks = false;
+inline void refresh_access_hooks() { g_access_hooks = g_race_on || g_lockstep; }
 uint32_t g_bseq = 0;                 // sequence number of the running block
 uint32_t g_bseq_last = 0;            // the last one given out (a parked block keeps its own: grid.sync)
 uint32_t g_launch_bseq0 = 1;         // first block sequence number of the tracked launch
@@ -962,6 +966,12 @@ inline bool maybe_tracked(uintptr_t a, size_t n) {
   return a - uintptr_t(g_shared) < kSharedArena || a - uintptr_t(g_dyn) < g_dyn_cap ||
          (a < g_tracked_hi && a + n > g_tracked_lo);
 }
+// What an instrumented access of [a, a + n) does when g_access_hooks is set; `filtered`: the entry point's access
+// may be of untracked memory, which maybe_tracked tells before the detector is called.
+inline void access_hooks(uintptr_t a, size_t n, bool write, uintptr_t pc, bool filtered) {
+  if (g_race_on && (!filtered || maybe_tracked(a, n))) race_access(a, n, write, pc);
+  if (g_lockstep) lockstep_turn(a);
+}
 }  // namespace emu
 
 // ---- entry points of the compiler's instrumentation (-fsanitize=thread without libtsan) -------------------
@@ -970,9 +980,8 @@ inline bool maybe_tracked(uintptr_t a, size_t n) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
     if (ALIGNED && __builtin_expect(a & (SIZE - 1), 0))                                                        \
       ::emu::misaligned(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
-    if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
-      ::emu::race_access(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
-    if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(a);                                      \
+    if (__builtin_expect(::emu::g_access_hooks, 0))                                                            \
+      ::emu::access_hooks(a, SIZE, WRITE, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), true);   \
   }
 #define EMU_TSAN_SIZES(KIND, WRITE)                                                                            \
   EMU_TSAN_ACCESS(__tsan_##KIND##1, 1, WRITE, true) EMU_TSAN_ACCESS(__tsan_##KIND##2, 2, WRITE, true)         \
@@ -991,9 +1000,8 @@ EMU_TSAN_SIZES(write, true)
     uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                             \
     if (__builtin_expect(a & (SIZE - 1), 0))                                                                   \
       ::emu::misaligned(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));           \
-    if (__builtin_expect(::emu::g_race_on, 0) && ::emu::maybe_tracked(a, SIZE))                              \
-      ::emu::race_access(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));          \
-    if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(a);                                      \
+    if (__builtin_expect(::emu::g_access_hooks, 0))                                                            \
+      ::emu::access_hooks(a, SIZE, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), true);   \
     ::emu::volatile_read_done(p);                                                                             \
   }
 EMU_TSAN_VOLATILE(1) EMU_TSAN_VOLATILE(2) EMU_TSAN_VOLATILE(4) EMU_TSAN_VOLATILE(8) EMU_TSAN_VOLATILE(16)
@@ -1015,14 +1023,12 @@ extern "C" void __ubsan_handle_type_mismatch_v1(void* data, void* p) {   // g++'
                       reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 extern "C" void __tsan_read_range(void* p, long n) {   // (the signatures are those g++ declares built in)
-  if (__builtin_expect(::emu::g_race_on, 0))
-    ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
-  if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(reinterpret_cast<uintptr_t>(p));
+  if (__builtin_expect(::emu::g_access_hooks, 0))
+    ::emu::access_hooks(reinterpret_cast<uintptr_t>(p), size_t(n), false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), false);
 }
 extern "C" void __tsan_write_range(void* p, long n) {
-  if (__builtin_expect(::emu::g_race_on, 0))
-    ::emu::race_access(reinterpret_cast<uintptr_t>(p), size_t(n), true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
-  if (__builtin_expect(::emu::g_lockstep, 0)) ::emu::lockstep_turn(reinterpret_cast<uintptr_t>(p));
+  if (__builtin_expect(::emu::g_access_hooks, 0))
+    ::emu::access_hooks(reinterpret_cast<uintptr_t>(p), size_t(n), true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), false);
 }
 extern "C" void __tsan_init() {}
 extern "C" void __tsan_func_entry(void*) {}

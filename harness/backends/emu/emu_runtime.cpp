@@ -1735,6 +1735,7 @@ EMU_EXPORT void emu_race_begin() {
   using namespace emu;
   race_untrack();
   g_race_on = true;
+  refresh_access_hooks();
   g_releases.clear();
   g_observations.clear();
   g_phase_logs.clear();
@@ -1770,6 +1771,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
   g_phase_logs.clear();
   race_records_clear();
   g_race_on = false;
+  refresh_access_hooks();
   return g_race_accesses;
 }
 // The distinct races of the launch so far (before emu_race_end): see race_report in emu_race.hpp.
@@ -1778,7 +1780,7 @@ EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
 EMU_EXPORT void emu_set_atomic_acquire(int by_itself) { emu::g_atomic_acquires = by_itself != 0; }
-EMU_EXPORT void emu_set_lockstep(int on) { emu::g_lockstep = on != 0; }
+EMU_EXPORT void emu_set_lockstep(int on) { emu::g_lockstep = on != 0; emu::refresh_access_hooks(); }
 EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
 // The last launch's blocks that finished only after blocks emu ran after them (held while they spun), and the first.
 EMU_EXPORT unsigned long long emu_later_block_waits() { return emu::g_later_waits; }
