@@ -70,8 +70,12 @@ _GLOBAL = re.compile(rf"__global__\s+(?:{_KERNEL_ATTRIBUTE})*void\s+"
                      rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
 # instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.
-_TEMPLATE_HEAD = re.compile(rf"\btemplate\s*(<[^;{{}}]*>)?\s*(?:static\s+|inline\s+|extern\s+|{_KERNEL_ATTRIBUTE})*$")
+# A preprocessor line may stand between them too: ggml's `#if !defined(GGML_USE_HIPBLAS)` around a `__launch_bounds__`.
+_TEMPLATE_HEAD = re.compile(rf"\btemplate\s*(<[^;{{}}]*>)?\s*(?:static\s+|inline\s+|extern\s+|{_KERNEL_ATTRIBUTE}"
+                            rf"|#[^\n]*\n\s*)*$")
 TEMPLATE_HEAD = _TEMPLATE_HEAD     # what may stand between `template <...>` and `__global__` (gpu.prepare_source)
+# How far before `__global__` a template head is looked for (ggml's mmq.cuh has 12 lines of nested #ifs between them)
+HEAD_WINDOW = 2000
 # A function-pointer parameter: `ret (*name)(args)`.
 _FUNC_PTR = re.compile(r"^(.*?)\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*(\(.*\))$", re.S)
 
@@ -389,7 +393,7 @@ def template_definitions(code: str, defines: "Mapping[str, str] | None" = None) 
     for m, template, _ in _globals(clean):
         if not template or m.group(1) in out:
             continue
-        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - HEAD_WINDOW), m.start())
         close = closing_bracket(clean, m.end() - 1)
         body = clean[m.end():close].strip()
         params = tuple(re.sub(r"\s+", " ", without_default(p)).strip()
@@ -429,7 +433,7 @@ def _globals(clean: str):
     for m in _GLOBAL.finditer(clean):
         if _in_directive(clean, m.start()):
             continue
-        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - 400), m.start())
+        head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - HEAD_WINDOW), m.start())
         instantiation = head is not None and head.group(1) is None and m.group(2) is not None
         yield m, head is not None and not instantiation, instantiation
 

@@ -34,8 +34,8 @@ from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
 from cudasrc.host_code import Program, program_of
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import (GRID_GROUP, TEMPLATE_HEAD, KernelSignature, launch_name, program_kernel_signatures,
-                                strip_comments, template_kernels)
+from cudasrc.signatures import (GRID_GROUP, HEAD_WINDOW, TEMPLATE_HEAD, KernelSignature, launch_name,
+                                program_kernel_signatures, strip_comments, template_kernels)
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
@@ -70,9 +70,10 @@ def prepare_source(source: str) -> str:
     for m in _KERNEL_KEYWORD.finditer(source):
         before = source[:m.start()].rstrip()
         last_line = before[before.rfind("\n") + 1:].lstrip()
-        # A template kernel (after `template <...>`, perhaps then `__launch_bounds__(...)`; not after an `#include
-        # <...>`) cannot have C linkage.
-        template = TEMPLATE_HEAD.search(before[-400:]) is not None and not last_line.startswith("#")
+        # A template kernel (after `template <...>`, perhaps then `__launch_bounds__(...)` and preprocessor lines; not
+        # after an `#include <...>`) cannot have C linkage.
+        head = source[max(0, m.start() - HEAD_WINDOW):m.start()]       # `static ` keeps its space
+        template = TEMPLATE_HEAD.search(head) is not None and not re.match(r"#\s*include\b", last_line)
         if not (before.endswith('extern "C"') or template):
             out.append(source[last:m.start()])
             out.append('extern "C" ')

@@ -117,3 +117,33 @@ def test_a_header_whose_conditions_cannot_be_evaluated_is_read_as_written():
               "static __global__ void rows(const float* x, float* y) { }\n")
     code = instantiated("", ["rows<4>"], headers={"vendors/hip.h": hip, "rows.cuh": header})
     assert code.endswith("template __global__ void rows<4>(const float* x, float* y);\n")
+
+
+def test_a_template_head_with_preprocessor_lines_before_the_kernel_is_a_template():
+    """ggml's 2024 `mul_mat_vec_q`: `template <...>`, then `#if !defined(GGML_USE_HIPBLAS)`, `__launch_bounds__(...)`
+    and `#endif` before `static __global__ void`. It is a template kernel (launchable only instantiated), not a
+    plain kernel whose trampoline cannot name it."""
+    from cudasrc.signatures import template_kernels
+    src = ("template <int ncols_y, typename block_t>\n#if !defined(GGML_USE_HIPBLAS)\n"
+           "__launch_bounds__((ncols_y <= 4 ? 4 : 2)*32, 1)\n#endif // !defined(GGML_USE_HIPBLAS)\n"
+           "static __global__ void mul_mat_vec_q(const void * vx, float * dst, const int n) { }\n"
+           "__global__ void plain(float * y) { }\n")
+    assert template_kernels(src) == ["mul_mat_vec_q"]
+    assert [k.name for k in kernel_signatures(src)] == ["plain"]
+    code = instantiated(src, ["mul_mat_vec_q<1, float>"])
+    assert [k.name for k in kernel_signatures(code)] == ["plain", "mul_mat_vec_q<1,float>"]
+    # mmq.cuh (2025): nested #ifs, more than 400 characters from the head to the kernel; and from a header, the
+    # instantiation names the template's parameters
+    long_head = ("template <int mmq_x, int nwarps, bool need_check>\n"
+                 "#if defined(GGML_USE_HIP) && defined(__HIP_PLATFORM_AMD__)\n"
+                 "#if defined(RDNA4) || defined(RDNA3) || defined(RDNA2) || defined(CDNA) || defined(GCN)\n"
+                 "    __launch_bounds__(WARP_SIZE*nwarps, 2)\n"
+                 "#endif // defined(RDNA4) || defined(RDNA3) || defined(RDNA2) || defined(CDNA) || defined(GCN)\n"
+                 "#else\n#if __CUDA_ARCH__ >= GGML_CUDA_CC_VOLTA\n    __launch_bounds__(WARP_SIZE*nwarps, 1)\n"
+                 "#else\n    __launch_bounds__(WARP_SIZE*nwarps, 2)\n#endif // __CUDA_ARCH__ >= GGML_CUDA_CC_VOLTA\n"
+                 "#endif // defined(GGML_USE_HIP) && defined(__HIP_PLATFORM_AMD__)\n"
+                 "static __global__ void mul_mat_q(const char * __restrict__ x, float * __restrict__ dst) { }\n")
+    assert len(long_head) > 600 and template_kernels(long_head) == ["mul_mat_q"]
+    code = instantiated("#include \"mmq.cuh\"\n", ["mul_mat_q<16, 8, false>"], {}, {"mmq.cuh": long_head})
+    (k,) = kernel_signatures(code, context=long_head)
+    assert k.params == (("const char*", "x"), ("float*", "dst"))

@@ -26,6 +26,10 @@ from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, clos
                                 template_kernels)
 
 
+# The macros emu_device.hpp defines before the source's text (tests/backends/emu/test_rewrite.py holds them equal):
+# the source's `#if`s are read with them, as the build reads them.
+EMU_PREDEFINED = {"__CUDA_ARCH__": "900", "CUDART_VERSION": "12080"}
+
 _RUNTIME_CALL = r"\bcuda[A-Z]\w*\s*\("
 # A function or kernel of the source itself whose name looks like the runtime's (`__global__ void cudaProcess(`).
 _OWN_CUDA_NAMED = re.compile(r"\b(?:__global__|__device__|__host__)\b[^;{}()]*?\b(cuda[A-Z]\w*)\s*\(")
@@ -399,7 +403,10 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
     typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
     clean = program.device_code(code)     # host code never runs here (a GPU runs it on the host)
-    check_unsupported(clean)
+    built = {**EMU_PREDEFINED, **(defines or {})}
+    # what the preprocessor drops never reaches the build: another vendor's branch (ggml's HIP macros that map the
+    # _sync shuffles to the legacy ones) is no construct of this build
+    check_unsupported(as_built(clean, built))
     try:
         kernels = program_kernel_signatures(code, headers or {}, defines)
     except ValueError as exc:
@@ -426,7 +433,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
         seen[k.name] = k.place
     body = rewrite_asm(clean)
     body, shared = _rewrite_shared(body)
-    symbols = device_symbols(as_built(body, defines or {}))   # a variable in a dropped branch does not exist
+    symbols = device_symbols(as_built(body, built))   # a variable in a dropped branch does not exist
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
     return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)), clean)

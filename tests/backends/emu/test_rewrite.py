@@ -128,14 +128,14 @@ def test_a_kernel_named_like_the_runtime_and_an_unexpanded_host_macro_are_not_ru
     """NVIDIA's postProcessGL names its kernel `cudaProcess`; convolutionFFT2D's header keeps a host macro
     `#define SET_FLOAT_BASE checkCudaErrors(cudaBindTexture(...))` (empty in the other branch of an `#if`) that
     its device code never expands. Neither
-    is a runtime call in device code. Negative controls: the same macro expanded in the kernel, and a call of a
-    runtime function the source does not define, are refused."""
+    is a runtime call in device code. Negative controls: the same macro expanded in the kernel where the build keeps
+    its branch, and a call of a runtime function the source does not define, are refused."""
     macro = ("#if USE_TEXTURE\n#define SET_BASE checkCudaErrors( cudaBindTexture(0, tex, d_Src) )\n"
              "#else\n#define SET_BASE\n#endif\n")
     own = "__global__ void\ncudaProcess(float* y) { y[threadIdx.x] = 1.0f; }\n"
     assert "cudaProcess" in rewrite(macro + own).source
-    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 2\)"):
-        rewrite(macro + "__global__ void k(float* y) {\n  SET_BASE;\n}\n")
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 3\)"):
+        rewrite("#define USE_TEXTURE 1\n" + macro + "__global__ void k(float* y) {\n  SET_BASE;\n}\n")
     with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 4\)"):
         rewrite(own + "__global__ void k(float* y) {\n  cudaMemset(y, 0, 4);\n}\n")
 
@@ -263,3 +263,26 @@ def test_an_overloaded_kernel_name_is_still_named():
     """Negative control of the prototype rule: two definitions of one name stay unsupported."""
     with pytest.raises(UnsupportedConstruct, match=r"overloaded kernel name 'k' \(line 1 and line 2\)"):
         rewrite("__global__ void k(int* a) { a[0] = 1; }\n__global__ void k(float* a) { a[0] = 1; }\n")
+
+
+def test_a_construct_in_a_branch_the_build_drops_is_not_refused():
+    """ggml's 2024 ggml-cuda.cu maps the _sync shuffles to HIP's legacy ones under `#if defined(GGML_USE_HIPBLAS)`:
+    a branch this build never compiles. The same macro outside any conditional is refused (the negative control),
+    and so is one in a branch that emu's own macros keep (`__CUDA_ARCH__`, `CUDART_VERSION`)."""
+    mapping = "#define __shfl_xor_sync(mask, var, lane, width) __shfl_xor(var, lane, width)\n"
+    kernel = "__global__ void k(float* y){ y[0] = __shfl_xor_sync(0xffffffffu, y[0], 1, 32); }\n"
+    rewrite("#if defined(GGML_USE_HIPBLAS)\n" + mapping + "#endif\n" + kernel)
+    for before, after in (("", ""), ("#if CUDART_VERSION >= 11000\n", "#endif\n"),
+                          ("#ifdef __CUDA_ARCH__\n", "#endif\n"), ("#ifndef GGML_USE_HIPBLAS\n", "#endif\n")):
+        with pytest.raises(UnsupportedConstruct, match=r"legacy warp shuffles without _sync \(line \d\)"):
+            rewrite(before + mapping + after + kernel)
+
+
+def test_the_macros_emu_predefines_are_the_runtimes():
+    """EMU_PREDEFINED, with which the textual checks read a source's #ifs, is what emu_device.hpp defines."""
+    from pathlib import Path
+
+    from harness.backends.emu.rewrite import EMU_PREDEFINED
+    header = (Path(__file__).parents[3] / "harness/backends/emu/emu_device.hpp").read_text()
+    for name, value in EMU_PREDEFINED.items():
+        assert re.search(rf"^#define {name} {value}$", header, re.M), name

@@ -33,7 +33,9 @@ def test_prepare_gives_each_kernel_c_linkage_on_its_own_line():
 def test_prepare_leaves_template_kernels_without_c_linkage_whatever_stands_between():
     src = ("template <int N> __launch_bounds__(N) __global__ void a(float* y) {}\n"
            "template <int N>\n__block_size__((N, 1, 1))\n__global__ void b(float* y) {}\n"
-           "template __global__ void a<4>(float*);\n__global__ void c(float* y) {}\n")
+           "template __global__ void a<4>(float*);\n__global__ void c(float* y) {}\n"
+           "template <int N>\n#if !defined(GGML_USE_HIP)\n__launch_bounds__(N, 1)\n#endif // GGML_USE_HIP\n"
+           "static __global__ void d(float* y) {}\n")
     text = prepare_source(src)
     assert text.count('extern "C"') == 1 and 'extern "C" __global__ void c' in text
 
