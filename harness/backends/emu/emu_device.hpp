@@ -21,6 +21,12 @@
 #include <type_traits>
 #include <utility>
 #include <memory>      // before __noinline__ is a macro: libstdc++'s shared_ptr spells the attribute so
+// CUDA's math API declares the classification functions in the global namespace too (device code calls `isinf(x)`
+// unqualified: ggml's flash attention); <cmath> puts them in std:: only.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+using std::signbit;
 
 #define EMU_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -105,5 +105,6 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
 // The driver API's status, for a declaration that names it (cuda.h)
 typedef enum cudaError_enum { CUDA_SUCCESS = 0 } CUresult;
 typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;       // a device address as the driver API holds it (a host pool's table)
 CUresult cuGetErrorString(CUresult error, const char** text);
 CUresult cuGetErrorName(CUresult error, const char** text);

@@ -14,6 +14,7 @@ from tests.marks import needs_nvcc
 
 
 ENGINE_H = r"""#pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <initializer_list>
@@ -24,6 +25,7 @@ ENGINE_H = r"""#pragma once
 #define ENGINE_CUBLAS_CHECK(call) do { if ((call) != CUBLAS_STATUS_SUCCESS) engine_abort(#call, "cublas"); } while (0)
 
 [[noreturn]] void engine_abort(const char* what, const char* why);
+static CUdeviceptr engine_pool_addr[4] = {0};      // a virtual-memory pool's table, as ggml's 2024 file keeps one
 
 static bool tensor_cores_available(const int cc) { return cc >= 700; }
 static int count_uses(const int* uses, std::initializer_list<int> ops, std::initializer_list<int> outputs = {}) {
@@ -207,3 +209,17 @@ def test_builtin_assume_holds_or_the_launch_is_a_fault(emu):
     from harness.backends import KernelCrash
     with pytest.raises(KernelCrash, match=r"__builtin_assume\(tid < 64\) at kernel.cu:3 is false in this launch"):
         module.launch("k", (1,), (128,), 0, [y], outputs=(0,))
+
+
+def test_the_classification_functions_are_in_the_global_namespace(emu):
+    """ggml's flash attention calls `isinf(x)` unqualified, as CUDA's math API declares it in the global namespace
+    (with isnan, isfinite and signbit); emu's build had them in std:: only and refused the file."""
+    source = ("template <typename T> __device__ int classify(T v) {\n"
+              "  return isinf(v) * 1 + isnan(v) * 2 + isfinite(v) * 4 + signbit(v) * 8;\n}\n"
+              "__global__ void k(const float* x, const double* d, int* y) {\n"
+              "  y[threadIdx.x] = classify(x[threadIdx.x]) + 16 * classify(d[threadIdx.x]);\n}\n")
+    x = np.array([1.0, -np.inf, np.nan, -0.0], np.float32)
+    y = np.zeros(4, np.int32)
+    emu.load(source).launch("k", (1,), (4,), 0, [x, x.astype(np.float64), y], outputs=(2,))
+    one = [4, 1 + 8, 2 + 8 * int(np.signbit(np.float32(np.nan))), 4 + 8]
+    assert y.tolist() == [v + 16 * v for v in one]
