@@ -167,7 +167,8 @@ def _raise_build_error(stderr: str, name: str, nvcc_accepted: bool = False) -> N
     cub = _CUB_MISSING.search(stderr)
     if cub:
         what = f"cub::{cub['name'] or cub['member']}" if cub["cls"] is None else f"{cub['cls']}::{cub['of']}"
-        raise UnsupportedConstruct(None, f"{what} is not in emu's CUB, which has BlockReduce, BlockScan, WarpReduce "
+        raise UnsupportedConstruct(None, f"{what} is not in emu's CUB, which has BlockReduce, BlockScan, BlockLoad, "
+                                         "BlockStore, WarpReduce "
                                          "and their operators (harness/backends/emu/cub/cub.cuh); judge the kernel "
                                          "on a GPU (--backend gpu)")
     for m in _UNDECLARED.finditer(stderr):

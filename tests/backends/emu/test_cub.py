@@ -1,5 +1,5 @@
-"""CUB's block and warp collectives on emu (harness/backends/emu/cub/cub.cuh): BlockReduce, BlockScan and WarpReduce
-give NumPy's results, their temporary storages may share a `__shared__ union`, a storage reused without a barrier is
+"""CUB's block and warp collectives on emu (harness/backends/emu/cub/cub.cuh): BlockReduce, BlockScan, BlockLoad,
+BlockStore and WarpReduce give NumPy's results (and CUB's arrangements), their temporary storages may share a `__shared__ union`, a storage reused without a barrier is
 a data race (CUB's rule), a block of another size than the template's traps, and what emu's CUB lacks is emu's limit
 (UnsupportedConstruct), never the kernel's fault. The kernels are written for CUB 3 (CUDA 13: nvcc's device-side gate
 compiles them against the toolkit's own CUB)."""
@@ -85,6 +85,40 @@ __global__ void warp_sums(const float* x, float* out) {
   if (threadIdx.x % 16 == 0) { out[threadIdx.x / 16] = all; out[4 + threadIdx.x / 16] = five; }
 }
 
+// A tile loaded into a blocked arrangement (or a striped one) and stored back, by each algorithm: `blocked` shows each
+// thread's items, the guarded load fills past `valid` with -1.
+template <cub::BlockLoadAlgorithm L, cub::BlockStoreAlgorithm S>
+__global__ void tile_copy(const int* in, int* items_seen, int* out, int valid) {
+  typedef cub::BlockLoad<int, 64, 4, L> Load;
+  typedef cub::BlockStore<int, 64, 4, S> Store;
+  __shared__ union { typename Load::TempStorage l; typename Store::TempStorage s; } tmp;
+  int items[4];
+  Load(tmp.l).Load(in, items, valid, -1);
+  for (int i = 0; i < 4; ++i) items_seen[threadIdx.x * 4 + i] = items[i];
+  __syncthreads();
+  Store(tmp.s).Store(out, items);
+}
+template __global__ void tile_copy<cub::BLOCK_LOAD_DIRECT, cub::BLOCK_STORE_DIRECT>(const int*, int*, int*, int);
+template __global__ void tile_copy<cub::BLOCK_LOAD_STRIPED, cub::BLOCK_STORE_STRIPED>(const int*, int*, int*, int);
+template __global__ void tile_copy<cub::BLOCK_LOAD_VECTORIZE, cub::BLOCK_STORE_VECTORIZE>(const int*, int*, int*, int);
+template __global__ void tile_copy<cub::BLOCK_LOAD_TRANSPOSE, cub::BLOCK_STORE_TRANSPOSE>(const int*, int*, int*, int);
+template __global__ void tile_copy<cub::BLOCK_LOAD_WARP_TRANSPOSE, cub::BLOCK_STORE_WARP_TRANSPOSE>(const int*, int*,
+                                                                                                   int*, int);
+
+// Two loads through one storage (ggml's ssm_scan_f32 before llama.cpp #24360 added the barrier between them).
+template <bool BARRIER>
+__global__ void two_loads(const float* a, const float* b, float* out) {
+  typedef cub::BlockLoad<float, 64, 4, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
+  __shared__ typename Load::TempStorage tmp;
+  float x[4], y[4];
+  Load(tmp).Load(a, x);
+  if (BARRIER) __syncthreads();
+  Load(tmp).Load(b, y);
+  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = x[i] * y[i];
+}
+template __global__ void two_loads<false>(const float*, const float*, float*);
+template __global__ void two_loads<true>(const float*, const float*, float*);
+
 __global__ void reused_storage(const int* counts, int* out) {
   typedef cub::BlockScan<int, 64> Scan;
   __shared__ typename Scan::TempStorage tmp;
@@ -146,6 +180,31 @@ def test_a_storage_reused_without_a_barrier_is_a_race_on_it(cub):
     line = SOURCE.split("\n").index("  Scan(tmp).ExclusiveSum(e, f);                  // no __syncthreads() before "
                                     "the storage is reused") + 1
     assert f"at line {line} (in cub.cuh:" in err.value.races[0]        # the kernel's line, then the place in CUB
+
+
+@pytest.mark.parametrize("algorithm", ["DIRECT", "STRIPED", "VECTORIZE", "TRANSPOSE", "WARP_TRANSPOSE"])
+def test_block_load_and_store_give_cubs_arrangements(cub, algorithm):
+    """Thread t's item i: in[4t + i] (blocked), or in[64i + t] (STRIPED); past `valid` the default; the store puts
+    each item back where the load took it."""
+    tile = np.arange(1000, 1256, dtype=np.int32)
+    kernel = f"tile_copy<cub::BLOCK_LOAD_{algorithm},cub::BLOCK_STORE_{algorithm}>"
+    seen, out = np.zeros(256, np.int32), np.zeros(256, np.int32)
+    cub.launch(kernel, (1,), (64,), 0, [tile, seen, out, np.int32(200)], [1, 2])
+    where = (np.arange(4)[None, :] * 64 + np.arange(64)[:, None]).ravel() if algorithm == "STRIPED" \
+        else np.arange(256)
+    assert np.array_equal(seen, np.where(where < 200, tile[where], -1))
+    assert np.array_equal(out, np.where(np.arange(256) < 200, tile, -1))
+
+
+def test_a_load_storage_reused_without_a_barrier_is_a_race_and_with_one_is_not(cub):
+    """WARP_TRANSPOSE exchanges through each warp's part of the storage: the second load's stores race with the
+    first load's reads by other lanes of the warp. The barrier between the loads (ggml's fix) orders them."""
+    a, b = np.linspace(-1, 1, 256, dtype=np.float32), np.linspace(2, 3, 256, dtype=np.float32)
+    with pytest.raises(DataRace, match="__shared__ 'tmp'.*in cub.cuh:"):
+        cub.launch("two_loads<false>", (1,), (64,), 0, [a, b, np.zeros(256, np.float32)], [2])
+    out = np.zeros(256, np.float32)
+    cub.launch("two_loads<true>", (1,), (64,), 0, [a, b, out], [2])
+    assert np.array_equal(out, a * b)
 
 
 def test_a_block_of_another_size_than_the_templates_traps(cub):

@@ -13,10 +13,17 @@
 // - BlockScan<T, BLOCK_DIM_X, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z>: Exclusive/InclusiveSum and Exclusive/InclusiveScan
 //   of one item or an array of items per thread, with the block's aggregate or a prefix callback. Warp scans by
 //   shfl_up, then each thread folds the totals of the warps before its own.
+// - BlockLoad<T, BLOCK_DIM_X, ITEMS_PER_THREAD, ALGORITHM, BLOCK_DIM_Y, BLOCK_DIM_Z> and BlockStore: a tile to and from
+//   a blocked arrangement (thread t holds items t*N .. t*N+N-1; STRIPED: items t, t+threads, ...), whole or guarded by
+//   valid_items (with an out-of-bounds default). TRANSPOSE exchanges through the storage with a __syncthreads() between
+//   its stores and its loads, WARP_TRANSPOSE(_TIMESLICED) through each warp's part of it with a __syncwarp(), as CUB's
+//   BlockExchange does; so a storage reused without a barrier races as it does on a GPU. DIRECT, STRIPED and
+//   VECTORIZE need no storage. And the free functions Load/StoreDirectBlocked, ...Striped<BLOCK_THREADS> and
+//   ...WarpStriped.
 // - ArgMax, ArgMin, KeyValuePair; Sum, Max and Min (CUB 2's operators: CUB 3 dropped them for cuda::std::plus and
 //   <cuda/functional>'s cuda::maximum and cuda::minimum, which this header includes, as CUB's does).
 // A block of another size than the template's is a trap, as it would compute garbage on a GPU. What is missing here
-// (BlockRadixSort, BlockLoad, the device-wide algorithms...) stops the build, which reports it as emu's limit.
+// (BlockRadixSort, BlockExchange, the device-wide algorithms...) stops the build, which reports it as emu's limit.
 #pragma once
 #include <cstdio>
 #include <cstring>
@@ -68,6 +75,10 @@ struct ArgMin {
 
 enum BlockReduceAlgorithm { BLOCK_REDUCE_RAKING_COMMUTATIVE_ONLY, BLOCK_REDUCE_RAKING, BLOCK_REDUCE_WARP_REDUCTIONS };
 enum BlockScanAlgorithm { BLOCK_SCAN_RAKING, BLOCK_SCAN_RAKING_MEMOIZE, BLOCK_SCAN_WARP_SCANS };
+enum BlockLoadAlgorithm { BLOCK_LOAD_DIRECT, BLOCK_LOAD_STRIPED, BLOCK_LOAD_VECTORIZE, BLOCK_LOAD_TRANSPOSE,
+                          BLOCK_LOAD_WARP_TRANSPOSE, BLOCK_LOAD_WARP_TRANSPOSE_TIMESLICED };
+enum BlockStoreAlgorithm { BLOCK_STORE_DIRECT, BLOCK_STORE_STRIPED, BLOCK_STORE_VECTORIZE, BLOCK_STORE_TRANSPOSE,
+                           BLOCK_STORE_WARP_TRANSPOSE, BLOCK_STORE_WARP_TRANSPOSE_TIMESLICED };
 
 namespace emu_detail {
 
@@ -405,6 +416,217 @@ class BlockScan : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> 
     ::emu::syncthreads(line.n);
     return *prefix;
   }
+  TempStorage& s_;
+};
+
+// ---- direct loads and stores: item i of a thread is element offset(i) of the tile, counted from the iterator
+namespace emu_detail {
+// Thread t's item i: blocked t*N + i; striped i*threads + t; warp-striped, within its warp's N*32 items, i*32 + lane.
+EMU_CUB_INLINE int blocked_at(int tid, int n, int i) { return tid * n + i; }
+EMU_CUB_INLINE int striped_at(int tid, int threads, int i) { return i * threads + tid; }
+EMU_CUB_INLINE int warp_striped_at(int tid, int n, int i) { return (tid / 32) * 32 * n + i * 32 + tid % 32; }
+
+template <class T, int N, class It, class At>
+EMU_CUB_INLINE void load_items(It itr, T (&items)[N], At at, int valid, const T* oob) {
+  for (int i = 0; i < N; ++i) {
+    int k = at(i);
+    if (k < valid) items[i] = itr[k];
+    else if (oob) items[i] = *oob;
+  }
+}
+template <class T, int N, class It, class At>
+EMU_CUB_INLINE void store_items(It itr, T (&items)[N], At at, int valid) {
+  for (int i = 0; i < N; ++i) {
+    int k = at(i);
+    if (k < valid) itr[k] = items[i];
+  }
+}
+constexpr int kAll = 0x7fffffff;      // no guard
+}  // namespace emu_detail
+
+template <class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectBlocked(int tid, It itr, T (&items)[N]) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, emu_detail::kAll,
+                         (const T*)nullptr);
+}
+template <class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectBlocked(int tid, It itr, T (&items)[N], int valid) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid,
+                         (const T*)nullptr);
+}
+template <class T, class D, int N, class It>
+EMU_CUB_INLINE void LoadDirectBlocked(int tid, It itr, T (&items)[N], int valid, D oob) {
+  T dflt = T(oob);
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid, &dflt);
+}
+template <int THREADS, class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectStriped(int tid, It itr, T (&items)[N]) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, THREADS, i); },
+                         emu_detail::kAll, (const T*)nullptr);
+}
+template <int THREADS, class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectStriped(int tid, It itr, T (&items)[N], int valid) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, THREADS, i); }, valid,
+                         (const T*)nullptr);
+}
+template <int THREADS, class T, class D, int N, class It>
+EMU_CUB_INLINE void LoadDirectStriped(int tid, It itr, T (&items)[N], int valid, D oob) {
+  T dflt = T(oob);
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, THREADS, i); }, valid, &dflt);
+}
+template <class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectWarpStriped(int tid, It itr, T (&items)[N]) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); },
+                         emu_detail::kAll, (const T*)nullptr);
+}
+template <class T, int N, class It>
+EMU_CUB_INLINE void LoadDirectWarpStriped(int tid, It itr, T (&items)[N], int valid) {
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid,
+                         (const T*)nullptr);
+}
+template <class T, class D, int N, class It>
+EMU_CUB_INLINE void LoadDirectWarpStriped(int tid, It itr, T (&items)[N], int valid, D oob) {
+  T dflt = T(oob);
+  emu_detail::load_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid, &dflt);
+}
+template <class T, int N, class It>
+EMU_CUB_INLINE void StoreDirectBlocked(int tid, It itr, T (&items)[N], int valid = emu_detail::kAll) {
+  emu_detail::store_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid);
+}
+template <int THREADS, class T, int N, class It>
+EMU_CUB_INLINE void StoreDirectStriped(int tid, It itr, T (&items)[N], int valid = emu_detail::kAll) {
+  emu_detail::store_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, THREADS, i); }, valid);
+}
+template <class T, int N, class It>
+EMU_CUB_INLINE void StoreDirectWarpStriped(int tid, It itr, T (&items)[N], int valid = emu_detail::kAll) {
+  emu_detail::store_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid);
+}
+
+namespace emu_detail {
+// The exchanges of CUB's BlockExchange through a tile of threads*N items in shared memory: each thread stores its
+// items where `from` says, the threads meet (the block at a __syncthreads, a warp at a __syncwarp), and each loads
+// its items from where `to` says. Nothing orders a later use of the tile after the loads: that is the caller's barrier.
+template <class T, int N, class From, class To>
+EMU_CUB_INLINE void exchange(T* tile, T (&items)[N], From from, To to, bool whole_block, unsigned lanes, int line) {
+  for (int i = 0; i < N; ++i) tile[from(i)] = items[i];
+  if (whole_block) ::emu::syncthreads(line);
+  else ::emu::syncwarp(lanes, line);
+  for (int i = 0; i < N; ++i) items[i] = tile[to(i)];
+}
+}  // namespace emu_detail
+
+template <class T, int BLOCK_DIM_X, int ITEMS_PER_THREAD, BlockLoadAlgorithm ALGORITHM = BLOCK_LOAD_DIRECT,
+          int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockLoad : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using Line = emu_detail::Line;     // the kernel's line, for emu's reports
+  static constexpr int N = ITEMS_PER_THREAD;
+  static constexpr bool kBlockExchange = ALGORITHM == BLOCK_LOAD_TRANSPOSE;
+  static constexpr bool kWarpExchange = ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE ||
+                                        ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE_TIMESLICED;
+  static_assert(!kWarpExchange || kThreads % 32 == 0,
+                "qconform-emu: cub::BlockLoad's warp transposes need a block of whole warps, as CUB's do");
+
+ public:
+  struct TempStorage {
+    typename std::conditional<kBlockExchange || kWarpExchange, emu_detail::Storage<T, kThreads * N>,
+                              unsigned char>::type tile;
+  };
+  explicit BlockLoad(TempStorage& storage) : s_(storage) {}
+
+  template <class It>
+  EMU_CUB_INLINE void Load(It itr, T (&items)[N], Line line = Line()) { load(itr, items, emu_detail::kAll, nullptr, line); }
+  template <class It>
+  EMU_CUB_INLINE void Load(It itr, T (&items)[N], int valid_items, Line line = Line()) {
+    load(itr, items, valid_items, nullptr, line);
+  }
+  template <class It, class D>
+  EMU_CUB_INLINE void Load(It itr, T (&items)[N], int valid_items, D oob_default, Line line = Line()) {
+    T dflt = T(oob_default);
+    load(itr, items, valid_items, &dflt, line);
+  }
+
+ private:
+  template <class It>
+  EMU_CUB_INLINE void load(It itr, T (&items)[N], int valid, const T* oob, Line line) {
+    emu_detail::check_block(kThreads, "cub::BlockLoad", line.n);
+    int tid = int(emu_detail::linear_tid());
+    if (ALGORITHM == BLOCK_LOAD_STRIPED || kBlockExchange) {
+      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, valid, oob);
+    } else if (kWarpExchange) {
+      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid, oob);
+    } else {
+      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid, oob);
+    }
+    if (kBlockExchange) {      // striped to blocked
+      emu_detail::exchange(tile(), items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); },
+                           [&](int i) { return emu_detail::blocked_at(tid, N, i); }, true, 0u, line.n);
+    } else if (kWarpExchange) {      // warp-striped to blocked, within the warp's part of the tile
+      int base = (tid / 32) * 32 * N, lane = tid % 32;
+      emu_detail::exchange(tile(), items, [&](int i) { return base + i * 32 + lane; },
+                           [&](int i) { return base + lane * N + i; }, false, 0xffffffffu, line.n);
+    }
+  }
+  template <bool B = kBlockExchange || kWarpExchange>
+  EMU_CUB_INLINE typename std::enable_if<B, T*>::type tile() { return s_.tile.items(); }
+  template <bool B = kBlockExchange || kWarpExchange>
+  EMU_CUB_INLINE typename std::enable_if<!B, T*>::type tile() { return nullptr; }
+  TempStorage& s_;
+};
+
+template <class T, int BLOCK_DIM_X, int ITEMS_PER_THREAD, BlockStoreAlgorithm ALGORITHM = BLOCK_STORE_DIRECT,
+          int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockStore : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using Line = emu_detail::Line;     // the kernel's line, for emu's reports
+  static constexpr int N = ITEMS_PER_THREAD;
+  static constexpr bool kBlockExchange = ALGORITHM == BLOCK_STORE_TRANSPOSE;
+  static constexpr bool kWarpExchange = ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE ||
+                                        ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE_TIMESLICED;
+  static_assert(!kWarpExchange || kThreads % 32 == 0,
+                "qconform-emu: cub::BlockStore's warp transposes need a block of whole warps, as CUB's do");
+
+ public:
+  struct TempStorage {
+    typename std::conditional<kBlockExchange || kWarpExchange, emu_detail::Storage<T, kThreads * N>,
+                              unsigned char>::type tile;
+  };
+  explicit BlockStore(TempStorage& storage) : s_(storage) {}
+
+  template <class It>
+  EMU_CUB_INLINE void Store(It itr, T (&items)[N], Line line = Line()) { store(itr, items, emu_detail::kAll, line); }
+  template <class It>
+  EMU_CUB_INLINE void Store(It itr, T (&items)[N], int valid_items, Line line = Line()) {
+    store(itr, items, valid_items, line);
+  }
+
+ private:
+  template <class It>
+  EMU_CUB_INLINE void store(It itr, T (&input)[N], int valid, Line line) {
+    emu_detail::check_block(kThreads, "cub::BlockStore", line.n);
+    int tid = int(emu_detail::linear_tid());
+    T items[N];
+    for (int i = 0; i < N; ++i) items[i] = input[i];
+    if (kBlockExchange) {      // blocked to striped
+      emu_detail::exchange(tile(), items, [&](int i) { return emu_detail::blocked_at(tid, N, i); },
+                           [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, true, 0u, line.n);
+    } else if (kWarpExchange) {      // blocked to warp-striped, within the warp's part of the tile
+      int base = (tid / 32) * 32 * N, lane = tid % 32;
+      emu_detail::exchange(tile(), items, [&](int i) { return base + lane * N + i; },
+                           [&](int i) { return base + i * 32 + lane; }, false, 0xffffffffu, line.n);
+    }
+    if (ALGORITHM == BLOCK_STORE_STRIPED || kBlockExchange) {
+      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, valid);
+    } else if (kWarpExchange) {
+      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid);
+    } else {
+      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid);
+    }
+  }
+  template <bool B = kBlockExchange || kWarpExchange>
+  EMU_CUB_INLINE typename std::enable_if<B, T*>::type tile() { return s_.tile.items(); }
+  template <bool B = kBlockExchange || kWarpExchange>
+  EMU_CUB_INLINE typename std::enable_if<!B, T*>::type tile() { return nullptr; }
   TempStorage& s_;
 };
 
