@@ -3,7 +3,7 @@
 An `asm(...)` statement's template is read instruction by instruction: `{ }` scopes, `.reg` declarations (local
 variables), `@p` / `@!p` guards, and each instruction translated to a statement over the asm's operands (%N) and
 the locals. Instructions emu runs (docs/KERNELS.md, "Inline PTX"):
-  * the warp collectives: tensor-core mma.sync, ldmatrix, stmatrix, shfl.sync, vote.sync, bar.warp.sync;
+  * the warp collectives: tensor-core mma.sync, ldmatrix, stmatrix, movmatrix, shfl.sync, vote.sync, bar.warp.sync;
   * cp.async and its group commit and waits, as the __pipeline_* primitives;
   * scalar PTX: mov (special registers, packing), cvt, cvta, integer and float arithmetic, logic, shifts,
     bit-field and byte-permute instructions, lop3, setp/selp, ld/st (every state space, cache hints ignored,
@@ -129,6 +129,8 @@ _MMA = re.compile(r"mma\.sync\.aligned\.m16n8k(8|16|32)\.row\.col(\.satfinite)?\
 # The qualifiers in any order: real code writes `.x4.m8n8` as well as the ISA's `.m8n8.x4`, and ptxas takes both.
 _MATRIX_MOVE = re.compile(r"(ldmatrix|stmatrix)\.sync\.aligned((?:\.[\w:]+)+)\s+"
                           r"(?:\{([^{}]*)\}\s*,\s*\[([^\]]*)\]|\[([^\]]*)\]\s*,\s*\{([^{}]*)\})\s*;?")
+# movmatrix: an 8x8 matrix of 16-bit elements, one row-pair word per lane as ldmatrix leaves it, transposed in place
+_MOVMATRIX = re.compile(r"movmatrix\.sync\.aligned((?:\.[\w:]+)+)\s+([^,;\s]+)\s*,\s*([^,;\s]+)\s*;?")
 _MMA_TYPES = {"s8": "MT_S8", "u8": "MT_U8", "f16": "MT_F16", "bf16": "MT_BF16", "e4m3": "MT_E4M3", "e5m2": "MT_E5M2",
               "s32": "MT_S32", "f32": "MT_F32"}
 # (K, A/B type family) -> the accumulator types (C, D) PTX allows; A and B may mix within the int8 and fp8 families.
@@ -136,7 +138,8 @@ _MMA_FORMS = {(8, "f16"): {"f16", "f32"}, (16, "f16"): {"f16", "f32"}, (8, "bf16
               (16, "int8"): {"s32"}, (32, "int8"): {"s32"}, (32, "fp8"): {"f32"}}
 _FAMILY = {"f16": "f16", "bf16": "bf16", "s8": "int8", "u8": "int8", "e4m3": "fp8", "e5m2": "fp8"}
 MATRIX_FORMS = ("mma.sync.aligned.m16n8k{8,16}.row.col with f16 (f16 or f32 accumulators) or bf16; m16n8k{16,32} with "
-                "s8/u8 (.satfinite too); m16n8k32 with e4m3/e5m2; ldmatrix and stmatrix .m8n8.x{1,2,4}{.trans}.b16")
+                "s8/u8 (.satfinite too); m16n8k32 with e4m3/e5m2; ldmatrix and stmatrix .m8n8.x{1,2,4}{.trans}.b16; "
+                "movmatrix.sync.aligned.m8n8.trans.b16")
 
 
 def _matrix_call(template: str, ops: list[str], line: int) -> "str | None":
@@ -162,6 +165,22 @@ def _matrix_call(template: str, ops: list[str], line: int) -> "str | None":
         sets = " ".join(f"::emu::set_reg({r}, __emu_out[{i}]);" for i, r in enumerate(d))
         return (f"do {{ const uint32_t __emu_in[] = {{{ins}}}; uint32_t __emu_out[4]; ::emu::matrix_collective("
                 f"::emu::W_MMA, {code}, __emu_in, {len(regs)}, __emu_out, {nd}, {line}); {sets} }} while (0)")
+    m = _MOVMATRIX.fullmatch(template)
+    if m:
+        if sorted(m.group(1).split(".")[1:]) != ["b16", "m8n8", "trans"]:
+            raise _fail(template.split()[0], line, f"is not a form emu runs; it runs {MATRIX_FORMS}")
+        (d,) = _register_list(m.group(2), 1, template, line, ops)
+        (a,) = _register_list(m.group(3), 1, template, line, ops)
+        # lane j receives row j/4, columns 2(j%4) and 2(j%4)+1 of the transpose: elements (2(j%4), j/4) and
+        # (2(j%4)+1, j/4) of the matrix, which lanes 8(j%4) + j/8 and 8(j%4) + 4 + j/8 hold, in the half (j/4)%2
+        # of their word; two full-warp shuffles, so every lane must take part (.aligned)
+        return (f"do {{ const uint32_t __emu_a = ::emu::reg_bits({a}); const int __emu_j = ::emu::g_cur->lane; "
+                f"const uint32_t __emu_lo = ::emu::shfl(::emu::W_SHFL_IDX, 0xffffffffu, __emu_a, "
+                f"8 * (__emu_j % 4) + __emu_j / 8, 32, {line}); "
+                f"const uint32_t __emu_hi = ::emu::shfl(::emu::W_SHFL_IDX, 0xffffffffu, __emu_a, "
+                f"8 * (__emu_j % 4) + 4 + __emu_j / 8, 32, {line}); const int __emu_s = 16 * (__emu_j / 4 % 2); "
+                f"::emu::set_reg({d}, uint32_t((__emu_lo >> __emu_s) & 0xffffu) | uint32_t(((__emu_hi >> __emu_s) "
+                f"& 0xffffu) << 16)); }} while (0)")
     m = _MATRIX_MOVE.fullmatch(template)
     if not m:
         return None
@@ -749,7 +768,7 @@ def _one(block: _Block, instr: str) -> str:
     """One instruction of a block: the whole-statement forms over the block's operands and locals, else scalar."""
     names = sorted(block.locals, key=len, reverse=True)
     ops = list(block.ops)
-    if names and (instr.startswith(("mma.", "ldmatrix.", "stmatrix.", "cp.async")) or _PTX_MATH.match(instr)
+    if names and (instr.startswith(("mma.", "ldmatrix.", "stmatrix.", "movmatrix.", "cp.async")) or _PTX_MATH.match(instr)
                   or _PTX_PACK.match(instr)):
         # the locals become extra %N operands, so that those translators see what they always see
         def local(m: re.Match) -> str:

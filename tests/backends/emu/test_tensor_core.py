@@ -1,4 +1,4 @@
-"""Tensor-core inline PTX on emu: mma.sync in its f16, bf16, int8 and fp8 forms, ldmatrix and stmatrix.
+"""Tensor-core inline PTX on emu: mma.sync in its f16, bf16, int8 and fp8 forms, ldmatrix, stmatrix and movmatrix.
 
 The references are the matrix products themselves (numpy for integers; exact rationals rounded once for floats) and
 the fragment layouts written out from the PTX ISA in each test kernel. The f16 and bf16 products go through
@@ -146,6 +146,13 @@ __global__ void roundtrip(const unsigned short* X, unsigned short* Y, int trans)
 }
 
 // Two warps: warp 1 fills the tile that warp 0 loads with ldmatrix, with or without a barrier between.
+// movmatrix: each lane's word of an 8x8 matrix of halves (lane 4r + c: row r, columns 2c, 2c + 1), transposed
+__global__ void transpose8(const unsigned* X, unsigned* Y) {
+  unsigned d, a = X[threadIdx.x];
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  Y[threadIdx.x] = d;
+}
+
 __global__ void staged(const unsigned short* X, unsigned* Y, int barrier) {
   __shared__ __align__(16) unsigned short s[64];
   int t = threadIdx.x;
@@ -279,6 +286,16 @@ def test_stmatrix_inverts_ldmatrix(module, trans):
     module.launch("roundtrip", (1,), (32,), 0, [X, Y, np.int32(trans)], outputs=(1,))
     mats = X.reshape(4, 8, 8)
     assert np.array_equal(Y.reshape(4, 8, 8), mats.transpose(0, 2, 1) if trans else mats)
+
+
+def test_movmatrix_transposes_the_fragment(module):
+    """ggml's flash attention (fattn-mma-f16.cuh's get_transposed) turns a fragment with movmatrix; the layout is
+    ldmatrix's: lane 4r + c holds row r, columns 2c and 2c + 1, the lower column in the low half."""
+    M = (np.arange(64, dtype=np.uint16) * 7 + 3).reshape(8, 8)
+    words = lambda m: (m[:, 0::2].astype(np.uint32) | m[:, 1::2].astype(np.uint32) << 16).ravel()
+    Y = np.zeros(32, np.uint32)
+    module.launch("transpose8", (1,), (32,), 0, [words(M), Y], outputs=(1,))
+    assert np.array_equal(Y, words(M.T))
 
 
 def test_ldmatrix_after_another_warps_stores_needs_a_barrier(module):
