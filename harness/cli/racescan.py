@@ -17,6 +17,7 @@ import random
 import re
 import shlex
 import sys
+from typing import NamedTuple
 
 from harness.cli.options import (add_include_option, include_dirs, non_negative_int, path_name, positive_float,
                                  positive_int, seed as seed_value)
@@ -169,7 +170,7 @@ def _print_reading(reading, verdict) -> None:
     print(excused.detail)
 
 
-def _print_host_code(source: str, headers: dict) -> None:
+def _print_host_code(source: str, headers: dict, echo=print) -> None:
     """Say which host functions of the program, its own `headers` included (confine.own_headers), the build leaves
     out (not run)."""
     from cudasrc.host_code import program_device_words, without_host_functions
@@ -182,10 +183,10 @@ def _print_host_code(source: str, headers: dict) -> None:
             listed = ", ".join(f"{h.name} (line {h.line})" for h in host)
             parts.append(listed if name is None else f"in {name}: {listed}")
     if parts:
-        print("host code, not run: " + "; ".join(parts))
+        echo("host code, not run: " + "; ".join(parts))
 
 
-def _save(path, specs, args) -> None:
+def _save(path, specs, args, echo=print) -> None:
     """The launch's arguments under their spec names (a null pointer has none), written then renamed; nothing
     where the launch faulted (its outputs never came back)."""
     import io
@@ -194,16 +195,67 @@ def _save(path, specs, args) -> None:
 
     from harness.cache import atomic_write
     if args is None:
-        print(f"--save: nothing written to {path}: the launch ended with a fault, so no output came back")
+        echo(f"--save: nothing written to {path}: the launch ended with a fault, so no output came back")
         return
     arrays = {s.name: np.asarray(a) for s, a in zip(specs, args) if a is not None}
     data = io.BytesIO()
     np.savez(data, **arrays)
     atomic_write(path, data.getvalue())
-    print(f"saved {len(arrays)} arguments to {path}: " + ", ".join(arrays))
+    echo(f"saved {len(arrays)} arguments to {path}: " + ", ".join(arrays))
+
+
+class Judged(NamedTuple):
+    verdict: object        # harness.racescan.Verdict
+    seed: int              # of every input
+    reading: object        # the harness.racescan.reading.Reading of --reading, or None for the memory model's
+    planned: int           # launches the sweep planned
 
 
 def run(args) -> int:
+    verdict, seed, reading, planned = judge(args)
+    where = f" at {_named(verdict.at)}" if verdict.at else ""
+    ran = f" ({verdict.points} of {planned} launches run)" if planned > 1 else ""
+    left = (f" (reading {reading.name}: the races of {verdict.excused_points} launch"
+            f"{'es' if verdict.excused_points > 1 else ''} left out, below)") if verdict.excused else ""
+    print(_verdict_line(verdict) + where + ran + left)
+    if verdict.detail:
+        print(verdict.detail)
+    if reading is not None:
+        _print_reading(reading, verdict)
+    for caveat in verdict.caveats:
+        print("caveat: " + caveat)
+    if verdict.kind == "clean":
+        return EXIT_CLEAN
+    if verdict.kind in ("unsupported", "unchecked"):
+        return EXIT_UNCHECKED
+    replay = [f"qconform racescan {shlex.quote(args.source)}", f"--seed {seed}"]
+    replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
+               if getattr(args, o) is not None]
+    replay += [f"-I {shlex.quote(d)}" for d in args.include_dirs]
+    replay += [f"--empty-header {shlex.quote(h)}" for h in args.empty_headers]
+    replay += [f"-D {shlex.quote(d)}" for d in args.defines] + [f"--nvcc-relax {r}" for r in args.relaxations]
+    if args.arg_specs is not None:
+        replay.append(f"--args {shlex.quote(args.arg_specs)}")
+    point = dict(verdict.at) or args.at
+    if point:
+        replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))
+    if args.race_check == "off":
+        replay.append("--race-check off")
+    if args.barrier_sites != "same":
+        replay.append(f"--barrier-sites {args.barrier_sites}")
+    if args.acquire != "fence":
+        replay.append(f"--acquire {args.acquire}")
+    if reading is not None:
+        replay.append(f"--reading {args.reading}")
+    print("replay: " + " ".join(replay), file=sys.stderr)
+    return EXIT_FAULT
+
+
+def judge(args, echo=print) -> Judged:
+    """Check the arguments of `qconform racescan` (a ValueError names the one that breaks a rule), build and run the
+    kernel as they say, and return what it judged; `echo` gets what the command prints before the verdict (the
+    launch, the reading, the host code left out, the saved arguments). ci/race_suites/ggml_fixes.py calls it as the
+    command does."""
     from harness.backends.base import source_flags
     from harness.confine import own_headers
     from harness.backends.emu.backend import EmuBackend
@@ -284,13 +336,13 @@ def run(args) -> int:
         plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
-    print(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
+    echo(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
           + (f", acquire rule {args.acquire}" if args.acquire != "fence" else "")
           + (f", reading {args.reading}" if args.reading != "memory-model" else ""))
     if reading is not None:
-        print(f"reading {reading.name}: the verdict leaves out {describe(reading)}")
-    _print_host_code(source, headers)
+        echo(f"reading {reading.name}: the verdict leaves out {describe(reading)}")
+    _print_host_code(source, headers, echo)
     options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire)
     backend = EmuBackend(race_check=args.race_check == "on", **options)
     # a point whose races the reading leaves out is judged again by the schedules alone, with a warp's lanes in
@@ -309,40 +361,5 @@ def run(args) -> int:
         if schedules is not None:
             schedules.close()
     if save is not None:
-        _save(save, specs, kept[-1] if kept else None)
-    where = f" at {_named(verdict.at)}" if verdict.at else ""
-    ran = f" ({verdict.points} of {len(points)} launches run)" if len(points) > 1 else ""
-    left = (f" (reading {reading.name}: the races of {verdict.excused_points} launch"
-            f"{'es' if verdict.excused_points > 1 else ''} left out, below)") if verdict.excused else ""
-    print(_verdict_line(verdict) + where + ran + left)
-    if verdict.detail:
-        print(verdict.detail)
-    if reading is not None:
-        _print_reading(reading, verdict)
-    for caveat in verdict.caveats:
-        print("caveat: " + caveat)
-    if verdict.kind == "clean":
-        return EXIT_CLEAN
-    if verdict.kind in ("unsupported", "unchecked"):
-        return EXIT_UNCHECKED
-    replay = [f"qconform racescan {shlex.quote(args.source)}", f"--seed {seed}"]
-    replay += [f"--{o} {shlex.quote(str(getattr(args, o)))}" for o in ("kernel", "grid", "block", "shared")
-               if getattr(args, o) is not None]
-    replay += [f"-I {shlex.quote(d)}" for d in args.include_dirs]
-    replay += [f"--empty-header {shlex.quote(h)}" for h in args.empty_headers]
-    replay += [f"-D {shlex.quote(d)}" for d in args.defines] + [f"--nvcc-relax {r}" for r in args.relaxations]
-    if args.arg_specs is not None:
-        replay.append(f"--args {shlex.quote(args.arg_specs)}")
-    point = dict(verdict.at) or args.at
-    if point:
-        replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))
-    if args.race_check == "off":
-        replay.append("--race-check off")
-    if args.barrier_sites != "same":
-        replay.append(f"--barrier-sites {args.barrier_sites}")
-    if args.acquire != "fence":
-        replay.append(f"--acquire {args.acquire}")
-    if reading is not None:
-        replay.append(f"--reading {args.reading}")
-    print("replay: " + " ".join(replay), file=sys.stderr)
-    return EXIT_FAULT
+        _save(save, specs, kept[-1] if kept else None, echo)
+    return Judged(verdict, seed, reading, len(points))

@@ -1,0 +1,267 @@
+"""The races ggml fixed: an adapter for ci/score_race_suite.py that takes its labels from a project's own history.
+
+ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp) has fixed data races in its CUDA backend, each in a
+commit of its own whose message says so ("CUDA: fix race condition in MMQ ids_dst", "Fix data race in CUDA's cpy
+kernel", ...). Each fix is a labelled pair written by people who knew the race was real: the kernel at the fix's
+parent is racy, the kernel at the fix is race-free as far as that race goes. SUITE is a clone of ggml with its
+history (a bare one too: `git clone --bare`); the files are read from git at each commit (`git archive` of src/ and
+include/ into a temporary folder, removed at exit); nothing of ggml is kept here.
+
+Each case is one kernel of the fixed file as ggml builds and launches it: the instantiation its template-instances
+file makes (or that its host code launches), ggml's include folders and `-extended-lambda`, a grid, block and
+dynamic shared size its own launcher computes for a small problem, and arguments named as the kernel names them,
+filled from the recorded seed (`qconform racescan`'s specs, harness.racescan.spec). The launch is run by the
+command's own code (harness.cli.racescan.judge), so a record replays as the command line it prints. Where the fix
+changed the launcher too (the shared bytes of ssm_scan and group_norm), each side gets its own.
+
+The fixes, and how each case makes its race happen, are in FIXES; docs/KERNELS.md ("Races ggml fixed") has the
+verdicts. Fixes not here: the ones whose race is between launches or devices (programmatic dependent launch, the
+split-mode row buffers), which one launch cannot show.
+"""
+from __future__ import annotations
+
+import atexit
+import io
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from harness.racescan import Verdict
+
+GGML_CUDA = "src/ggml-cuda"
+INSTANCES = f"{GGML_CUDA}/template-instances"
+TREE_PARTS = ("src", "include")          # what a case's build reads of a commit
+INCLUDES = (GGML_CUDA, "src", "include")                 # ggml's include folders since the backend had a folder
+INCLUDES_2024 = ("include/ggml", "src")                  # the one-file backend of early 2024
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel launch, the same on both sides of a fix (but `shared` may differ: (parent, fix))."""
+    name: str
+    source: str                       # the file racescan loads, in the tree
+    kernel: str
+    grid: str
+    block: str
+    args: str
+    shared: "tuple[int, int]" = (0, 0)
+    includes: tuple = INCLUDES
+    defines: tuple = ()
+    barrier_sites: str = "same"
+
+
+@dataclass(frozen=True)
+class Fix:
+    commit: str                       # ggml's commit of the fix (its parent is the racy side)
+    title: str
+    cases: tuple
+
+
+def _values(items) -> str:
+    return "values(" + ",".join(str(v) for v in items) + ")"
+
+
+# Flash attention, decode: one query of head size 128 against 256 keys of f16 K and V, one head, 4 warps.
+_FA_VEC_ARGS = ("Q:float32[128]=random(-1,1) K:float16[32768]=random(-1,1) V:float16[32768]=random(-1,1) "
+                "mask:float16[4096]={mask} dst:float32[128]!out dst_meta:null scale:float32=0.0883883 "
+                "max_bias:float32=0 m0:float32=1 m1:float32=1 n_head_log2:uint32=1 logit_softcap:float32=0 "
+                "ne00:int32=128 ne01:int32=1 ne02:int32=1 ne03:int32=1 ne10:int32=128 ne11:int32=256 ne12:int32=1 "
+                "ne13:int32=1 ne31:int32=16 nb31:int32=512 nb01:int32=512 nb02:int32=512 nb03:int32=512 "
+                "nb11:int32=256 nb12:int32=65536 nb13:int32=65536 nb21:int32=256 nb22:int32=65536 nb23:int32=65536 "
+                "ne0:int32=128 ne1:int32=1 ne2:int32=1 ne3:int32=1")
+# the mask's rows (16 x 256 halves): keys 0..127 masked out (-inf), so the first tile of 128 keys is skipped whole
+_HALF_MASKED = _values((["-inf"] * 128 + [0] * 128) * 16)
+# MoE: 4 experts, 8 tokens with 2 experts each (16 columns sorted by expert), K = 256 (512 for the fixup), 128 rows;
+# ids_dst holds the expert-sorted columns' destinations, then room for the kernel's reads past them
+_MMQ_IDS = "ids_dst:int32[149]=" + _values([0, 7, 8, 15, 1, 2, 9, 10, 3, 4, 11, 12, 5, 6, 13, 14, 0, 4, 8, 12, 16]
+                                           + [0] * 128) + " expert_bounds:int32[5]=values(0,4,8,12,16)"
+_SOFTMAX_PARAMS = ("p:struct={{nheads={heads},n_head_log2={heads},ncols={cols},nrows_x={rows},nrows_y={ne01},"
+                   "ne00={cols},ne01={ne01},ne02={heads},ne03=1,nb11={nb11},nb12={nb12},nb13={nb12},ne12=1,ne13=1,"
+                   "scale=1,max_bias=0,m0=1,m1=1}}")
+_CUMSUM = ("src:float32[4096]=random(-1,1) dst:float32[4096]!out ne00:int64=2048 ne01:int64=2 ne02:int64=1 "
+           "ne03:int64=1 {s00}s01:int64=2048 s02:int64=4096 s03:int64=4096 {s0}s1:int64=2048 s2:int64=4096 "
+           "s3:int64=4096")
+
+FIXES = (
+    Fix("31f38075", "cuda : fix data race in soft max (llama/5853)", (
+        # the block's sum reuses buf_iw while warp 0 may still read the maximum from it (2 rows of 256, 8 warps)
+        Case("soft_max_f32", "src/ggml-cuda.cu", "soft_max_f32<true, 256, 256>", "32", "256",
+             "x:float32[8192]=random(-4,4) mask:null pos:null dst:float32[8192]!out ncols_par:int32=256 "
+             "nrows_y:int32=4 scale:float32=1 max_bias:float32=0 m0:float32=1 m1:float32=1 n_head_log2:uint32=8",
+             (1152, 1152), INCLUDES_2024),)),
+    Fix("6e2c0557", "CUDA: fix race condition in MMQ ids_dst (llama/13294)", (
+        # stream-k over 2 blocks: each block's second expert tile rewrites ids_dst_shared while the first tile's
+        # write-back still reads it
+        Case("mul_mat_q", f"{INSTANCES}/mmq-instance-q8_0.cu", "mul_mat_q<GGML_TYPE_Q8_0, 16, 8, false>", "2,1,1",
+             "32,8,1", "x:int8[139264]=random(-8,8) y:int32[6912]=random(-100,100) " + _MMQ_IDS +
+             " dst:float32[2048] tmp_fixup:null ncols_x:int32=256 nrows_x:int32=128 ncols_y:int32=16 "
+             "stride_row_x:int32=8 stride_col_dst:int32=128 channel_ratio:int32=1 nchannels_y:int32=4 "
+             "stride_channel_x:int32=1024 stride_channel_y:int32=144 stride_channel_dst:int32=256 "
+             "sample_ratio:int32=1 nsamples_y:int32=1 stride_sample_x:int32=4096 stride_sample_y:int32=1152 "
+             "stride_sample_dst:int32=2048", (42048, 42048)),)),
+    Fix("3c5fb16a", "CUDA: fix race condition in MMQ stream-k fixup (llama/13299)", (
+        # K = 512 over 3 blocks: block 2 completes a tile block 1 left half done, reading ids_dst_shared as its
+        # threads fill it
+        Case("mul_mat_q_stream_k_fixup", f"{INSTANCES}/mmq-instance-q8_0.cu",
+             "mul_mat_q_stream_k_fixup<GGML_TYPE_Q8_0, 16, 8, false>", "3,1,1", "32,8,1",
+             _MMQ_IDS + " dst:float32[2048]=random(-1,1) tmp_last_tile:float32[6144]=random(-1,1) "
+             "ncols_x:int32=512 nrows_x:int32=128 ncols_y:int32=16 stride_col_dst:int32=128 nchannels_y:int32=4 "
+             "stride_channel_dst:int32=256 nsamples_y:int32=1 stride_sample_dst:int32=2048"),)),
+    Fix("38648430", "CUDA: fix race conditions FlashAttention kernels (llama/13438)", (
+        # KQ's initialisation by one warp against another warp's first scores (no mask)
+        Case("flash_attn_vec_ext_f16 (KQ init)", f"{INSTANCES}/fattn-vec-f16-instance-hs128-f16-f16.cu",
+             "flash_attn_vec_ext_f16<128, 1, GGML_TYPE_F16, GGML_TYPE_F16, false>", "1,1,1", "32,4,1",
+             _FA_VEC_ARGS.format(mask="zeros")),)),
+    Fix("575d02f5", "CUDA: fix race condition in FA vector kernels (llama/13742)", tuple(
+        # a tile whose keys are all masked is skipped with `continue` while warp 3 still reads the tile's mask
+        Case(f"flash_attn_vec_ext_{t} (masked tile)", f"{INSTANCES}/fattn-vec-{t}-instance-hs128-f16-f16.cu",
+             f"flash_attn_vec_ext_{t}<128, 1, GGML_TYPE_F16, GGML_TYPE_F16, false>", "1,1,1", "32,4,1",
+             _FA_VEC_ARGS.format(mask=_HALF_MASKED)) for t in ("f16", "f32"))),
+    Fix("391d7449", "cuda: fix race condition in cumsum (llama/18448)", (
+        # thread 0 adds the chunk's total to the carry while the other threads still read it (2 chunks of 1024)
+        Case("cumsum_kernel", f"{GGML_CUDA}/cumsum.cu", "cumsum_kernel<float>", "2", "256",
+             _CUMSUM.format(s00="s00:int64=1 ", s0="s0:int64=1 "), (1064, 1064)),
+        Case("cumsum_cub_kernel", f"{GGML_CUDA}/cumsum.cu", "cumsum_cub_kernel<float, 256>", "2", "256",
+             _CUMSUM.format(s00="", s0=""), defines=("GGML_CUDA_USE_CUB",)),)),
+    Fix("b1712969", "Fix data race in CUDA's \"cpy\" kernel (llama/20507)", (
+        # a transposed copy of 4 matrices of 32 x 32: the next matrix's tile is written while the last is read
+        Case("cpy_scalar_transpose", f"{GGML_CUDA}/cpy.cu", "cpy_scalar_transpose<float>", "1,1,1", "32,8",
+             "cx:float32[4096]=random(-1,1) cdst:float32[4096]!out ne:int64=4096 ne00:int64=32 ne01:int64=32 "
+             "ne02:int64=4 nb00:int64=4 nb01:int64=128 nb02:int64=4096 nb03:int64=16384 ne10:int64=32 "
+             "ne11:int64=32 ne12:int64=4 nb10:int64=4 nb11:int64=128 nb12:int64=4096 nb13:int64=16384"),)),
+    Fix("5f0b0e89", "CUDA: Fix ssm_scan_f32 data-races (llama/24360)", (
+        # Mamba-1, d_state 16, 128 channels, 2 tokens: CUB's load storage reused, and smemB/smemC per token
+        Case("ssm_scan_f32", f"{GGML_CUDA}/ssm-scan.cu", "ssm_scan_f32<128, 16, 2>", "1,1", "128",
+             "src0_ptr:float32[2048]=random(-1,1) src1_ptr:float32[256]=random(-1,1) src2_ptr:float32[256]=random(-3,3) "
+             "src3_ptr:float32[2048]=random(-1,0) src4_ptr:float32[32]=random(-1,1) src5_ptr:float32[32]=random(-1,1) "
+             "src6_ptr:int32[1]=0 dst_ptr:float32[2304]!out src0_nb2:int32=64 src0_nb3:int32=8192 "
+             "src1_nb2:int32=512 src1_nb3:int32=1024 src2_nb1:int32=512 src2_nb2:int32=1024 src3_nb1:int32=64 "
+             "src4_nb2:int32=64 src4_nb3:int32=128 src5_nb2:int32=64 src5_nb3:int32=128 s_off:int64=1024 "
+             "d_inner:int64=128 L_param:int64=2", (17408, 0)),)),
+    Fix("3e12f441", "CUDA: Fix data-races when reusing SMEM in block_reduce (llama/26385)", (
+        # the block's sum after its maximum through one buffer (4 x 8 rows of 256, 8 warps)
+        Case("soft_max_f32", f"{GGML_CUDA}/softmax.cu", "soft_max_f32<true, 256, 256, half>", "4,8,1", "256",
+             "x:float32[8192]=random(-4,4) mask:null sinks:null dst:float32[8192]!out "
+             + _SOFTMAX_PARAMS.format(heads=8, cols=256, rows=32, ne01=4, nb11=512, nb12=2048), (1152, 1152)),
+        # one row of 16384 over 4 cooperative blocks: the sum's reduction after the maximum's in one buffer
+        Case("soft_max_f32_parallelize_cols", f"{GGML_CUDA}/softmax.cu", "soft_max_f32_parallelize_cols", "4",
+             "256", "x:float32[16384]=random(-4,4) dst:float32[16384]!out tmp_maxs:float32[4] tmp_sums:float32[4] "
+             + _SOFTMAX_PARAMS.format(heads=1, cols=16384, rows=1, ne01=1, nb11=0, nb12=0)),
+        # the variance's reduction after the mean's in s_sum (2 groups of 2048, 32 warps)
+        Case("group_norm_f32", f"{GGML_CUDA}/norm.cu", "group_norm_f32<1024>", "2", "1024",
+             "x:float32[4096]=random(-2,2) dst:float32[4096]!out group_size:int32=2048 ne_elements:int32=4096 "
+             "eps:float32=1e-6", (128, 256)),)),
+)
+
+
+class Side(NamedTuple):
+    """One case on one side of its fix: the parent's tree (racy) or the fix's (race-free)."""
+    fix: Fix
+    case: Case
+    racy: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.fix.commit} {self.case.name} ({'before' if self.racy else 'after'} the fix)"
+
+
+def _git_dir(root: Path) -> "Path | None":
+    for d in (root / ".git", root):
+        if (d / "HEAD").is_file() and (d / "objects").is_dir():
+            return d
+    return None
+
+
+def _git(git_dir: Path, *args: str, binary: bool = False):
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=True,
+                          text=not binary).stdout
+
+
+def suite_files(root: Path) -> "list[Side] | None":
+    """Every case on both sides of its fix, where `root` is a ggml clone that has the fixes; else None."""
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return None
+    for fix in FIXES:
+        try:
+            _git(git_dir, "cat-file", "-e", f"{fix.commit}^{{commit}}")
+        except (subprocess.CalledProcessError, OSError):
+            return None
+    return [Side(fix, case, racy) for fix in FIXES for case in fix.cases for racy in (True, False)]
+
+
+def label_of(side: Side) -> str:
+    return "racy" if side.racy else "race-free"
+
+
+_TREES: dict = {}
+
+
+def _tree(git_dir: Path, rev: str) -> Path:
+    """src/ and include/ of `rev`, extracted once into a temporary folder (removed at exit)."""
+    full = _git(git_dir, "rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+    if full not in _TREES:
+        folder = Path(tempfile.mkdtemp(prefix=f"qconform-ggml-{full[:8]}-"))
+        atexit.register(shutil.rmtree, folder, True)
+        data = _git(git_dir, "archive", "--format=tar", full, *TREE_PARTS, binary=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(folder, filter="data")
+        _TREES[full] = folder
+    return _TREES[full]
+
+
+def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool) -> list[str]:
+    """`qconform racescan`'s arguments for `side` in `tree`."""
+    c = side.case
+    argv = ["racescan", str(tree / c.source), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
+            "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
+            "--nvcc-relax", "extended-lambda", "--timeout", str(timeout_s), "--acquire", acquire,
+            "--race-check", "on" if race_check else "off", "--barrier-sites", c.barrier_sites]
+    for d in c.includes:
+        argv += ["-I", str(tree / d)]
+    for d in c.defines:
+        argv += ["-D", d]
+    return argv
+
+
+def score_case(backend, side: Side, root: Path, seed: int) -> dict:
+    """Run `side` as `qconform racescan` would, with the detector's options of `backend` (an EmuBackend: its time
+    limit, acquire rule and detector switch; the command makes its own backends)."""
+    from harness.cli import build_parser
+    from harness.cli.racescan import judge
+    git_dir = _git_dir(root)
+    rev = f"{side.fix.commit}^" if side.racy else side.fix.commit
+    argv = command_line(side, _tree(git_dir, rev), seed, backend.timeout_s, backend.acquire, backend.race_check)
+    rec = {"file": side.name, "algorithm": side.fix.commit, "label": label_of(side), "kernels": {},
+           "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title,
+           "replay": "qconform " + " ".join(shlex.quote(a) for a in argv)}
+    args = build_parser().parse_args(argv)
+    try:
+        verdict = judge(args, echo=lambda *_: None).verdict
+    except ValueError as exc:      # the tree's kernel does not take the case's arguments: nothing was judged
+        verdict = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
+    return _record(rec, side.case.kernel, verdict)
+
+
+def _record(rec: dict, kernel: str, v) -> dict:
+    """The record ci/score_race_suite.py summarizes (ci/race_suites/run.run_kernels' fields, one kernel)."""
+    race = v.fault == "DataRace"
+    rec["kernels"][kernel] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races,
+                              "same_value": v.same_value, "scope": v.scope, "kinds": [list(k) for k in v.kinds]}
+    rec.update(verdict=v.kind, fault=v.fault, detail=v.detail[:500], races=v.races, data_race=race,
+               kinds=[list(k) for k in v.kinds] if race else [], same_value=race and v.same_value,
+               warp_scope=race and v.scope == "warp")
+    return rec
+
+
+def record_name(side: Side) -> str:
+    return side.name
+
+
+def group_of(side: Side) -> str:
+    return side.fix.commit

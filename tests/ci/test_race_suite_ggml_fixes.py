@@ -1,0 +1,98 @@
+"""ci/race_suites/ggml_fixes.py on a miniature ggml history (a git repository made here, in ggml's layout, with a
+kernel written here): a fix commit that adds the missing __syncthreads(), its parent racy and itself race-free as
+the detector judges them; the suite found by ci/score_race_suite.py from a clone's history, the trees read from
+git at each commit, the records replayable as the command lines they keep."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ci import score_race_suite
+from ci.race_suites import ggml_fixes
+
+# A block reduction that reuses its buffer for a second sum (the shape of ggml's block_reduce races).
+KERNEL = r"""#include "common.cuh"
+
+static __global__ void two_sums(const float * x, float * dst) {
+    __shared__ float buf[WARPS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float v = x[threadIdx.x];
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < WARPS; ++w) s += buf[w];
+BARRIER
+    if (lane == 0) buf[warp] = v * v;
+    __syncthreads();
+    float q = 0.0f;
+    for (int w = 0; w < WARPS; ++w) q += buf[w];
+    dst[threadIdx.x] = s + q;
+}
+"""
+COMMON = "#pragma once\n#define WARPS 4\n"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[Path, str]:
+    """A repository whose last commit adds the barrier; returns it and the fix's commit."""
+    repo = tmp_path_factory.mktemp("ggml")
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "test@example.invalid")
+    _git(repo, "config", "user.name", "test")
+    cuda = repo / "src" / "ggml-cuda"
+    cuda.mkdir(parents=True)
+    (repo / "include").mkdir()
+    (repo / "include" / "ggml.h").write_text("#pragma once\n")
+    (cuda / "common.cuh").write_text(COMMON)
+    for text, message in ((KERNEL.replace("BARRIER\n", ""), "two sums"),
+                          (KERNEL.replace("BARRIER", "    __syncthreads();"), "CUDA: fix data race in two_sums")):
+        (cuda / "sums.cu").write_text(text)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", message)
+    return repo, _git(repo, "rev-parse", "--short=8", "HEAD")
+
+
+@pytest.fixture
+def one_fix(monkeypatch, history):
+    repo, commit = history
+    case = ggml_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out")
+    monkeypatch.setattr(ggml_fixes, "FIXES", (ggml_fixes.Fix(commit, "CUDA: fix data race in two_sums", (case,)),))
+    return repo
+
+
+def test_a_fix_is_found_from_history_and_its_sides_labelled(one_fix, tmp_path):
+    assert ggml_fixes.suite_files(tmp_path) is None           # no repository there
+    sides = ggml_fixes.suite_files(one_fix)
+    assert [(s.case.name, ggml_fixes.label_of(s)) for s in sides] == [("two_sums", "racy"), ("two_sums", "race-free")]
+    suite = score_race_suite.open_suite(one_fix)
+    assert suite is not None and suite.name == "ggml's race fixes"
+
+
+def test_a_fix_unknown_to_the_repository_is_no_suite(monkeypatch, one_fix):
+    monkeypatch.setattr(ggml_fixes, "FIXES", ggml_fixes.FIXES + (ggml_fixes.Fix("0123abcd", "absent", ()),))
+    assert ggml_fixes.suite_files(one_fix) is None
+
+
+def test_the_parent_races_the_fix_is_clean_and_a_record_replays(one_fix, tmp_path, capsys):
+    """The racy side is reported by the detector (the buffer's second use against the first sum's reads); the fix's
+    side runs clean (the negative control); the record keeps the command line that gives its verdict again."""
+    out = tmp_path / "fixes.json"
+    assert score_race_suite.main([str(one_fix), "--seed", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "recall 100.0%" in printed and "false alarms 0.0%" in printed
+    records = {r["label"]: r for r in json.loads(out.read_text())["records"]}
+    racy, fixed = records["racy"], records["race-free"]
+    assert racy["verdict"] == "race" and racy["data_race"] and "__shared__ 'buf'" in racy["detail"]
+    assert fixed["verdict"] == "clean" and not fixed["data_race"]
+    assert racy["commit"] != fixed["commit"] and "--seed 3" in racy["replay"]
+    from harness.cli import main            # the trees stay until the process exits: the records replay meanwhile
+    assert main(shlex.split(racy["replay"])[1:]) == 1 and main(shlex.split(fixed["replay"])[1:]) == 0
