@@ -503,36 +503,73 @@ EMU_CUB_INLINE void StoreDirectWarpStriped(int tid, It itr, T (&items)[N], int v
 }
 
 namespace emu_detail {
-// The exchanges of CUB's BlockExchange through a tile of threads*N items in shared memory: each thread stores its
-// items where `from` says, the threads meet (the block at a __syncthreads, a warp at a __syncwarp), and each loads
-// its items from where `to` says. Nothing orders a later use of the tile after the loads: that is the caller's barrier.
-template <class T, int N, class From, class To>
-EMU_CUB_INLINE void exchange(T* tile, T (&items)[N], From from, To to, bool whole_block, unsigned lanes, int line) {
-  for (int i = 0; i < N; ++i) tile[from(i)] = items[i];
-  if (whole_block) ::emu::syncthreads(line);
-  else ::emu::syncwarp(lanes, line);
-  for (int i = 0; i < N; ++i) items[i] = tile[to(i)];
+// Where thread t's items lie in global memory (blocked, striped or warp-striped), and how the tile turns them into
+// the blocked arrangement and back (no exchange; through the block's tile with a __syncthreads(), CUB's
+// BlockExchange of the TRANSPOSE algorithms; through the warp's part of it with a __syncwarp(), its WARP_TRANSPOSE).
+enum TileLayout { kBlockedLayout, kStripedLayout, kWarpStripedLayout };
+enum TileExchange { kNoExchange, kBlockExchange, kWarpExchange };
+
+// What BlockLoad and BlockStore share: the block's shape, the storage (none where nothing is exchanged), the items'
+// places in global memory and the exchange. Nothing orders a later use of the tile after an exchange's loads: that is
+// the caller's barrier, as CUB's documentation says.
+template <class T, int X, int Y, int Z, int N, TileLayout LAYOUT, TileExchange EXCHANGE>
+class TileMover : protected BlockShape<X, Y, Z> {
+ protected:
+  using BlockShape<X, Y, Z>::kThreads;
+  static_assert(EXCHANGE != kWarpExchange || kThreads % 32 == 0,
+                "qconform-emu: cub::BlockLoad's and BlockStore's warp transposes need a block of whole warps, as CUB's do");
+
+ public:
+  struct TempStorage {
+    typename std::conditional<EXCHANGE == kNoExchange, unsigned char, Storage<T, kThreads * N>>::type tile;
+  };
+
+ protected:
+  explicit TileMover(TempStorage& storage) : s_(storage) {}
+
+  // Where item i of thread `tid` lies in the tile of global memory.
+  static EMU_CUB_INLINE int at(int tid, int i) {
+    return LAYOUT == kStripedLayout ? striped_at(tid, kThreads, i)
+           : LAYOUT == kWarpStripedLayout ? warp_striped_at(tid, N, i) : blocked_at(tid, N, i);
+  }
+  // The items as loaded (to_blocked) to the blocked arrangement, or the blocked items to the arrangement to store.
+  EMU_CUB_INLINE void exchange(T (&items)[N], bool to_blocked, int tid, int line) {
+    if (EXCHANGE == kNoExchange) return;
+    T* tile = reinterpret_cast<T*>(&s_.tile);
+    int base = EXCHANGE == kWarpExchange ? (tid / 32) * 32 * N : 0;
+    auto loaded = [&](int i) { return EXCHANGE == kWarpExchange ? base + i * 32 + tid % 32 : striped_at(tid, kThreads, i); };
+    auto blocked = [&](int i) { return EXCHANGE == kWarpExchange ? base + (tid % 32) * N + i : blocked_at(tid, N, i); };
+    for (int i = 0; i < N; ++i) tile[to_blocked ? loaded(i) : blocked(i)] = items[i];
+    if (EXCHANGE == kBlockExchange) ::emu::syncthreads(line);
+    else ::emu::syncwarp(0xffffffffu, line);
+    for (int i = 0; i < N; ++i) items[i] = tile[to_blocked ? blocked(i) : loaded(i)];
+  }
+  TempStorage& s_;
+};
+
+constexpr TileLayout layout_of(bool striped, bool warp) {
+  return warp ? kWarpStripedLayout : striped ? kStripedLayout : kBlockedLayout;
+}
+constexpr TileExchange exchange_of(bool transpose, bool warp) {
+  return warp ? kWarpExchange : transpose ? kBlockExchange : kNoExchange;
 }
 }  // namespace emu_detail
 
 template <class T, int BLOCK_DIM_X, int ITEMS_PER_THREAD, BlockLoadAlgorithm ALGORITHM = BLOCK_LOAD_DIRECT,
           int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
-class BlockLoad : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
-  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+class BlockLoad : public emu_detail::TileMover<
+    T, BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z, ITEMS_PER_THREAD,
+    emu_detail::layout_of(ALGORITHM == BLOCK_LOAD_STRIPED || ALGORITHM == BLOCK_LOAD_TRANSPOSE,
+                          ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE || ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE_TIMESLICED),
+    emu_detail::exchange_of(ALGORITHM == BLOCK_LOAD_TRANSPOSE,
+                            ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE || ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE_TIMESLICED)> {
+  using Mover = typename BlockLoad::TileMover;
   using Line = emu_detail::Line;     // the kernel's line, for emu's reports
   static constexpr int N = ITEMS_PER_THREAD;
-  static constexpr bool kBlockExchange = ALGORITHM == BLOCK_LOAD_TRANSPOSE;
-  static constexpr bool kWarpExchange = ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE ||
-                                        ALGORITHM == BLOCK_LOAD_WARP_TRANSPOSE_TIMESLICED;
-  static_assert(!kWarpExchange || kThreads % 32 == 0,
-                "qconform-emu: cub::BlockLoad's warp transposes need a block of whole warps, as CUB's do");
 
  public:
-  struct TempStorage {
-    typename std::conditional<kBlockExchange || kWarpExchange, emu_detail::Storage<T, kThreads * N>,
-                              unsigned char>::type tile;
-  };
-  explicit BlockLoad(TempStorage& storage) : s_(storage) {}
+  using typename Mover::TempStorage;
+  explicit BlockLoad(TempStorage& storage) : Mover(storage) {}
 
   template <class It>
   EMU_CUB_INLINE void Load(It itr, T (&items)[N], Line line = Line()) { load(itr, items, emu_detail::kAll, nullptr, line); }
@@ -549,49 +586,28 @@ class BlockLoad : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> 
  private:
   template <class It>
   EMU_CUB_INLINE void load(It itr, T (&items)[N], int valid, const T* oob, Line line) {
-    emu_detail::check_block(kThreads, "cub::BlockLoad", line.n);
+    emu_detail::check_block(Mover::kThreads, "cub::BlockLoad", line.n);
     int tid = int(emu_detail::linear_tid());
-    if (ALGORITHM == BLOCK_LOAD_STRIPED || kBlockExchange) {
-      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, valid, oob);
-    } else if (kWarpExchange) {
-      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid, oob);
-    } else {
-      emu_detail::load_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid, oob);
-    }
-    if (kBlockExchange) {      // striped to blocked
-      emu_detail::exchange(tile(), items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); },
-                           [&](int i) { return emu_detail::blocked_at(tid, N, i); }, true, 0u, line.n);
-    } else if (kWarpExchange) {      // warp-striped to blocked, within the warp's part of the tile
-      int base = (tid / 32) * 32 * N, lane = tid % 32;
-      emu_detail::exchange(tile(), items, [&](int i) { return base + i * 32 + lane; },
-                           [&](int i) { return base + lane * N + i; }, false, 0xffffffffu, line.n);
-    }
+    emu_detail::load_items(itr, items, [&](int i) { return Mover::at(tid, i); }, valid, oob);
+    Mover::exchange(items, true, tid, line.n);
   }
-  template <bool B = kBlockExchange || kWarpExchange>
-  EMU_CUB_INLINE typename std::enable_if<B, T*>::type tile() { return s_.tile.items(); }
-  template <bool B = kBlockExchange || kWarpExchange>
-  EMU_CUB_INLINE typename std::enable_if<!B, T*>::type tile() { return nullptr; }
-  TempStorage& s_;
 };
 
 template <class T, int BLOCK_DIM_X, int ITEMS_PER_THREAD, BlockStoreAlgorithm ALGORITHM = BLOCK_STORE_DIRECT,
           int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
-class BlockStore : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
-  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+class BlockStore : public emu_detail::TileMover<
+    T, BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z, ITEMS_PER_THREAD,
+    emu_detail::layout_of(ALGORITHM == BLOCK_STORE_STRIPED || ALGORITHM == BLOCK_STORE_TRANSPOSE,
+                          ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE || ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE_TIMESLICED),
+    emu_detail::exchange_of(ALGORITHM == BLOCK_STORE_TRANSPOSE, ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE ||
+                                                                ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE_TIMESLICED)> {
+  using Mover = typename BlockStore::TileMover;
   using Line = emu_detail::Line;     // the kernel's line, for emu's reports
   static constexpr int N = ITEMS_PER_THREAD;
-  static constexpr bool kBlockExchange = ALGORITHM == BLOCK_STORE_TRANSPOSE;
-  static constexpr bool kWarpExchange = ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE ||
-                                        ALGORITHM == BLOCK_STORE_WARP_TRANSPOSE_TIMESLICED;
-  static_assert(!kWarpExchange || kThreads % 32 == 0,
-                "qconform-emu: cub::BlockStore's warp transposes need a block of whole warps, as CUB's do");
 
  public:
-  struct TempStorage {
-    typename std::conditional<kBlockExchange || kWarpExchange, emu_detail::Storage<T, kThreads * N>,
-                              unsigned char>::type tile;
-  };
-  explicit BlockStore(TempStorage& storage) : s_(storage) {}
+  using typename Mover::TempStorage;
+  explicit BlockStore(TempStorage& storage) : Mover(storage) {}
 
   template <class It>
   EMU_CUB_INLINE void Store(It itr, T (&items)[N], Line line = Line()) { store(itr, items, emu_detail::kAll, line); }
@@ -603,31 +619,13 @@ class BlockStore : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>
  private:
   template <class It>
   EMU_CUB_INLINE void store(It itr, T (&input)[N], int valid, Line line) {
-    emu_detail::check_block(kThreads, "cub::BlockStore", line.n);
+    emu_detail::check_block(Mover::kThreads, "cub::BlockStore", line.n);
     int tid = int(emu_detail::linear_tid());
     T items[N];
     for (int i = 0; i < N; ++i) items[i] = input[i];
-    if (kBlockExchange) {      // blocked to striped
-      emu_detail::exchange(tile(), items, [&](int i) { return emu_detail::blocked_at(tid, N, i); },
-                           [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, true, 0u, line.n);
-    } else if (kWarpExchange) {      // blocked to warp-striped, within the warp's part of the tile
-      int base = (tid / 32) * 32 * N, lane = tid % 32;
-      emu_detail::exchange(tile(), items, [&](int i) { return base + lane * N + i; },
-                           [&](int i) { return base + i * 32 + lane; }, false, 0xffffffffu, line.n);
-    }
-    if (ALGORITHM == BLOCK_STORE_STRIPED || kBlockExchange) {
-      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::striped_at(tid, kThreads, i); }, valid);
-    } else if (kWarpExchange) {
-      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::warp_striped_at(tid, N, i); }, valid);
-    } else {
-      emu_detail::store_items(itr, items, [&](int i) { return emu_detail::blocked_at(tid, N, i); }, valid);
-    }
+    Mover::exchange(items, false, tid, line.n);
+    emu_detail::store_items(itr, items, [&](int i) { return Mover::at(tid, i); }, valid);
   }
-  template <bool B = kBlockExchange || kWarpExchange>
-  EMU_CUB_INLINE typename std::enable_if<B, T*>::type tile() { return s_.tile.items(); }
-  template <bool B = kBlockExchange || kWarpExchange>
-  EMU_CUB_INLINE typename std::enable_if<!B, T*>::type tile() { return nullptr; }
-  TempStorage& s_;
 };
 
 }  // namespace cub
