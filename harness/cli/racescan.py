@@ -62,6 +62,10 @@ def register(sub) -> None:
     p.add_argument("--race-check", choices=("on", "off"), default="on",
                    help="the happens-before detector (default on); off: the thread schedules alone")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="emulator time limit per launch, seconds")
+    p.add_argument("--sanitize", action="store_true",
+                   help="an AddressSanitizer build instead of the detector's (with --race-check off): an access past a "
+                        "buffer, a __shared__ array or a thread's own arrays is an OutOfBounds fault naming the line, "
+                        "where the plain build may only crash somewhere else")
     p.add_argument("--barrier-sites", choices=("same", "any"), default="same",
                    help="same (default): threads waiting at __syncthreads() on different source lines are a "
                         "BarrierDivergence (PTX's bar.sync is .aligned); any: the barrier completes once every thread "
@@ -241,6 +245,8 @@ def run(args) -> int:
         replay.append("--at " + ",".join(f"{k}={v}" for k, v in point.items()))
     if args.race_check == "off":
         replay.append("--race-check off")
+    if args.sanitize:
+        replay.append("--sanitize")
     if args.barrier_sites != "same":
         replay.append(f"--barrier-sites {args.barrier_sites}")
     if args.acquire != "fence":
@@ -273,6 +279,9 @@ def judge(args, echo=print) -> Judged:
     if reading is not None and args.race_check == "off":
         raise ValueError(f"--reading {args.reading}: a reading sorts the races the detector reports, and "
                          "--race-check off runs without it; drop one of them")
+    if args.sanitize and args.race_check == "on":
+        raise ValueError("--sanitize: the AddressSanitizer build and the race detector's each instrument every access "
+                         "and cannot be combined; give --race-check off with it")
     save = None
     if args.save is not None:
         if not args.save.endswith(".npz"):
@@ -338,13 +347,14 @@ def judge(args, echo=print) -> Judged:
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
     echo(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
+          + (", AddressSanitizer build" if args.sanitize else "")
           + (f", acquire rule {args.acquire}" if args.acquire != "fence" else "")
           + (f", reading {args.reading}" if args.reading != "memory-model" else ""))
     if reading is not None:
         echo(f"reading {reading.name}: the verdict leaves out {describe(reading)}")
     _print_host_code(source, headers, echo)
     options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire)
-    backend = EmuBackend(race_check=args.race_check == "on", **options)
+    backend = EmuBackend(race_check=args.race_check == "on", sanitize=args.sanitize, **options)
     # a point whose races the reading leaves out is judged again by the schedules alone, with a warp's lanes in
     # lock step where the reading takes them so
     schedules = (EmuBackend(race_check=False, lock_step=reading.lock_step, **options)

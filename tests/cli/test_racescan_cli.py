@@ -210,6 +210,8 @@ def test_host_code_in_the_sources_own_headers_is_dropped_too(tmp_path, capsys):
      "args: y: the parameter is the pointer int*; give an array (`y:dtype[count]`) or `y:null`"),
     (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4]", "--reading", "gpuverify",
       "--race-check", "off"], "--reading gpuverify: a reading sorts the races the detector reports"),
+    (["--kernel", "k", "--grid", "1", "--block", "4", "--args", "y:int32[4]", "--sanitize"],
+     "--sanitize: the AddressSanitizer build and the race detector's each instrument every access"),
 ])
 def test_bad_input_is_named_and_nothing_runs(tmp_path, capsys, extra, message):
     src = tmp_path / "plain.cu"
@@ -567,3 +569,19 @@ def test_the_programs_build_options_and_barriers_reached_at_two_sites(tmp_path, 
     assert "verdict: CLEAN" in out and "caveat: emu: 1 __syncthreads() phase(s) of run 1 completed" in out
     assert main(argv + ["-D", "2BAD"]) == 2
     assert "-D: '2BAD' is not NAME or NAME=VALUE" in capsys.readouterr().err
+
+
+def test_sanitize_names_an_access_past_a_threads_own_array(tmp_path, capsys):
+    """ggml's flash attention of May 2025 (16 columns) ran a loop twice too far over its register array: the plain
+    build crashes somewhere else or not at all, the AddressSanitizer build names the line (the negative control: the
+    loop within bounds is clean)."""
+    src = tmp_path / "regs.cu"
+    src.write_text("__global__ void k(float* y, int n) {\n  float acc[4] = {1.f, 2.f, 3.f, 4.f};\n"
+                   "  for (int i = 0; i < n; ++i)\n    acc[i] *= 2.0f;\n  y[threadIdx.x] = acc[threadIdx.x % 4];\n}\n")
+    argv = ["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "4", "--seed", "1", "--race-check", "off",
+            "--sanitize"]
+    assert main(argv + ["--args", "y:float32[4]!out n:int32=8"]) == 1
+    out, err = capsys.readouterr()
+    assert "AddressSanitizer build" in out and "OutOfBounds" in out and "regs.cu:4" in out
+    assert err.strip().splitlines()[-1].endswith("--race-check off --sanitize")
+    assert main(argv + ["--args", "y:float32[4]!out n:int32=4"]) == 0
