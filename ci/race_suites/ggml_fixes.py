@@ -210,7 +210,8 @@ def _tree(git_dir: Path, rev: str) -> Path:
         atexit.register(shutil.rmtree, folder, True)
         data = _git(git_dir, "archive", "--format=tar", full, *TREE_PARTS, binary=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(folder, filter="data")
+            # the data filter (no links out of the folder, no special files) where this Python has it (3.10.12+)
+            tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         _TREES[full] = folder
     return _TREES[full]
 
