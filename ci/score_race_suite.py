@@ -2,7 +2,7 @@
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
 suites (graph codes; Indigo 1 as HiRace's artifact generated it), GPUVerify's CUDA test suite and benchmarks,
 faial's labelled examples, ScoR's scoped race microbenchmarks and applications, GKLEE's test suite, and the races
-ggml fixed in its CUDA backend (its history: each fix's parent racy, the fix race-free).
+that ggml and exllamav2 fixed in their CUDA kernels (a clone's history: each fix's parent racy, the fix race-free).
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -14,7 +14,7 @@ a summary table (could-not-run and not-scored reasons included); --out writes ev
 
 The adapters, each with its labelling rule: ci/race_suites/indigo.py, ci/race_suites/indigo1.py,
 ci/race_suites/gpuverify.py, ci/race_suites/faial.py, ci/race_suites/scor.py, ci/race_suites/scor_apps.py,
-ci/race_suites/gklee.py, ci/race_suites/ggml_fixes.py.
+ci/race_suites/gklee.py, ci/race_suites/race_fixes.py.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci.race_suites import faial, ggml_fixes, gklee, gpuverify, indigo, indigo1, scor, scor_apps  # noqa: E402
+from ci.race_suites import faial, gklee, gpuverify, indigo, indigo1, race_fixes, scor, scor_apps  # noqa: E402
 from ci.race_suites.run import RAN  # noqa: E402
 from harness.cache import atomic_write  # noqa: E402
 from harness.racescan import reading  # noqa: E402
@@ -115,10 +115,11 @@ def open_suite(root: Path, graph: "str | None" = None) -> "Suite | None":
     if files:
         return Suite("GKLEE", files, gklee.label_of, lambda f: f.parent.name, gklee.record_name, gklee.score_file,
                      None)
-    sides = ggml_fixes.suite_files(root)
+    sides = race_fixes.suite_files(root)
     if sides:
-        return Suite("ggml's race fixes", sides, ggml_fixes.label_of, ggml_fixes.group_of, ggml_fixes.record_name,
-                     lambda backend, side, seed: ggml_fixes.score_case(backend, side, root, seed), None)
+        return Suite(race_fixes.suite_name(sides), sides, race_fixes.label_of, race_fixes.group_of,
+                     race_fixes.record_name,
+                     lambda backend, side, seed: race_fixes.score_case(backend, side, root, seed), None)
     return None
 
 
@@ -203,7 +204,7 @@ def main(argv: "list[str] | None" = None) -> int:
                     "Indigo2Suite checkout, HiRace-Artifact-SC24 checkout (Indigo 1), GPUVerify checkout "
                     "(testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
                     "checkout (examples/drf/test.ml), ScoR checkout (microbenchmarks/src), GkleeTests checkout "
-                    "(NAME/expected.txt beside NAME/*.cu), or a ggml clone with its history (bare or not)")
+                    "(NAME/expected.txt beside NAME/*.cu), or a ggml or exllamav2 clone with its history (bare or not)")
     ap.add_argument("--per-label", type=int, default=None,
                     help="files per label (racy, race-free); default 60 for Indigo 2 and 3, every file for Indigo 1, "
                          "GPUVerify, "
@@ -230,8 +231,8 @@ def main(argv: "list[str] | None" = None) -> int:
                  f"{', '.join(gpuverify.BENCHMARK_FOLDERS)} (GPUVerifyBenchmarks) nor {faial.FAIAL_EXAMPLES}/test.ml (faial) "
                  f"nor {scor.SCOR_CODES}/race_*.cu, norace_*.cu (ScoR) nor ScoR's benchmarks folder "
                  f"({', '.join(f'{a}/{s.kernel_file}' for a, s in scor_apps.APPS.items())}) "
-                 f"nor */{gklee.EXPECTED} beside *.cu (GKLEE) nor a ggml clone with the commits of its race fixes "
-                 f"({', '.join(f.commit for f in ggml_fixes.FIXES)})")
+                 f"nor */{gklee.EXPECTED} beside *.cu (GKLEE) nor a clone of "
+                 f"{' or '.join(p.name for p in race_fixes.PROJECTS)} with the commits of its race fixes")
     if args.graph is not None:
         if not suite.name.startswith("Indigo 1"):
             ap.error(f"--graph: only Indigo 1 takes an input graph; {args.suite} is {suite.name}")

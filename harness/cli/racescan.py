@@ -260,7 +260,7 @@ def run(args) -> int:
 def judge(args, echo=print) -> Judged:
     """Check the arguments of `qconform racescan` (a ValueError names the one that breaks a rule), build and run the
     kernel as they say, and return what it judged; `echo` gets what the command prints before the verdict (the
-    launch, the reading, the host code left out, the saved arguments). ci/race_suites/ggml_fixes.py calls it as the
+    launch, the reading, the host code left out, the saved arguments). ci/race_suites/race_fixes.py calls it as the
     command does."""
     from harness.backends.base import source_flags
     from harness.confine import own_headers

@@ -1,4 +1,4 @@
-"""ci/race_suites/ggml_fixes.py on a miniature ggml history (a git repository made here, in ggml's layout, with a
+"""ci/race_suites/race_fixes.py on a miniature ggml history (a git repository made here, in ggml's layout, with a
 kernel written here): a fix commit that adds the missing __syncthreads(), its parent racy and itself race-free as
 the detector judges them; the suite found by ci/score_race_suite.py from a clone's history, the trees read from
 git at each commit, the records replayable as the command lines they keep."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci import score_race_suite
-from ci.race_suites import ggml_fixes
+from ci.race_suites import race_fixes
 
 # A block reduction that reuses its buffer for a second sum (the shape of ggml's block_reduce races).
 KERNEL = r"""#include "common.cuh"
@@ -63,23 +63,29 @@ def history(tmp_path_factory) -> tuple[Path, str]:
 @pytest.fixture
 def one_fix(monkeypatch, history):
     repo, commit = history
-    case = ggml_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+    case = race_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
                            "x:float32[128]=random(-1,1) dst:float32[128]!out")
-    monkeypatch.setattr(ggml_fixes, "FIXES", (ggml_fixes.Fix(commit, "CUDA: fix data race in two_sums", (case,)),))
+    fixes = (race_fixes.Fix(commit, "CUDA: fix data race in two_sums", (case,)),)
+    absent = (race_fixes.Fix("0123abcd", "absent", ()),)
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("other", ("src",), absent),
+                                                 race_fixes.Project("ggml", ("src", "include"), fixes)))
     return repo
 
 
 def test_a_fix_is_found_from_history_and_its_sides_labelled(one_fix, tmp_path):
-    assert ggml_fixes.suite_files(tmp_path) is None           # no repository there
-    sides = ggml_fixes.suite_files(one_fix)
-    assert [(s.case.name, ggml_fixes.label_of(s)) for s in sides] == [("two_sums", "racy"), ("two_sums", "race-free")]
+    assert race_fixes.suite_files(tmp_path) is None           # no repository there
+    sides = race_fixes.suite_files(one_fix)                   # the project whose fixes the history has
+    assert [(s.project.name, s.case.name, race_fixes.label_of(s)) for s in sides] == [
+        ("ggml", "two_sums", "racy"), ("ggml", "two_sums", "race-free")]
     suite = score_race_suite.open_suite(one_fix)
     assert suite is not None and suite.name == "ggml's race fixes"
 
 
 def test_a_fix_unknown_to_the_repository_is_no_suite(monkeypatch, one_fix):
-    monkeypatch.setattr(ggml_fixes, "FIXES", ggml_fixes.FIXES + (ggml_fixes.Fix("0123abcd", "absent", ()),))
-    assert ggml_fixes.suite_files(one_fix) is None
+    ggml = race_fixes.PROJECTS[0]
+    partly = race_fixes.Project("ggml", ggml.parts, ggml.fixes + (race_fixes.Fix("0123abcd", "absent", ()),))
+    monkeypatch.setattr(race_fixes, "PROJECTS", (partly,))
+    assert race_fixes.suite_files(one_fix) is None
 
 
 def test_the_parent_races_the_fix_is_clean_and_a_record_replays(one_fix, tmp_path, capsys):

@@ -1,22 +1,24 @@
-"""The races ggml fixed: an adapter for ci/score_race_suite.py that takes its labels from a project's own history.
+"""The races projects fixed: an adapter for ci/score_race_suite.py that takes its labels from a project's history.
 
-ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp) has fixed data races in its CUDA backend, each in a
-commit of its own whose message says so ("CUDA: fix race condition in MMQ ids_dst", "Fix data race in CUDA's cpy
-kernel", ...). Each fix is a labelled pair written by people who knew the race was real: the kernel at the fix's
-parent is racy, the kernel at the fix is race-free as far as that race goes. SUITE is a clone of ggml with its
-history (a bare one too: `git clone --bare`); the files are read from git at each commit (`git archive` of src/ and
-include/ into a temporary folder, removed at exit); nothing of ggml is kept here.
+Inference engines fix data races in their CUDA kernels, each in a commit of its own whose message says so ("CUDA: fix
+race condition in MMQ ids_dst", "Fix sync bug in GPTQ reconstruct kernel", ...). Each fix is a labelled pair written
+by people who knew the race was real: the kernel at the fix's parent is racy, the kernel at the fix is race-free as
+far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
+ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp) or exllamav2 (github.com/turboderp/exllamav2). The
+files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
+folder removed at exit); nothing of them is kept here.
 
-Each case is one kernel of the fixed file as ggml builds and launches it: the instantiation its template-instances
-file makes (or that its host code launches), ggml's include folders and `-extended-lambda`, a grid, block and
+Each case is one kernel of the fixed file as the project builds and launches it: the instantiation its
+template-instances file makes (or that its host code launches), the project's include folders (ggml's
+`-extended-lambda`; a framework header that serves host code only, such as ATen's, found empty), a grid, block and
 dynamic shared size its own launcher computes for a small problem, and arguments named as the kernel names them,
 filled from the recorded seed (`qconform racescan`'s specs, harness.racescan.spec). The launch is run by the
 command's own code (harness.cli.racescan.judge), so a record replays as the command line it prints. Where the fix
-changed the launcher too (the shared bytes of ssm_scan and group_norm), each side gets its own.
+changed the launcher too (the shared bytes of ggml's ssm_scan and group_norm), each side gets its own.
 
-The fixes, and how each case makes its race happen, are in FIXES; docs/KERNELS.md ("Races ggml fixed") has the
-verdicts. Fixes not here: the ones whose race is between launches or devices (programmatic dependent launch, the
-split-mode row buffers), which one launch cannot show.
+The fixes, and how each case makes its race happen, are in PROJECTS; docs/KERNELS.md ("Races projects fixed") has
+the verdicts. Fixes not here: the ones whose race is between launches or devices (ggml's programmatic dependent
+launch, its split-mode row buffers), which one launch cannot show.
 """
 from __future__ import annotations
 
@@ -35,9 +37,9 @@ from harness.racescan import Verdict
 
 GGML_CUDA = "src/ggml-cuda"
 INSTANCES = f"{GGML_CUDA}/template-instances"
-TREE_PARTS = ("src", "include")          # what a case's build reads of a commit
 INCLUDES = (GGML_CUDA, "src", "include")                 # ggml's include folders since the backend had a folder
 INCLUDES_2024 = ("include/ggml", "src")                  # the one-file backend of early 2024
+EXLLAMAV2_CUDA = "exllamav2/exllamav2_ext/cuda"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Case:
     includes: tuple = INCLUDES
     defines: tuple = ()
     barrier_sites: str = "same"
+    empty_headers: tuple = ()         # headers of a framework that serve host code only (racescan --empty-header)
+    relaxations: tuple = ("extended-lambda",)        # nvcc's, as the project's build gives them
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ _CUMSUM = ("src:float32[4096]=random(-1,1) dst:float32[4096]!out ne00:int64=2048
            "ne03:int64=1 {s00}s01:int64=2048 s02:int64=4096 s03:int64=4096 {s0}s1:int64=2048 s2:int64=4096 "
            "s3:int64=4096")
 
-FIXES = (
+GGML_FIXES = (
     Fix("31f38075", "cuda : fix data race in soft max (llama/5853)", (
         # the block's sum reuses buf_iw while warp 0 may still read the maximum from it (2 rows of 256, 8 warps)
         Case("soft_max_f32", "src/ggml-cuda.cu", "soft_max_f32<true, 256, 256>", "32", "256",
@@ -137,7 +141,8 @@ FIXES = (
     Fix("5f0b0e89", "CUDA: Fix ssm_scan_f32 data-races (llama/24360)", (
         # Mamba-1, d_state 16, 128 channels, 2 tokens: CUB's load storage reused, and smemB/smemC per token
         Case("ssm_scan_f32", f"{GGML_CUDA}/ssm-scan.cu", "ssm_scan_f32<128, 16, 2>", "1,1", "128",
-             "src0_ptr:float32[2048]=random(-1,1) src1_ptr:float32[256]=random(-1,1) src2_ptr:float32[256]=random(-3,3) "
+             "src0_ptr:float32[2048]=random(-1,1) src1_ptr:float32[256]=random(-1,1) "
+             "src2_ptr:float32[256]=random(-3,3) "
              "src3_ptr:float32[2048]=random(-1,0) src4_ptr:float32[32]=random(-1,1) src5_ptr:float32[32]=random(-1,1) "
              "src6_ptr:int32[1]=0 dst_ptr:float32[2304]!out src0_nb2:int32=64 src0_nb3:int32=8192 "
              "src1_nb2:int32=512 src1_nb3:int32=1024 src2_nb1:int32=512 src2_nb2:int32=1024 src3_nb1:int32=64 "
@@ -158,9 +163,33 @@ FIXES = (
              "eps:float32=1e-6", (128, 256)),)),
 )
 
+EXLLAMAV2_FIXES = (
+    Fix("9a7afecd", "Fix sync bug in GPTQ reconstruct kernel", (
+        # a GPTQ matrix of 256 x 512 with act-order (a permutation of its rows), in 2 blocks of 128 rows: each thread
+        # reads the whole permutation that the block's threads have just written
+        Case("reconstruct_gptq_kernel", f"{EXLLAMAV2_CUDA}/q_matrix.cu", "reconstruct_gptq_kernel", "1,2", "128",
+             "b_q_weight:uint32[16384]=random(0,4294967295) b_q_perm:uint16[256]=distinct(0,256,256) "
+             "b_gptq_qzeros:uint32[128]=random(0,4294967295) b_gptq_scales:float16[1024]=random(0.001,0.01) "
+             "size_k:int32=256 size_n:int32=512 groupsize:int32=128 groups:int32=2 b:float16[131072]!out "
+             "rows_4:int32=256 row_a:int32=0 row_b:int32=256", includes=("exllamav2/exllamav2_ext",),
+             empty_headers=("ATen/cuda/CUDAContext.h",), relaxations=()),)),
+)
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    parts: tuple                      # what its cases' builds read of a commit
+    fixes: tuple
+
+
+PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
+            Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES))
+
 
 class Side(NamedTuple):
     """One case on one side of its fix: the parent's tree (racy) or the fix's (race-free)."""
+    project: Project
     fix: Fix
     case: Case
     racy: bool
@@ -182,17 +211,24 @@ def _git(git_dir: Path, *args: str, binary: bool = False):
                           text=not binary).stdout
 
 
+def _has(git_dir: Path, commit: str) -> bool:
+    try:
+        _git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}")
+        return True
+    except (subprocess.CalledProcessError, OSError):
+        return False
+
+
 def suite_files(root: Path) -> "list[Side] | None":
-    """Every case on both sides of its fix, where `root` is a ggml clone that has the fixes; else None."""
+    """Every case of the project whose fixes `root`'s history has, on both sides of its fix; else None."""
     git_dir = _git_dir(root)
     if git_dir is None:
         return None
-    for fix in FIXES:
-        try:
-            _git(git_dir, "cat-file", "-e", f"{fix.commit}^{{commit}}")
-        except (subprocess.CalledProcessError, OSError):
-            return None
-    return [Side(fix, case, racy) for fix in FIXES for case in fix.cases for racy in (True, False)]
+    for project in PROJECTS:
+        if project.fixes and all(_has(git_dir, fix.commit) for fix in project.fixes):
+            return [Side(project, fix, case, racy) for fix in project.fixes for case in fix.cases
+                    for racy in (True, False)]
+    return None
 
 
 def label_of(side: Side) -> str:
@@ -202,13 +238,13 @@ def label_of(side: Side) -> str:
 _TREES: dict = {}
 
 
-def _tree(git_dir: Path, rev: str) -> Path:
-    """src/ and include/ of `rev`, extracted once into a temporary folder (removed at exit)."""
+def _tree(git_dir: Path, rev: str, parts: tuple) -> Path:
+    """The folders `parts` of `rev`, extracted once into a temporary folder (removed at exit)."""
     full = _git(git_dir, "rev-parse", "--verify", f"{rev}^{{commit}}").strip()
     if full not in _TREES:
         folder = Path(tempfile.mkdtemp(prefix=f"qconform-ggml-{full[:8]}-"))
         atexit.register(shutil.rmtree, folder, True)
-        data = _git(git_dir, "archive", "--format=tar", full, *TREE_PARTS, binary=True)
+        data = _git(git_dir, "archive", "--format=tar", full, *parts, binary=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             # the data filter (no links out of the folder, no special files) where this Python has it (3.10.12+)
             tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
@@ -221,12 +257,16 @@ def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: s
     c = side.case
     argv = ["racescan", str(tree / c.source), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
             "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
-            "--nvcc-relax", "extended-lambda", "--timeout", str(timeout_s), "--acquire", acquire,
-            "--race-check", "on" if race_check else "off", "--barrier-sites", c.barrier_sites]
+            "--timeout", str(timeout_s), "--acquire", acquire, "--race-check", "on" if race_check else "off",
+            "--barrier-sites", c.barrier_sites]
     for d in c.includes:
         argv += ["-I", str(tree / d)]
     for d in c.defines:
         argv += ["-D", d]
+    for h in c.empty_headers:
+        argv += ["--empty-header", h]
+    for r in c.relaxations:
+        argv += ["--nvcc-relax", r]
     return argv
 
 
@@ -237,8 +277,10 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
     rev = f"{side.fix.commit}^" if side.racy else side.fix.commit
-    argv = command_line(side, _tree(git_dir, rev), seed, backend.timeout_s, backend.acquire, backend.race_check)
-    rec = {"file": side.name, "algorithm": side.fix.commit, "label": label_of(side), "kernels": {},
+    argv = command_line(side, _tree(git_dir, rev, side.project.parts), seed, backend.timeout_s, backend.acquire,
+                        backend.race_check)
+    rec = {"file": side.name, "algorithm": side.fix.commit, "project": side.project.name, "label": label_of(side),
+           "kernels": {},
            "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title,
            "replay": "qconform " + " ".join(shlex.quote(a) for a in argv)}
     args = build_parser().parse_args(argv)
@@ -266,3 +308,7 @@ def record_name(side: Side) -> str:
 
 def group_of(side: Side) -> str:
     return side.fix.commit
+
+
+def suite_name(sides: "list[Side]") -> str:
+    return f"{sides[0].project.name}'s race fixes"
