@@ -37,13 +37,14 @@ class KernelSignature:
 
 
 def strip_comments(code: str) -> str:
-    """Remove // and /* */ comments, keeping newlines so line numbers stay true. String literals are kept."""
+    """Remove // and /* */ comments, keeping newlines so line numbers stay true. String and character literals are
+    kept (a `'"'` opens no string; a digit separator opens no character literal)."""
     out, i, n = [], 0, len(code)
     while i < n:
         c = code[i]
-        if c == '"':
+        if c in "\"'" and opens_literal(code, i):
             j = i + 1
-            while j < n and code[j] != '"':
+            while j < n and code[j] != c:
                 j += 2 if code[j] == "\\" else 1
             out.append(code[i:j + 1])
             i = j + 1
@@ -114,8 +115,26 @@ def closing_bracket(text: str, i: int) -> int:
     raise ValueError(f"unbalanced '{open_c}' at offset {i}")
 
 
+_NUMBER_TAIL = re.compile(r"(?:\d|\.\d)[\w.']*$")     # the pp-number a `'` would continue (`1'000`, `0x7f'ff`)
+
+
+def opens_literal(text: str, i: int) -> bool:
+    """Whether the quote at text[i] opens a string or character literal: not a `'` inside a number, C++14's digit
+    separator (`1'000`, llm.c's `elapsed_time * 1'000`), which a scanner would take for a character literal running
+    on to the next quote."""
+    if text[i] != "'" or i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
+        return True
+    start = i
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.'"):
+        start -= 1
+    return not (_NUMBER_TAIL.match(text, start, i) and i + 1 < len(text) and text[i + 1].isalnum())
+
+
 def skip_string(text: str, i: int) -> int:
-    """Index just past the string or character literal starting at text[i]."""
+    """Index just past the string or character literal starting at text[i] (opens_literal), or past a digit
+    separator."""
+    if not opens_literal(text, i):
+        return i + 1
     q = text[i]
     j = i + 1
     while j < len(text) and text[j] != q:

@@ -222,3 +222,26 @@ def test_negative_control_a_member_without_a_launch_stays_whole():
     src = LAUNCHING_CLASS.replace("fill<<<1, 32>>>(m_buf, v);", "m_buf[0] = v;")
     out, dropped = without_host_functions(src)
     assert [f.name for f in dropped] == ["Go"] and "m_buf[0] = v;" in out
+
+
+def test_a_digit_separator_is_no_character_literal():
+    """llm.c's benchmark main prints `elapsed_time * 1'000`: a scanner that took the `'` of C++14's digit separator
+    for a character literal ran on to the next quote, lost its braces and kept main (its runtime calls then refused
+    the file). Character literals, prefixed ones too, stay literals (the negative control)."""
+    from cudasrc.signatures import closing_bracket, opens_literal
+    src = ("__global__ void k(float* y) { y[0] = 1.0f; }\n"
+           "int main() {\n  float t = 2.5f;\n  printf(\"%f\\n\", t * 1'000 / 0x7f'ff);\n  cudaDeviceSynchronize();\n"
+           "  char c = '}';\n  return c == L'x';\n}\n")
+    kept, host = without_host_functions(src)
+    assert [h.name for h in host] == ["main"] and "cudaDeviceSynchronize" not in kept
+    assert not opens_literal("1'000", 1) and not opens_literal("0x7f'ff", 4) and not opens_literal("1.5'0", 3)
+    assert opens_literal("c = 'a'", 4) and opens_literal("L'x'", 1) and opens_literal("u8'x'", 2)
+    assert closing_bracket("{ n * 1'000; c = '}'; }", 0) == 22
+
+
+def test_comments_next_to_character_literals_are_stripped_and_literals_kept():
+    """A `'"'` opens no string (before, the comment after it survived inside a "string" running to the next quote);
+    a digit separator opens no character literal; a `//` inside a string stays."""
+    from cudasrc.signatures import strip_comments
+    src = "char q = '\"'; // a \"quote\"\nint x = 1'000; /* c */ char s = '/';\nconst char* t = \"// not\";\n"
+    assert strip_comments(src) == "char q = '\"'; \nint x = 1'000;  char s = '/';\nconst char* t = \"// not\";\n"
