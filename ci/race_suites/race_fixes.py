@@ -4,7 +4,8 @@ Inference engines fix data races in their CUDA kernels, each in a commit of its 
 race condition in MMQ ids_dst", "Fix sync bug in GPTQ reconstruct kernel", ...). Each fix is a labelled pair written
 by people who knew the race was real: the kernel at the fix's parent is racy, the kernel at the fix is race-free as
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
-ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp) or exllamav2 (github.com/turboderp/exllamav2). The
+ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2) or
+llm.c (github.com/karpathy/llm.c). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -176,6 +177,16 @@ EXLLAMAV2_FIXES = (
 )
 
 
+LLMC_FIXES = (
+    Fix("c73fa884", "fixed numerics for online kernel, and an existing race condition in kernel 2", (
+        # 4 rows of 256 over 128 threads: every thread reads the maximum from shared[0] before the barrier after the
+        # reduction's last step, which thread 0 writes (the file is a whole benchmark program: its main is host code)
+        Case("softmax_forward_kernel2", "dev/cuda/softmax_forward.cu", "softmax_forward_kernel2", "4", "128",
+             "out:float32[1024]!out inp:float32[1024]=random(-4,4) N:int32=4 C:int32=256", (512, 512), includes=(),
+             relaxations=()),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -184,7 +195,8 @@ class Project:
 
 
 PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
-            Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES))
+            Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES),
+            Project("llm.c", ("dev/cuda",), LLMC_FIXES))
 
 
 class Side(NamedTuple):
