@@ -36,6 +36,8 @@ from typing import NamedTuple
 
 from harness.racescan import Verdict
 
+from .run import file_verdict, kernel_record
+
 GGML_CUDA = "src/ggml-cuda"
 INSTANCES = f"{GGML_CUDA}/template-instances"
 INCLUDES = (GGML_CUDA, "src", "include")                 # ggml's include folders since the backend had a folder
@@ -300,18 +302,8 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
         verdict = judge(args, echo=lambda *_: None).verdict
     except ValueError as exc:      # the tree's kernel does not take the case's arguments: nothing was judged
         verdict = Verdict("unsupported", type(exc).__name__, str(exc)[:300])
-    return _record(rec, side.case.kernel, verdict)
-
-
-def _record(rec: dict, kernel: str, v) -> dict:
-    """The record ci/score_race_suite.py summarizes (ci/race_suites/run.run_kernels' fields, one kernel)."""
-    race = v.fault == "DataRace"
-    rec["kernels"][kernel] = {"verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races,
-                              "same_value": v.same_value, "scope": v.scope, "kinds": [list(k) for k in v.kinds]}
-    rec.update(verdict=v.kind, fault=v.fault, detail=v.detail[:500], races=v.races, data_race=race,
-               kinds=[list(k) for k in v.kinds] if race else [], same_value=race and v.same_value,
-               warp_scope=race and v.scope == "warp")
-    return rec
+    rec["kernels"][side.case.kernel] = kernel_record(verdict, verdict.kind == "race")
+    return file_verdict(rec)
 
 
 def record_name(side: Side) -> str:

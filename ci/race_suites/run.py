@@ -75,7 +75,6 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
     first race all the same).
     With the detector on, a race is its DataRace alone (harness.racescan.classify): schedules that disagree
     without one are `order-dependent`, an UninitializedRead is a `fault`."""
-    kinds = []
     reading = BY_NAME.get(rec.get("reading"))       # the suite's verifier: a sweep goes on past races it excuses
     for launch in launches:
         try:
@@ -86,12 +85,22 @@ def run_kernels(rec: dict, module, launches: "list[Launch]") -> dict:
         v = read.excused or read            # the memory model's verdict: the first race, whatever the reading says
         swept = len(launch.points) > 1
         rec["kernels"][launch.kernel] = {
-            "read_as_race": read.kind == "race",
-            "verdict": v.kind, "fault": v.fault, "detail": v.detail[:500], "races": v.races, "same_value": v.same_value,
-            "scope": v.scope, "kinds": [list(k) for k in v.kinds], "grid": list(launch.grid), "block": list(launch.block),
+            **kernel_record(v, read.kind == "race"), "grid": list(launch.grid), "block": list(launch.block),
             **({"shared_bytes": launch.shared_bytes} if launch.shared_bytes else {}),
             **({"at": dict(v.at), "points": v.points} if swept else {})}
-        kinds.append(v.kind)
+    return file_verdict(rec)
+
+
+def kernel_record(v: Verdict, read_as_race: bool) -> dict:
+    """One kernel's entry in a record: the memory model's verdict `v`, and whether the suite's reading counts a
+    race of it."""
+    return {"read_as_race": read_as_race, "verdict": v.kind, "fault": v.fault, "detail": v.detail[:500],
+            "races": v.races, "same_value": v.same_value, "scope": v.scope, "kinds": [list(k) for k in v.kinds]}
+
+
+def file_verdict(rec: dict) -> dict:
+    """The file's verdict and race fields from its kernels' entries (rec["kernels"], kernel_record's)."""
+    kinds = [k["verdict"] for k in rec["kernels"].values()]
     order = ("race", "order-dependent", "unsupported", "unchecked", "fault", "clean")
     rec["verdict"] = min(kinds, key=order.index) if kinds else "unsupported"
     first = next((k for k in rec["kernels"].values() if k["verdict"] == rec["verdict"]), None)
