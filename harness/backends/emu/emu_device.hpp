@@ -152,7 +152,8 @@ constexpr int matrix_code(int a, int b, int c, int d, int k, bool satfinite) {
   return a | b << 4 | c << 8 | d << 12 | k << 16 | int(satfinite) << 24;
 }
 unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem,
-                           const char* file = nullptr);   // file: a header's name (the source's own: null)
+                           const char* file = nullptr,    // file: a header's name (the source's own: null)
+                           const void* instance = nullptr);  // which instantiation of a function declares it
 unsigned char* dyn_shared(const char* name = nullptr, int elem = 1);
 int device_printf(const char* fmt, ...);
 [[noreturn]] void trap(int line);
@@ -256,6 +257,16 @@ inline T& shared_var(int id, const char* name, int line, size_t align = 16,     
   return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
                                            int(sizeof(std::remove_all_extents_t<T>)), file));
 }
+// A __shared__ variable declared in a function: one per block for each instantiation of that function, as a static
+// local is (llm.c's blockReduce<warpReduceMax> and blockReduce<warpReduceSum> each have their own buffer). `site`
+// is a static local of the declaring function, so its address tells the instantiations apart.
+template <class T>
+inline T& shared_local(const char* site, int id, const char* name, int line, size_t align = 16,
+                       const char* file = nullptr) {
+  size_t a = alignof(T) > align ? alignof(T) : align;
+  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
+                                           int(sizeof(std::remove_all_extents_t<T>)), file, site));
+}
 
 // ---- launch trampolines ---------------------------------------------------------------------------------
 template <class... A, size_t... I>
@@ -344,7 +355,9 @@ constexpr int __W_SHFL_IDX = W_SHFL_IDX, __W_SHFL_UP = W_SHFL_UP, __W_SHFL_DOWN 
               __W_REDUCE_ADD = W_REDUCE_ADD, __W_REDUCE_MIN = W_REDUCE_MIN, __W_REDUCE_MAX = W_REDUCE_MAX,
               __W_REDUCE_AND = W_REDUCE_AND, __W_REDUCE_OR = W_REDUCE_OR, __W_REDUCE_XOR = W_REDUCE_XOR;
 }  // namespace emu
-#define warpSize 32
+// a constant, not a macro: the runtime's cudaDeviceProp has a member of that name (CUDA's warpSize is a built-in
+// variable, so such a member compiles there)
+constexpr int warpSize = 32;
 #define threadIdx (::__emu::__cur->__tid)
 // blockIdx, blockDim and gridDim name one reference each, by a reserved name: a struct of the code around a kernel
 // may have a member of the same name (the runtime's cudaLaunchConfig_t has gridDim and blockDim), which the same

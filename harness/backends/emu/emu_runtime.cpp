@@ -77,7 +77,8 @@ constexpr size_t kSharedArena = 256 * 1024;      // > any GPU's shared memory pe
 constexpr size_t kDynLead = 4096;
 constexpr uint32_t kDynWindow = 2 * kSharedArena;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // ptxas: "uses too much shared data (..., 0xc000 max)"
-constexpr int kMaxSharedSlots = 512;
+constexpr int kMaxSharedSites = 512;              // __shared__ declarations of a source (the rewrite's limit)
+constexpr int kMaxSharedSlots = 2 * kMaxSharedSites;  // and as many more instantiations of the declaring functions
 constexpr size_t kMaxParkedBlocks = 4096;        // blocks held at one grid.sync (a GPU holds fewer resident)
 constexpr size_t kHeldBytes = size_t(4) << 30;     // what blocks held while they spin may keep (stacks, shadows)
 
@@ -141,7 +142,10 @@ struct Warp {
   uint32_t mat_out[32][4];
 };
 
-struct SharedSlot { unsigned char* ptr; size_t bytes; const char* name; int line; int elem; const char* file; };
+struct SharedSlot {
+  unsigned char* ptr; size_t bytes; const char* name; int line; int elem; const char* file;
+  const void* instance;     // the declaring function's instantiation that owns the slot (null: file scope), for good
+};
 // Where a __shared__ variable is declared, for messages: "line 12" in the source, "tiles.cuh:40" in a header.
 std::string slot_place(const char* file, int line) {
   return file ? std::string(file) + ":" + std::to_string(line) : "line " + std::to_string(line);
@@ -178,6 +182,7 @@ size_t g_static_shared = 0;         // the block's static __shared__ bytes so fa
 SharedSlot g_slots[kMaxSharedSlots];
 int g_used_slots[kMaxSharedSlots];  // the slots placed in this block, in order (reset and checked per block)
 int g_nused = 0;
+int g_more_instances = 0;           // slots from kMaxSharedSites on, each another instantiation's (for the module's life)
 unsigned char* g_dyn = nullptr;     // dynamic (extern) __shared__ area: [lead, its last kSharedGuard a guard][bytes][guard]
 size_t g_dyn_bytes = 0, g_dyn_cap = 0;
 std::string g_printf;
@@ -1096,7 +1101,26 @@ void thread_exit() {
 }
 
 // ---- shared memory -------------------------------------------------------------------------------------
-unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem, const char* file) {
+// The slot of declaration `id` in `instance` (an instantiation of the function that declares it): the first one met
+// owns slot `id`, each other one a slot of its own from kMaxSharedSites on, kept for the module's life so that a
+// held block finds its slots again.
+int instance_slot(int id, const void* instance, const char* name, int line, const char* file) {
+  if (!g_slots[id].instance) g_slots[id].instance = instance;
+  if (g_slots[id].instance == instance) return id;
+  for (int k = kMaxSharedSites; k < kMaxSharedSites + g_more_instances; ++k)
+    if (g_slots[k].instance == instance) return k;
+  if (kMaxSharedSites + g_more_instances >= kMaxSharedSlots)
+    fiber_fault(LAUNCH_REFUSED, where(cur()) + ": __shared__ '" + name + "' (" + slot_place(file, line) + ") is "
+                "declared in more instantiations of its functions than emu holds (" +
+                std::to_string(kMaxSharedSlots - kMaxSharedSites) + " beyond the first of each)");
+  int k = kMaxSharedSites + g_more_instances++;
+  g_slots[k].instance = instance; g_slots[k].name = name; g_slots[k].line = line;
+  return k;
+}
+
+unsigned char* shared_slot(int id, size_t bytes, size_t align, const char* name, int line, int elem, const char* file,
+                           const void* instance) {
+  if (instance) id = instance_slot(id, instance, name, line, file);
   SharedSlot& s = g_slots[id];
   if (s.ptr) return s.ptr;
   size_t off = (g_shared_top + align - 1) / align * align;

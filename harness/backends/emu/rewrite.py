@@ -244,8 +244,12 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
                     align = f", size_t({a})" if not align else f", ::emu::larger(size_t({a}){align})"
                 if file is not None:
                     align = f"{align or ', size_t(16)'}, \"{file}\""
-                stmts.append((name, f"{qualifiers}auto& {name} = ::emu::shared_var<{base_type}{stars}{bounds}>({slot}, "
-                                    f"\"{name}\", {line}{align});"))
+                if at_file_scope:    # one variable of the block, whichever function names it
+                    site, ref = "", f"::emu::shared_var<{base_type}{stars}{bounds}>({slot}, "
+                else:                # one per instantiation of the declaring function, as a static local
+                    site = f"static char __emu_site_{slot}; "
+                    ref = f"::emu::shared_local<{base_type}{stars}{bounds}>(&__emu_site_{slot}, {slot}, "
+                stmts.append((name, f"{site}{qualifiers}auto& {name} = {ref}\"{name}\", {line}{align});"))
                 names.append((name, line))
                 slot += 1
         start = max(start, pos)

@@ -360,3 +360,39 @@ def test_a_race_on_the_dynamic_area_names_every_name_it_was_given(detector):
         module.launch("aliased", (1,), (64,), 256, [np.zeros(64, np.int32)], outputs=(0,))
     with pytest.raises(DataRace, match=r"extern __shared__ 'data_shared' index"):       # one name: no aliases
         module.launch("one_name", (1,), (64,), 256, [np.zeros(64, np.int32)], outputs=(0,))
+
+
+PER_INSTANTIATION = r"""
+__device__ float max_of(float a, float b) { return fmaxf(a, b); }
+__device__ float sum_of(float a, float b) { return a + b; }
+template <float (*op)(float, float)>
+__device__ float block_reduce(float v) {       // llm.c's blockReduce: no barrier after the last read of `partial`
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x % 32 < blockDim.x / 32 ? partial[threadIdx.x % 32] : 0.0f;
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__global__ void two_reductions(const float* x, float* y, int same) {
+  float m = block_reduce<max_of>(x[threadIdx.x]);
+  float s = same ? block_reduce<max_of>(x[threadIdx.x] - m) : block_reduce<sum_of>(x[threadIdx.x] - m);
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * s;
+}
+"""
+
+
+def test_a_shared_variable_of_a_function_template_is_one_per_instantiation(detector):
+    """CUDA gives each instantiation of a function its own `__shared__` locals, as C++ gives it its own static locals:
+    llm.c's fused classifier reduces with blockReduce<warpReduceMax> and then blockReduce<warpReduceSum>, with no
+    barrier between, and is race-free for it. emu had one slot per declaration and reported a race between the two.
+    The negative control: the same instantiation twice reuses its buffer before every warp has read it."""
+    module = detector.load(PER_INSTANTIATION)
+    x = np.arange(128, dtype=np.float32)
+    y = np.zeros(128, np.float32)
+    module.launch("two_reductions", (1,), (128,), 0, [x, y, np.int32(0)], outputs=(1,))
+    assert np.array_equal(y, x)
+    with pytest.raises(DataRace, match=r"__shared__ 'partial' \(line 6\) index \d+ .*different warps in the same "
+                                       r"barrier interval"):
+        module.launch("two_reductions", (1,), (128,), 0, [x, y, np.int32(1)], outputs=(1,))

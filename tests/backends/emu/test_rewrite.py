@@ -15,8 +15,11 @@ def test_shared_declarations_become_arena_slots_and_lines_are_kept():
            "  extern __shared__ __align__(16) float dyn[];\n  __shared__ double\n   d[3];\n  y[0]=a[0];\n}\n")
     rw = rewrite(src, "k.cu")
     body = rw.source.split('#line 1 "<emu-trampolines>"')[0]
-    assert 'shared_var<float[8]>(0, "a", 2)' in body and 'shared_var<float>(1, "b", 2)' in body
-    assert 'shared_var<float[2][4]>(2, "c", 2)' in body and 'shared_var<double[3]>(3, "d", 4)' in body
+    # declared in a function: one per instantiation of it, told apart by a static local's address
+    assert 'shared_local<float[8]>(&__emu_site_0, 0, "a", 2)' in body and 'static char __emu_site_0;' in body
+    assert 'shared_local<float>(&__emu_site_1, 1, "b", 2)' in body
+    assert 'shared_local<float[2][4]>(&__emu_site_2, 2, "c", 2)' in body
+    assert 'shared_local<double[3]>(&__emu_site_3, 3, "d", 4)' in body
     assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in body
     assert "__shared__" not in body
     lines = body.splitlines()[1:]                           # after the #line 1 directive
@@ -180,12 +183,12 @@ def test_shared_declarations_in_the_forms_real_code_writes():
                   "  extern float __shared__ dyn[];\n"                   # the type before the keyword
                   "  static __shared__ int n;\n"
                   "  y[0] = rows[0][0] + v[0] + dyn[0] + n;\n}\n").source
-    assert 'auto& rows = ::emu::shared_var<float[B][((B + 2) * 4)]>(0, "rows", 3);' in out
-    assert 'volatile auto& v = ::emu::shared_var<float[((B >> 1) + 1)]>(1, "v", 4);' in out
+    assert 'auto& rows = ::emu::shared_local<float[B][((B + 2) * 4)]>(&__emu_site_0, 0, "rows", 3);' in out
+    assert 'static char __emu_site_1; volatile auto& v = ::emu::shared_local<float[((B >> 1) + 1)]>(' in out
     assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in out
     assert "extern" not in out.split("dyn_shared")[0].splitlines()[-1]
     # spaces inside a bound are tokens' boundaries: `N * 32 +     + N` is not `N*32++N`
-    assert "shared_var<int[(N * 32 + + N)]>" in rewrite(
+    assert "shared_local<int[(N * 32 + + N)]>" in rewrite(
         "#define N 2\n__global__ void k(int* y) {\n  __shared__ int t[N * 32 +     + N];\n  y[0] = t[0];\n}\n").source
     with pytest.raises(UnsupportedConstruct, match=r"initializer \(line 2\): CUDA allows none"):
         rewrite("__global__ void k(float* y) {\n  __shared__ float s = 1.0f;\n}\n")
