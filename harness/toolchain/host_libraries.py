@@ -1,5 +1,6 @@
 """qconform's stand-ins for the headers of host libraries that kernel files include for the code around their
-kernels (cuBLAS: a handle in a context class, a status checked by a macro), where the toolkit has no such library.
+kernels (cuBLAS: a handle in a context class, a status checked by a macro; NVTX: a scoped range around each
+launcher; the profiler API), where the toolkit has no such library.
 
 They declare the library's types, constants and common entry points and define nothing. Every build of qconform's
 drops the source's host functions first, so only declarations are ever needed; device code that calls one of these
@@ -28,28 +29,54 @@ def nvcc_flags() -> tuple[str, ...]:
 def digest() -> str:
     """The SHA-256 of the stand-ins' texts, for a build's cache key (a changed declaration is a new build)."""
     h = hashlib.sha256()
-    for path in sorted(FOLDER.glob("*.h")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(FOLDER.rglob("*.h")):          # nvtx3/ too
+        h.update(path.relative_to(FOLDER).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def empty_headers(names: "list[str]") -> Path:
-    """A folder of the cache with an empty header at each of `names` (`torch/all.h`), for a build whose source
+def _header_name(name: str, whole: str) -> str:
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts or name.endswith("/") or "\\" in name \
+            or any(c in name for c in "<>\"=,\n"):
+        where = f"--empty-header: {name!r}" if name == whole else f"--empty-header {whole!r}: {name!r}"
+        raise ValueError(f"{where} is not a header's relative path as `#include` names it (like torch/all.h)")
+    return name
+
+
+def parse_empty_header(spec: str) -> "tuple[str, tuple[str, ...]]":
+    """`NAME` or `NAME=HEADER[,HEADER...]`: the header to stand in for and the headers it includes. A ValueError
+    names a part that is not a relative header path."""
+    name, _, includes = spec.partition("=")
+    if "=" in spec and not includes:
+        raise ValueError(f"--empty-header: {spec!r} names no header after '=' (NAME=HEADER[,HEADER...])")
+    return (_header_name(name, spec),
+            tuple(_header_name(h, spec) for h in includes.split(",")) if includes else ())
+
+
+def empty_headers(specs: "list[str]") -> Path:
+    """A folder of the cache with a header at each name of `specs` (`torch/all.h`), for a build whose source
     includes a framework's headers that are not here: the framework serves only the host code, which qconform drops,
     so the include may stand for nothing; device code that uses the framework still fails, naming what it used.
-    A ValueError names a name that is not a relative path inside the folder."""
+    `NAME=HEADER[,HEADER...]` stands for a header that only includes those: a framework header through which host
+    declarations reach the file from a library of its own (ATen/cuda/CUDAContext.h=cublas_v2.h: a host function's
+    `cublasHandle_t` parameter). A ValueError names a spec that is not a relative header path, or a name given twice
+    with different headers."""
     from harness.cache import cache_dir, cache_entry, content_key
-    for name in names:
-        parts = Path(name).parts
-        if not name or Path(name).is_absolute() or ".." in parts or name.endswith("/") or "\\" in name:
-            raise ValueError(f"--empty-header: {name!r} is not a header's relative path as `#include` names it "
-                             "(like torch/all.h)")
-    key = content_key("empty-headers", *sorted(set(names)))[:24]
+    stands: dict = {}
+    for spec in specs:
+        name, includes = parse_empty_header(spec)
+        if stands.setdefault(name, includes) != includes:
+            raise ValueError(f"--empty-header: {name} is given twice, including different headers "
+                             f"({', '.join(stands[name]) or 'nothing'}; {', '.join(includes) or 'nothing'})")
+    key = content_key("empty-headers", *(f"{n}={','.join(i)}" for n, i in sorted(stands.items())))[:24]
 
     def make(tmp: Path) -> None:
         tmp.mkdir()
-        for name in sorted(set(names)):
+        for name, includes in sorted(stands.items()):
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / name).write_text(f"// qconform --empty-header: {name} is not here; it stands for nothing\n")
+            text = (f"// qconform --empty-header: {name} is not here; it stands for "
+                    + (", ".join(includes) if includes else "nothing") + "\n"
+                    + "".join(f"#include <{h}>\n" for h in includes))
+            (tmp / name).write_text(text)
 
     return cache_entry(cache_dir("headers") / f"empty-{key}", make)[0]

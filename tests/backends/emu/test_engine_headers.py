@@ -223,3 +223,52 @@ def test_the_classification_functions_are_in_the_global_namespace(emu):
     emu.load(source).launch("k", (1,), (4,), 0, [x, x.astype(np.float64), y], outputs=(2,))
     one = [4, 1 + 8, 2 + 8 * int(np.signbit(np.float32(np.nan))), 4 + 8]
     assert y.tolist() == [v + 16 * v for v in one]
+
+
+TRAINING_COMMON_H = r"""#pragma once
+#include <string>
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCudaRt.h>
+#include <cuda_profiler_api.h>
+
+extern cudaDeviceProp deviceProp;               // set by the program's main, read by its launchers
+
+class NvtxRange {                               // a scoped profiler range around each launcher (llm.c's)
+ public:
+  NvtxRange(const char* s) { nvtxRangePush(s); }
+  NvtxRange(const std::string& base, int number) { nvtxRangePush((base + " " + std::to_string(number)).c_str()); }
+  ~NvtxRange() { nvtxRangePop(); }
+};
+#define NVTX_RANGE_FN() NvtxRange nvtx_range(__FUNCTION__)
+"""
+
+TRAINING_KERNEL_CU = r"""#include "common.h"
+__global__ void lanes(int* out) { out[threadIdx.x] = threadIdx.x % warpSize; }
+void lanes_launch(int* out, cudaStream_t stream) {
+  NVTX_RANGE_FN();
+  cudaProfilerStart();
+  lanes<<<1, deviceProp.warpSize * 2, 0, stream>>>(out);
+  cudaProfilerStop();
+}
+"""
+
+
+@pytest.mark.parametrize("toolkit_nvtx", [True, False], ids=["gate", "no-gate"])
+def test_a_training_programs_profiler_ranges_and_device_properties_are_host_code(tmp_path, emu, monkeypatch,
+                                                                                  toolkit_nvtx):
+    """llm.c's common header includes NVTX's and the profiler's headers, which the toolkit's wheels here lack, for a
+    range class around its launchers, and keeps the device's properties in an `extern cudaDeviceProp`: the kernel
+    runs as its device code (qconform's stand-ins declare them; `warpSize` stays the kernel's 32 beside the
+    property's member of that name). A kernel that calls NVTX is refused (the negative control)."""
+    if not toolkit_nvtx:
+        monkeypatch.setattr(gate, "nvcc_gate", lambda: (None, "no nvcc"))
+    elif gate.nvcc_gate()[0] is None:
+        pytest.skip("nvcc (the toolchain extra) is not installed: the device-side check is not run")
+    (tmp_path / "common.h").write_text(TRAINING_COMMON_H)
+    out = np.zeros(64, np.int32)
+    emu.load(TRAINING_KERNEL_CU, (f"-I{tmp_path}",)).launch("lanes", (1,), (64,), 0, [out], outputs=(0,))
+    assert out.tolist() == [i % 32 for i in range(64)]
+    broken = TRAINING_KERNEL_CU.replace("out[threadIdx.x] =", "nvtxMarkA(\"x\"); out[threadIdx.x] =")
+    with pytest.raises(BuildError, match=r"nvtxMarkA"):
+        emu.load(broken, (f"-I{tmp_path}",))
