@@ -95,9 +95,11 @@ def register(sub) -> None:
                    choices=("extended-lambda", "expt-relaxed-constexpr"),
                    help="an nvcc language relaxation the program's build uses (llama.cpp: extended-lambda; "
                         "repeatable): nvcc's device-side check takes it, the host compiler needs none")
-    p.add_argument("--empty-header", dest="empty_headers", action="append", default=[], metavar="NAME",
+    p.add_argument("--empty-header", dest="empty_headers", action="append", default=[], metavar="NAME[=HEADER,...]",
                    help="a header the source includes that is not here and serves only host code (a framework's, "
-                        "such as torch/all.h), found as an empty file (repeatable)")
+                        "such as torch/all.h), found as an empty file, or as one that includes only the HEADERs "
+                        "after '=' (ATen/cuda/CUDAContext.h=cublas_v2.h: a host function's cuBLAS handle) "
+                        "(repeatable)")
     p.set_defaults(func=run)
 
 

@@ -482,6 +482,34 @@ def test_a_frameworks_headers_that_are_not_here_can_stand_for_nothing(tmp_path, 
     assert "--empty-header: '../outside.h' is not a header's relative path" in capsys.readouterr().err
 
 
+CONTEXT_CU = """#include <fakefw/cuda/context.h>
+__global__ void twice(const float* x, float* y) { y[threadIdx.x] = 2.0f * x[threadIdx.x]; }
+void twice_gemm(cublasHandle_t handle, const float* x, float* y);   // a binding's declaration keeps its types
+"""
+
+
+def test_an_empty_header_may_stand_for_the_library_headers_it_includes(tmp_path, capsys):
+    """exllama's q4_matmul.cuh takes cublasHandle_t from ATen/cuda/CUDAContext.h, which includes cuBLAS's header:
+    `NAME=HEADER` stands for such a header by the library header alone; an empty one leaves the type undeclared."""
+    src = tmp_path / "context.cu"
+    src.write_text(CONTEXT_CU)
+    argv = ["racescan", str(src), "--kernel", "twice", "--grid", "1", "--block", "32", "--seed", "1",
+            "--args", "x:float32[32]=iota y:float32[32]!out"]
+    assert main(argv + ["--empty-header", "fakefw/cuda/context.h"]) == 3
+    out = capsys.readouterr().out
+    assert "verdict: UNSUPPORTED (BuildError)" in out and "cublasHandle_t" in out
+    stand_in = "fakefw/cuda/context.h=cuda_runtime.h,cublas_v2.h"
+    assert main(argv + ["--empty-header", stand_in]) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
+    for bad, says in (("fakefw/cuda/context.h=", "names no header after '='"),
+                      ("fakefw/cuda/context.h=../cublas_v2.h", "'../cublas_v2.h' is not a header's relative path"),
+                      ("fakefw/cuda/context.h=<cublas_v2.h>", "'<cublas_v2.h>' is not a header's relative path")):
+        assert main(argv + ["--empty-header", bad]) == 2
+        assert says in capsys.readouterr().err
+    assert main(argv + ["--empty-header", "fakefw/cuda/context.h", "--empty-header", stand_in]) == 2
+    assert "fakefw/cuda/context.h is given twice, including different headers" in capsys.readouterr().err
+
+
 SCALE = r"""
 __global__ void scale(const float* x, const int* ids, float* y, float s, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
