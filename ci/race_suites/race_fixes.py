@@ -4,14 +4,16 @@ Inference engines fix data races in their CUDA kernels, each in a commit of its 
 race condition in MMQ ids_dst", "Fix sync bug in GPTQ reconstruct kernel", ...). Each fix is a labelled pair written
 by people who knew the race was real: the kernel at the fix's parent is racy, the kernel at the fix is race-free as
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
-ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2) or
-llm.c (github.com/karpathy/llm.c). The
+ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
+exllama (github.com/turboderp/exllama, its first version) or llm.c (github.com/karpathy/llm.c: a benchmark's
+softmax, the training program's fused classifier). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
 Each case is one kernel of the fixed file as the project builds and launches it: the instantiation its
 template-instances file makes (or that its host code launches), the project's include folders (ggml's
-`-extended-lambda`; a framework header that serves host code only, such as ATen's, found empty), a grid, block and
+`-extended-lambda`; a framework header that serves host code only, such as ATen's, found empty or including only
+the host library header it brings, cuBLAS's), a grid, block and
 dynamic shared size its own launcher computes for a small problem, and arguments named as the kernel names them,
 filled from the recorded seed (`qconform racescan`'s specs, harness.racescan.spec). The launch is run by the
 command's own code (harness.cli.racescan.judge), so a record replays as the command line it prints. Where the fix
@@ -60,6 +62,7 @@ class Case:
     barrier_sites: str = "same"
     empty_headers: tuple = ()         # headers of a framework that serve host code only (racescan --empty-header)
     relaxations: tuple = ("extended-lambda",)        # nvcc's, as the project's build gives them
+    parts: tuple = ()                 # the folders its build reads, where not the project's (Project.parts)
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,22 @@ EXLLAMAV2_FIXES = (
              empty_headers=("ATen/cuda/CUDAContext.h",), relaxations=()),)),
 )
 
+EXLLAMA_FIXES = (
+    Fix("d5df6a8", "Optimize q4_matmul: fix __syncthreads", (
+        # x (2 rows of 128) times a 4-bit matrix of 128 x 64 with one group, as q4_matmul_cuda launches it: blocks of
+        # one warp (THREADS_X 32, THREADS_Y 1), one per 32 columns and row, the whole of `dim` in one block along z.
+        # Its lanes fill the shared row of x and read all of it with no barrier (THREADS_X * THREADS_Y > 32 is
+        # false), and the even lanes zero pairs of outputs that the odd lanes then add to, behind a __syncthreads()
+        # only the even lanes reach. A second block along z would race on `out` at the fix too (one block zeroes
+        # what the others add to), and a second group per block would reuse the row before all lanes have read it.
+        Case("q4_matmul_kernel", "exllama_ext/cuda_func/q4_matmul.cu", "q4_matmul_kernel<true, true, false>", "2,2,1",
+             "32", "x:float16[256]=random(-1,1) w:uint32[1024]=random(0,4294967295) out:float16[128]!out "
+             "w_scales:float16[64]=random(0.001,0.01) w_zeros:uint32[8]=random(0,4294967295) height:int32=2 "
+             "dim:int32=128 width:int32=64 groupsize:int32=128 block_size_z:int32=256 x_map:null no_zero:bool=0",
+             (256, 256), includes=("exllama_ext",), empty_headers=("ATen/cuda/CUDAContext.h=cublas_v2.h",),
+             relaxations=()),)),
+)
+
 
 LLMC_FIXES = (
     Fix("c73fa884", "fixed numerics for online kernel, and an existing race condition in kernel 2", (
@@ -186,6 +205,16 @@ LLMC_FIXES = (
         Case("softmax_forward_kernel2", "dev/cuda/softmax_forward.cu", "softmax_forward_kernel2", "4", "128",
              "out:float32[1024]!out inp:float32[1024]=random(-4,4) N:int32=4 C:int32=256", (512, 512), includes=(),
              relaxations=()),)),
+    Fix("0f144e3", "Support 100% determinism, fix race condition, update global norm", (
+        # the training program's fused cross-entropy (bf16, llm.c's default build): 2 rows of a vocabulary of 8192,
+        # one block of 1024 threads per row, as fused_classifier launches it (V >= 8 * 1024: its first loop
+        # assumes so). Thread 0 reads the target's logit for the loss while the other threads overwrite the
+        # row's logits with their gradients; the fix puts a barrier between. The header includes NVTX's and the
+        # profiler's headers for its host code (qconform's stand-ins where the toolkit lacks them).
+        Case("fused_classifier_kernel5", "llmc/fused_classifier.cuh", "fused_classifier_kernel5<true, false>", "2",
+             "1024", "logits:bfloat16[16384]=random(-4,4) losses:bfloat16[2]!out probs:null dloss:float32=0.25 "
+             "targets:int32[2]=random(0,8192) B:int32=1 T:int32=2 V:int32=8192 P:int32=8192", includes=("llmc",),
+             relaxations=(), parts=("llmc",)),)),
 )
 
 
@@ -198,6 +227,7 @@ class Project:
 
 PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES),
+            Project("exllama", ("exllama_ext",), EXLLAMA_FIXES),
             Project("llm.c", ("dev/cuda",), LLMC_FIXES))
 
 
@@ -255,15 +285,16 @@ _TREES: dict = {}
 def _tree(git_dir: Path, rev: str, parts: tuple) -> Path:
     """The folders `parts` of `rev`, extracted once into a temporary folder (removed at exit)."""
     full = _git(git_dir, "rev-parse", "--verify", f"{rev}^{{commit}}").strip()
-    if full not in _TREES:
+    key = (full, parts)
+    if key not in _TREES:
         folder = Path(tempfile.mkdtemp(prefix=f"qconform-ggml-{full[:8]}-"))
         atexit.register(shutil.rmtree, folder, True)
         data = _git(git_dir, "archive", "--format=tar", full, *parts, binary=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             # the data filter (no links out of the folder, no special files) where this Python has it (3.10.12+)
             tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-        _TREES[full] = folder
-    return _TREES[full]
+        _TREES[key] = folder
+    return _TREES[key]
 
 
 def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool) -> list[str]:
@@ -291,8 +322,8 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
     rev = f"{side.fix.commit}^" if side.racy else side.fix.commit
-    argv = command_line(side, _tree(git_dir, rev, side.project.parts), seed, backend.timeout_s, backend.acquire,
-                        backend.race_check)
+    argv = command_line(side, _tree(git_dir, rev, side.case.parts or side.project.parts), seed, backend.timeout_s,
+                        backend.acquire, backend.race_check)
     rec = {"file": side.name, "algorithm": side.fix.commit, "project": side.project.name, "label": label_of(side),
            "kernels": {},
            "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title,
