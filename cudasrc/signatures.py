@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from .preprocess import CONDITIONAL, active_source, as_built
+from .preprocess import CONDITIONAL, active_source, as_built, object_macros
 from .types import normalize_ctype
 
 
@@ -240,6 +240,18 @@ def type_names(clean: str) -> dict[str, str]:
     return names
 
 
+# A macro's text that may name a type (`-D dfloat=double`, `#define real float`, `unsigned long long`): words,
+# `::`, pointers and template arguments; never a number or an expression.
+_TYPE_TEXT = re.compile(r"[A-Za-z_][\w:]*(?:\s*(?:[A-Za-z_][\w:]*|[*&<>,]))*")
+
+
+def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
+    """The object-like macros of `macros` whose text may name a type: what the preprocessor puts in a parameter's
+    type before the compiler reads it (HeCBench's `-Ddfloat=double`)."""
+    return {name: value.strip() for name, value in macros.items()
+            if value and _TYPE_TEXT.fullmatch(value.strip())}
+
+
 def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """Parameter types with the source's simple typedefs (`typedef int data_type;`) and enumerations spelled out."""
     return tuple((resolved_type(ctype, typedefs), name) for ctype, name in params)
@@ -324,12 +336,20 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     resolved (an enumeration by value is its underlying integer type), else the parameter types as declared.
     A parameter list with preprocessor conditionals in it (`#ifdef WITH_SCALE`) is read as the build reads it,
     with the macros `defines` gives (the build's -D flags: preprocess.defines_of) and the source's own. `context`:
-    the text of the source's own headers, whose typedefs and enumerations are resolved too (the source's win)."""
+    the text of the source's own headers, whose typedefs and enumerations are resolved too (the source's win). A
+    parameter's type is resolved as the build reads it: object-like macros that name a type (`-D dfloat=double`, a
+    `#define real float` of the source or its headers) are replaced, and a typedef in a preprocessor branch counts
+    only where the build keeps that branch (llm.c's floatX under `-D ENABLE_FP32`)."""
     clean = strip_comments(code)
     if CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
                                           for m, _, _ in _globals(clean)):
         clean = active_source(clean, defines or {})
-    typedefs = {**(type_names(strip_comments(context)) if context else {}), **type_names(clean)} if resolve else {}
+    typedefs = {}
+    if resolve:      # as the build reads them: its -D macros, and each typedef in the branch the build keeps
+        built = as_built(clean, defines or {})
+        built_context = as_built(strip_comments(context), defines or {}) if context else ""
+        typedefs = {**type_names(built_context), **type_names(built),
+                    **type_macros({**object_macros(built_context), **object_macros(built), **(defines or {})})}
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
     if context and "template" in clean:       # a template kernel of a header: its parameters' names

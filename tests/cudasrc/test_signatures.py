@@ -1,0 +1,34 @@
+"""A kernel's parameter types as the build reads them (cudasrc.signatures.kernel_signatures): the dtype of every
+argument racescan and the backends marshal comes from them."""
+from __future__ import annotations
+
+from cudasrc.signatures import kernel_signatures, type_macros
+
+KERNEL = "__global__ void k(const dfloat* x, dlong n, floatX* y) { }\n"
+COMMON = ("#if defined(ENABLE_FP32)\ntypedef float floatX;\n#elif defined(ENABLE_FP16)\ntypedef half floatX;\n"
+          "#else\ntypedef __nv_bfloat16 floatX;\n#endif\n")
+
+
+def _types(code: str, defines=None, context: str = "") -> list[str]:
+    return [t for t, _ in kernel_signatures(code, defines=defines, context=context)[0].params]
+
+
+def test_a_build_macro_that_names_a_type_is_the_parameters_type():
+    """HeCBench's adv builds with `-Ddfloat=double -Ddlong=int`: its kernel takes doubles. Before, the reader kept
+    `dfloat`, and racescan refused every array argument of it ("no numpy dtype is known")."""
+    assert _types(KERNEL, {"dfloat": "double", "dlong": "int"}, COMMON)[:2] == ["const double*", "int"]
+    assert _types(KERNEL, {}, COMMON)[:2] == ["const dfloat*", "dlong"]             # without them: as written
+    assert _types("#define real float\n__global__ void k(real* x) { }\n") == ["float*"]   # the source's own
+
+
+def test_a_typedef_counts_only_in_the_branch_the_build_keeps():
+    """llm.c's floatX is bf16 by default and float under `-D ENABLE_FP32`: each typedef sits in its own branch."""
+    assert _types(KERNEL, {}, COMMON)[2] == "__nv_bfloat16*"
+    assert _types(KERNEL, {"ENABLE_FP32": "1"}, COMMON)[2] == "float*"
+    assert _types(KERNEL, {"ENABLE_FP16": "1"}, COMMON)[2] == "half*"
+
+
+def test_only_macros_whose_text_may_be_a_type_replace_one():
+    assert type_macros({"dfloat": "double", "T": "unsigned long long", "P": "float *", "N": "256", "ON": "1",
+                        "E": "1e-3f", "F": "a + b", "EMPTY": ""}) == {"dfloat": "double", "T": "unsigned long long",
+                                                                      "P": "float *"}
