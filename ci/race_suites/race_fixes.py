@@ -5,8 +5,9 @@ race condition in MMQ ids_dst", "Fix sync bug in GPTQ reconstruct kernel", ...).
 by people who knew the race was real: the kernel at the fix's parent is racy, the kernel at the fix is race-free as
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
 ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
-exllama (github.com/turboderp/exllama, its first version) or llm.c (github.com/karpathy/llm.c: a benchmark's
-softmax, the training program's fused classifier). The
+exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
+softmax, the training program's fused classifier) or HeCBench (github.com/ORNL/HeCBench, formerly
+zjin-lcf/HeCBench: benchmark programs whose races users reported). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -217,6 +218,27 @@ LLMC_FIXES = (
              relaxations=(), parts=("llmc",)),)),
 )
 
+HECBENCH_FIXES = (
+    Fix("5e7005d5a", "[aidw] ... fix the data-race issue", (
+        # 512 points interpolated from 512 data points in 2 blocks of 256, as main sizes its launch: each block
+        # stages the data points in tiles of 256 and reads a whole tile; the next tile overwrote it with no
+        # barrier after the reads (the fix adds one)
+        Case("AIDW_Kernel_Tiled", "src/aidw-cuda/main.cu", "AIDW_Kernel_Tiled", "2", "256",
+             "dx:float32[512]=random(0,1) dy:float32[512]=random(0,1) dz:float32[512]=random(0,1) dnum:int32=512 "
+             "ix:float32[512]=random(0,1) iy:float32[512]=random(0,1) iz:float32[512]!out inum:int32=512 "
+             "area:float32=1 avg_dist:float32[512]=random(0.01,0.1)", includes=(), relaxations=(),
+             parts=("src/aidw-cuda",)),)),
+    Fix("13ad568c9", "[adv] address data races between shared memory reads and writes in the kernels", (
+        # 2 elements of degree 7 (512 nodes, 4096 cubature nodes), blocks of 16 x 16 as main launches them, built
+        # as its Makefile builds it (-Ddfloat=double -Ddlong=int): the interpolated fields are written to shared
+        # arrays that other threads still read from the last step, with no barrier between
+        Case("advCubatureHex3D", "src/adv-cuda/main.cu", "advCubatureHex3D", "2", "16,16",
+             "Nelements:int32=2 vgeo:float64[12288]=random(0,1) cubvgeo:float64[98304]=random(0,1) "
+             "cubD:float64[24576]=random(0,1) cubInterpT:float64[2097152]=random(0,1) offset:int32=1024 "
+             "U:float64[3072]=random(0,1) NU:float64[3072]!out", includes=(), defines=("dfloat=double", "dlong=int"),
+             relaxations=(), parts=("src/adv-cuda",)),)),
+)
+
 
 @dataclass(frozen=True)
 class Project:
@@ -228,7 +250,8 @@ class Project:
 PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES),
             Project("exllama", ("exllama_ext",), EXLLAMA_FIXES),
-            Project("llm.c", ("dev/cuda",), LLMC_FIXES))
+            Project("llm.c", ("dev/cuda",), LLMC_FIXES),
+            Project("HeCBench", (), HECBENCH_FIXES))
 
 
 class Side(NamedTuple):
@@ -287,7 +310,7 @@ def _tree(git_dir: Path, rev: str, parts: tuple) -> Path:
     full = _git(git_dir, "rev-parse", "--verify", f"{rev}^{{commit}}").strip()
     key = (full, parts)
     if key not in _TREES:
-        folder = Path(tempfile.mkdtemp(prefix=f"qconform-ggml-{full[:8]}-"))
+        folder = Path(tempfile.mkdtemp(prefix=f"qconform-race-fix-{full[:8]}-"))
         atexit.register(shutil.rmtree, folder, True)
         data = _git(git_dir, "archive", "--format=tar", full, *parts, binary=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
