@@ -68,9 +68,11 @@ class Case:
 
 @dataclass(frozen=True)
 class Fix:
-    commit: str                       # ggml's commit of the fix (its parent is the racy side)
+    commit: str                       # the project's commit of the fix (its parent is the racy side)
     title: str
     cases: tuple
+    reported: str = ""                # a race reported at `commit` and fixed after the history read here (the
+                                      # issue that reports it): `commit` is the racy side, and there is no other
 
 
 def _values(items) -> str:
@@ -237,6 +239,28 @@ HECBENCH_FIXES = (
              "cubD:float64[24576]=random(0,1) cubInterpT:float64[2097152]=random(0,1) offset:int32=1024 "
              "U:float64[3072]=random(0,1) NU:float64[3072]!out", includes=(), defines=("dfloat=double", "dlong=int"),
              relaxations=(), parts=("src/adv-cuda",)),)),
+    # Races users reported in June 2026 (ORNL/HeCBench issues #253, #255 and #256, each with compute-sanitizer's
+    # racecheck log and the racing lines), which the maintainer fixed and closed after the newest commit here: the
+    # programs at that commit are racy, with no race-free side in this history.
+    Fix("49175104c", "surfel_render_tile: the next tile of surfels overwrites the shared tile being read", (
+        # 512 surfels in tiles of 256 (the race needs more than one tile, the issue says), 2 blocks of 16 x 16
+        Case("surfel_render_tile", "src/surfel-cuda/main.cu", "surfel_render_tile<float, 256>", "2,1", "16,16",
+             "s:float32[3584]=random(-1,1) N:int32=512 f:float32=0.5 w:int32=32 h:int32=16 d:float32[512]!out",
+             includes=(), relaxations=(), parts=("src/surfel-cuda",)),), reported="ORNL/HeCBench#253"),
+    Fix("49175104c", "vhgw_horiz's twoWayScan: in-place scan steps read and write before one barrier", (
+        # a structuring element of 64 (the block's width; over 32 the race is across warps, the issue says), an
+        # image of 128 x 2, as erode launches it
+        Case("vhgw_horiz", "src/morphology-cuda/morphology.cu", "vhgw_horiz<MorphOpType::ERODE>", "2,2", "64",
+             "dst:uint8[256]!out src:uint8[256]=random(0,255) width:int32=128 height:int32=2 selSize:int32=64",
+             (256, 256), includes=(), relaxations=(), parts=("src/morphology-cuda",)),),
+        reported="ORNL/HeCBench#255"),
+    Fix("49175104c", "sosfilt: a section reads s_out[tx - 1] while section tx - 1 writes it", (
+        # 2 signals of 128 samples through 64 sections (blocks of 64, as filtering launches them), filtered in
+        # place; the shared bytes are filtering's (out, zi and sos)
+        Case("sosfilt", "src/sosfil-cuda/main.cu", "sosfilt<float>", "2", "64",
+             "n_signals:int32=2 n_samples:int32=128 n_sections:int32=64 zi_width:int32=2 sos:float32[384]=random(-1,1) "
+             "zi:float32[256]=random(-1,1) x_in:float32[256]=random(-1,1)", (2816, 2816), includes=(),
+             relaxations=(), parts=("src/sosfil-cuda",)),), reported="ORNL/HeCBench#256"),
 )
 
 
@@ -263,6 +287,8 @@ class Side(NamedTuple):
 
     @property
     def name(self) -> str:
+        if self.fix.reported:
+            return f"{self.fix.commit} {self.case.name} (reported racy)"
         return f"{self.fix.commit} {self.case.name} ({'before' if self.racy else 'after'} the fix)"
 
 
@@ -294,7 +320,7 @@ def suite_files(root: Path) -> "list[Side] | None":
     for project in PROJECTS:
         if project.fixes and all(_has(git_dir, fix.commit) for fix in project.fixes):
             return [Side(project, fix, case, racy) for fix in project.fixes for case in fix.cases
-                    for racy in (True, False)]
+                    for racy in ((True,) if fix.reported else (True, False))]
     return None
 
 
@@ -344,12 +370,12 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli import build_parser
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
-    rev = f"{side.fix.commit}^" if side.racy else side.fix.commit
+    rev = f"{side.fix.commit}^" if side.racy and not side.fix.reported else side.fix.commit
     argv = command_line(side, _tree(git_dir, rev, side.case.parts or side.project.parts), seed, backend.timeout_s,
                         backend.acquire, backend.race_check)
-    rec = {"file": side.name, "algorithm": side.fix.commit, "project": side.project.name, "label": label_of(side),
+    rec = {"file": side.name, "algorithm": group_of(side), "project": side.project.name, "label": label_of(side),
            "kernels": {},
-           "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title,
+           "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title, "reported": side.fix.reported,
            "replay": "qconform " + " ".join(shlex.quote(a) for a in argv)}
     args = build_parser().parse_args(argv)
     try:
@@ -365,7 +391,7 @@ def record_name(side: Side) -> str:
 
 
 def group_of(side: Side) -> str:
-    return side.fix.commit
+    return side.fix.reported or side.fix.commit
 
 
 def suite_name(sides: "list[Side]") -> str:

@@ -102,3 +102,27 @@ def test_the_parent_races_the_fix_is_clean_and_a_record_replays(one_fix, tmp_pat
     assert racy["commit"] != fixed["commit"] and "--seed 3" in racy["replay"]
     from harness.cli import main            # the trees stay until the process exits: the records replay meanwhile
     assert main(shlex.split(racy["replay"])[1:]) == 1 and main(shlex.split(fixed["replay"])[1:]) == 0
+
+
+def test_a_race_reported_after_the_history_is_one_racy_side_at_its_commit(monkeypatch, history, tmp_path):
+    """HeCBench's users reported races that were fixed after the newest commit a clone may have: such a report is
+    the racy side alone, read at the reported commit itself (not its parent). Here the report names the fix's own
+    parent, the racy tree; a report at the fix (race-free) would be scored as a miss."""
+    repo, commit = history
+    parent = _git(repo, "rev-parse", "--short=8", f"{commit}^")
+    case = race_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out")
+    report = race_fixes.Fix(parent, "two_sums reuses its buffer", (case,), reported="example/issue#1")
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("ggml", ("src", "include"), (report,)),))
+    sides = race_fixes.suite_files(repo)
+    assert [(s.name, race_fixes.label_of(s), race_fixes.group_of(s)) for s in sides] == [
+        (f"{parent} two_sums (reported racy)", "racy", "example/issue#1")]
+    out = tmp_path / "reported.json"
+    assert score_race_suite.main([str(repo), "--out", str(out)]) == 0
+    (record,) = json.loads(out.read_text())["records"]
+    assert record["verdict"] == "race" and record["commit"] == parent and record["reported"] == "example/issue#1"
+    at_fix = race_fixes.Fix(commit, "the same report at the fixed commit", (case,), reported="example/issue#1")
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("ggml", ("src", "include"), (at_fix,)),))
+    assert score_race_suite.main([str(repo), "--out", str(tmp_path / "at_fix.json")]) == 0
+    (record,) = json.loads((tmp_path / "at_fix.json").read_text())["records"]
+    assert record["verdict"] == "clean" and record["commit"] != parent          # read where the report points
