@@ -21,14 +21,19 @@ def host_compiler_flags() -> tuple[str, ...]:
 
 
 def nvcc_flags() -> tuple[str, ...]:
-    """nvcc's flags: a system folder, searched after the -I folders, its toolkit's include folder among them."""
-    return ("-isystem", str(FOLDER))
+    """nvcc's flags: a system folder, searched after the -I folders, its toolkit's include folder among them; and
+    CCCL's NVTX ranges off. CUB and libcu++ open profiler ranges through NVTX's C++ API wherever
+    `<nvtx3/nvToolsExt.h>` is found, so the stand-in, which declares only what programs call, would switch them on
+    and break every CUB build (ggml's cumsum: `nvtxDomainCreateW` undefined); without NVTX in the toolkit they
+    were off, and with it they are host-side profiling that no device-code check needs."""
+    return ("-isystem", str(FOLDER), "-DCCCL_DISABLE_NVTX")
 
 
 @functools.lru_cache(maxsize=None)
 def digest() -> str:
-    """The SHA-256 of the stand-ins' texts, for a build's cache key (a changed declaration is a new build)."""
-    h = hashlib.sha256()
+    """The SHA-256 of the stand-ins' texts and of the flags that bring them, for a build's cache key (a changed
+    declaration or flag is a new build)."""
+    h = hashlib.sha256(repr((nvcc_flags(), host_compiler_flags())).encode())
     for path in sorted(FOLDER.rglob("*.h")):          # nvtx3/ too
         h.update(path.relative_to(FOLDER).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

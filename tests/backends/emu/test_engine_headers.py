@@ -272,3 +272,26 @@ def test_a_training_programs_profiler_ranges_and_device_properties_are_host_code
     broken = TRAINING_KERNEL_CU.replace("out[threadIdx.x] =", "nvtxMarkA(\"x\"); out[threadIdx.x] =")
     with pytest.raises(BuildError, match=r"nvtxMarkA"):
         emu.load(broken, (f"-I{tmp_path}",))
+
+
+CUB_WITH_NVTX_CU = r"""#include <cub/cub.cuh>
+#include <nvtx3/nvToolsExt.h>
+__global__ void block_sum(const float* x, float* y) {
+  using Reduce = cub::BlockReduce<float, 64>;
+  __shared__ typename Reduce::TempStorage tmp;
+  float s = Reduce(tmp).Sum(x[threadIdx.x]);
+  if (threadIdx.x == 0) y[0] = s;
+}
+void launch(const float* x, float* y) { nvtxRangePushA("sum"); block_sum<<<1, 64>>>(x, y); nvtxRangePop(); }
+"""
+
+
+@needs_nvcc
+def test_cubs_own_profiler_ranges_stay_off_beside_the_nvtx_stand_in(emu):
+    """CUB opens NVTX ranges through NVTX's C++ API wherever <nvtx3/nvToolsExt.h> is found: the stand-in, which
+    declares only what programs call, switched them on in nvcc's check and broke every file that includes
+    <cub/cub.cuh> (ggml's cumsum: `nvtxDomainCreateW` undefined). The check builds with CCCL's NVTX off."""
+    y = np.zeros(1, np.float32)
+    emu.load(CUB_WITH_NVTX_CU).launch("block_sum", (1,), (64,), 0, [np.arange(64, dtype=np.float32), y],
+                                      outputs=(1,))
+    assert y[0] == 2016.0
