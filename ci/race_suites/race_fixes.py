@@ -239,7 +239,7 @@ HECBENCH_FIXES = (
              "cubD:float64[24576]=random(0,1) cubInterpT:float64[2097152]=random(0,1) offset:int32=1024 "
              "U:float64[3072]=random(0,1) NU:float64[3072]!out", includes=(), defines=("dfloat=double", "dlong=int"),
              relaxations=(), parts=("src/adv-cuda",)),)),
-    # Races users reported in June 2026 (ORNL/HeCBench issues #253, #255 and #256, each with compute-sanitizer's
+    # Races users reported in June 2026 (ORNL/HeCBench issues #253, #255, #256 and #263, each with compute-sanitizer's
     # racecheck log and the racing lines), which the maintainer fixed and closed after the newest commit here: the
     # programs at that commit are racy, with no race-free side in this history.
     Fix("49175104c", "surfel_render_tile: the next tile of surfels overwrites the shared tile being read", (
@@ -261,6 +261,12 @@ HECBENCH_FIXES = (
              "n_signals:int32=2 n_samples:int32=128 n_sections:int32=64 zi_width:int32=2 sos:float32[384]=random(-1,1) "
              "zi:float32[256]=random(-1,1) x_in:float32[256]=random(-1,1)", (2816, 2816), includes=(),
              relaxations=(), parts=("src/sosfil-cuda",)),), reported="ORNL/HeCBench#256"),
+    Fix("49175104c", "hungarian's warp-synchronous minimum reductions without __syncwarp", (
+        # the step-1 row minimum over the program's 2048 x 2048 slack matrix (its __device__ arrays; no
+        # parameters), blocks of 256 as the program launches them, 2 of its 256 blocks: the last 32 threads
+        # reduce through volatile shared memory with no __syncwarp (issue #263 names this kernel among three)
+        Case("calc_min_in_rows", "src/hungarian-cuda/main.cu", "calc_min_in_rows", "2", "256", "", includes=(),
+             relaxations=(), parts=("src/hungarian-cuda",)),), reported="ORNL/HeCBench#263"),
 )
 
 

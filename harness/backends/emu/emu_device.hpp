@@ -315,13 +315,14 @@ struct KernelEntry {
 #define __forceinline__
 #define __noinline__ __attribute__((noinline))
 #define __constant__
+// a managed variable is a module variable that the host reads and writes without a copy (host code, never run here)
+#define __managed__
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 #define __block_size__(...)
 #define __cluster_dims__(...)
 #define __maxnreg__(...)
-#define __managed__ EMU_UNSUPPORTED_managed_variables
 // The macros name the runtime by reserved names only (__emu, __-prefixed): a kernel's own macro, defined after
 // this header (`#define syncthreads __syncthreads`, `#define tid ...`), cannot reach into their expansions.
 namespace __emu = ::emu;

@@ -46,7 +46,6 @@ _UNSUPPORTED = [
      "cooperative groups' multi-grid group (thread_block, thread_block_tile, coalesced_group, thread_group and "
      "grid_group run)"),
     (_RUNTIME_CALL, "CUDA runtime API calls in device source"),
-    (r"\b__managed__\b", "__managed__ variables"),
     (r"\b__pipeline_arrive_on\b|\bpipeline\s*<\s*(?:cuda::)?thread_scope_(?:device|system)\s*>",
      "device- or system-scope pipelines and __pipeline_arrive_on (thread- and block-scope cuda::pipeline, "
      "cuda::barrier and the __pipeline_* primitives run)"),
@@ -204,6 +203,9 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
         start = max(clean.rfind(c, 0, m.start()) for c in ";{}\n") + 1
         prefix = _ALIGN.sub(" ", clean[start:m.start()])
         extern = bool(m.group(1)) or re.search(r"\bextern\b", prefix) is not None
+        after = re.match(r"\s*extern\b", decl)       # `__shared__ extern float s[];` (HeCBench's hungarian)
+        if after:
+            extern, decl = True, decl[after.end():]
         # `static` and `extern` go: a slot is per block already, and a `static` reference would bind to the first
         # block's slot (and need a guarded initialization)
         prefix_type = re.sub(r"\s+", " ", re.sub(r"\b(?:extern|static)\b", " ", prefix)).strip()
@@ -287,11 +289,18 @@ def rewrite_header(text: str, first_slot: int, file: str) -> tuple[str, int]:
     return rewritten, first_slot + len(names)
 
 
+def _declares_shared(body: str, name: str) -> bool:
+    """Whether a (rewritten) function body declares a `__shared__` variable `name` of its own, which hides the
+    file-scope one of that name (HeCBench's hungarian: a file-scope `extern __shared__ sdata[]` and a kernel's own
+    `__shared__ data sdata[256]`)."""
+    return re.search(rf"&\s*{re.escape(name)}\s*=\s*::emu::shared_|\*\s*const\s+{re.escape(name)}\b", body) is not None
+
+
 def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
     """`text` with each file-scope __shared__ variable (name, its declaration as a local reference) declared at
     the top of every function body at file scope that names it: every kernel and device function of a block
     then reaches the block's one slot. A body is a top-level `{` right after a `)` (a parameter list); a
-    parameter of the same name hides the variable, as in C++."""
+    parameter of the same name hides the variable, as in C++, and so does a `__shared__` variable the body declares."""
     out, pos, i = [], 0, 0
     depth = _BraceDepth(text)
     while (i := text.find("(", i)) >= 0:
@@ -306,7 +315,8 @@ def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
         end = matching(text, brace)
         params, body = text[i:close], text[brace:end + 1]
         used = [decl for name, decl in variables
-                if re.search(r"(?<![.\w>])" + re.escape(name) + r"\b", body) and not re.search(rf"\b{name}\b", params)]
+                if re.search(r"(?<![.\w>])" + re.escape(name) + r"\b", body) and not re.search(rf"\b{name}\b", params)
+                and not _declares_shared(body, name)]
         if used:
             out += [text[pos:brace + 1], " ", " ".join(used), " "]
             pos = brace + 1
@@ -317,7 +327,7 @@ def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
 
 # ---- module symbols: file-scope __device__ / __constant__ variables --------------------------------------
 _SYMBOL_DECL = re.compile(r"(?:^|(?<=[;}]))\s*((?:(?:static|extern|const|volatile|__device__|__constant__|__managed__)\s+)*"
-                          r"(?:__device__|__constant__)\b[^;{]*)", re.M)
+                          r"(?:__device__|__constant__|__managed__)\b[^;{]*)", re.M)
 
 
 def _declarator_name(text: str) -> "str | None":
@@ -350,7 +360,7 @@ def device_symbols(clean: str) -> list[str]:
                 stop = matching(clean, stop) + 1 if clean[stop] == "{" else stop + 1
             decl = clean[m.start(1):stop]
         parts = split_top_level(decl, ",")
-        first = _declarator_name(re.sub(r"\b(?:static|extern|const|volatile|__device__|__constant__)\b", " ",
+        first = _declarator_name(re.sub(r"\b(?:static|extern|const|volatile|__device__|__constant__|__managed__)\b", " ",
                                         parts[0]))
         if first is None:
             continue

@@ -396,3 +396,39 @@ def test_a_shared_variable_of_a_function_template_is_one_per_instantiation(detec
     with pytest.raises(DataRace, match=r"__shared__ 'partial' \(line 6\) index \d+ .*different warps in the same "
                                        r"barrier interval"):
         module.launch("two_reductions", (1,), (128,), 0, [x, y, np.int32(1)], outputs=(1,))
+
+
+MANAGED_AND_SHADOWED = r"""
+__managed__ __device__ int launches;            // the host reads it without a copy (host code, never run here)
+__shared__ extern float staged[];               // the keyword first: HeCBench's hungarian spells it so
+__global__ void count(const float* x, float* y, int fix) {
+  if (threadIdx.x == 0) {
+    if (fix) atomicAdd(&launches, 1);
+    else launches = launches + 1;                // a plain update of a managed variable by every block
+  }
+  staged[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[blockIdx.x * blockDim.x + threadIdx.x] = staged[(threadIdx.x + 1) % blockDim.x];
+}
+__global__ void own_buffer(const float* x, float* y, int fix) {
+  __shared__ float staged[64];                  // hides the file-scope one, as in C++
+  staged[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = staged[(threadIdx.x + 1) % 64];
+}
+"""
+
+
+def test_a_managed_variable_is_a_module_variable_and_a_local_shared_hides_the_file_scopes(detector):
+    """`__managed__` variables were refused; they are module variables to device code, so two blocks' plain updates
+    race (the atomic update is the negative control). A kernel's own `__shared__` of the name of a file-scope one
+    hides it (emu declared both and the build failed), and `__shared__ extern` reads as `extern __shared__`."""
+    module = detector.load(MANAGED_AND_SHADOWED)
+    x, y = np.arange(128, dtype=np.float32), np.zeros(128, np.float32)
+    module.launch("count", (2,), (64,), 256, [x, y, np.int32(1)], outputs=(1,))
+    assert np.array_equal(y[:64], np.roll(x[:64], -1))
+    with pytest.raises(DataRace, match=r"data race on __device__ variable 'launches' .*different blocks"):
+        module.launch("count", (2,), (64,), 256, [x, y, np.int32(0)], outputs=(1,))
+    y = np.zeros(64, np.float32)
+    module.launch("own_buffer", (1,), (64,), 0, [x[:64], y, np.int32(0)], outputs=(1,))
+    assert np.array_equal(y, np.roll(x[:64], -1))
