@@ -1,6 +1,7 @@
 """Read kernel signatures out of CUDA C source (ours or anyone's) without a compiler."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -252,6 +253,17 @@ def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
             if value and _TYPE_TEXT.fullmatch(value.strip())}
 
 
+@functools.lru_cache(maxsize=16)
+def _names_as_built(text: str, defines: tuple) -> "tuple[dict[str, str], dict[str, str]]":
+    """(type_names, object_macros) of source `text` as the build keeps it, with the macros `defines` (sorted items).
+    Cached: program_kernel_signatures reads the same headers as the context of the source and of each header.
+    Callers only read the dicts."""
+    if not text:
+        return {}, {}
+    built = as_built(strip_comments(text), dict(defines))
+    return type_names(built), object_macros(built)
+
+
 def _resolve_typedefs(params: tuple[tuple[str, str], ...], typedefs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """Parameter types with the source's simple typedefs (`typedef int data_type;`) and enumerations spelled out."""
     return tuple((resolved_type(ctype, typedefs), name) for ctype, name in params)
@@ -347,9 +359,9 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     typedefs = {}
     if resolve:      # as the build reads them: its -D macros, and each typedef in the branch the build keeps
         built = as_built(clean, defines or {})
-        built_context = as_built(strip_comments(context), defines or {}) if context else ""
-        typedefs = {**type_names(built_context), **type_names(built),
-                    **type_macros({**object_macros(built_context), **object_macros(built), **(defines or {})})}
+        context_types, context_macros = _names_as_built(context, tuple(sorted((defines or {}).items())))
+        typedefs = {**context_types, **type_names(built),
+                    **type_macros({**context_macros, **object_macros(built), **(defines or {})})}
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     sigs, template_params = [], {}
     if context and "template" in clean:       # a template kernel of a header: its parameters' names

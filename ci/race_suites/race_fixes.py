@@ -285,11 +285,17 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
 
 
 class Side(NamedTuple):
-    """One case on one side of its fix: the parent's tree (racy) or the fix's (race-free)."""
+    """One case on one side of its fix: the parent's tree (racy) or the fix's (race-free); a reported race's racy
+    side is the reported commit's tree."""
     project: Project
     fix: Fix
     case: Case
     racy: bool
+
+    @property
+    def rev(self) -> str:
+        """The commit its tree is read at: the fix's parent for the racy side of a fix, else the commit itself."""
+        return f"{self.fix.commit}^" if self.racy and not self.fix.reported else self.fix.commit
 
     @property
     def name(self) -> str:
@@ -319,7 +325,8 @@ def _has(git_dir: Path, commit: str) -> bool:
 
 
 def suite_files(root: Path) -> "list[Side] | None":
-    """Every case of the project whose fixes `root`'s history has, on both sides of its fix; else None."""
+    """Every case of the project whose fixes `root`'s history has, on both sides of its fix (a reported race on its
+    racy side alone); else None."""
     git_dir = _git_dir(root)
     if git_dir is None:
         return None
@@ -376,12 +383,11 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli import build_parser
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
-    rev = f"{side.fix.commit}^" if side.racy and not side.fix.reported else side.fix.commit
-    argv = command_line(side, _tree(git_dir, rev, side.case.parts or side.project.parts), seed, backend.timeout_s,
-                        backend.acquire, backend.race_check)
+    argv = command_line(side, _tree(git_dir, side.rev, side.case.parts or side.project.parts), seed,
+                        backend.timeout_s, backend.acquire, backend.race_check)
     rec = {"file": side.name, "algorithm": group_of(side), "project": side.project.name, "label": label_of(side),
-           "kernels": {},
-           "commit": _git(git_dir, "rev-parse", "--short=8", rev).strip(), "fix": side.fix.title, "reported": side.fix.reported,
+           "kernels": {}, "commit": _git(git_dir, "rev-parse", "--short=8", side.rev).strip(), "fix": side.fix.title,
+           "reported": side.fix.reported,
            "replay": "qconform " + " ".join(shlex.quote(a) for a in argv)}
     args = build_parser().parse_args(argv)
     try:

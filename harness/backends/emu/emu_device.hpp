@@ -250,22 +250,21 @@ inline unsigned match(int kind, unsigned mask, T v, int line) {
 }
 
 constexpr size_t larger(size_t a, size_t b) { return a > b ? a : b; }   // of two __align__/alignas of one declaration
-template <class T>
-inline T& shared_var(int id, const char* name, int line, size_t align = 16,     // align: the source's __align__
-                     const char* file = nullptr) {                                  // file: a header's, declared there
-  size_t a = alignof(T) > align ? alignof(T) : align;
-  return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
-                                           int(sizeof(std::remove_all_extents_t<T>)), file));
-}
 // A __shared__ variable declared in a function: one per block for each instantiation of that function, as a static
 // local is (llm.c's blockReduce<warpReduceMax> and blockReduce<warpReduceSum> each have their own buffer). `site`
 // is a static local of the declaring function, so its address tells the instantiations apart.
 template <class T>
-inline T& shared_local(const char* site, int id, const char* name, int line, size_t align = 16,
-                       const char* file = nullptr) {
+inline T& shared_local(const char* site, int id, const char* name, int line,
+                       size_t align = 16,                  // align: the source's __align__
+                       const char* file = nullptr) {       // file: a header's, declared there
   size_t a = alignof(T) > align ? alignof(T) : align;
   return *reinterpret_cast<T*>(shared_slot(id, sizeof(T), a < 16 ? 16 : a, name, line,
                                            int(sizeof(std::remove_all_extents_t<T>)), file, site));
+}
+// One declared at file scope: one per block, whichever function names it.
+template <class T>
+inline T& shared_var(int id, const char* name, int line, size_t align = 16, const char* file = nullptr) {
+  return shared_local<T>(nullptr, id, name, line, align, file);
 }
 
 // ---- launch trampolines ---------------------------------------------------------------------------------

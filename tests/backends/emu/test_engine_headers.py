@@ -254,14 +254,14 @@ void lanes_launch(int* out, cudaStream_t stream) {
 """
 
 
-@pytest.mark.parametrize("toolkit_nvtx", [True, False], ids=["gate", "no-gate"])
+@pytest.mark.parametrize("with_nvcc", [True, False], ids=["gate", "no-gate"])
 def test_a_training_programs_profiler_ranges_and_device_properties_are_host_code(tmp_path, emu, monkeypatch,
-                                                                                  toolkit_nvtx):
+                                                                                  with_nvcc):
     """llm.c's common header includes NVTX's and the profiler's headers, which the toolkit's wheels here lack, for a
     range class around its launchers, and keeps the device's properties in an `extern cudaDeviceProp`: the kernel
     runs as its device code (qconform's stand-ins declare them; `warpSize` stays the kernel's 32 beside the
     property's member of that name). A kernel that calls NVTX is refused (the negative control)."""
-    if not toolkit_nvtx:
+    if not with_nvcc:
         monkeypatch.setattr(gate, "nvcc_gate", lambda: (None, "no nvcc"))
     elif gate.nvcc_gate()[0] is None:
         pytest.skip("nvcc (the toolchain extra) is not installed: the device-side check is not run")
