@@ -172,6 +172,10 @@ class Program:
     def device_code(self, text: str) -> str:
         return without_host_functions(text, self.words, self.names, self.instantiations)[0]
 
+    def host_functions(self, text: str) -> "tuple[HostFunction, ...]":
+        """The host functions `device_code(text)` drops (a declaration of one may stay)."""
+        return without_host_functions(text, self.words, self.names, self.instantiations)[1]
+
 
 def program_of(texts: Iterable[str]) -> Program:
     """The Program of these files (the source first, then its own headers)."""

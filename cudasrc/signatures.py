@@ -68,7 +68,8 @@ def strip_comments(code: str) -> str:
 # parentheses (llama.cpp's `__launch_bounds__(calc_nwarps(type, get_device_table_id())*warp_size, 1)` has two).
 _NESTED = r"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)"
 _KERNEL_ATTRIBUTE = rf"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*{_NESTED}\s*"
-_GLOBAL = re.compile(rf"__global__\s+(?:{_KERNEL_ATTRIBUTE})*void\s+"
+# `static` may stand after `__global__` too (Kaldi's `template<typename Real> __global__ static void _softmax_reduce`).
+_GLOBAL = re.compile(rf"__global__\s+(?:static\s+|{_KERNEL_ATTRIBUTE})*void\s+"
                      rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
 # instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.

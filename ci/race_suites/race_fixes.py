@@ -6,8 +6,9 @@ by people who knew the race was real: the kernel at the fix's parent is racy, th
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
 ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
-softmax, the training program's fused classifier) or HeCBench (github.com/ORNL/HeCBench, formerly
-zjin-lcf/HeCBench: benchmark programs whose races users reported). The
+softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeCBench, formerly
+zjin-lcf/HeCBench: benchmark programs whose races users reported) or Kaldi (github.com/kaldi-asr/kaldi: the speech
+toolkit's matrix kernels). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -269,6 +270,38 @@ HECBENCH_FIXES = (
              relaxations=(), parts=("src/hungarian-cuda",)),), reported="ORNL/HeCBench#263"),
 )
 
+# Kaldi's cudamatrix: one block of CU1DBLOCK (256) threads per row, as its launchers give (4 rows of 512), built as
+# its makefiles build it (HAVE_CUDA=1, single precision).
+_KALDI_ROWS = "{rows=4,cols=512,stride=512}"
+_KALDI_BUILD = dict(includes=("src",), defines=("HAVE_CUDA=1", "KALDI_DOUBLEPRECISION=0"), relaxations=())
+
+
+def _kaldi(kernel: str, args: str) -> Case:
+    return Case(kernel, "src/cudamatrix/cu-kernels.cu", f"{kernel}<float>", "4", "256", args, **_KALDI_BUILD)
+
+
+KALDI_FIXES = (
+    # Each block reduced its row to one warp's worth with barriers, then the last 32 threads went on alone
+    # ("Threads implicitly synchronized within a warp"), through a shared array that is not volatile, with no
+    # __syncwarp; the fix reduces with cub::BlockReduce (CUB 2's cub::Max, which qconform gives back on CUB 3).
+    Fix("bcfe3f8c5", "[src] Change warp-synchronous to cub::BlockReduce (safer but slower) (#3080)", (
+        _kaldi("_softmax_reduce", "y:float32[2048]!out x:float32[2048]=random(-4,4) "
+               f"d:struct={_KALDI_ROWS} src_stride:int32=512"),
+        _kaldi("_log_softmax_reduce", "y:float32[2048]!out x:float32[2048]=random(-4,4) "
+               f"y_dim:struct={_KALDI_ROWS} x_stride:int32=512"),
+        _kaldi("_diff_softmax", f"x:float32[2048]!out dim:struct={_KALDI_ROWS} value:float32[2048]=random(0,1) "
+               "value_stride:int32=512 diff:float32[2048]=random(-1,1) diff_stride:int32=512"),
+        _kaldi("_diff_log_softmax", f"in_deriv_dim:struct={_KALDI_ROWS} out_value:float32[2048]=random(-4,0) "
+               "out_value_stride:int32=512 out_deriv:float32[2048]=random(-1,1) out_deriv_stride:int32=512 "
+               "in_deriv:float32[2048]!out"),)),
+    # The same commit's _normalize_per_row was its own new race: CUB's sum is defined in thread 0 only, every
+    # thread stored its own square root at ssum[tid], and all read ssum[0] with no barrier after thread 0's store.
+    # Ten days later: "fixing a synchronization bug in 'normalize-per-row' ... was only apparent using large matrices".
+    Fix("73720e639", "[src] cudamatrix: fixing a synchronization bug in 'normalize-per-row' (#3145)", (
+        _kaldi("_normalize_per_row", "y:float32[2048]!out y_stride:int32=512 x:float32[2048]=random(-2,2) "
+               f"x_d:struct={_KALDI_ROWS} target_rms:float32=1 add_log_stddev:bool=0"),)),
+)
+
 
 @dataclass(frozen=True)
 class Project:
@@ -281,7 +314,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("exllamav2", ("exllamav2/exllamav2_ext",), EXLLAMAV2_FIXES),
             Project("exllama", ("exllama_ext",), EXLLAMA_FIXES),
             Project("llm.c", ("dev/cuda",), LLMC_FIXES),
-            Project("HeCBench", (), HECBENCH_FIXES))
+            Project("HeCBench", (), HECBENCH_FIXES),
+            Project("Kaldi", ("src/cudamatrix",), KALDI_FIXES))
 
 
 class Side(NamedTuple):

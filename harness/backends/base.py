@@ -204,8 +204,8 @@ def build_error(headline: str, excerpt: str, log: str) -> "BuildError | Unsuppor
     other = _OTHER_CUB.search(log)
     if other:
         return UnsupportedConstruct(None, f"cub::{other.group(1)} is not in the CUB of the CUDA toolkit that compiles "
-                                          "here (CUB 3, CUDA 13, dropped cub::Sum, Max and Min for cuda::std::plus "
-                                          "and cuda::maximum/minimum): the kernel was written for another CUB; nvcc "
+                                          "here (CUB 3, CUDA 13, dropped CUB 2's functors; qconform gives back "
+                                          "cub::Sum, Max and Min only): the kernel was written for another CUB; nvcc "
                                           f"said: {other.group(0)}")
     why = confine.explain(log)
     if not why:

@@ -5,7 +5,8 @@ launcher; the profiler API), where the toolkit has no such library.
 They declare the library's types, constants and common entry points and define nothing. Every build of qconform's
 drops the source's host functions first, so only declarations are ever needed; device code that calls one of these
 functions is still refused (nvcc's device-side compile, emu's object check). The folder is searched after all
-others, so a toolkit that has the real header (a CUDA install with cuBLAS) uses its own."""
+others, so a toolkit that has the real header (a CUDA install with cuBLAS) uses its own. One more header, included
+ahead of every source nvcc compiles, gives back CUB 2's operators that CUB 3 dropped (CUB2_OPERATORS)."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +14,7 @@ import hashlib
 from pathlib import Path
 
 FOLDER = Path(__file__).with_name("host_library_headers")
+CUB2_OPERATORS = "qconform_cub2_operators.h"        # cub::Sum, Max and Min where the toolkit's CUB is 3 or later
 
 
 def host_compiler_flags() -> tuple[str, ...]:
@@ -25,8 +27,9 @@ def nvcc_flags() -> tuple[str, ...]:
     CCCL's NVTX ranges off. CUB and libcu++ open profiler ranges through NVTX's C++ API wherever
     `<nvtx3/nvToolsExt.h>` is found, so the stand-in, which declares only what programs call, would switch them on
     and break every CUB build (ggml's cumsum: `nvtxDomainCreateW` undefined); without NVTX in the toolkit they
-    were off, and with it they are host-side profiling that no device-code check needs."""
-    return ("-isystem", str(FOLDER), "-DCCCL_DISABLE_NVTX")
+    were off, and with it they are host-side profiling that no device-code check needs. And CUB 2's operators
+    (CUB2_OPERATORS), so a kernel written for CUDA 12's CUB builds with CUDA 13's."""
+    return ("-isystem", str(FOLDER), "-DCCCL_DISABLE_NVTX", "-include", str(FOLDER / CUB2_OPERATORS))
 
 
 @functools.lru_cache(maxsize=None)

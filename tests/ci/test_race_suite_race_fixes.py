@@ -126,3 +126,15 @@ def test_a_race_reported_after_the_history_is_one_racy_side_at_its_commit(monkey
     assert score_race_suite.main([str(repo), "--out", str(tmp_path / "at_fix.json")]) == 0
     (record,) = json.loads((tmp_path / "at_fix.json").read_text())["records"]
     assert record["verdict"] == "clean" and record["commit"] != parent          # read where the report points
+
+
+def test_every_case_reads_a_file_its_tree_holds():
+    """A case's source must lie in the folders `git archive` extracts for it (its own parts, else its project's;
+    none: the whole tree), or racescan finds no file. Kaldi's cases read src/cudamatrix only."""
+    for project in race_fixes.PROJECTS:
+        for fix in project.fixes:
+            for case in fix.cases:
+                parts = case.parts or project.parts
+                assert not parts or any(case.source.startswith(p.rstrip("/") + "/") for p in parts), \
+                    (project.name, fix.commit, case.name, parts)
+    assert any(p.name == "Kaldi" for p in race_fixes.PROJECTS)

@@ -32,3 +32,14 @@ def test_only_macros_whose_text_may_be_a_type_replace_one():
     assert type_macros({"dfloat": "double", "T": "unsigned long long", "P": "float *", "N": "256", "ON": "1",
                         "E": "1e-3f", "F": "a + b", "EMPTY": ""}) == {"dfloat": "double", "T": "unsigned long long",
                                                                       "P": "float *"}
+
+
+def test_static_may_follow_global():
+    """Kaldi writes `template<typename Real> __global__ static void _softmax_reduce(...)` for its 130 kernels; the
+    reader saw none of them ("their template kernels: _diff_group_pnorm", the one written without `static`)."""
+    from cudasrc.signatures import template_kernels
+    code = ("template<typename Real>\n__global__\nstatic void _scale(Real* y, Real a) { y[0] *= a; }\n"
+            "__global__ static __launch_bounds__(64) void plain(float* y) { }\n")
+    assert template_kernels(code) == ["_scale"]
+    assert [s.name for s in kernel_signatures(code)] == ["plain"]
+    assert kernel_signatures("static void host(float* y) { }\n") == []         # no __global__, no kernel

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
@@ -124,14 +124,18 @@ def _class_bodies(clean: str) -> list[tuple[int, int]]:
     return out
 
 
-def check_unsupported(clean: str) -> None:
+def check_unsupported(clean: str, own_functions: "Iterable[str]" = ()) -> None:
+    """Raise UnsupportedConstruct for the first construct of _UNSUPPORTED in `clean`; `own_functions`: the source's
+    host functions, dropped, whose declarations may stay (Kaldi's `void cudaF_copy_upp_low(dim3 Gr, ...);`), which
+    are not the runtime's calls whatever their names."""
     unexpanded = _unexpanded_macros(clean)
     for pattern, what in _UNSUPPORTED:
         if pattern is _RUNTIME_CALL:
             # not the source's own functions named like the runtime's, nor a class's body: a class keeps its host
             # members (a context that creates its stream), which run only on the host; a device member's call is
             # found in the module's object instead (gate.check_object)
-            m = _first_outside(pattern, clean, unexpanded + _class_bodies(clean), set(_OWN_CUDA_NAMED.findall(clean)))
+            own = set(_OWN_CUDA_NAMED.findall(clean)) | set(own_functions)
+            m = _first_outside(pattern, clean, unexpanded + _class_bodies(clean), own)
         else:
             m = _first_outside(pattern, clean, unexpanded)
         if m:
@@ -420,7 +424,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     built = {**EMU_PREDEFINED, **(defines or {})}
     # what the preprocessor drops never reaches the build: another vendor's branch (ggml's HIP macros that map the
     # _sync shuffles to the legacy ones) is no construct of this build
-    check_unsupported(as_built(clean, built))
+    check_unsupported(as_built(clean, built), {f.name for f in program.host_functions(code)})
     try:
         kernels = program_kernel_signatures(code, headers or {}, defines)
     except ValueError as exc:

@@ -143,6 +143,22 @@ def test_a_kernel_named_like_the_runtime_and_an_unexpanded_host_macro_are_not_ru
         rewrite(own + "__global__ void k(float* y) {\n  cudaMemset(y, 0, 4);\n}\n")
 
 
+def test_the_sources_own_host_functions_named_like_the_runtime_are_not_runtime_calls():
+    """Kaldi's cu-kernels.cu defines its launchers `void cudaF_scale(dim3 Gr, ...) { _scale<<<Gr,Bl>>>(...); }`, and
+    its header declares them, so their declarations stay once the bodies are dropped. A declaration of the source's
+    own function is no runtime call. Negative control: the same source calling cudaMemset in a kernel."""
+    from cudasrc.host_code import program_of
+    header = "void cudaF_scale(dim3 Gr, dim3 Bl, float* y, float a);\n"
+    src = ("template<typename Real>\n__global__\nstatic void _scale(Real* y, Real a) { y[threadIdx.x] *= a; }\n"
+           "void cudaF_scale(dim3 Gr, dim3 Bl, float* y, float a) {\n  _scale<<<Gr,Bl>>>(y, a);}\n"
+           "template __global__ void _scale<float>(float*, float);\n")
+    out = rewrite(src, program=program_of([src, header])).source
+    assert "void cudaF_scale(dim3 Gr, dim3 Bl, float* y, float a);" in out and "<<<" not in out
+    bad = src.replace("y[threadIdx.x] *= a;", "cudaMemset(y, 0, 4);")
+    with pytest.raises(UnsupportedConstruct, match=r"CUDA runtime API calls in device source \(line 3\)"):
+        rewrite(bad, program=program_of([bad, header]))
+
+
 def test_file_scope_shared_is_declared_where_used_and_uninstantiated_templates_are_named():
     out = rewrite("__shared__ float s[4];\n__global__ void k(float* y){ y[0]=s[0]; }\n"
                   "__global__ void q(float* s){ s[0]=1; }\n").source      # q's parameter hides the variable

@@ -52,16 +52,33 @@ def test_check_calls_such_a_kernel_unchecked(tmp_path, capsys):
 
 
 @needs_nvcc
-def test_a_name_another_cub_has_is_not_the_kernels_fault(emu):
-    """CUB 2's cub::Max, which the gate's CUB 3 (CUDA 13) dropped: the toolkit here cannot build the kernel."""
-    source = ("#include <cub/cub.cuh>\n__global__ void k(float* y) {\n  typedef cub::BlockReduce<float, 32> R;\n"
-              "  __shared__ R::TempStorage t;\n  float m = R(t).Reduce(y[threadIdx.x], cub::Max());\n"
-              "  if (threadIdx.x == 0) y[0] = m;\n}\n")
+def test_cub2s_operators_build_on_cub3(emu):
+    """CUB 2's cub::Max, Min and Sum, which CUB 3 (CUDA 13) dropped: qconform gives them back ahead of every nvcc
+    compile (host_libraries.CUB2_OPERATORS), so a kernel written for CUDA 12 (Kaldi's softmax since 2019) builds and
+    runs, with CUB 2's results."""
+    import numpy as np
+    source = ("#include <cub/cub.cuh>\n__global__ void k(const float* x, float* y) {\n"
+              "  typedef cub::BlockReduce<float, 64> R;\n  __shared__ R::TempStorage t;\n  float v = x[threadIdx.x];\n"
+              "  float m = R(t).Reduce(v, cub::Max());\n  __syncthreads();\n  float n = R(t).Reduce(v, cub::Min());\n"
+              "  __syncthreads();\n  float s = R(t).Reduce(v, cub::Sum());\n"
+              "  if (threadIdx.x == 0) { y[0] = m; y[1] = n; y[2] = s; }\n}\n")
+    x = np.random.default_rng(7).integers(-50, 50, 64).astype(np.float32)
+    y = np.zeros(3, np.float32)
+    emu.load(source).launch("k", (1,), (64,), 0, [x, y], outputs=(1,))
+    assert y.tolist() == [x.max(), x.min(), x.sum()]
+
+
+@needs_nvcc
+def test_a_name_no_cub_of_this_toolkit_has_is_not_the_kernels_fault(emu):
+    """cub::Difference, another of CUB 2's functors that CUB 3 dropped and qconform does not give back: the toolkit
+    here cannot build the kernel, which says nothing of it."""
+    source = ("#include <cub/cub.cuh>\n__global__ void k(float* y) {\n"
+              "  y[threadIdx.x] = cub::Difference()(y[threadIdx.x], 1.0f);\n}\n")
     if "release 13" not in gate.describe():
-        pytest.skip("the gate's toolkit is not CUDA 13 (its CUB may still have cub::Max)")
-    with pytest.raises(UnsupportedConstruct, match="cub::Max is not in the CUB of the CUDA toolkit that compiles here"):
+        pytest.skip("the gate's toolkit is not CUDA 13 (its CUB may still have cub::Difference)")
+    with pytest.raises(UnsupportedConstruct, match="cub::Difference is not in the CUB of the CUDA toolkit that "
+                                                   "compiles here"):
         emu.load(source)
-    emu.load(source.replace("cub::Max()", "cuda::maximum<>()"))        # the CUB 3 spelling builds
 
 
 def test_both_backends_read_nvccs_other_cub_error_so():
