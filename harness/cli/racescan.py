@@ -135,7 +135,14 @@ def _with_layout(spec, ctype: str, source: str, headers: dict):
         layout = struct_layout(source + "\n" + "\n".join(headers.values()), name.split("::")[-1])
     except LookupError as exc:
         raise ValueError(f"args: {spec.name}: {exc}") from None
-    return spec.with_layout(layout.dtype, f"struct {name}")
+    pointers = {f.path: f.ctype for f in layout.fields if f.pointer}
+    laid_out = spec.with_layout(layout.dtype, f"struct {name}", pointers)
+    import numpy as np
+
+    from harness.backends.args import check_pointee
+    for path, array in laid_out.arrays:           # each array's dtype against its field's pointee
+        check_pointee(pointers[path] + "*", f"args: {spec.name}: field {path}", np.empty(array.count, array.dtype))
+    return laid_out
 
 
 def _dims(d) -> str:
@@ -203,7 +210,14 @@ def _save(path, specs, args, echo=print) -> None:
     if args is None:
         echo(f"--save: nothing written to {path}: the launch ended with a fault, so no output came back")
         return
-    arrays = {s.name: np.asarray(a) for s, a in zip(specs, args) if a is not None}
+    from harness.racescan.spec import StructArrays
+    arrays = {}
+    for s, a in zip(specs, args):
+        if isinstance(a, StructArrays):           # the struct's bytes, then each array it points at
+            arrays[s.name] = np.asarray(a.value)
+            arrays.update({name: array for _, name, array in a.arrays})
+        elif a is not None:
+            arrays[s.name] = np.asarray(a)
     data = io.BytesIO()
     np.savez(data, **arrays)
     atomic_write(path, data.getvalue())

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from harness.backends.base import (Backend, BuildError, ConfinementRefused, DataRace, KernelFault, LaunchRefused,
-                                   Module, UnsupportedConstruct)
+                                   Module, Struct, UnsupportedConstruct)
+
+from .spec import StructArrays
 
 # The faults that report a race. With the happens-before detector on, only its report is a race: an
 # unordered conflicting pair by the memory model (DataRace). The schedules' faults then say something else:
@@ -73,6 +75,35 @@ def has_detector(backend: "Backend | Module") -> bool:
     return bool(getattr(getattr(backend, "backend", backend), "race_check", False))
 
 
+def launch(module: Module, kernel: str, grid: Sequence[int], block: Sequence[int], shared_bytes: int,
+           args: Sequence[object], outputs: Sequence[int] = ()):
+    """module.launch with the specs' arguments: a StructArrays' arrays become resident buffers of the module for
+    this launch (its pointer fields their addresses), what the kernel left in them is copied back into the arrays,
+    and the buffers are freed."""
+    made: list = []
+    try:
+        given = []
+        for a in args:
+            if isinstance(a, StructArrays):
+                pointers = []
+                for offset, name, array in a.arrays:
+                    buf = module.alloc(name, array.shape, array.dtype, init=array)
+                    made.append((buf, array))
+                    pointers.append((offset, buf))
+                a = Struct(a.value, tuple(pointers))
+            given.append(a)
+        result = module.launch(kernel, grid, block, shared_bytes, given, outputs)
+        for buf, array in made:
+            array[...] = module.read(buf)
+        return result
+    finally:
+        for buf, _ in made:
+            try:
+                module.free(buf)
+            except KernelFault:       # the worker is gone with its buffers (the launch's own fault propagates)
+                pass
+
+
 def scan(backend: "Backend | Module", source: "str | None", kernel: str, grid: Sequence[int], block: Sequence[int],
          shared_bytes: int, args: Sequence[object], outputs: Sequence[int] = (), name: str = "kernel.cu") -> Verdict:
     """Load `source` on `backend` (or use the loaded module `backend`, with source None), launch `kernel` once
@@ -80,7 +111,7 @@ def scan(backend: "Backend | Module", source: "str | None", kernel: str, grid: S
     messages give the source. Bad launch arguments (ValueError) are the caller's error and propagate."""
     try:
         module = backend.load(source, name=name) if source is not None else backend
-        module.launch(kernel, grid, block, shared_bytes, args, outputs)
+        launch(module, kernel, grid, block, shared_bytes, args, outputs)
     except (KernelFault, BuildError) as exc:
         return classify(exc, has_detector(backend))
     return Verdict("clean", None, "")

@@ -13,13 +13,18 @@ An integer scalar may be `range(lo,hi)`: its domain, every value in [lo, hi) a v
 the value from `at` (default lo) and `harness.racescan.sweep` launches over the domain.
 A pointer the kernel may be given as null (an optional input it tests with `if (bias)`) is `name:null`.
 A struct passed by value is `name:struct` (every byte zero) or `name:struct={field=value,...}` (the fields named,
-`inner.x` for a nested struct's, numbers only; an array field takes the value in every element; the rest zero). Its
-layout is the kernel's parameter type, read from the source (`with_layout`, cudasrc.structs)."""
+`inner.x` for a nested struct's; the rest zero). A value is a number (an array field takes it in every element),
+`values(a,b,...)` for an array field (one per element: arrayfire's `dims`), or, for a pointer field, `@dtype[count]=fill`:
+an array of its own, filled as a pointer parameter's is, that the field points at (`p:struct={ptr=@float32[2048]=
+random(-1,1),n=2048}`; FlashAttention's and arrayfire's parameter structs carry their tensors so). The kernel reads and
+writes that array in place and the race detector watches it, but it is no checked output: an output the schedules
+compare is a pointer parameter. Its layout is the kernel's parameter type, read from the source (`with_layout`,
+cudasrc.structs)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -53,16 +58,30 @@ class ArgSpec:
         """A null pointer (`name:null`)."""
         return self.fill == NULL
 
-    def with_layout(self, dtype: np.dtype, what: str) -> "ArgSpec":
-        """This struct spec with the layout of the kernel's parameter (`what`: the struct, for messages); a
-        ValueError names a field the struct does not have."""
-        for path, _ in self.fields:
+    def with_layout(self, dtype: np.dtype, what: str, pointers: "Mapping[str, str] | None" = None) -> "ArgSpec":
+        """This struct spec with the layout of the kernel's parameter (`what`: the struct, for messages; `pointers`:
+        its pointer fields' paths and pointee types); a ValueError names a field the struct does not have, an array
+        given to a field that is no pointer, or a number other than 0 given to a pointer."""
+        pointers = dict(pointers or {})
+        for path, text in self.fields:
             if path not in dtype.names:
                 raise ValueError(f"args: {self.name}: {what} has no field {path!r} (its fields: "
                                  f"{', '.join(dtype.names) or 'none'})")
+            if text.startswith("@") and path not in pointers:
+                raise ValueError(f"args: {self.name}: field {path} of {what} is no pointer; `@dtype[count]=fill` "
+                                 "is the array a pointer field points at")
+            if path in pointers and not text.startswith("@") and text.strip() not in ("0", "0.0"):
+                raise ValueError(f"args: {self.name}: field {path} of {what} is a pointer ({pointers[path]}*): give "
+                                 f"it `{path}=@dtype[count]=fill`, or leave it out for a null pointer")
         laid_out = replace(self, dtype=dtype)
         _filled(laid_out, None)              # each value fits its field, before anything is built
         return laid_out
+
+    @property
+    def arrays(self) -> "tuple[tuple[str, ArgSpec], ...]":
+        """The arrays a struct spec's pointer fields point at: (field path, the array's spec, named `name.path`)."""
+        return tuple((path, _pointee_spec(self.name, path, text)) for path, text in (self.fields or ())
+                     if text.startswith("@"))
 
     @property
     def domain(self) -> Optional[range]:
@@ -85,6 +104,10 @@ def parse_args(text: str) -> list[ArgSpec]:
     specs = []
     for item in text.split():
         m = _SPEC.match(item)
+        if not m and re.search(r":struct=\{.*!out", item):
+            raise ValueError(f"args: {item!r}: an array behind a struct's pointer is read and written in place and "
+                             "watched by the race detector, but it is no checked output; pass an output the "
+                             "schedules compare as a pointer parameter")
         if not m:
             raise ValueError(f"args: {item!r} is not `name:dtype[count]=fill[!out]` or `name:dtype=value`")
         if m.group("dtype") == "struct":
@@ -128,7 +151,37 @@ def parse_args(text: str) -> list[ArgSpec]:
     return specs
 
 
-_FIELD = re.compile(r"^(?P<path>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)=(?P<value>[^,{}=]+)$")
+_FIELD = re.compile(r"^(?P<path>[A-Za-z_]\w*(?:\[\d+\])?(?:\.[A-Za-z_]\w*(?:\[\d+\])?)*)=(?P<value>[^{}]+)$")
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """`text` split at the commas outside parentheses (`p=@float32[8]=random(-1,1),n=8`: two parts)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [p for p in parts + [text[start:]] if p]
+
+
+def _pointee_spec(struct: str, path: str, text: str) -> ArgSpec:
+    """The array spec `@dtype[count]=fill` of pointer field `path`, named `struct.path`; a ValueError says why not."""
+    item = f"{struct}:struct field {path}={text}"
+    try:
+        spec, = parse_args("field:" + text[1:])
+    except ValueError as exc:
+        raise ValueError(f"args: {item!r}: {re.sub(r'^args: .*?: ', '', str(exc), count=1)}") from None
+    if spec.count is None or spec.is_struct or spec.is_null:
+        raise ValueError(f"args: {item!r}: a pointer field points at an array, `@dtype[count]=fill`")
+    if spec.output:
+        raise ValueError(f"args: {item!r}: an array behind a struct's pointer is read and written in place and "
+                         "watched by the race detector, but it is no checked output; pass an output the "
+                         "schedules compare as a pointer parameter")
+    if spec.domain is not None:
+        raise ValueError(f"args: {item!r}: range(lo,hi) is a swept scalar's domain, not an array's fill")
+    return replace(spec, name=f"{struct}.{path}")
 
 
 def _struct_spec(item: str, m: "re.Match") -> ArgSpec:
@@ -138,16 +191,32 @@ def _struct_spec(item: str, m: "re.Match") -> ArgSpec:
     if not (fill.startswith("{") and fill.endswith("}")):
         raise ValueError(f"args: {item!r}: a struct's value is `{{field=value,...}}`, got {fill!r}")
     fields = []
-    for part in filter(None, fill[1:-1].split(",")):
+    for part in _top_level_parts(fill[1:-1]):
         f = _FIELD.match(part)
         if not f:
-            raise ValueError(f"args: {item!r}: {part!r} is not `field=number`")
-        try:
-            float(f.group("value"))
-        except ValueError:
-            raise ValueError(f"args: {item!r}: field {f.group('path')}: {f.group('value')!r} is not a number") \
-                from None
-        fields.append((f.group("path"), f.group("value")))
+            raise ValueError(f"args: {item!r}: {part!r} is not `field=number`, `field=values(a,b,...)` or "
+                             "`field=@dtype[count]=fill`")
+        path, value = f.group("path"), f.group("value")
+        if any(p == path for p, _ in fields):
+            raise ValueError(f"args: {item!r}: field {path} is given twice")
+        if value.startswith("@"):
+            _pointee_spec(m.group("name"), path, value)
+        elif value.startswith("values("):
+            texts = _value_texts(value)
+            if not texts or not all(texts):
+                raise ValueError(f"args: {item!r}: field {path}: {value!r} is not values(a,b,...)")
+            for t in texts:
+                try:
+                    float(t)
+                except ValueError:
+                    raise ValueError(f"args: {item!r}: field {path}: {t!r} in values(...) is not a number") from None
+        else:
+            try:
+                float(value)
+            except ValueError:
+                raise ValueError(f"args: {item!r}: field {path}: {value!r} is not a number, values(a,b,...) or "
+                                 "@dtype[count]=fill") from None
+        fields.append((path, value))
     return ArgSpec(m.group("name"), np.dtype(np.void), None, fill, False, fields=tuple(fields))
 
 
@@ -224,19 +293,45 @@ def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
             raise ValueError(f"args: {spec.name}: a struct spec needs the parameter's layout (ArgSpec.with_layout)")
         value = np.zeros(1, spec.dtype)
         for path, text in spec.fields:
-            field = spec.dtype.fields[path][0].base
-            # an integer literal exactly (2**53 + 1 stays itself), anything else as a float
-            number = int(text) if re.fullmatch(r"\s*[+-]?\d+\s*", text) else float(text)
-            if field.kind != "f" and (not float(number).is_integer() or (field.kind == "b" and number not in (0, 1))):
-                raise ValueError(f"args: {spec.name}: field {path} is {field.name}: {text} is not "
-                                 f"{'0 or 1' if field.kind == 'b' else 'an integer'}")
-            if field.kind == "f" and np.isfinite(number) and abs(number) > float(np.finfo(field).max):
-                raise ValueError(f"args: {spec.name}: field {path}: {text} does not fit {field.name} (it would be inf)")
-            try:
-                value[path] = number if field.kind == "f" else int(number)
-            except OverflowError:
-                raise ValueError(f"args: {spec.name}: field {path}: {text} does not fit {field.name}") from None
+            field_type = spec.dtype.fields[path][0]
+            field = field_type.base
+            if text.startswith("@"):
+                continue                  # a pointer: set to its array's address at the launch (StructArrays)
+            texts = _value_texts(text)
+            if texts:
+                count = int(np.prod(field_type.shape)) if field_type.shape else 1
+                if not field_type.shape or len(texts) != count:
+                    raise ValueError(f"args: {spec.name}: field {path} holds {count} element(s): values(...) gives "
+                                     f"{len(texts)}")
+                for k, t in enumerate(texts):
+                    _set_field(spec.name, value, path, field, t, k)
+                continue
+            _set_field(spec.name, value, path, field, text, None)
         return value
+    return _filled_plain(spec, rng, n)
+
+
+def _set_field(struct: str, value: np.ndarray, path: str, field: np.dtype, text: str, index: "int | None") -> None:
+    """Field `path` of the struct `value` (element `index` of an array field; None: every element) set to `text`."""
+    where = path if index is None else f"{path}[{index}]"
+    # an integer literal exactly (2**53 + 1 stays itself), anything else as a float
+    number = int(text) if re.fullmatch(r"\s*[+-]?\d+\s*", text) else float(text)
+    if field.kind != "f" and (not float(number).is_integer() or (field.kind == "b" and number not in (0, 1))):
+        raise ValueError(f"args: {struct}: field {where} is {field.name}: {text} is not "
+                         f"{'0 or 1' if field.kind == 'b' else 'an integer'}")
+    if field.kind == "f" and np.isfinite(number) and abs(number) > float(np.finfo(field).max):
+        raise ValueError(f"args: {struct}: field {where}: {text} does not fit {field.name} (it would be inf)")
+    try:
+        number = number if field.kind == "f" else int(number)
+        if index is None:
+            value[path] = number
+        else:
+            value[path][0][index] = number
+    except OverflowError:
+        raise ValueError(f"args: {struct}: field {where}: {text} does not fit {field.name}") from None
+
+
+def _filled_plain(spec: ArgSpec, rng: "np.random.Generator | None", n: int) -> np.ndarray:
     m = _RANDOM.match(spec.fill)
     if spec.encoding:              # the values as float64, then their codes
         values = _filled(ArgSpec(spec.name, np.dtype("float64"), spec.count, spec.fill, spec.output), rng)
@@ -262,6 +357,16 @@ def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
     return np.full(n, float(spec.fill) if spec.dtype.kind == "f" else int(float(spec.fill)), spec.dtype)
 
 
+@dataclass(frozen=True)
+class StructArrays:
+    """A struct argument whose pointer fields point at arrays of their own (`field=@dtype[count]=fill`): `value`,
+    its bytes with those fields null, and each (byte offset, name, array). A launch makes the arrays the module's
+    resident buffers and the fields their addresses (harness.racescan.sweep), and copies back what the kernel
+    left in them."""
+    value: np.void
+    arrays: tuple
+
+
 def make_args(specs: list[ArgSpec], seed: int, at: Optional[dict] = None) -> tuple[list, tuple[int, ...]]:
     """The launch arguments and output indices of `specs`, every random value drawn from `seed`. A swept
     scalar (`range(lo,hi)`) takes `at[name]` (default lo); it draws nothing, so the arrays are the same at every
@@ -283,6 +388,10 @@ def make_args(specs: list[ArgSpec], seed: int, at: Optional[dict] = None) -> tup
             args.append(s.dtype.type(value))
             continue
         a = _filled(s, rng)
+        if s.is_struct and s.arrays:
+            args.append(StructArrays(a[0], tuple((s.dtype.fields[path][1], spec.name, _filled(spec, rng))
+                                                 for path, spec in s.arrays)))
+            continue
         args.append(a if s.count is not None else a[0])
         if s.output:
             outputs.append(i)

@@ -17,7 +17,7 @@ import numpy as np
 from harness.backends.base import Backend, BuildError, KernelFault, Module
 
 from .reading import Reading
-from .scan import Verdict, classify, has_detector
+from .scan import Verdict, classify, has_detector, launch
 from .spec import ArgSpec, make_args
 
 # Points per kernel. One point is one launch with the detector and the five schedules: 1.6 ms for a 64-thread
@@ -76,7 +76,7 @@ def scan_points(module: Module, kernel: str, grid: Sequence[int], block: Sequenc
         args, outputs = args_at(point)
         at = tuple(sorted(point.items()))
         try:
-            result = module.launch(kernel, grid, block, shared_bytes, args, outputs)
+            result = launch(module, kernel, grid, block, shared_bytes, args, outputs)
             caveats.update(dict.fromkeys(getattr(result, "caveats", ())))
             if ran is not None:
                 ran(args)
@@ -137,7 +137,7 @@ def sweep(backend: Backend, source: str, kernel: str, grid: Sequence[int], block
         try:
             if not loaded:
                 loaded.append(schedules.load(source, flags, name=name))
-            result = loaded[0].launch(kernel, grid, block, shared_bytes, args, outputs)
+            result = launch(loaded[0], kernel, grid, block, shared_bytes, args, outputs)
         except (KernelFault, BuildError) as exc:
             return classify(exc, detector=True)      # its races excused: disagreeing schedules are order-dependent
         if ran is not None:

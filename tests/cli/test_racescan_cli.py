@@ -355,6 +355,63 @@ def test_struct_is_for_a_struct_parameter(tmp_path, capsys):
     assert "args: x: `struct` is for a struct passed by value; the parameter is const float*" in capsys.readouterr().err
 
 
+PARAM_KERNEL = """typedef long long dim_t;
+struct Param { float* ptr; dim_t dims[4]; dim_t strides[4]; };
+struct CParam { const float* ptr; dim_t dims[4]; dim_t strides[4]; };
+__global__ void scale(Param out, CParam in, float a) {
+  const dim_t x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+  if (x >= in.dims[0] || y >= in.dims[1]) return;
+  out.ptr[y * out.strides[1] + x FOLD] = a * in.ptr[y * in.strides[1] + x];
+}
+"""
+# arrayfire's way: a tensor is a struct of its data pointer, dims and strides (64 x 4 floats here)
+PARAM_ARGS = ("out:struct={ptr=@float32[256]=zeros,dims=values(64,4,1,1),strides=values(1,64,256,256)} "
+              "in:struct={ptr=@float32[256]=random(-1,1),dims=values(64,4,1,1),strides=values(1,64,256,256)} "
+              "a:float32=2")
+
+
+@pytest.mark.parametrize("fold, verdict, exit_status", [("", "verdict: CLEAN", 0), ("% 16", "verdict: RACE", 1)])
+def test_a_structs_pointer_fields_point_at_arrays_of_the_spec(tmp_path, capsys, fold, verdict, exit_status):
+    """`ptr=@float32[256]=random(-1,1)`: an array of its own behind a struct's pointer field, `dims=values(...)` one
+    number per element of an array field. The kernel reads and writes them in place (--save keeps what it left),
+    and the detector sees a race through the pointer (the negative control folds the columns onto 16 slots)."""
+    src, saved = tmp_path / "param.cu", tmp_path / "launch.npz"
+    src.write_text(PARAM_KERNEL.replace("FOLD", fold))
+    argv = ["racescan", str(src), "--kernel", "scale", "--grid", "1,4", "--block", "64", "--seed", "3",
+            "--args", PARAM_ARGS]
+    assert main(argv + (["--save", str(saved)] if not fold else [])) == exit_status
+    out, err = capsys.readouterr()
+    assert verdict in out
+    if fold:
+        assert "data race on 'out.ptr (through out)'" in out and f"--args '{PARAM_ARGS}'" in err
+        return
+    data = np.load(saved)
+    assert sorted(data.files) == ["a", "in", "in.ptr", "out", "out.ptr"]
+    assert list(data["in"]["dims"]) == [64, 4, 1, 1] and data["in"]["ptr"] == 0    # the address is the launch's
+    assert np.array_equal(data["out.ptr"], 2 * data["in.ptr"]) and data["in.ptr"].std() > 0.3
+    assert main(argv + ["--save", str(tmp_path / "again.npz")]) == 0                     # drawn from the seed
+    assert np.array_equal(np.load(tmp_path / "again.npz")["in.ptr"], data["in.ptr"])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("out:struct={dims=@int64[4]=zeros}", "field dims of struct Param is no pointer"),
+    ("out:struct={ptr=5}", "field ptr of struct Param is a pointer (float*): give it `ptr=@dtype[count]=fill`"),
+    ("out:struct={ptr=@int32[256]=zeros}", "field ptr: the kernel takes float*, so the array must have dtype float32"),
+    ("out:struct={ptr=@float32[256]=zeros!out}", "an array behind a struct's pointer is read and written in place"),
+    ("out:struct={ptr=@float32=3}", "a pointer field points at an array, `@dtype[count]=fill`"),
+    ("out:struct={dims=values(64,4,1)}", "field dims holds 4 element(s): values(...) gives 3"),
+    ("out:struct={dims=values(64,x,1,1)}", "field dims: 'x' in values(...) is not a number"),
+    ("out:struct={strides=1,strides=2}", "field strides is given twice"),
+])
+def test_a_pointer_or_array_field_spec_the_struct_does_not_take_is_named(tmp_path, capsys, spec, message):
+    src = tmp_path / "param.cu"
+    src.write_text(PARAM_KERNEL.replace("FOLD", ""))
+    assert main(["racescan", str(src), "--kernel", "scale", "--grid", "1", "--block", "64", "--args",
+                 f"{spec} in:struct a:float32=1"]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and "verdict" not in out
+
+
 # A kernel library's layout (vLLM's and llama.cpp's GGUF kernels): the source includes headers that define the
 # template kernels, their shared-memory tiles in device functions, SIMD intrinsics, and launcher typedefs that name
 # the runtime's stream type; the source's own host code launches one instantiation.
