@@ -194,6 +194,17 @@ def active_source(code: str, defines: Mapping[str, str] = {}) -> str:
     return "\n".join(out)
 
 
+def object_macro_definitions(clean: str) -> dict[str, list[str]]:
+    """name -> the replacement texts of every object-like `#define` of `clean` of that name, in order, in whichever
+    branch it stands (`#ifdef __CUDACC__ #define HD __host__ __device__ #else #define HD #endif`: both)."""
+    out: dict[str, list[str]] = {}
+    for m in re.finditer(r"^[ \t]*#[ \t]*define\b(.*)$", clean, re.M):
+        d = _DEFINED.match(m.group(1))
+        if d and not d.group(2):
+            out.setdefault(d.group(1), []).append(d.group(3).strip())
+    return out
+
+
 def object_macros(clean: str) -> dict[str, str]:
     """name -> replacement text of every object-like `#define` of `clean` (the last one of a name; branches are not
     evaluated here: active_source does that)."""

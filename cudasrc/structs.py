@@ -87,9 +87,49 @@ def _vector(tag: str) -> "tuple[int, int, Field] | None":
     return n * size, align, Field("", 0, scalar, False, n)
 
 
+_TEMPLATE_PARAM = re.compile(r"^(?:typename|class|[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)*?)\s+([A-Za-z_]\w*)"
+                             r"\s*(?:=.*)?$", re.S)
+
+
+def _template_body(src: _Source, name: str) -> "str | None":
+    """The body of the template struct or class `name` (`Param<float>`: arrayfire's `template<typename T> struct
+    Param { T *ptr; ... }`) with its arguments put for its parameters, word by word; None where `name` names no
+    template's instantiation."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)\s*<(.*)>", name.strip(), re.S)
+    if not m:
+        return None
+    base, args = m.group(1), _split_top(m.group(2), ",")
+    clean = src.clean
+    for t in re.finditer(r"\btemplate\s*<", clean):
+        close = closing_bracket(clean, t.end() - 1)
+        head = re.match(r"\s*(?:struct|class)\s+" + re.escape(base) + r"\s*(:[^{;]*)?\{", clean[close + 1:])
+        if not head:
+            continue
+        if head.group(1):
+            raise LookupError(f"struct {name}: base classes are not laid out here")
+        params = []
+        for p in _split_top(clean[t.end():close], ","):
+            pm = _TEMPLATE_PARAM.match(p)
+            if not pm:
+                raise LookupError(f"struct {name}: cannot read template parameter '{p}'")
+            params.append(pm.group(1))
+        if len(args) != len(params):
+            raise LookupError(f"struct {name}: {len(args)} template argument(s) for {base}'s {len(params)} "
+                              f"({', '.join(params)})")
+        open_at = close + 1 + head.end() - 1
+        body = clean[open_at + 1:closing_bracket(clean, open_at)]
+        for param, arg in zip(params, args):
+            body = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, body)
+        return body
+    return None
+
+
 def _body_of(src: _Source, name: str) -> str:
     clean = src.clean
-    tagged = re.search(r"\bstruct\s+" + re.escape(name) + r"\s*\{", clean)
+    templated = _template_body(src, name)
+    if templated is not None:
+        return templated
+    tagged = re.search(r"\b(?:struct|class)\s+" + re.escape(name) + r"\s*\{", clean)
     if tagged:
         open_at = tagged.end() - 1
         return clean[open_at + 1:closing_bracket(clean, open_at)]
@@ -142,10 +182,50 @@ def _without_initializer(declarator: str) -> str:
     return declarator[:cut.start()] if cut else declarator
 
 
+# A member function's declaration: a name, its parameters, qualifiers (`__DH__ ~CParam()`, `T get(int i) const`).
+_MEMBER_FUNCTION = re.compile(r"^[^()]*?([A-Za-z_~][\w:]*)\s*\((?:[^()]|\([^()]*\))*\)\s*"
+                              r"(?:const|noexcept|override|final|=\s*0|=\s*default|=\s*delete|\s)*$")
+_ATTRIBUTES = ("__align__", "alignas", "__attribute__", "__declspec")     # a field's, not a function
+
+
+def _data_members(name: str, body: str) -> str:
+    """A class body with what takes no room in an object dropped: access labels (`public:`), member functions
+    (constructors and destructors with their bodies, declarations), static members, typedefs and using
+    declarations. A virtual function (a vtable pointer) is a LookupError."""
+    body = re.sub(r"\b(?:public|private|protected)\s*:(?!:)", ";", body)
+    out, pos = [], 0
+    for m in re.finditer(r"\{", body):
+        if m.start() < pos:
+            continue
+        before = body[pos:m.start()]
+        # a function's body: `) {`, `) const {`, `) : ptr(p) {` (an initializer list), not `n{4}` nor `struct {`
+        if re.search(r"\)\s*(?:const\b|noexcept\b|override\b|final\b|\s)*$", before) or \
+                re.search(r"\)\s*:\s*[^;]*$", before):
+            start = max(before.rfind(";"), before.rfind("}")) + 1
+            out.append(before[:start] + ";")
+            pos = closing_bracket(body, m.start()) + 1
+        else:
+            out.append(body[pos:m.start() + 1])
+            pos = m.start() + 1
+    body = "".join(out) + body[pos:]
+    kept = []
+    for decl in _split_top(body, ";"):
+        flat = re.sub(r"\s+", " ", decl)
+        if re.match(r"virtual\b", flat) or " virtual " in f" {flat} ":
+            raise LookupError(f"struct {name}: a virtual function ('{flat}') puts a vtable pointer in the object, "
+                              "which is not laid out here")
+        function = _MEMBER_FUNCTION.match(flat)
+        if re.match(r"(?:static|typedef|using|friend|template)\b", flat) or \
+                (function and function.group(1) not in _ATTRIBUTES):
+            continue                  # static members, member types, member functions' declarations
+        kept.append(decl)
+    return ";".join(kept) + (";" if kept else "")
+
+
 def _layout_body(src: _Source, name: str, body: str, depth: int) -> StructLayout:
     fields: list[Field] = []
     offset, align = 0, 1
-    for decl in _split_top(body, ";"):
+    for decl in _split_top(_data_members(name, body), ";"):
         decl = re.sub(r"\s+", " ", decl)
         if re.match(r"(?:union|enum)\b", decl) or ":" in decl.replace("::", ""):
             raise LookupError(f"struct {name}: field '{decl}' (unions, enumerations declared in place and bit "

@@ -7,8 +7,8 @@ far as that race goes. SUITE is a clone of one of PROJECTS with its history (a b
 ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
 softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeCBench, formerly
-zjin-lcf/HeCBench: benchmark programs whose races users reported) or Kaldi (github.com/kaldi-asr/kaldi: the speech
-toolkit's matrix kernels). The
+zjin-lcf/HeCBench: benchmark programs whose races users reported) Kaldi (github.com/kaldi-asr/kaldi: the speech
+toolkit's matrix kernels) or arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -302,6 +302,33 @@ KALDI_FIXES = (
                f"x_d:struct={_KALDI_ROWS} target_rms:float32=1 add_log_stddev:bool=0"),)),
 )
 
+# arrayfire's CUDA backend (2016): a tensor is a `Param<T>` (its data pointer, dims and strides) passed by value, each
+# pointer an array of its own. The build's generated af/version.h and the old Thrust internals its debug header names
+# for host code are found empty.
+_AF_TENSOR = "{{ptr=@{dtype}[{n}]={fill},dims=values({d0},1,1,1),strides=values(1,{d0},{d0},{d0})}}"
+_AF_BUILD = dict(includes=("src/backend/cuda", "src/backend", "src/api/c", "include"), relaxations=(),
+                 empty_headers=("af/version.h", "thrust/version.h", "thrust/system/cuda/detail/par.h"))
+
+ARRAYFIRE_FIXES = (
+    Fix("a7a297ba8", "BUGFIX: Add missing syncthreads to scan_by_key", (
+        # an inclusive sum scan by key of 16384 floats, as scan_first_by_key launches it past one block's reach
+        # (256 threads, 32 repeats): 2 blocks of 256 threads, 32 steps each, then the blocks' totals in tmp, tflg
+        # and tlid. Thread 0 reads the carried flag s_ftmp to find a segment's boundary while the block's last
+        # thread stores the next one, with no barrier between (the fix adds it). The same commit's
+        # scan_dim_nonfinal_kernel is not here: its `sfptr[(start - off) * THREADS_X]` makes an unsigned index
+        # that wraps to 4 GiB past the shared array, which a GPU's 32-bit shared addresses wrap back and emu stops
+        # at (a KernelCrash on both sides).
+        Case("scan_nonfinal_kernel", "src/backend/cuda/kernel/scan_first_by_key_impl.hpp",
+             "scan_nonfinal_kernel<float, int, float, af_add_t, 256, true>", "2,1", "256,1",
+             "out:struct=" + _AF_TENSOR.format(dtype="float32", n=16384, fill="zeros", d0=16384)
+             + " tmp:struct=" + _AF_TENSOR.format(dtype="float32", n=2, fill="zeros", d0=2)
+             + " tflg:struct=" + _AF_TENSOR.format(dtype="int8", n=2, fill="zeros", d0=2)
+             + " tlid:struct=" + _AF_TENSOR.format(dtype="int32", n=2, fill="zeros", d0=2)
+             + " in:struct=" + _AF_TENSOR.format(dtype="float32", n=16384, fill="random(-1,1)", d0=16384)
+             + " key:struct=" + _AF_TENSOR.format(dtype="int32", n=16384, fill="random(0,4)", d0=16384)
+             + " blocks_x:uint32=2 blocks_y:uint32=1 lim:uint32=32", **_AF_BUILD),)),
+)
+
 
 @dataclass(frozen=True)
 class Project:
@@ -315,7 +342,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("exllama", ("exllama_ext",), EXLLAMA_FIXES),
             Project("llm.c", ("dev/cuda",), LLMC_FIXES),
             Project("HeCBench", (), HECBENCH_FIXES),
-            Project("Kaldi", ("src/cudamatrix",), KALDI_FIXES))
+            Project("Kaldi", ("src/cudamatrix",), KALDI_FIXES),
+            Project("arrayfire", ("src/backend", "src/api/c", "include"), ARRAYFIRE_FIXES))
 
 
 class Side(NamedTuple):

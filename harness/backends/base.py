@@ -193,13 +193,17 @@ class ConfinementRefused(BuildError):
 
 # nvcc's error for a name that its toolkit's CUB does not have (one an older or newer CUB has)
 _OTHER_CUB = re.compile(r'namespace "cub" has no member "(\w+)"')
+# nvcc failing inside itself: NVVM's verifier on the module it made, an internal assertion. No source's fault.
+_COMPILER_FAILED = re.compile(r"^(?!.*#\s*error).*(?:Broken module found|[Ii]nternal [Cc]ompiler [Ee]rror).*$",
+                              re.M | re.I)
 
 
 def build_error(headline: str, excerpt: str, log: str) -> "BuildError | UnsupportedConstruct":
     """The error of a compile that failed: `headline`, then `excerpt` (the compiler's lines worth showing) for a
     BuildError; where confinement refused a file that `log` (the compiler's whole output) names, a
     ConfinementRefused that says so first (harness.confine.explain), then the excerpt. A source written for another
-    CUB than the toolkit's is UnsupportedConstruct: the toolkit here cannot build it, which says nothing of it."""
+    CUB than the toolkit's, or one nvcc fails on inside itself (NVVM's "Broken module found"), is
+    UnsupportedConstruct: the toolkit here cannot build it, which says nothing of it."""
     from harness import confine
     other = _OTHER_CUB.search(log)
     if other:
@@ -207,6 +211,11 @@ def build_error(headline: str, excerpt: str, log: str) -> "BuildError | Unsuppor
                                           "here (CUB 3, CUDA 13, dropped CUB 2's functors; qconform gives back "
                                           "cub::Sum, Max and Min only): the kernel was written for another CUB; nvcc "
                                           f"said: {other.group(0)}")
+    failed = _COMPILER_FAILED.search(log)
+    if failed:
+        return UnsupportedConstruct(None, f"nvcc failed inside itself ({failed.group(0).strip()}): the toolkit here "
+                                          "cannot build this source, which says nothing of it; another toolkit "
+                                          "version may")
     why = confine.explain(log)
     if not why:
         return BuildError(f"{headline}\n{excerpt}".rstrip())

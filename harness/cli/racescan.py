@@ -129,10 +129,11 @@ def _with_layout(spec, ctype: str, source: str, headers: dict):
     """A `name:struct` spec with the layout of its parameter's type, read from the source and its own headers."""
     from cudasrc.structs import struct_layout
     name = re.sub(r"\b(?:const|volatile|struct)\b", "", ctype).strip()
-    if not re.fullmatch(r"[A-Za-z_][\w:]*", name):
+    if not re.fullmatch(r"[A-Za-z_][\w:]*(?:\s*<.*>)?", name, re.S):     # `Param<float>`: a template's instance
         raise ValueError(f"args: {spec.name}: `struct` is for a struct passed by value; the parameter is {ctype}")
     try:
-        layout = struct_layout(source + "\n" + "\n".join(headers.values()), name.split("::")[-1])
+        layout = struct_layout(source + "\n" + "\n".join(headers.values()),
+                               re.sub(r"^(?:[A-Za-z_]\w*::)+", "", name))
     except LookupError as exc:
         raise ValueError(f"args: {spec.name}: {exc}") from None
     pointers = {f.path: f.ctype for f in layout.fields if f.pointer}

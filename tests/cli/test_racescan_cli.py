@@ -393,6 +393,26 @@ def test_a_structs_pointer_fields_point_at_arrays_of_the_spec(tmp_path, capsys, 
     assert np.array_equal(np.load(tmp_path / "again.npz")["in.ptr"], data["in.ptr"])
 
 
+def test_a_template_structs_instance_is_laid_out_for_its_arguments(tmp_path, capsys):
+    """arrayfire's kernels take `Param<To>` and `CParam<Ti>`, instances of template structs (one a class with
+    constructors): racescan lays out `Param<float>` from the template, its pointer `float*`, and checks each array's
+    dtype against it."""
+    src = tmp_path / "tparam.cu"
+    src.write_text("typedef long long dim_t;\nnamespace cuda {\n"
+                   "template<typename T> struct Param { T *ptr; dim_t dims[4]; dim_t strides[4]; };\n"
+                   "template<typename T> class CParam {\npublic:\n  const T *ptr;\n  dim_t dims[4];\n  dim_t strides[4];\n"
+                   "  __device__ __host__ CParam(const T* p) : ptr(p) {}\n};\n"
+                   + PARAM_KERNEL.split("};\n", 2)[2].replace("FOLD", "")
+                   .replace("__global__ void scale(Param out, CParam in, float a)",
+                            "template<typename T>\n__global__ void scale(Param<T> out, CParam<T> in, T a)") + "}\n")
+    argv = ["racescan", str(src), "--kernel", "scale<float>", "--grid", "1,4", "--block", "64", "--seed", "3"]
+    assert main(argv + ["--args", PARAM_ARGS]) == 0
+    assert "verdict: CLEAN" in capsys.readouterr().out
+    assert main(argv + ["--args", PARAM_ARGS.replace("ptr=@float32[256]=zeros", "ptr=@float64[256]=zeros")]) == 2
+    assert "field ptr: the kernel takes float*, so the array must have dtype float32, got float64" in \
+        capsys.readouterr().err
+
+
 @pytest.mark.parametrize("spec, message", [
     ("out:struct={dims=@int64[4]=zeros}", "field dims of struct Param is no pointer"),
     ("out:struct={ptr=5}", "field ptr of struct Param is a pointer (float*): give it `ptr=@dtype[count]=fill`"),

@@ -245,3 +245,17 @@ def test_comments_next_to_character_literals_are_stripped_and_literals_kept():
     from cudasrc.signatures import strip_comments
     src = "char q = '\"'; // a \"quote\"\nint x = 1'000; /* c */ char s = '/';\nconst char* t = \"// not\";\n"
     assert strip_comments(src) == "char q = '\"'; \nint x = 1'000;  char s = '/';\nconst char* t = \"// not\";\n"
+
+
+def test_a_macro_that_marks_device_code_in_the_cuda_branch_only_still_marks_it():
+    """arrayfire's backend.hpp: `#ifdef __CUDACC__ #define __DH__ __device__ __host__ #else #define __DH__ #endif`.
+    The CUDA build takes the first branch, so `static inline __DH__ int abs(int)` is device code; read as the last
+    definition alone (empty), all of math.hpp's __DH__ functions were dropped as host code and nvcc's compile of
+    what was left failed inside itself ("Broken module found"). Negative control: a macro empty in every branch."""
+    from cudasrc.host_code import device_words_of
+    header = ("#ifdef __CUDACC__\n#define __DH__ __device__ __host__\n#else\n#define __DH__\n#endif\n"
+              "#ifdef FAST\n#define PLAIN inline\n#else\n#define PLAIN\n#endif\n")
+    code = header + "static inline __DH__ int twice(int v) { return 2 * v; }\nPLAIN int host_only(int v) { return v; }\n"
+    assert {"__DH__"} <= device_words_of(header) and "PLAIN" not in device_words_of(header)
+    out, dropped = without_host_functions(code, device_words_of(header))
+    assert "return 2 * v;" in out and [f.name for f in dropped] == ["host_only"]

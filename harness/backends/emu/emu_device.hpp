@@ -308,6 +308,13 @@ struct KernelEntry {
 // The runtime version whose device API emu provides (fp8, fp6 and fp4 types came with 12.8): code that selects
 // paths with `CUDART_VERSION >= ...` takes those a current toolkit compiles, not its oldest fallbacks.
 #define CUDART_VERSION 12080
+// A CUDA compile, as nvcc announces one to the source (arrayfire includes math_constants.h and defines its `__DH__`
+// under `#ifdef __CUDACC__`), of the same version.
+#define __CUDACC__ 1
+#define __NVCC__ 1
+#define __CUDACC_VER_MAJOR__ 12
+#define __CUDACC_VER_MINOR__ 8
+#define __CUDACC_VER_BUILD__ 0
 #define __global__
 #define __device__
 #define __host__
@@ -455,6 +462,7 @@ inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 #include "emu_rounding.hpp"   // the _rz/_rd/_ru arithmetic and the conversions in every rounding mode
+#include "emu_cuda_math.hpp"  // CUDA's math that C's library lacks: erfinv, normcdfinv, sinpi, norm3d...
 inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 // cvt.rni/rzi.s32.f32 saturate and map NaN to 0 on a GPU; a plain C cast would be undefined there.
 inline int emu_cvt_s32(float r) { return r != r ? 0 : r >= 2147483647.0f ? INT_MAX : r <= -2147483648.0f ? INT_MIN : (int)r; }

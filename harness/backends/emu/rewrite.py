@@ -28,7 +28,8 @@ from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, clos
 
 # The macros emu_device.hpp defines before the source's text (tests/backends/emu/test_rewrite.py holds them equal):
 # the source's `#if`s are read with them, as the build reads them.
-EMU_PREDEFINED = {"__CUDA_ARCH__": "900", "CUDART_VERSION": "12080"}
+EMU_PREDEFINED = {"__CUDA_ARCH__": "900", "CUDART_VERSION": "12080", "__CUDACC__": "1", "__NVCC__": "1",
+                  "__CUDACC_VER_MAJOR__": "12", "__CUDACC_VER_MINOR__": "8", "__CUDACC_VER_BUILD__": "0"}
 
 _RUNTIME_CALL = r"\bcuda[A-Z]\w*\s*\("
 # A function or kernel of the source itself whose name looks like the runtime's (`__global__ void cudaProcess(`).

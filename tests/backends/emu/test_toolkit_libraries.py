@@ -69,6 +69,15 @@ def test_cub2s_operators_build_on_cub3(emu):
 
 
 @needs_nvcc
+def test_cub2s_operators_leave_a_sources_own_namespace_cuda_alone(emu):
+    """arrayfire's CUDA backend lives in `namespace cuda`, which its files bring in with `using namespace cuda;`
+    before including the standard library. The operators' header includes nothing, so no `cuda::std` appears to
+    make `std` ambiguous there (it did while the header included libcu++: "std" is ambiguous, in <vector>)."""
+    emu.load("namespace cuda {\ninline __device__ int three() { return 3; }\n}\nusing namespace cuda;\n"
+             "#include <vector>\n__global__ void k(int* y) { std::size_t n = three(); y[threadIdx.x] = (int)n; }\n")
+
+
+@needs_nvcc
 def test_a_name_no_cub_of_this_toolkit_has_is_not_the_kernels_fault(emu):
     """cub::Difference, another of CUB 2's functors that CUB 3 dropped and qconform does not give back: the toolkit
     here cannot build the kernel, which says nothing of it."""
@@ -87,6 +96,111 @@ def test_both_backends_read_nvccs_other_cub_error_so():
     from harness.backends.base import build_error
     log = 'kernel.cu(5): error: namespace "cub" has no member "Sum"\n'
     assert isinstance(build_error("nvcc could not compile the source for sm_90:", log, log), UnsupportedConstruct)
+    broken = "error: Broken module found, compilation aborted!\n"        # NVVM's verifier: nvcc's own failure
+    err = build_error("nvcc could not compile the source for sm_90:", broken, broken)
+    assert isinstance(err, UnsupportedConstruct) and "nvcc failed inside itself (error: Broken module found" in str(err)
     other = 'kernel.cu(5): error: identifier "undefined_thing" is undefined\n'       # negative control
     err = build_error("nvcc could not compile the source for sm_90:", other, other)
     assert isinstance(err, BuildError) and "undefined_thing" in str(err)
+
+
+COMPLEX_KERNEL = r"""#include <cuComplex.h>
+#include <math_functions.h>
+__global__ void k(const float2* a, const float2* b, float2* prod, float2* quot, float* mag, double2* wide) {
+  int i = threadIdx.x;
+  prod[i] = cuCmulf(a[i], b[i]);
+  quot[i] = cuCdivf(a[i], b[i]);
+  mag[i] = cuCabsf(a[i]);
+  wide[i] = cuCfma(cuComplexFloatToDouble(a[i]), cuComplexFloatToDouble(b[i]), make_cuDoubleComplex(1.0, -1.0));
+}
+"""
+
+
+def test_cucomplex_computes_what_numpy_does(emu):
+    """cuComplex.h (arrayfire's math includes it) on emu: products, quotients (scaled, so a huge divisor does not
+    overflow), magnitudes and the double fused multiply-add, against NumPy's complex arithmetic."""
+    import numpy as np
+    rng = np.random.default_rng(11)
+    a = rng.uniform(-4, 4, (32, 2)).astype(np.float32)
+    b = rng.uniform(-4, 4, (32, 2)).astype(np.float32)
+    b[0] = (3e30, -2e30)                     # |b|^2 overflows float: the plain formula would give 0 and nan
+    prod, quot, wide = (np.zeros((32, 2), np.float32), np.zeros((32, 2), np.float32), np.zeros((32, 2), np.float64))
+    mag = np.zeros(32, np.float32)
+    emu.load(COMPLEX_KERNEL).launch("k", (1,), (32,), 0, [a, b, prod, quot, mag, wide], outputs=(2, 3, 4, 5))
+    za, zb = a[:, 0] + 1j * a[:, 1].astype(np.complex128), b[:, 0] + 1j * b[:, 1].astype(np.complex128)
+    for got, want in ((prod, za * zb), (quot, za / zb), (wide, za * zb + (1 - 1j))):
+        assert np.allclose(got[:, 0] + 1j * got[:, 1], want, rtol=1e-5, atol=1e-36)
+    assert np.all(np.isfinite(quot[0])) and np.allclose(mag, np.abs(za), rtol=1e-6)
+
+
+def test_a_source_sees_a_cuda_compile(emu):
+    """nvcc defines __CUDACC__ (and __NVCC__, __CUDACC_VER_MAJOR__) for the source; emu's build does too, so code
+    under `#ifdef __CUDACC__` (arrayfire's includes of math_constants.h) is the code that runs. Negative control:
+    the `#else` branch's value is not the one that came back."""
+    import numpy as np
+    y = np.zeros(4, np.int32)
+    emu.load("#if defined(__CUDACC__) && defined(__NVCC__) && __CUDACC_VER_MAJOR__ >= 12\n#define BRANCH 7\n#else\n"
+             "#define BRANCH 3\n#endif\n__global__ void k(int* y) { y[threadIdx.x] = BRANCH; }\n"
+             ).launch("k", (1,), (4,), 0, [y], outputs=(0,))
+    assert y.tolist() == [7, 7, 7, 7]
+
+
+ERFINV_KERNEL = r"""__global__ void k(const double* y, float* f, float* fc, double* d, double* dc, float* q, float* p) {
+  int i = threadIdx.x;
+  f[i] = erfinvf((float)y[i]); fc[i] = erfcinvf((float)y[i] + 1.0f);
+  d[i] = erfinv(y[i]); dc[i] = erfcinv(1.0 - y[i]);
+  q[i] = normcdfinvf(0.5f * ((float)y[i] + 1.0f)); p[i] = normcdff(q[i]);
+}
+"""
+
+
+def test_cudas_inverse_error_functions(emu):
+    """erfinv, erfcinv, normcdfinv and normcdf (and their float forms), CUDA math that C's library lacks: cuRAND's
+    normal generators call erfcinvf in the device code a CUDA compile (__CUDACC__) takes. Checked by their
+    definitions: erf of the inverse gives the argument back, erfcinv(1 - y) == erfinv(y), the ends are infinite
+    and outside the domain is NaN."""
+    import math
+
+    import numpy as np
+    y = np.concatenate([np.linspace(-0.9999, 0.9999, 28), [1e-300, -1.0, 1.0, 1.5]])
+    f, fc, q, p = (np.zeros(32, np.float32) for _ in range(4))
+    d, dc = np.zeros(32), np.zeros(32)
+    emu.load(ERFINV_KERNEL).launch("k", (1,), (32,), 0, [y, f, fc, d, dc, q, p], outputs=(1, 2, 3, 4, 5, 6))
+    inside = slice(0, 29)
+    assert max(abs(math.erf(x) - v) for x, v in zip(d[inside], y[inside])) <= 2.3e-16
+    assert np.allclose(dc[:28], d[:28], rtol=1e-13) and dc[28] == 0.0       # 1 - 1e-300 is 1.0 in double
+    yf = y.astype(np.float32)
+    assert max(abs(math.erf(float(x)) - float(v)) for x, v in zip(f[inside], yf[inside])) < 1e-7
+    assert max(abs(math.erfc(float(x)) - (float(v) + 1)) for x, v in zip(fc[inside], yf[inside])) < 2e-7
+    assert np.allclose(p[inside], 0.5 * (yf[inside] + 1), atol=1e-6)
+    assert math.isclose(d[28], 1e-300 * math.sqrt(math.pi) / 2, rel_tol=1e-15)     # a tiny argument's own inverse
+    assert d[29] == -np.inf and d[30] == np.inf and np.isnan(d[31]) and np.isnan(f[31])
+
+
+TRIG_KERNEL = r"""__global__ void k(const double* x, double* s, double* c, float* sf, float* cf, double* n, double* e) {
+  int i = threadIdx.x;
+  sincospi(x[i], &s[i], &c[i]);
+  sincospif((float)x[i], &sf[i], &cf[i]);
+  n[i] = norm3d(x[i], 2.0, 2.0) * rnorm4d(x[i], 2.0, 2.0, 0.0) + rcbrt(8.0) + rhypot(3.0, 4.0);
+  e[i] = erfcx(x[i]);
+}
+"""
+
+
+def test_cudas_pi_trigonometry_norms_and_scaled_erfc(emu):
+    """sincospi (cuRAND's Box-Muller calls it), sinpi and cospi exact at whole and half turns, the norms, rcbrt and
+    erfcx, against their definitions."""
+    import math
+
+    import numpy as np
+    x = np.array([0.0, 0.5, 1.0, 1.5, 2.0, -3.0, 0.25, 1e6 + 0.5] + list(np.linspace(-5, 5, 24)))
+    s, c, n, e = (np.zeros(32) for _ in range(4))
+    sf, cf = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    emu.load(TRIG_KERNEL).launch("k", (1,), (32,), 0, [x, s, c, sf, cf, n, e], outputs=(1, 2, 3, 4, 5, 6))
+    assert s[:6].tolist() == [0.0, 1.0, 0.0, -1.0, 0.0, -0.0] and c[1] == 0.0 and c[3] == 0.0 and c[7] == 0.0
+    assert math.copysign(1.0, s[5]) == -1.0 and c[0] == 1.0 and c[2] == -1.0
+    assert np.allclose(s, np.sin(np.pi * np.remainder(x, 2.0)), atol=1e-15)
+    assert np.allclose(c, np.cos(np.pi * np.remainder(x, 2.0)), atol=1e-15)
+    assert np.allclose(sf, s, atol=1e-6) and np.allclose(cf, c, atol=1e-6)
+    assert np.allclose(n, np.ones(32) + 0.5 + 0.2, rtol=1e-15)
+    assert np.allclose(e[8:], [math.exp(v * v) * math.erfc(v) for v in x[8:]], rtol=1e-12)
