@@ -104,7 +104,7 @@ def parse_args(text: str) -> list[ArgSpec]:
     specs = []
     for item in text.split():
         m = _SPEC.match(item)
-        if not m and re.search(r":struct=\{.*!out", item):
+        if not m and re.search(r":struct=\{[^}]*!out[^}]*\}", item):
             raise ValueError(f"args: {item!r}: an array behind a struct's pointer is read and written in place and "
                              "watched by the race detector, but it is no checked output; pass an output the "
                              "schedules compare as a pointer parameter")

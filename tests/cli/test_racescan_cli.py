@@ -336,6 +336,7 @@ def test_the_struct_value_reaches_the_kernel_field_by_field():
     ("c:struct={scale=3000000000}", "field scale: 3000000000 does not fit int32"),
     ("c:struct={in.w=1e39}", "field in.w: 1e39 does not fit float32 (it would be inf)"),
     ("c:struct[2]", "a struct passed by value is one value, neither an array nor an output"),
+    ("c:struct={scale=2}!out", "a struct passed by value is one value, neither an array nor an output"),
     ("c:struct=scale", "a struct's value is `{field=value,...}`"),
 ])
 def test_a_struct_spec_the_struct_does_not_take_is_named(tmp_path, capsys, spec, message):
