@@ -2,7 +2,8 @@
 """Score the CPU backend's race verdicts on public labelled suites of CUDA kernels written by others: the Indigo
 suites (graph codes; Indigo 1 as HiRace's artifact generated it), GPUVerify's CUDA test suite and benchmarks,
 faial's labelled examples, ScoR's scoped race microbenchmarks and applications, GKLEE's test suite, and the races
-that ggml, exllamav2, exllama, llm.c, HeCBench and Kaldi fixed in their CUDA kernels (a clone's history: each fix's parent racy, the fix race-free).
+that projects fixed in their CUDA kernels (ci/race_suites/race_fixes.py's PROJECTS: ggml, llm.c, Kaldi, arrayfire...;
+a clone's history: each fix's parent racy, the fix race-free).
 
     python ci/score_race_suite.py SUITE [--per-label N] [--seed S] [--race-check on|off] [--out results.json]
 
@@ -204,8 +205,8 @@ def main(argv: "list[str] | None" = None) -> int:
                     "Indigo2Suite checkout, HiRace-Artifact-SC24 checkout (Indigo 1), GPUVerify checkout "
                     "(testsuite/CUDA), GPUVerifyBenchmarks checkout, faial "
                     "checkout (examples/drf/test.ml), ScoR checkout (microbenchmarks/src), GkleeTests checkout "
-                    "(NAME/expected.txt beside NAME/*.cu), or a ggml, exllamav2, exllama, llm.c, HeCBench or Kaldi clone with its history "
-                    "(bare or not)")
+                    "(NAME/expected.txt beside NAME/*.cu), or a clone with its history (bare or not) of "
+                    + ", ".join(p.name for p in race_fixes.PROJECTS))
     ap.add_argument("--per-label", type=int, default=None,
                     help="files per label (racy, race-free); default 60 for Indigo 2 and 3, every file for Indigo 1, "
                          "GPUVerify, "

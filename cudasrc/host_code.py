@@ -170,11 +170,11 @@ class Program:
     instantiations: Instantiations = Instantiations()
 
     def device_code(self, text: str) -> str:
-        return without_host_functions(text, self.words, self.names, self.instantiations)[0]
+        return self.split(text)[0]
 
-    def host_functions(self, text: str) -> "tuple[HostFunction, ...]":
-        """The host functions `device_code(text)` drops (a declaration of one may stay)."""
-        return without_host_functions(text, self.words, self.names, self.instantiations)[1]
+    def split(self, text: str) -> "tuple[str, tuple[HostFunction, ...]]":
+        """(device_code(text), the host functions it drops; a declaration of one may stay), in one pass."""
+        return without_host_functions(text, self.words, self.names, self.instantiations)
 
 
 def program_of(texts: Iterable[str]) -> Program:

@@ -208,12 +208,7 @@ def object_macro_definitions(clean: str) -> dict[str, list[str]]:
 def object_macros(clean: str) -> dict[str, str]:
     """name -> replacement text of every object-like `#define` of `clean` (the last one of a name; branches are not
     evaluated here: active_source does that)."""
-    out = {}
-    for m in re.finditer(r"^[ \t]*#[ \t]*define\b(.*)$", clean, re.M):
-        d = _DEFINED.match(m.group(1))
-        if d and not d.group(2):
-            out[d.group(1)] = d.group(3).strip()
-    return out
+    return {name: texts[-1] for name, texts in object_macro_definitions(clean).items()}
 
 
 def as_built(clean: str, defines: Mapping[str, str] = {}) -> str:

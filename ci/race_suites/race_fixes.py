@@ -7,7 +7,7 @@ far as that race goes. SUITE is a clone of one of PROJECTS with its history (a b
 ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
 softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeCBench, formerly
-zjin-lcf/HeCBench: benchmark programs whose races users reported) Kaldi (github.com/kaldi-asr/kaldi: the speech
+zjin-lcf/HeCBench: benchmark programs whose races users reported), Kaldi (github.com/kaldi-asr/kaldi: the speech
 toolkit's matrix kernels) or arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.

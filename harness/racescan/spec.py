@@ -361,7 +361,7 @@ def _filled_plain(spec: ArgSpec, rng: "np.random.Generator | None", n: int) -> n
 class StructArrays:
     """A struct argument whose pointer fields point at arrays of their own (`field=@dtype[count]=fill`): `value`,
     its bytes with those fields null, and each (byte offset, name, array). A launch makes the arrays the module's
-    resident buffers and the fields their addresses (harness.racescan.sweep), and copies back what the kernel
+    resident buffers and the fields their addresses (harness.racescan.scan.launch), and copies back what the kernel
     left in them."""
     value: np.void
     arrays: tuple

@@ -421,11 +421,11 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     the source's own headers tell about its host code (cudasrc.host_code.program_of: the macros that mark device
     code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
     typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
-    clean = program.device_code(code)     # host code never runs here (a GPU runs it on the host)
+    clean, dropped = program.split(code)     # host code never runs here (a GPU runs it on the host)
     built = {**EMU_PREDEFINED, **(defines or {})}
     # what the preprocessor drops never reaches the build: another vendor's branch (ggml's HIP macros that map the
     # _sync shuffles to the legacy ones) is no construct of this build
-    check_unsupported(as_built(clean, built), {f.name for f in program.host_functions(code)})
+    check_unsupported(as_built(clean, built), {f.name for f in dropped})
     try:
         kernels = program_kernel_signatures(code, headers or {}, defines)
     except ValueError as exc:

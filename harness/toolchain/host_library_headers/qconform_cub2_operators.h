@@ -18,24 +18,24 @@ template <class T> struct value_of<const T> { typedef typename value_of<T>::type
 template <class T> struct value_of<volatile T> { typedef typename value_of<T>::type type; };
 template <class T> struct value_of<const volatile T> { typedef typename value_of<T>::type type; };
 template <class T> T&& operand();
+template <class T, class U>
+using result = typename value_of<decltype(true ? operand<T>() : operand<U>())>::type;
 }  // namespace qconform_cub2
 struct Sum {
   template <class T, class U>
-  __host__ __device__ __forceinline__ typename qconform_cub2::value_of<decltype(
-      true ? qconform_cub2::operand<T>() : qconform_cub2::operand<U>())>::type
-  operator()(T&& a, U&& b) const { return a + b; }
+  __host__ __device__ __forceinline__ qconform_cub2::result<T, U> operator()(T&& a, U&& b) const { return a + b; }
 };
 struct Max {
   template <class T, class U>
-  __host__ __device__ __forceinline__ typename qconform_cub2::value_of<decltype(
-      true ? qconform_cub2::operand<T>() : qconform_cub2::operand<U>())>::type
-  operator()(T&& a, U&& b) const { return a < b ? b : a; }
+  __host__ __device__ __forceinline__ qconform_cub2::result<T, U> operator()(T&& a, U&& b) const {
+    return a < b ? b : a;
+  }
 };
 struct Min {
   template <class T, class U>
-  __host__ __device__ __forceinline__ typename qconform_cub2::value_of<decltype(
-      true ? qconform_cub2::operand<T>() : qconform_cub2::operand<U>())>::type
-  operator()(T&& a, U&& b) const { return b < a ? b : a; }
+  __host__ __device__ __forceinline__ qconform_cub2::result<T, U> operator()(T&& a, U&& b) const {
+    return b < a ? b : a;
+  }
 };
 }  // namespace cub
 #endif
