@@ -195,9 +195,13 @@ def program_names(texts: Iterable[str], words: Iterable[str] = ()) -> set[str]:
     together (`words`: program_device_words)."""
     words = frozenset(words)
     out: set[str] = set()
+    bodies: dict[str, str] = {}
     for t in texts:
-        out |= _scanned(t, words)[2]
-    return out
+        text, _, kept = _scanned(t, words)
+        out |= kept
+        bodies.update(_macro_bodies(text))
+    # a macro one file defines and another's kept code uses (cuFHE's ntt.cuh calls error_gpu.cuh's CuSafeCall)
+    return _expanded(out, bodies)
 
 
 @functools.lru_cache(maxsize=64)
@@ -217,8 +221,17 @@ DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\
 def _kept_names(kept: str) -> set[str]:
     """The identifiers of `kept` outside its directives, and of the macros they expand (transitively): a macro
     that only dropped code used (a binding's dispatch macro) names nothing."""
-    bodies = {m.group(1): m.group(2) for m in DEFINE_LINE.finditer(kept)}
-    named = set(_IDENT.findall(_without_directives(kept)))
+    return _expanded(set(_IDENT.findall(_without_directives(kept))), _macro_bodies(kept))
+
+
+def _macro_bodies(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in DEFINE_LINE.finditer(text)}
+
+
+def _expanded(named: set[str], bodies: "dict[str, str]") -> set[str]:
+    """`named` with the identifiers of the macros' `bodies` it names, transitively."""
+    named = set(named)
+    bodies = dict(bodies)
     todo = [n for n in named if n in bodies]
     while todo:
         for n in set(_IDENT.findall(bodies.pop(todo.pop(), ""))) - named:

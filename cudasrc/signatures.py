@@ -232,11 +232,16 @@ _TYPEDEF = re.compile(r"\btypedef\s+([^;{}()]+?)\s+([A-Za-z_]\w*)\s*;")
 # `typedef enum { ... } Mode;`.
 _ENUM = re.compile(r"\benum\s+(?:class\s+|struct\s+)?([A-Za-z_]\w*)\s*(?::\s*([^{;]+?))?\s*\{")
 _TYPEDEF_ENUM = re.compile(r"\btypedef\s+enum\b[^{;]*\{[^}]*\}\s*([A-Za-z_]\w*)\s*;")
+# C++11's alias declaration, `using Torus = int32_t;` (cuFHE's); not an alias template (`template <...> using`),
+# whose name needs its arguments, nor a using-directive (`using namespace`).
+_ALIAS = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}()]+?)\s*;")
 
 
 def type_names(clean: str) -> dict[str, str]:
-    """name -> the type it stands for: the source's simple typedefs and its enumerations."""
+    """name -> the type it stands for: the source's simple typedefs, alias declarations and enumerations."""
     names = {m.group(2): re.sub(r"\s+", " ", m.group(1)) for m in _TYPEDEF.finditer(clean)}
+    names.update({m.group(1): re.sub(r"\s+", " ", m.group(2)) for m in _ALIAS.finditer(clean)
+                  if not clean[:m.start()].rstrip().endswith(">")})
     names.update({m.group(1): "int" for m in _TYPEDEF_ENUM.finditer(clean)})
     names.update({m.group(1): re.sub(r"\s+", " ", (m.group(2) or "int").strip()) for m in _ENUM.finditer(clean)})
     return names

@@ -88,13 +88,19 @@ def _vector(tag: str) -> "tuple[int, int, Field] | None":
 
 
 _TEMPLATE_PARAM = re.compile(r"^(?:typename|class|[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)*?)\s+([A-Za-z_]\w*)"
-                             r"\s*(?:=.*)?$", re.S)
+                             r"\s*(?:=\s*(.*))?$", re.S)
 
 
-def _template_body(src: _Source, name: str) -> "str | None":
-    """The body of the template struct or class `name` (`Param<float>`: arrayfire's `template<typename T> struct
-    Param { T *ptr; ... }`) with its arguments put for its parameters, word by word; None where `name` names no
-    template's instantiation."""
+@dataclass(frozen=True)
+class _Definition:
+    bases: tuple          # the base classes' type names, in order (`: public CuTwiddle<conv_kind>`)
+    body: str             # between the braces
+
+
+def _template_definition(src: _Source, name: str) -> "_Definition | None":
+    """The definition of the template struct or class `name` (`Param<float>`: arrayfire's `template<typename T>
+    struct Param { T *ptr; ... }`) with its arguments, or its parameters' defaults where `name` gives fewer
+    (`CuNTTHandler<>`), put for its parameters word by word; None where `name` names no template's instantiation."""
     m = re.fullmatch(r"([A-Za-z_]\w*)\s*<(.*)>", name.strip(), re.S)
     if not m:
         return None
@@ -105,48 +111,61 @@ def _template_body(src: _Source, name: str) -> "str | None":
         head = re.match(r"\s*(?:struct|class)\s+" + re.escape(base) + r"\s*(:[^{;]*)?\{", clean[close + 1:])
         if not head:
             continue
-        if head.group(1):
-            raise LookupError(f"struct {name}: base classes are not laid out here")
-        params = []
+        params, defaults = [], []
         for p in _split_top(clean[t.end():close], ","):
             pm = _TEMPLATE_PARAM.match(p)
             if not pm:
                 raise LookupError(f"struct {name}: cannot read template parameter '{p}'")
             params.append(pm.group(1))
-        if len(args) != len(params):
+            defaults.append(pm.group(2).strip() if pm.group(2) else None)
+        if len(args) > len(params) or any(d is None for d in defaults[len(args):]):
             raise LookupError(f"struct {name}: {len(args)} template argument(s) for {base}'s {len(params)} "
                               f"({', '.join(params)})")
+        args = args + defaults[len(args):]
         open_at = close + 1 + head.end() - 1
-        body = clean[open_at + 1:closing_bracket(clean, open_at)]
+        body, bases = clean[open_at + 1:closing_bracket(clean, open_at)], (head.group(1) or "")[1:]
         for param, arg in zip(params, args):
             body = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, body)
-        return body
+            bases = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, bases)
+        return _Definition(_base_names(name, bases), body)
     return None
 
 
-def _body_of(src: _Source, name: str) -> str:
+def _base_names(name: str, clause: str) -> tuple:
+    """The base classes of a base clause (`public A, B<int>`): their type names. A virtual base is a LookupError."""
+    out = []
+    for b in _split_top(clause, ","):
+        if re.search(r"\bvirtual\b", b):
+            raise LookupError(f"struct {name}: virtual base class '{b}' is not laid out here")
+        out.append(re.sub(r"^(?:(?:public|protected|private)\s+)", "", b).strip())
+    return tuple(out)
+
+
+def _definition(src: _Source, name: str) -> _Definition:
     clean = src.clean
-    templated = _template_body(src, name)
+    templated = _template_definition(src, name)
     if templated is not None:
         return templated
-    tagged = re.search(r"\b(?:struct|class)\s+" + re.escape(name) + r"\s*\{", clean)
+    tagged = re.search(r"\b(?:struct|class)\s+" + re.escape(name) + r"\s*(:[^{;]*)?\{", clean)
     if tagged:
         open_at = tagged.end() - 1
-        return clean[open_at + 1:closing_bracket(clean, open_at)]
+        return _Definition(_base_names(name, (tagged.group(1) or "")[1:]),
+                           clean[open_at + 1:closing_bracket(clean, open_at)])
     for m in re.finditer(r"\btypedef\s+struct\s*(?:[A-Za-z_]\w*\s*)?\{", clean):
         open_at = m.end() - 1
         close = closing_bracket(clean, open_at)
         if re.match(r"\s*" + re.escape(name) + r"\s*;", clean[close + 1:]):
-            return clean[open_at + 1:close]
+            return _Definition((), clean[open_at + 1:close])
     if name in RUNTIME_STRUCTS:
-        return RUNTIME_STRUCTS[name]
+        return _Definition((), RUNTIME_STRUCTS[name])
     raise LookupError(f"struct {name}: no definition in the source")
 
 
 def _layout_of(src: _Source, name: str, depth: int) -> StructLayout:
     if depth > 16:
         raise LookupError(f"struct {name}: nested more than 16 deep")
-    return _layout_body(src, name, _body_of(src, name), depth)
+    definition = _definition(src, name)
+    return _layout_body(src, name, definition.body, depth, definition.bases)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -222,10 +241,44 @@ def _data_members(name: str, body: str) -> str:
     return ";".join(kept) + (";" if kept else "")
 
 
-def _layout_body(src: _Source, name: str, body: str, depth: int) -> StructLayout:
+def _base_layout(src: _Source, derived: str, base: str, depth: int) -> "StructLayout | None":
+    """The layout of base class `base` of `derived`; None for an empty one, which takes no room (the Itanium C++
+    ABI's empty base optimization, which both the host compiler and nvcc follow)."""
+    if depth > 16:
+        raise LookupError(f"struct {derived}: base classes nested more than 16 deep")
+    definition = _definition(src, base)
+    if not _split_top(_data_members(base, definition.body), ";") and \
+            all(_base_layout(src, base, b, depth + 1) is None for b in definition.bases):
+        return None
+    return _layout_body(src, base, definition.body, depth + 1, definition.bases)
+
+
+def _data_end(layout: StructLayout) -> int:
+    return max(f.offset + f.dtype.itemsize * f.count for f in layout.fields)
+
+
+def _layout_body(src: _Source, name: str, body: str, depth: int, bases: tuple = ()) -> StructLayout:
+    """The layout of a struct with `body`: its base classes' subobjects first, in order, then its data members."""
     fields: list[Field] = []
     offset, align = 0, 1
-    for decl in _split_top(_data_members(name, body), ";"):
+    tail_of = None            # a base whose tail padding the next member might take: the ABI lets it, not done here
+    for base in bases:
+        sub = _base_layout(src, name, base, depth)
+        if sub is None:
+            continue
+        if tail_of:
+            raise LookupError(f"struct {name}: base class {tail_of} has tail padding that the next base may reuse, "
+                              "which is not laid out here")
+        offset = -(-offset // sub.align) * sub.align
+        fields += [Field(f.path, offset + f.offset, f.ctype, f.pointer, f.count) for f in sub.fields]
+        tail_of = base if _data_end(sub) < sub.size else None
+        offset += sub.size
+        align = max(align, sub.align)
+    members = _split_top(_data_members(name, body), ";")
+    if tail_of and members:
+        raise LookupError(f"struct {name}: base class {tail_of} has tail padding that its members may reuse, which "
+                          "is not laid out here")
+    for decl in members:
         decl = re.sub(r"\s+", " ", decl)
         if re.match(r"(?:union|enum)\b", decl) or ":" in decl.replace("::", ""):
             raise LookupError(f"struct {name}: field '{decl}' (unions, enumerations declared in place and bit "

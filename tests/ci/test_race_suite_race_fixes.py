@@ -128,6 +128,24 @@ def test_a_race_reported_after_the_history_is_one_racy_side_at_its_commit(monkey
     assert record["verdict"] == "clean" and record["commit"] != parent          # read where the report points
 
 
+def test_a_fix_that_keeps_a_race_is_scored_on_its_parent_alone(monkeypatch, history, tmp_path):
+    """cuFHE's fix of its NTTs' race keeps another (each transform's output written over what other warps still
+    read): its side is no race-free label. Only the parent is scored, read at the fix's parent."""
+    repo, commit = history
+    case = race_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out")
+    keeps = race_fixes.Fix(commit, "a fix that keeps a race", (case,), kept="somewhere else")
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("ggml", ("src", "include"), (keeps,)),))
+    sides = race_fixes.suite_files(repo)
+    assert [(s.name, race_fixes.label_of(s), s.rev) for s in sides] == [
+        (f"{commit} two_sums (before the fix)", "racy", f"{commit}^")]
+    out = tmp_path / "kept.json"
+    assert score_race_suite.main([str(repo), "--out", str(out)]) == 0
+    (record,) = json.loads(out.read_text())["records"]
+    assert record["verdict"] == "race" and record["kept"] == "somewhere else"
+    assert record["commit"] == _git(repo, "rev-parse", "--short=8", f"{commit}^")
+
+
 def test_every_case_reads_a_file_its_tree_holds():
     """A case's source must lie in the folders `git archive` extracts for it (its own parts, else its project's;
     none: the whole tree), or racescan finds no file. Kaldi's cases read src/cudamatrix only."""

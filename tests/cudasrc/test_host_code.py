@@ -116,6 +116,22 @@ def test_names_from_the_programs_other_files_keep_a_declaration():
     assert without_host_functions(header, names=names)[0] == "static bool tensor_cores(int cc);\n"
 
 
+def test_a_macro_one_file_defines_and_another_expands_keeps_the_declaration():
+    """cuFHE: error_gpu.cuh defines `CuSafeCall__` and the macro `CuSafeCall` that calls it; ntt.cuh's class calls
+    the macro in a host member it keeps. The declaration went with the body, and nvcc refused the kept member
+    ("identifier CuSafeCall__ is undefined"); a macro nothing kept expands still keeps none."""
+    from cudasrc.host_code import program_names
+    errors = ("inline void CuSafeCall__(int err, const char* file, int line) { if (err) exit(-1); }\n"
+              "#define CuSafeCall(err) CuSafeCall__(err, __FILE__, __LINE__)\n"
+              "inline void Unused__(int err) { exit(err); }\n#define Unused(e) Unused__(e)\n")
+    handler = "struct Handler { void create() { CuSafeCall(cudaMemcpyToSymbol(t, p, 8)); } };\n"
+    names = program_names([handler, errors])
+    assert "CuSafeCall__" in names and "Unused__" not in names
+    out = without_host_functions(errors, names=names)[0]
+    assert out.startswith("inline void CuSafeCall__(int err, const char* file, int line);\n") and "exit" not in out
+    assert "Unused__(int" not in out
+
+
 def test_a_brace_inside_a_parameter_list_opens_no_scope():
     src = "void f(int a, S s = {}) {\n  g();\n}\n__global__ void k(int* y) { y[0] = 1; }\n"
     out, dropped = without_host_functions(src)

@@ -43,3 +43,12 @@ def test_static_may_follow_global():
     assert template_kernels(code) == ["_scale"]
     assert [s.name for s in kernel_signatures(code)] == ["plain"]
     assert kernel_signatures("static void host(float* y) { }\n") == []         # no __global__, no kernel
+
+
+def test_an_alias_declaration_names_a_type_as_a_typedef_does():
+    """cuFHE writes `using Torus = int32_t;`: its kernels take `Torus*`, which racescan refused ("no numpy dtype is
+    known for the pointee type 'Torus'"). An alias template, whose name needs arguments, and a using-directive are
+    no alias of a plain name."""
+    code = ("namespace fhe {\nusing Torus = int32_t;\nusing namespace std;\ntemplate <typename T> using Vec = T;\n"
+            "__global__ void k(Torus* out, const Torus* in, Vec<float> s) { }\n}\n")
+    assert _types(code) == ["int32_t*", "const int32_t*", "Vec<float>"]

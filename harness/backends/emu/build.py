@@ -88,9 +88,13 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
                  toolkit_headers.include_flags() + host_libraries.host_compiler_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
-    # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found
+    texts = device_headers(headers, program)
+    slots = _SharedSlots(len(rw.shared_vars))
+    host_copies = {path: slots(path, text) for path, text in sorted(texts.items())}
+    # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found; the
+    # headers' copies as rewritten are too: a header's inline PTX translated anew is another module
     key = content_key(rw.source, source, *cmd_flags, *gate.device_compile_flags(flags),
-                      *confine.header_digests(headers), *toolchain.link_flags(), toolchain.cxx,
+                      *confine.header_digests(headers), *host_copies.values(), *toolchain.link_flags(), toolchain.cxx,
                       toolchain.cxx_version, tc.runtime_sha256(), gate.cache_part(), MODULE_UNIT, HEADER_COPIES,
                       host_libraries.digest())[:40]
 
@@ -101,11 +105,10 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
             # headers alike: a program's host code (a torch binding, a cuBLAS call) is not the kernel's to answer for.
             # Its copies are CUDA still; the host compiler's have their __shared__ declarations rewritten too.
             device_copies, copies = work / "device-headers", work / HEADER_COPIES_FOLDER
-            texts = device_headers(headers, program)
             write_header_copies(texts, device_copies)
             device_check = gate.start_device_compile(rw.device_code, name, work,
                                                      copies_first(flags, flags, headers, device_copies))
-            write_header_copies(texts, copies, _SharedSlots(len(rw.shared_vars)))
+            write_header_copies(host_copies, copies)
             cpp = work / MODULE_UNIT
             cpp.write_text(rw.source)
             obj = work / "module.o"

@@ -254,8 +254,9 @@ _SPACES = {"global", "shared", "shared::cta", "shared::cluster", "local", "const
 # what ld/st/atom may carry that changes nothing emu models (cache and eviction hints)
 _HINT = re.compile(r"^(?:ca|cg|cs|lu|cv|wb|wt|nc|L1::\w+|L2::\w+|level::\w+|unified|mmio)$")
 _NO_EFFECT = {"prefetch", "prefetchu", "griddepcontrol", "nanosleep", "pmevent", "applypriority", "discard"}
-SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, and/or/xor/not, shl/shr, popc/clz/brev/fns, "
-                "bfe/bfi/prmt/lop3, setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive/red (named barriers), "
+SCALAR_FORMS = ("mov, cvt, cvta, add/sub/mul/mad/div/rem/min/max/neg/abs, add/sub/mad with carry (.cc, addc, subc, "
+                "madc), and/or/xor/not, shl/shr, popc/clz/brev/fns, "
+                "bfe/bfi/prmt/lop3, set/setp/selp, ld/st/atom/red, fence/membar, bar/barrier.sync/arrive/red (named barriers), "
                 "mbarrier, bra within the asm, bar.warp.sync, shfl.sync, "
                 "vote.sync, activemask, createpolicy and the hints that change nothing here (prefetch, griddepcontrol)")
 _MAX_INSTRUCTIONS = 400
@@ -287,6 +288,13 @@ class _Block:
                 cpp = "__ptx_" + re.sub(r"[^\w]", "_", n.lstrip("%"))
                 self.locals[n] = (cpp, ptype)
                 self.decls.append(f"{_CTYPE[ptype]} {cpp} = 0;")
+
+    def carry_flag(self) -> str:
+        """The C++ name of the asm statement's condition code CC.CF (extended-precision add/sub/mad), declared once:
+        PTX keeps it for straight-line code within one statement, so it starts at 0 in each."""
+        if "__ptx_cc_cf = 0;" not in " ".join(self.decls):
+            self.decls.append("unsigned __ptx_cc_cf = 0;")
+        return "__ptx_cc_cf"
 
     # -- operand expressions
     def _expr(self, op: str, instr: str) -> str:
@@ -365,6 +373,72 @@ def _cmp(op: str, a: str, b: str, floating: bool) -> str:
     raise ValueError(op)
 
 
+def _extended(b: _Block, text: str, op: str, mods: list, args: list, ptype: str) -> str:
+    """add.cc/addc, sub.cc/subc and mad{.lo,.hi}.cc/madc on 32- and 64-bit integers: extended-precision arithmetic
+    through the carry flag CC.CF, which addc and madc add in and subc subtracts (PTX's borrow), `.cc` writing it."""
+    if ptype not in ("u32", "s32", "u64", "s64", "b32", "b64"):
+        raise b.fail(text, "is extended-precision arithmetic on a type PTX does not define it for (32- and 64-bit "
+                           "integers)")
+    bits = 64 if ptype.endswith("64") else 32
+    ut, wide = ("uint64_t", "unsigned __int128") if bits == 64 else ("uint32_t", "uint64_t")
+    cf = b.carry_flag()
+    rd = lambda x: f"({wide})({ut}){b.read(x, _CTYPE[ptype], text)}"    # noqa: E731
+    carry_in = f" {'-' if op == 'subc' else '+'} ({wide}){cf}" if op.endswith("c") else ""
+    if op.startswith("mad"):
+        if len(args) != 4 or not ({"lo", "hi"} & set(mods)):
+            raise b.fail(text, "is a mad with carry emu does not read (.lo or .hi, 4 operands)")
+        if "hi" in mods and ptype.startswith("s"):
+            raise b.fail(text, "is a signed mad.hi with carry, which emu does not run")
+        product = f"({rd(args[1])} * {rd(args[2])})"
+        part = f"({wide})({ut})({product} >> {bits})" if "hi" in mods else f"({wide})({ut}){product}"
+        total = f"({part} + {rd(args[3])}{carry_in})"
+    else:
+        if len(args) != 3:
+            raise b.fail(text, "takes 3 operands here")
+        sym = "-" if op.startswith("sub") else "+"
+        total = f"({rd(args[1])} {sym} {rd(args[2])}{carry_in})"
+    out = f"{{ {wide} __ptx_wide = {total}; "
+    if "cc" in mods:        # the carry out of an add, the borrow out of a sub: bit `bits` of the wide result
+        out += f"{cf} = (unsigned)((__ptx_wide >> {bits}) & 1u); "
+    return out + b.write(args[0], f"({_CTYPE[ptype]})({ut})__ptx_wide", text) + " }"
+
+
+_BOOL_OPS = {"and": "&&", "or": "||", "xor": "!="}
+
+
+def _bool_op(mods: list) -> "str | None":
+    """The BoolOp of a set or setp (`setp.lt.and.s32 p, a, b, q`), or None: after the comparison's modifier."""
+    return next((m for m in mods[1:] if m in _BOOL_OPS), None)
+
+
+def _combined(b: _Block, text: str, value: str, mods: list, args: list) -> str:
+    """A comparison's `value` combined with the predicate operand c (`{!}c`, the last) by the BoolOp, if any."""
+    op = _bool_op(mods)
+    return f"({value} {_BOOL_OPS[op]} {b.read(args[-1], 'bool', text)})" if op else value
+
+
+def _set(b: _Block, text: str, mods: list, args: list) -> str:
+    """set.CmpOp.dtype.stype: all ones (an integer dtype) or 1.0f (f32) where the comparison holds, else 0."""
+    dtype, stype = mods[-2], mods[-1]
+    cmp = next((m for m in mods[:-2] if m != "ftz"), None)
+    if len(args) != (4 if _bool_op(mods) else 3) or cmp is None:
+        raise b.fail(text, "is a set emu does not read (set.CmpOp{.BoolOp}.dtype.stype d, a, b{, c})")
+    ct = _CTYPE[stype]
+    floating = stype in ("f32", "f64")
+    a, c = (b.read(x, ct, text) for x in args[1:3])
+    if not floating and (stype[0] in "ub" or cmp in ("lo", "ls", "hi", "hs")):
+        ut = _UNSIGNED.get(ct, ct)
+        a, c = f"({ut}){a}", f"({ut}){c}"
+    try:
+        value = _cmp(cmp, a, c, floating)
+    except ValueError:
+        raise b.fail(text, f"compares with {cmp!r}, which emu does not read") from None
+    value = _combined(b, text, value, mods, args)
+    dct = _CTYPE[dtype]
+    result = f"({value} ? 1.0f : 0.0f)" if dtype == "f32" else f"({value} ? ({dct})~({dct})0 : ({dct})0)"
+    return b.write(args[0], result, text)
+
+
 def _scalar(b: _Block, text: str) -> str:
     """The C++ statement(s) of one scalar PTX instruction."""
     op, mods, args = _split_instruction(text)
@@ -430,6 +504,10 @@ def _scalar(b: _Block, text: str) -> str:
         if "global" in mods:
             return wr(args[0], src)
         raise b.fail(text, "converts to or from a state space emu does not model (shared and global it does)")
+    if (op in ("addc", "subc", "madc") or "cc" in mods and op in ("add", "sub", "mad")) and ptype:
+        return _extended(b, text, op, mods, args, ptype)
+    if op == "set" and len(mods) >= 3 and mods[-1] in _CTYPE and mods[-2] in _CTYPE:
+        return _set(b, text, mods, args)
     if op in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max") and ptype:
         if floating:
             fn = {"add": "add", "sub": "add", "mul": "mul", "mad": "fma", "fma": "fma", "div": "div"}.get(op)
@@ -533,7 +611,7 @@ def _scalar(b: _Block, text: str) -> str:
         return wr(args[0], f"::emu::ptx::lop3({rd(args[1], 'uint32_t')}, {rd(args[2], 'uint32_t')}, "
                            f"{rd(args[3], 'uint32_t')}, {rd(args[4], 'uint32_t')})")
     if op == "setp" and ptype:
-        need(3)
+        need(4 if _bool_op(mods) else 3)
         cmp = next((m for m in mods if m not in (ptype, "ftz")), None)
         a, c = (farg(x) if floating else rd(x) for x in args[1:3])
         if ptype.startswith("u") or ptype.startswith("b") or cmp in ("lo", "ls", "hi", "hs"):
@@ -543,10 +621,10 @@ def _scalar(b: _Block, text: str) -> str:
             value = _cmp(cmp, a, c, floating)
         except ValueError:
             raise b.fail(text, f"compares with {cmp!r}, which emu does not read") from None
-        dests = args[0].split("|")
-        out = wr(dests[0], value)
+        dests = args[0].split("|")      # p = BoolOp(cmp, c) and q = BoolOp(!cmp, c)
+        out = wr(dests[0], _combined(b, text, value, mods, args))
         if len(dests) == 2:
-            out += " " + wr(dests[1], f"!({value})")
+            out += " " + wr(dests[1], _combined(b, text, f"(!{value})", mods, args))
         return out
     if op == "selp" and ptype:
         need(4)

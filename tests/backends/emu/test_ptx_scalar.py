@@ -153,6 +153,35 @@ __global__ void logic(const unsigned* a, const unsigned* b, unsigned* out) {
   out[5 * threadIdx.x + 4] = p;
 }
 
+// Extended precision through the carry flag, as multiprecision code (cuFHE's modular arithmetic) writes it:
+// a 96-bit add and subtract in 32-bit limbs, a 64 x 32 -> 96-bit product by mad.lo/mad.hi with carry, a
+// 128-bit add in 64-bit limbs; then set (all ones or 1.0f) and the BoolOp forms of set and setp.
+__global__ void carries(const unsigned* a, const unsigned* b, unsigned* out) {
+  int t = threadIdx.x;
+  const unsigned* x = a + 4 * t; const unsigned* y = b + 4 * t;
+  unsigned* o = out + 16 * t;
+  asm("add.cc.u32 %0, %3, %6;\n addc.cc.u32 %1, %4, %7;\n addc.u32 %2, %5, %8;"
+      : "=r"(o[0]), "=r"(o[1]), "=r"(o[2]) : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(y[0]), "r"(y[1]), "r"(y[2]));
+  asm("sub.cc.u32 %0, %3, %6;\n subc.cc.u32 %1, %4, %7;\n subc.u32 %2, %5, %8;"
+      : "=r"(o[3]), "=r"(o[4]), "=r"(o[5]) : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(y[0]), "r"(y[1]), "r"(y[2]));
+  asm("{ .reg .u32 z;\n mov.u32 z, 0;\n"
+      " mul.lo.u32 %0, %3, %5;\n mul.hi.u32 %1, %3, %5;\n"
+      " mad.lo.cc.u32 %1, %4, %5, %1;\n madc.hi.u32 %2, %4, %5, z; }"
+      : "=r"(o[6]), "=r"(o[7]), "=r"(o[8]) : "r"(x[0]), "r"(x[1]), "r"(y[0]));
+  unsigned long long lo, hi;
+  asm("add.cc.u64 %0, %2, %4;\n addc.u64 %1, %3, %5;" : "=l"(lo), "=l"(hi)
+      : "l"((unsigned long long)x[1] << 32 | x[0]), "l"((unsigned long long)x[3] << 32 | x[2]),
+        "l"((unsigned long long)y[1] << 32 | y[0]), "l"((unsigned long long)y[3] << 32 | y[2]));
+  o[9] = unsigned(lo); o[10] = unsigned(lo >> 32); o[11] = unsigned(hi); o[12] = unsigned(hi >> 32);
+  float f;
+  asm("set.ge.u32.u64 %0, %1, %2;" : "=r"(o[13]) : "l"((unsigned long long)x[0] << 8), "l"((unsigned long long)y[0] << 8));
+  asm("set.lt.f32.s32 %0, %1, %2;" : "=f"(f) : "r"(x[1]), "r"(y[1]));
+  o[14] = __float_as_uint(f);
+  asm("{ .reg .pred p, q, r;\n setp.ne.u32 r, %1, 0;\n set.gt.and.u32.u32 %0, %2, %3, !r;\n"
+      " setp.lt.or.u32 p|q, %2, %3, r;\n selp.u32 %1, 1, 0, p;\n @q or.b32 %1, %1, 2; }"
+      : "=r"(o[15]), "+r"(o[13]) : "r"(x[2]), "r"(y[2]));
+}
+
 // An asm emu does not run, in a macro: the source builds, and only a launch that runs it is refused.
 #define PROXY_FENCE() asm volatile("fence.proxy.async;\n" ::: "memory")
 __global__ void maybe(int* y, int use) {
@@ -240,6 +269,33 @@ def test_integer_instructions(module):
         want += [_u32(wide), _u32(wide >> 32)]
         got = [int(v) for v in out[t]]
         assert got == want, f"t={t} a={x:#x} b={y:#x} c={z:#x}: {[hex(g) for g in got]} want {[hex(w) for w in want]}"
+
+
+def test_extended_precision_through_the_carry_flag_and_set(module):
+    rng = np.random.default_rng(SEED + 7)
+    n = 64
+    a, b = (rng.integers(0, 2**32, 4 * n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    a[:8] = [0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0, 0, 0, 0]     # a carry through every limb
+    b[:8] = [1, 0, 0, 0, 1, 0, 0, 0]                                         # a borrow through every limb
+    a[8:12] = b[8:12]                                                        # equal: no borrow, set.ge true
+    out = np.zeros(16 * n, np.uint32)
+    module.launch("carries", (1,), (n,), 0, [a, b, out], outputs=(2,))
+    out = out.reshape(n, 16)
+    for t in range(n):
+        x, y = [int(v) for v in a[4 * t:4 * t + 4]], [int(v) for v in b[4 * t:4 * t + 4]]
+        limbs = lambda v, k, w=32: [(v >> (w * i)) & ((1 << w) - 1) for i in range(k)]      # noqa: E731
+        x96, y96 = x[0] | x[1] << 32 | x[2] << 64, y[0] | y[1] << 32 | y[2] << 64
+        x128, y128 = x96 | x[3] << 96, y96 | y[3] << 96
+        want = (limbs((x96 + y96) % 2**96, 3) + limbs((x96 - y96) % 2**96, 3)
+                + limbs((x[0] | x[1] << 32) * y[0], 3) + limbs((x128 + y128) % 2**128, 4))
+        want.append(0xFFFFFFFF if x[0] >= y[0] else 0)
+        want.append(0x3F800000 if _s32(x[1]) < _s32(y[1]) else 0)
+        nonzero = 1 if want[13] else 0
+        want[13] = (1 if x[2] < y[2] or nonzero else 0) | (2 if x[2] >= y[2] or nonzero else 0)   # p|q, OR r
+        want.append(0xFFFFFFFF if x[2] > y[2] and not nonzero else 0)
+        got = [int(v) for v in out[t]]
+        assert got == want, f"t={t} a={[hex(v) for v in x]} b={[hex(v) for v in y]}: {[hex(g) for g in got]} " \
+                            f"want {[hex(w) for w in want]}"
 
 
 def test_float_instructions(module):

@@ -305,3 +305,23 @@ def test_the_macros_emu_predefines_are_the_runtimes():
     header = (Path(__file__).parents[3] / "harness/backends/emu/emu_device.hpp").read_text()
     for name, value in EMU_PREDEFINED.items():
         assert re.search(rf"^#define {name} {value}$", header, re.M), name
+
+
+def test_a_headers_rewritten_copy_is_part_of_the_modules_cache_key(tmp_path, monkeypatch):
+    """emu compiles copies of the source's headers with their inline PTX translated. Their text was not in the
+    module's key, so a module built before a translator change (add.cc and subc came in with cuFHE) kept running
+    the old translation of a header's asm: a stale verdict. The copies as rewritten are now in the key."""
+    from harness.backends.emu import build as emu_build
+    from harness.backends.emu import toolchain as tc
+    monkeypatch.setenv("QCONFORM_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "limbs.cuh").write_text('__device__ unsigned add(unsigned a, unsigned b) {\n  unsigned d;\n'
+                                        '  asm("add.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));\n  return d;\n}\n')
+    src = '#include "limbs.cuh"\n__global__ void k(unsigned* y) { y[0] = add(1u, 2u); }\n'
+    toolchain = tc.toolchain()
+    first = emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu")
+    assert emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu").path == first.path   # reused
+    translated = emu_build.rewrite_header
+    monkeypatch.setattr(emu_build, "rewrite_header",          # another translation of the same header
+                        lambda text, first_slot, name: (lambda r: (r[0] + "\n// retranslated\n", r[1]))(
+                            translated(text, first_slot, name)))
+    assert emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu").path != first.path
