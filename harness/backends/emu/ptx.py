@@ -417,23 +417,28 @@ def _combined(b: _Block, text: str, value: str, mods: list, args: list) -> str:
     return f"({value} {_BOOL_OPS[op]} {b.read(args[-1], 'bool', text)})" if op else value
 
 
+def _compared(b: _Block, text: str, cmp: "str | None", a: str, c: str, ptype: str) -> str:
+    """The comparison `cmp` of the operands' expressions `a` and `c` of PTX type `ptype` (unsigned where the type
+    or the comparison is: lo, ls, hi, hs)."""
+    if ptype[0] in "ub" or cmp in ("lo", "ls", "hi", "hs"):
+        ut = _UNSIGNED.get(_CTYPE[ptype], _CTYPE[ptype])
+        a, c = f"({ut}){a}", f"({ut}){c}"
+    try:
+        return _cmp(cmp, a, c, ptype in ("f32", "f64"))
+    except ValueError:
+        raise b.fail(text, f"compares with {cmp!r}, which emu does not read") from None
+
+
 def _set(b: _Block, text: str, mods: list, args: list) -> str:
     """set.CmpOp.dtype.stype: all ones (an integer dtype) or 1.0f (f32) where the comparison holds, else 0."""
     dtype, stype = mods[-2], mods[-1]
     cmp = next((m for m in mods[:-2] if m != "ftz"), None)
     if len(args) != (4 if _bool_op(mods) else 3) or cmp is None:
         raise b.fail(text, "is a set emu does not read (set.CmpOp{.BoolOp}.dtype.stype d, a, b{, c})")
-    ct = _CTYPE[stype]
-    floating = stype in ("f32", "f64")
-    a, c = (b.read(x, ct, text) for x in args[1:3])
-    if not floating and (stype[0] in "ub" or cmp in ("lo", "ls", "hi", "hs")):
-        ut = _UNSIGNED.get(ct, ct)
-        a, c = f"({ut}){a}", f"({ut}){c}"
-    try:
-        value = _cmp(cmp, a, c, floating)
-    except ValueError:
-        raise b.fail(text, f"compares with {cmp!r}, which emu does not read") from None
-    value = _combined(b, text, value, mods, args)
+    flush = "ftz" in mods and stype == "f32"
+    a, c = (f"::emu::flush_subnormal({b.read(x, 'float', text)})" if flush else b.read(x, _CTYPE[stype], text)
+            for x in args[1:3])
+    value = _combined(b, text, _compared(b, text, cmp, a, c, stype), mods, args)
     dct = _CTYPE[dtype]
     result = f"({value} ? 1.0f : 0.0f)" if dtype == "f32" else f"({value} ? ({dct})~({dct})0 : ({dct})0)"
     return b.write(args[0], result, text)
@@ -614,13 +619,7 @@ def _scalar(b: _Block, text: str) -> str:
         need(4 if _bool_op(mods) else 3)
         cmp = next((m for m in mods if m not in (ptype, "ftz")), None)
         a, c = (farg(x) if floating else rd(x) for x in args[1:3])
-        if ptype.startswith("u") or ptype.startswith("b") or cmp in ("lo", "ls", "hi", "hs"):
-            ut = _UNSIGNED.get(ct, ct)
-            a, c = f"({ut}){a}", f"({ut}){c}"
-        try:
-            value = _cmp(cmp, a, c, floating)
-        except ValueError:
-            raise b.fail(text, f"compares with {cmp!r}, which emu does not read") from None
+        value = _compared(b, text, cmp, a, c, ptype)
         dests = args[0].split("|")      # p = BoolOp(cmp, c) and q = BoolOp(!cmp, c)
         out = wr(dests[0], _combined(b, text, value, mods, args))
         if len(dests) == 2:
