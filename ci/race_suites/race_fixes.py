@@ -77,6 +77,8 @@ class Fix:
                                       # issue that reports it): `commit` is the racy side, and there is no other
     kept: str = ""                    # a race the fix keeps, real by the memory model (where): its side is no
                                       # race-free label, so only the parent's is scored
+    racy_at: str = ""                 # the racy side's commit where it is not the fix's parent: a first fix that
+                                      # was wrong in another way, which `commit` redid
 
 
 def _values(items) -> str:
@@ -313,6 +315,18 @@ _AF_BUILD = dict(includes=("src/backend/cuda", "src/backend", "src/api/c", "incl
                  empty_headers=("af/version.h", "thrust/version.h", "thrust/system/cuda/detail/par.h"))
 
 ARRAYFIRE_FIXES = (
+    # A sum of 4096 floats in 2 blocks of 256 threads (8 steps each), as reduce_first_launcher launches it. Each block
+    # ends in a warp-synchronous reduction through volatile shared memory (`warp_reduce`), with no __syncwarp: lanes
+    # of one warp race. A contributor's fix (d88e6a354, #633) put a __syncthreads() inside `if (tidx < n)`, which
+    # the maintainer called dangerous (a BarrierDivergence here: the other threads exit while 16 wait); the next day
+    # he made every step a barrier the whole block meets. Its build reads Boost's scoped_ptr for host code.
+    Fix("0d0d7d128", "Remove the need for volatile memory by always using __syncthreads();", (
+        Case("reduce_first_kernel", "src/backend/cuda/kernel/reduce.hpp", "reduce_first_kernel<float, float, af_add_t, 256>",
+             "2,1", "256,1",
+             "out:struct=" + _AF_TENSOR.format(dtype="float32", n=2, fill="zeros", d0=2)
+             + " in:struct=" + _AF_TENSOR.format(dtype="float32", n=4096, fill="random(-1,1)", d0=4096)
+             + " blocks_x:uint32=2 blocks_y:uint32=1 repeat:uint32=8", **_AF_BUILD),),
+        racy_at="d88e6a354^"),
     Fix("a7a297ba8", "BUGFIX: Add missing syncthreads to scan_by_key", (
         # an inclusive sum scan by key of 16384 floats, as scan_first_by_key launches it past one block's reach
         # (256 threads, 32 repeats): 2 blocks of 256 threads, 32 steps each, then the blocks' totals in tmp, tflg
@@ -382,7 +396,9 @@ class Side(NamedTuple):
     @property
     def rev(self) -> str:
         """The commit its tree is read at: the fix's parent for the racy side of a fix, else the commit itself."""
-        return f"{self.fix.commit}^" if self.racy and not self.fix.reported else self.fix.commit
+        if self.racy and not self.fix.reported:
+            return self.fix.racy_at or f"{self.fix.commit}^"
+        return self.fix.commit
 
     @property
     def name(self) -> str:

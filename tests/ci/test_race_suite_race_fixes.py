@@ -146,6 +146,19 @@ def test_a_fix_that_keeps_a_race_is_scored_on_its_parent_alone(monkeypatch, hist
     assert record["commit"] == _git(repo, "rev-parse", "--short=8", f"{commit}^")
 
 
+def test_a_racy_side_may_be_read_before_an_earlier_wrong_fix(monkeypatch, history):
+    """arrayfire's reduction was first fixed with a barrier inside a branch (a divergence), then redone the next day:
+    the pair is the first fix's parent and the redone fix, `racy_at` naming the racy side's commit."""
+    repo, commit = history
+    case = race_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out")
+    base = _git(repo, "rev-list", "--max-parents=0", "HEAD")
+    redone = race_fixes.Fix(commit, "redone", (case,), racy_at=f"{base}")
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("ggml", ("src", "include"), (redone,)),))
+    sides = race_fixes.suite_files(repo)
+    assert [(race_fixes.label_of(s), s.rev) for s in sides] == [("racy", base), ("race-free", commit)]
+
+
 def test_every_case_reads_a_file_its_tree_holds():
     """A case's source must lie in the folders `git archive` extracts for it (its own parts, else its project's;
     none: the whole tree), or racescan finds no file. Kaldi's cases read src/cudamatrix only."""
