@@ -245,9 +245,9 @@ HECBENCH_FIXES = (
              "cubD:float64[24576]=random(0,1) cubInterpT:float64[2097152]=random(0,1) offset:int32=1024 "
              "U:float64[3072]=random(0,1) NU:float64[3072]!out", includes=(), defines=("dfloat=double", "dlong=int"),
              relaxations=(), parts=("src/adv-cuda",)),)),
-    # Races users reported in June 2026 (ORNL/HeCBench issues #253, #255, #256 and #263, each with compute-sanitizer's
-    # racecheck log and the racing lines), which the maintainer fixed and closed after the newest commit here: the
-    # programs at that commit are racy, with no race-free side in this history.
+    # Races users reported in June 2026 (ORNL/HeCBench issues #253 to #264, each with compute-sanitizer's racecheck
+    # log or a reading of the memory model, and the racing lines), which the maintainer fixed and closed after the
+    # newest commit here: the programs at that commit are racy, with no race-free side in this history.
     Fix("49175104c", "surfel_render_tile: the next tile of surfels overwrites the shared tile being read", (
         # 512 surfels in tiles of 256 (the race needs more than one tile, the issue says), 2 blocks of 16 x 16
         Case("surfel_render_tile", "src/surfel-cuda/main.cu", "surfel_render_tile<float, 256>", "2,1", "16,16",
@@ -273,6 +273,39 @@ HECBENCH_FIXES = (
         # reduce through volatile shared memory with no __syncwarp (issue #263 names this kernel among three)
         Case("calc_min_in_rows", "src/hungarian-cuda/main.cu", "calc_min_in_rows", "2", "256", "", includes=(),
              relaxations=(), parts=("src/hungarian-cuda",)),), reported="ORNL/HeCBench#263"),
+    Fix("49175104c", "generatingTriangles: every thread reads the block's offset while one thread stores it", (
+        # 2 blocks of 4 x 4 x 8 voxels, as main launches them, at main's isoValue; the lookup tables zeroed, so no
+        # cube emits a vertex: the race is in the block's sums, before them. The only reads that race are dead
+        # (sumVertices and sumTriangles are not used after them), which the issue says racecheck does not see on a
+        # stock build either: the compilers drop them, and the detector sees the compiled accesses (a miss)
+        Case("generatingTriangles", "src/marchingCubes-cuda/main.cu", "generatingTriangles", "2", "4,4,8",
+             "isoValue:float32=-0.9 blockIndicesLv2:uint32[2]=values(0,1) distinctEdgesTable:uint16[256]=zeros "
+             "triTable:int32[4096]=zeros edgeIDTable:uint8[48]=zeros countedVerticesNum:uint32[1]=zeros "
+             "countedTrianglesNum:uint32[1]=zeros triangles:uint64[1]=zeros coordX:float32[1]=zeros "
+             "coordY:float32[1]=zeros coordZ:float32[1]=zeros coordZP:float32[1]=zeros", includes=(),
+             relaxations=(), parts=("src/marchingCubes-cuda",)),), reported="ORNL/HeCBench#254"),
+    Fix("49175104c", "FWrem_64: the diagonal tile's stores into s_kj while other warps still read it", (
+        # a 192-vertex matrix (3 tiles of 64 a side), the step x = 0: 4 blocks of 1024 threads, as FW_gpu_64
+        # launches them; the diagonal tile of the next step (block 0) rewrites s_kj after the loop that reads it,
+        # with no barrier between (the issue's lines 382/408 and 383/409). Its build reads mis-cuda's graph.h.
+        Case("FWrem_64", "src/floydwarshall2-cuda/main.cu", "FWrem_64", "4", "1024",
+             "AdjMat:int32[36864]=random(0,1000) upper:int32=192 krows:int32[36864]=random(0,1000) "
+             "kcols:int32[36864]=random(0,1000) x:int32=0 subm1:int32=2", includes=("src/mis-cuda",),
+             relaxations=(), parts=("src/floydwarshall2-cuda", "src/mis-cuda")),), reported="ORNL/HeCBench#261"),
+    Fix("49175104c", "SSSP_gpu: thread 0 fetches the next frontier base while others still read the last", (
+        # a frontier of 512 vertices of out-degree 4 (each Node {first edge, degree}, each Edge {target, weight}
+        # given as its ints), 2 blocks of 256 as main's defaults give; every vertex white, the shade GRAY0 (main's
+        # constants). Thread 0 stores the shared base for the next round while other threads still read it (the
+        # issue's lines 205/261), the local queue's tail is read while others add to it, and `cost` is read plainly
+        # while others atomicMax it. The folder's input archive is left out (not a source)
+        Case("SSSP_gpu", "src/sssp-cuda/main.cu", "SSSP_gpu", "2", "256",
+             "graph_nodes_av:int32[1024]=" + _values(v for i in range(512) for v in (4 * i, 4))
+             + " graph_edges_av:int32[4096]=random(0,512) cost:int32[512]=zeros color:int32[512]=16677217 "
+             "q1:int32[512]=" + _values(range(512)) + " q2:int32[4096]=zeros n_t:int32[1]=512 head:int32[1]=zeros "
+             "tail:int32[1]=zeros overflow:int32[1]=zeros gray_shade:int32[1]=16677219 iter:int32[1]=zeros",
+             includes=(), relaxations=(),
+             parts=("src/sssp-cuda/main.cu", "src/sssp-cuda/kernel.h", "src/sssp-cuda/support")),),
+        reported="ORNL/HeCBench#264"),
 )
 
 # Kaldi's cudamatrix: one block of CU1DBLOCK (256) threads per row, as its launchers give (4 rows of 512), built as
@@ -321,8 +354,8 @@ ARRAYFIRE_FIXES = (
     # the maintainer called dangerous (a BarrierDivergence here: the other threads exit while 16 wait); the next day
     # he made every step a barrier the whole block meets. Its build reads Boost's scoped_ptr for host code.
     Fix("0d0d7d128", "Remove the need for volatile memory by always using __syncthreads();", (
-        Case("reduce_first_kernel", "src/backend/cuda/kernel/reduce.hpp", "reduce_first_kernel<float, float, af_add_t, 256>",
-             "2,1", "256,1",
+        Case("reduce_first_kernel", "src/backend/cuda/kernel/reduce.hpp",
+             "reduce_first_kernel<float, float, af_add_t, 256>", "2,1", "256,1",
              "out:struct=" + _AF_TENSOR.format(dtype="float32", n=2, fill="zeros", d0=2)
              + " in:struct=" + _AF_TENSOR.format(dtype="float32", n=4096, fill="random(-1,1)", d0=4096)
              + " blocks_x:uint32=2 blocks_y:uint32=1 repeat:uint32=8", **_AF_BUILD),),

@@ -146,6 +146,30 @@ def _with_layout(spec, ctype: str, source: str, headers: dict):
     return laid_out
 
 
+def _as_struct_elements(spec, ctype: str, source: str, headers: dict):
+    """An array spec of scalars for a pointer to structs made of that scalar alone (`const Node*` given as int32):
+    the spec marked so (ArgSpec.as_elements); any other spec as it is, for check_pointee to judge."""
+    import numpy as np
+
+    from cudasrc.structs import struct_layout
+    from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
+    base = re.sub(r"\b(?:const|volatile|struct)\b", "", element_ctype(ctype)).strip()
+    if base in SCALAR_DTYPES or base in VECTOR_BYTES or base in ("void", "char", "unsigned char") or \
+            spec.dtype == np.uint8 or not re.fullmatch(r"[A-Za-z_][\w:]*(?:\s*<.*>)?", base, re.S):
+        return spec
+    try:
+        layout = struct_layout(source + "\n" + "\n".join(headers.values()), re.sub(r"^(?:[A-Za-z_]\w*::)+", "", base))
+    except LookupError:
+        return spec                       # check_pointee says what it takes
+    scalars = sum(f.count for f in layout.fields)
+    if any(f.pointer or f.dtype != spec.dtype for f in layout.fields) or scalars * spec.dtype.itemsize != layout.size:
+        raise ValueError(f"args: {spec.name}: the kernel takes {ctype}, and struct {base} is not {spec.dtype} "
+                         f"fields alone with no padding (its fields: "
+                         + ", ".join(f"{f.path} {'pointer' if f.pointer else f.dtype}" for f in layout.fields)
+                         + f"; {layout.size} bytes); pass its bytes as a uint8 array")
+    return spec.as_elements(base, layout.dtype, scalars)
+
+
 def _dims(d) -> str:
     return "x".join(map(str, d))
 
@@ -217,8 +241,8 @@ def _save(path, specs, args, echo=print) -> None:
         if isinstance(a, StructArrays):           # the struct's bytes, then each array it points at
             arrays[s.name] = np.asarray(a.value)
             arrays.update({name: array for _, name, array in a.arrays})
-        elif a is not None:
-            arrays[s.name] = np.asarray(a)
+        elif a is not None:        # an array of structs given as their scalars is kept as it was given
+            arrays[s.name] = np.asarray(a).view(s.dtype) if s.elements is not None else np.asarray(a)
     data = io.BytesIO()
     np.savez(data, **arrays)
     atomic_write(path, data.getvalue())
@@ -344,7 +368,10 @@ def judge(args, echo=print) -> Judged:
                              f"(`{s.name}:dtype[count]`) or `{s.name}:null`")
         if s.count is not None and not pointer:
             raise ValueError(f"args: {s.name}: an array is for a pointer parameter; the parameter is {ctype}")
-        if s.count is not None:                          # its dtype against the pointee, before anything is built
+    specs = [_as_struct_elements(s, ctype, source, headers) if s.count is not None else s
+             for s, (ctype, _) in zip(specs, params)]
+    for s, (ctype, _) in zip(specs, params):
+        if s.count is not None and s.elements is None:   # its dtype against the pointee, before anything is built
             check_pointee(ctype, f"args: {s.name}", np.empty(s.count, s.dtype))
     specs = [_with_layout(s, ctype, source, headers) if s.is_struct else s for s, (ctype, _) in zip(specs, params)]
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)

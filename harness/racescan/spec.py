@@ -19,7 +19,9 @@ an array of its own, filled as a pointer parameter's is, that the field points a
 random(-1,1),n=2048}`; FlashAttention's and arrayfire's parameter structs carry their tensors so). The kernel reads and
 writes that array in place and the race detector watches it, but it is no checked output: an output the schedules
 compare is a pointer parameter. Its layout is the kernel's parameter type, read from the source (`with_layout`,
-cudasrc.structs)."""
+cudasrc.structs). A pointer to structs whose fields are all of one scalar type, with no padding (a graph's
+`struct Node { int x, y; }`), takes an array of that type, its elements the structs' fields in order
+(`nodes:int32[1024]=values(...)` for 512 Nodes; `as_elements`)."""
 from __future__ import annotations
 
 import re
@@ -48,6 +50,8 @@ class ArgSpec:
     output: bool
     encoding: Optional[str] = None   # bfloat16, fp8e4m3 or fp8e5m2: `dtype` holds its codes
     fields: Optional[tuple[tuple[str, str], ...]] = None   # a struct by value: the fields given; `dtype` its layout
+    elements: Optional[str] = None   # an array of these structs, given as their scalars (`Node*` as int32: a Node
+                                     # {int x, y;} two of them): passed as its bytes (as_elements)
 
     @property
     def is_struct(self) -> bool:
@@ -76,6 +80,15 @@ class ArgSpec:
         laid_out = replace(self, dtype=dtype)
         _filled(laid_out, None)              # each value fits its field, before anything is built
         return laid_out
+
+    def as_elements(self, struct: str, dtype: np.dtype, count: int) -> "ArgSpec":
+        """This array spec for a pointer to `struct`, whose layout (`dtype`) is `count` scalars of this spec's dtype
+        with no padding: each `count` elements of it one struct. A ValueError says where the spec or the layout
+        does not fit."""
+        if self.count is None or self.count % count:
+            raise ValueError(f"args: {self.name}: the kernel takes {struct}*, {count} {self.dtype} each; give a "
+                             f"multiple of {count} elements (got {self.count})")
+        return replace(self, elements=struct)
 
     @property
     def arrays(self) -> "tuple[tuple[str, ArgSpec], ...]":
@@ -388,6 +401,8 @@ def make_args(specs: list[ArgSpec], seed: int, at: Optional[dict] = None) -> tup
             args.append(s.dtype.type(value))
             continue
         a = _filled(s, rng)
+        if s.elements is not None:            # the structs' bytes: what the kernel's pointer takes
+            a = a.view(np.uint8)
         if s.is_struct and s.arrays:
             args.append(StructArrays(a[0], tuple((s.dtype.fields[path][1], spec.name, _filled(spec, rng))
                                                  for path, spec in s.arrays)))

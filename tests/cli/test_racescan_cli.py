@@ -433,6 +433,50 @@ def test_a_pointer_or_array_field_spec_the_struct_does_not_take_is_named(tmp_pat
     assert message in err and "verdict" not in out
 
 
+GRAPH_KERNEL = """typedef struct { int x; int y; } Node;
+struct Weighted { float w; int to; };
+__global__ void degrees(const Node* nodes, int* out, int n) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v < n) out[v SLOT] = nodes[v].y - nodes[v].x;
+}
+__global__ void weights(const Weighted* e, float* out) { out[threadIdx.x] = e[threadIdx.x].w; }
+"""
+
+
+@pytest.mark.parametrize("slot, verdict, exit_status", [("", "verdict: CLEAN", 0), ("/ 2", "verdict: RACE", 1)])
+def test_an_array_of_structs_of_one_scalar_type_is_given_as_those_scalars(tmp_path, capsys, slot, verdict, exit_status):
+    """HeCBench's sssp takes its graph as `const Node*`, Node {int x; int y;}: racescan refused any array but bytes.
+    An array of the fields' type, fields in order, stands for the structs (`nodes:int32[128]`: 64 Nodes), and the
+    kernel reads them so (--save keeps them as given); the negative control folds the outputs onto half the slots."""
+    src, saved = tmp_path / "graph.cu", tmp_path / "launch.npz"
+    src.write_text(GRAPH_KERNEL.replace("SLOT", slot))
+    pairs = [v for i in range(64) for v in (i, 3 * i)]
+    argv = ["racescan", str(src), "--kernel", "degrees", "--grid", "2", "--block", "32", "--seed", "1", "--args",
+            f"nodes:int32[128]=values({','.join(map(str, pairs))}) out:int32[64]!out n:int32=64"]
+    assert main(argv + (["--save", str(saved)] if not slot else [])) == exit_status
+    assert verdict in capsys.readouterr().out
+    if not slot:
+        data = np.load(saved)
+        assert np.array_equal(data["out"], 2 * np.arange(64)) and list(data["nodes"]) == pairs
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nodes:int32[127]=zeros", "the kernel takes Node*, 2 int32 each; give a multiple of 2 elements (got 127)"),
+    ("nodes:float32[128]=zeros", "struct Node is not float32 fields alone with no padding (its fields: x int32, y int32"),
+])
+def test_an_array_that_cannot_stand_for_the_structs_is_named(tmp_path, capsys, spec, message):
+    src = tmp_path / "graph.cu"
+    src.write_text(GRAPH_KERNEL.replace("SLOT", ""))
+    assert main(["racescan", str(src), "--kernel", "degrees", "--grid", "1", "--block", "64", "--args",
+                 f"{spec} out:int32[64]!out n:int32=64"]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and "verdict" not in out
+    # fields of two types: only their bytes stand for them
+    assert main(["racescan", str(src), "--kernel", "weights", "--grid", "1", "--block", "32", "--args",
+                 "e:float32[64]=zeros out:float32[32]!out"]) == 2
+    assert "struct Weighted is not float32 fields alone" in capsys.readouterr().err
+
+
 # A kernel library's layout (vLLM's and llama.cpp's GGUF kernels): the source includes headers that define the
 # template kernels, their shared-memory tiles in device functions, SIMD intrinsics, and launcher typedefs that name
 # the runtime's stream type; the source's own host code launches one instantiation.
