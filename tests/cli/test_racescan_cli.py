@@ -427,10 +427,15 @@ def test_a_template_structs_instance_is_laid_out_for_its_arguments(tmp_path, cap
 def test_a_pointer_or_array_field_spec_the_struct_does_not_take_is_named(tmp_path, capsys, spec, message):
     src = tmp_path / "param.cu"
     src.write_text(PARAM_KERNEL.replace("FOLD", ""))
-    assert main(["racescan", str(src), "--kernel", "scale", "--grid", "1", "--block", "64", "--args",
-                 f"{spec} in:struct a:float32=1"]) == 2
+    assert message in _refusal(capsys, src, "scale", f"{spec} in:struct a:float32=1")
+
+
+def _refusal(capsys, src, kernel: str, specs: str) -> str:
+    """What racescan says on stderr when it refuses `specs` for `kernel` of `src` (bad input: exit 2, nothing run)."""
+    assert main(["racescan", str(src), "--kernel", kernel, "--grid", "1", "--block", "64", "--args", specs]) == 2
     out, err = capsys.readouterr()
-    assert message in err and "verdict" not in out
+    assert "verdict" not in out
+    return err
 
 
 GRAPH_KERNEL = """typedef struct { int x; int y; } Node;
@@ -467,14 +472,10 @@ def test_an_array_of_structs_of_one_scalar_type_is_given_as_those_scalars(tmp_pa
 def test_an_array_that_cannot_stand_for_the_structs_is_named(tmp_path, capsys, spec, message):
     src = tmp_path / "graph.cu"
     src.write_text(GRAPH_KERNEL.replace("SLOT", ""))
-    assert main(["racescan", str(src), "--kernel", "degrees", "--grid", "1", "--block", "64", "--args",
-                 f"{spec} out:int32[64]!out n:int32=64"]) == 2
-    out, err = capsys.readouterr()
-    assert message in err and "verdict" not in out
+    assert message in _refusal(capsys, src, "degrees", f"{spec} out:int32[64]!out n:int32=64")
     # fields of two types: only their bytes stand for them
-    assert main(["racescan", str(src), "--kernel", "weights", "--grid", "1", "--block", "32", "--args",
-                 "e:float32[64]=zeros out:float32[32]!out"]) == 2
-    assert "struct Weighted is not float32 fields alone" in capsys.readouterr().err
+    assert "struct Weighted is not float32 fields alone" in \
+        _refusal(capsys, src, "weights", "e:float32[64]=zeros out:float32[64]!out")
 
 
 # A kernel library's layout (vLLM's and llama.cpp's GGUF kernels): the source includes headers that define the
