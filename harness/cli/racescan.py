@@ -167,7 +167,7 @@ def _as_struct_elements(spec, ctype: str, source: str, headers: dict):
                          f"fields alone with no padding (its fields: "
                          + ", ".join(f"{f.path} {'pointer' if f.pointer else f.dtype}" for f in layout.fields)
                          + f"; {layout.size} bytes); pass its bytes as a uint8 array")
-    return spec.as_elements(base, layout.dtype, scalars)
+    return spec.as_elements(base, scalars)
 
 
 def _dims(d) -> str:

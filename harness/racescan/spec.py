@@ -81,9 +81,9 @@ class ArgSpec:
         _filled(laid_out, None)              # each value fits its field, before anything is built
         return laid_out
 
-    def as_elements(self, struct: str, dtype: np.dtype, count: int) -> "ArgSpec":
-        """This array spec for a pointer to `struct`, whose layout (`dtype`) is `count` scalars of this spec's dtype
-        with no padding: each `count` elements of it one struct. A ValueError says where the spec or the layout
+    def as_elements(self, struct: str, count: int) -> "ArgSpec":
+        """This array spec for a pointer to `struct`, whose layout is `count` scalars of this spec's dtype with no
+        padding: each `count` elements of it one struct. A ValueError says where the spec or the layout
         does not fit."""
         if self.count is None or self.count % count:
             raise ValueError(f"args: {self.name}: the kernel takes {struct}*, {count} {self.dtype} each; give a "
