@@ -21,9 +21,31 @@ class HostFunction:
 # A brace that opens a scope whose members are looked at in turn (not a function body, not an initializer).
 # Classes are not entered so: a member without __device__ may still be device code (libcu++ calls a barrier's
 # completion function through a template that disables nvcc's execution-space check). Only a member that launches
-# a kernel is emptied there (_scan_members): `<<<` cannot be device code that g++ reads.
+# a kernel, or calls the runtime API outside what its device runtime has, is emptied there (_scan_members): neither
+# can be device code.
 _SCOPE_HEAD = re.compile(r'(?:\bnamespace\b[\w\s:]*|\bextern\s*"C(?:\+\+)?"\s*)$')
-# A class's body, where only members that launch kernels are emptied (_scan_members).
+# A class's body, where only members that launch kernels or call the host's runtime API are emptied (_scan_members).
+# The CUDA runtime API that device code may call (the device runtime of dynamic parallelism, CUDA C++ Programming
+# Guide, "Device-Side Runtime API"); any other `cudaXxx(` call is host code (cuFHE's cudaMemcpyToSymbol in a member
+# of a class its header instantiates whole).
+DEVICE_RUNTIME_API = frozenset({
+    "cudaDeviceGetAttribute", "cudaDeviceGetLimit", "cudaDeviceGetCacheConfig", "cudaDeviceGetSharedMemConfig",
+    "cudaDeviceSynchronize", "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName",
+    "cudaGetDeviceCount", "cudaGetDevice", "cudaStreamCreateWithFlags", "cudaStreamDestroy", "cudaStreamWaitEvent",
+    "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventRecordWithFlags", "cudaEventDestroy",
+    "cudaFuncGetAttributes", "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemsetAsync",
+    "cudaMemset2DAsync", "cudaMemset3DAsync", "cudaRuntimeGetVersion", "cudaMalloc", "cudaFree",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cudaGetParameterBuffer", "cudaGetParameterBufferV2", "cudaLaunchDevice", "cudaLaunchDeviceV2",
+    "cudaGraphLaunch"})
+_RUNTIME_CALL = re.compile(r"\b(cuda[A-Z]\w*)\s*\(")
+
+
+def host_runtime_calls(text: str) -> list[str]:
+    """The CUDA runtime functions `text` calls that device code cannot (DEVICE_RUNTIME_API), in order."""
+    return [m.group(1) for m in _RUNTIME_CALL.finditer(text) if m.group(1) not in DEVICE_RUNTIME_API]
+
+
 _ACCESS = re.compile(r"^\s*(?:(?:public|private|protected)\s*:(?!:)\s*)+")
 _CLASS_HEAD = re.compile(r"\b(?:class|struct)\s+[A-Za-z_]\w*(?:\s+final)?\s*(?::[^;{}()]*)?$")
 # A function definition's head ends at its parameter list, or at what may follow it.
@@ -294,14 +316,15 @@ def _scan(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> N
 
 def _scan_members(text: str, lo: int, hi: int, device_words: set[str], spans: list) -> None:
     """A class's members: one that is no device code and launches a kernel (`<<<`, which only nvcc's host pass
-    reads) keeps its head and braces and loses its body; the others stay whole (see _SCOPE_HEAD). Nested classes
-    are looked at in turn."""
+    reads) or calls the host's runtime API (host_runtime_calls) keeps its head and braces and loses its body; the
+    others stay whole (see _SCOPE_HEAD). Nested classes are looked at in turn."""
     for head, k, end in _scopes(text, lo, hi):
         if head is None:
             continue
         head = _ACCESS.sub("", head)
         if _is_function_head(_without_member_initializers(head)):
-            if not device_words & set(_IDENT.findall(head)) and "<<<" in text[k:end]:
+            if not device_words & set(_IDENT.findall(head)) and \
+                    ("<<<" in text[k:end] or host_runtime_calls(text[k:end])):
                 start = k - len(head.lstrip())
                 spans.append(_Dropped(HostFunction(_name_of(head), text.count("\n", 0, start) + 1), start, k,
                                       end + 1, False, member=True))

@@ -124,7 +124,7 @@ def test_a_macro_one_file_defines_and_another_expands_keeps_the_declaration():
     errors = ("inline void CuSafeCall__(int err, const char* file, int line) { if (err) exit(-1); }\n"
               "#define CuSafeCall(err) CuSafeCall__(err, __FILE__, __LINE__)\n"
               "inline void Unused__(int err) { exit(err); }\n#define Unused(e) Unused__(e)\n")
-    handler = "struct Handler { void create() { CuSafeCall(cudaMemcpyToSymbol(t, p, 8)); } };\n"
+    handler = "struct Handler { void check(int status) { CuSafeCall(status); } };\n"
     names = program_names([handler, errors])
     assert "CuSafeCall__" in names and "Unused__" not in names
     out = without_host_functions(errors, names=names)[0]
@@ -238,6 +238,23 @@ def test_negative_control_a_member_without_a_launch_stays_whole():
     src = LAUNCHING_CLASS.replace("fill<<<1, 32>>>(m_buf, v);", "m_buf[0] = v;")
     out, dropped = without_host_functions(src)
     assert [f.name for f in dropped] == ["Go"] and "m_buf[0] = v;" in out
+
+
+def test_a_class_member_that_calls_the_hosts_runtime_api_loses_its_body():
+    """cuFHE's NTT handler copies its twiddles with cudaMemcpyToSymbol in a host member, and its header instantiates
+    the class whole (`template class CuNTTHandler<...>;`): the device build then called a runtime function that no
+    device runtime has. Such a member is emptied as a launching one is; one whose runtime calls the device runtime
+    has too (cudaMalloc, cudaGetLastError) stays whole, as any member may be device code."""
+    from cudasrc.host_code import host_runtime_calls
+    src = ("template <int N> struct Handler {\n  float* twd_;\n"
+           "  inline void CreateConstant() {\n    Check(cudaMemcpyToSymbol(con, twd_, 8 * N));\n  }\n"
+           "  void Alloc() { cudaMalloc(&twd_, N); Check(cudaGetLastError()); }\n"
+           "  __device__ float At(int i) const { return twd_[i]; }\n};\ntemplate struct Handler<4>;\n")
+    out, dropped = without_host_functions(src)
+    assert [f.name for f in dropped] == ["CreateConstant"] and "cudaMemcpyToSymbol" not in out
+    assert "  inline void CreateConstant() {\n\n}" in out and out.count("\n") == src.count("\n")
+    assert "void Alloc() { cudaMalloc(&twd_, N); Check(cudaGetLastError()); }" in out
+    assert host_runtime_calls("cudaMemcpyAsync(a, b, n); cudaMemcpy(a, b, n, k); cudaFree(a)") == ["cudaMemcpy"]
 
 
 def test_a_digit_separator_is_no_character_literal():

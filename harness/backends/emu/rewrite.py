@@ -288,6 +288,7 @@ def rewrite_header(text: str, first_slot: int, file: str) -> tuple[str, int]:
     translated, its `__shared__` declarations in the block's slots from `first_slot` on (reports name them
     `file:line`); and the next free slot."""
     text = rewrite_asm(text) if "asm" in text else text
+    text = _class_symbols_in_storage(text)
     if not _SHARED.search(text):
         return text, first_slot
     rewritten, names = _rewrite_shared(text, first_slot, file)
@@ -378,6 +379,49 @@ def device_symbols(clean: str) -> list[str]:
     return names
 
 
+# A device variable of a class type with a user-provided (empty) constructor or destructor, which CUDA allows
+# (`__constant__ FFP con_twd[1024];`, cuFHE's: "shared memory requires empty constructor"): compiled as a host
+# variable, g++ would construct and register its destructor when the library loads, host code the gate refuses. A
+# GPU runs neither; emu gives the name storage of the type's size and alignment, never constructed or destroyed.
+_CLASS_SYMBOL = re.compile(r"^(?P<static>static\s+)?(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}]*>)?)\s+(?P<name>[A-Za-z_]\w*)"
+                           r"\s*(?P<dims>(?:\[[^\]]+\]\s*)*)$", re.S)
+_NOT_CLASSES = frozenset({"int", "unsigned", "signed", "char", "short", "long", "float", "double", "bool", "void",
+                          "auto", "size_t", "ptrdiff_t", "half", "__half", "half2", "__half2", "__nv_bfloat16",
+                          "__nv_bfloat162", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+                          "int64_t", "uint64_t", "intptr_t", "uintptr_t", "cudaTextureObject_t",
+                          "cudaSurfaceObject_t"})
+_VECTOR_TYPE = re.compile(r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4](?:_(?:16|32)a)?")
+
+
+def _class_symbols_in_storage(text: str) -> str:
+    """`text` with each file-scope device variable of a user-defined type, declared without an initializer, one per
+    declaration (`static __device__ T name[N];`), made a reference to raw storage of T's size and alignment, on the
+    same line. A variable of a builtin, vector or pointer type, one with an initializer (constant data), `extern`
+    and `const` ones stay as written."""
+    out, pos = [], 0
+    depth = _BraceDepth(text)
+    for m in _SYMBOL_DECL.finditer(text):
+        decl = m.group(1)
+        end = m.end(1)
+        if depth.at(m.start(1)) != 0 or end >= len(text) or text[end] != ";" or \
+                re.search(r"\b(?:extern|const|__global__)\b|[=*,&(]", decl):
+            continue
+        plain = re.sub(r"\b(?:volatile|__device__|__constant__|__managed__)\b", " ", decl).strip()
+        c = _CLASS_SYMBOL.match(re.sub(r"\s+", " ", plain))
+        if not c or c.group("type").split("::")[-1].split("<")[0].strip() in _NOT_CLASSES or \
+                _VECTOR_TYPE.fullmatch(c.group("type")):
+            continue
+        static, t, name, dims = c.group("static") or "", c.group("type"), c.group("name"), c.group("dims").strip()
+        qualifiers = " ".join(q for q in re.findall(r"__device__|__constant__|__managed__|volatile", decl))
+        ref = f"({'&'}{name}){dims}" if dims else f"&{name}"
+        cast = f"{t} (&){dims}" if dims else f"{t} &"
+        out += [text[pos:m.start(1)],
+                f"alignas({t}) {static}unsigned char __emu_storage_{name}[sizeof({t}{dims})]; "
+                f"{static}{qualifiers} {t} {ref} = reinterpret_cast<{cast}>(__emu_storage_{name})"]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
 # ---- trampolines ------------------------------------------------------------------------------------------
 def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
@@ -387,7 +431,8 @@ def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
     n = len(kernels)
     # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.
     syms = ",\n".join(f'  {{"{v}", (void*)(&::{v}), sizeof(::{v}), '
-                       f"!std::is_const<std::remove_all_extents<decltype(::{v})>::type>::value}}" for v in symbols)
+                       f"!std::is_const<std::remove_all_extents<std::remove_reference<decltype(::{v})>::type>::type>::value}}"
+                       for v in symbols)
     return f"""
 #line 1 "<emu-trampolines>"
 namespace emu {{ namespace {{
@@ -453,6 +498,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     body = rewrite_asm(clean)
     body, shared = _rewrite_shared(body)
     symbols = device_symbols(as_built(body, built))   # a variable in a dropped branch does not exist
+    body = _class_symbols_in_storage(body)
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
     return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)), clean)

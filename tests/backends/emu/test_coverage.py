@@ -813,3 +813,34 @@ def test_cuda_std_headers_name_the_standard_library(load):
     out, count = np.zeros(32, np.float32), np.zeros(1, np.uint32)
     load(CUDA_STD).launch("widths<float>", (1,), (32,), 0, [out, count], outputs=(0,))
     assert np.all(out == 8.0) and count[0] == 32
+
+
+CLASS_SYMBOLS = r"""
+// cuFHE's modular integer: empty constructor and destructor, so CUDA lets __shared__ and __constant__ arrays hold it
+struct FFP {
+  unsigned long long v;
+  __host__ __device__ FFP() {}
+  __host__ __device__ ~FFP() {}
+};
+namespace fhe {
+__constant__ FFP con_twd[4];
+}
+static __device__ FFP counter;
+__global__ void twiddled(unsigned long long* y) {
+  y[threadIdx.x] = fhe::con_twd[threadIdx.x].v;
+  if (threadIdx.x == 0) { counter.v += 1; y[0] += counter.v; }
+}
+"""
+
+
+def test_device_variables_of_a_class_with_an_empty_constructor_load(load):
+    """g++ constructs such a variable and registers its destructor when the library loads, host code emu's gate
+    refuses ("file-scope host code that would run when its library is loaded"); a GPU runs neither. emu gives each
+    storage of the class's size, never constructed, which the host sets and every run starts from again."""
+    module = load(CLASS_SYMBOLS)
+    module.set_symbol("fhe::con_twd", np.array([5, 6, 7, 8], np.uint64))
+    y = np.zeros(4, np.uint64)
+    module.launch("twiddled", (1,), (4,), 0, [y], outputs=(0,))
+    assert list(y) == [6, 6, 7, 8]                 # `counter` zero at every run's start: the schedules agree
+    with pytest.raises(ValueError, match="symbol 'fhe::con_twd' is 32 bytes"):
+        module.set_symbol("fhe::con_twd", np.zeros(3, np.uint64))
