@@ -247,18 +247,17 @@ def _base_layout(src: _Source, derived: str, base: str, depth: int) -> "StructLa
     if depth > 16:
         raise LookupError(f"struct {derived}: base classes nested more than 16 deep")
     definition = _definition(src, base)
-    if not _split_top(_data_members(base, definition.body), ";") and \
-            all(_base_layout(src, base, b, depth + 1) is None for b in definition.bases):
-        return None
-    return _layout_body(src, base, definition.body, depth + 1, definition.bases)
+    return _layout_body(src, base, definition.body, depth + 1, definition.bases, empty_ok=True)
 
 
 def _data_end(layout: StructLayout) -> int:
     return max(f.offset + f.dtype.itemsize * f.count for f in layout.fields)
 
 
-def _layout_body(src: _Source, name: str, body: str, depth: int, bases: tuple = ()) -> StructLayout:
-    """The layout of a struct with `body`: its base classes' subobjects first, in order, then its data members."""
+def _layout_body(src: _Source, name: str, body: str, depth: int, bases: tuple = (),
+                 empty_ok: bool = False) -> "StructLayout | None":
+    """The layout of a struct with `body`: its base classes' subobjects first, in order, then its data members.
+    `empty_ok`: a struct with no data (an empty base) is None, not a LookupError."""
     fields: list[Field] = []
     offset, align = 0, 1
     tail_of = None            # a base whose tail padding the next member might take: the ABI lets it, not done here
@@ -322,5 +321,7 @@ def _layout_body(src: _Source, name: str, body: str, depth: int, bases: tuple = 
             raise LookupError(f"struct {name}: larger than {MAX_PARAM_BYTES} bytes at field '{decl}', more than a "
                               "kernel's parameters may hold")
     if not fields:
+        if empty_ok:
+            return None
         raise LookupError(f"struct {name}: no fields")
     return StructLayout(name, -(-offset // align) * align, align, tuple(fields))

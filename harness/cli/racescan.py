@@ -125,15 +125,26 @@ def _launch(args, header: dict):
     return launch, parse_args(spec_text)
 
 
+def _type_name(ctype: str) -> "str | None":
+    """A parameter type's struct or class name without qualifiers (`Param<float>`: a template's instance), or None
+    where it names none."""
+    name = re.sub(r"\b(?:const|volatile|struct)\b", "", ctype).strip()
+    return name if re.fullmatch(r"[A-Za-z_][\w:]*(?:\s*<.*>)?", name, re.S) else None
+
+
+def _source_layout(name: str, source: str, headers: dict):
+    """The layout of struct `name` as the source and its own headers define it (LookupError where they do not)."""
+    from cudasrc.structs import struct_layout
+    return struct_layout(source + "\n" + "\n".join(headers.values()), re.sub(r"^(?:[A-Za-z_]\w*::)+", "", name))
+
+
 def _with_layout(spec, ctype: str, source: str, headers: dict):
     """A `name:struct` spec with the layout of its parameter's type, read from the source and its own headers."""
-    from cudasrc.structs import struct_layout
-    name = re.sub(r"\b(?:const|volatile|struct)\b", "", ctype).strip()
-    if not re.fullmatch(r"[A-Za-z_][\w:]*(?:\s*<.*>)?", name, re.S):     # `Param<float>`: a template's instance
+    name = _type_name(ctype)
+    if name is None:
         raise ValueError(f"args: {spec.name}: `struct` is for a struct passed by value; the parameter is {ctype}")
     try:
-        layout = struct_layout(source + "\n" + "\n".join(headers.values()),
-                               re.sub(r"^(?:[A-Za-z_]\w*::)+", "", name))
+        layout = _source_layout(name, source, headers)
     except LookupError as exc:
         raise ValueError(f"args: {spec.name}: {exc}") from None
     pointers = {f.path: f.ctype for f in layout.fields if f.pointer}
@@ -151,14 +162,14 @@ def _as_struct_elements(spec, ctype: str, source: str, headers: dict):
     the spec marked so (ArgSpec.as_elements); any other spec as it is, for check_pointee to judge."""
     import numpy as np
 
-    from cudasrc.structs import struct_layout
     from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES, element_ctype
-    base = re.sub(r"\b(?:const|volatile|struct)\b", "", element_ctype(ctype)).strip()
-    if base in SCALAR_DTYPES or base in VECTOR_BYTES or base in ("void", "char", "unsigned char") or \
-            spec.dtype == np.uint8 or not re.fullmatch(r"[A-Za-z_][\w:]*(?:\s*<.*>)?", base, re.S):
+    from harness.backends.args import BYTE_POINTEES
+    base = _type_name(element_ctype(ctype))
+    if base is None or base in SCALAR_DTYPES or base in VECTOR_BYTES or base in BYTE_POINTEES or base == "void" \
+            or spec.dtype == np.uint8:
         return spec
     try:
-        layout = struct_layout(source + "\n" + "\n".join(headers.values()), re.sub(r"^(?:[A-Za-z_]\w*::)+", "", base))
+        layout = _source_layout(base, source, headers)
     except LookupError:
         return spec                       # check_pointee says what it takes
     scalars = sum(f.count for f in layout.fields)

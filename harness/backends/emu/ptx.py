@@ -292,7 +292,7 @@ class _Block:
     def carry_flag(self) -> str:
         """The C++ name of the asm statement's condition code CC.CF (extended-precision add/sub/mad), declared once:
         PTX keeps it for straight-line code within one statement, so it starts at 0 in each."""
-        if "__ptx_cc_cf = 0;" not in " ".join(self.decls):
+        if "unsigned __ptx_cc_cf = 0;" not in self.decls:
             self.decls.append("unsigned __ptx_cc_cf = 0;")
         return "__ptx_cc_cf"
 

@@ -21,6 +21,7 @@ from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
 from cudasrc.host_code import DEFINE_LINE, Program
 from cudasrc.preprocess import as_built
+from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, macro_kernel_lines,
                                 namespace_blocks, program_kernel_signatures, scope_at, skip_string, split_top_level,
                                 template_kernels)
@@ -385,12 +386,9 @@ def device_symbols(clean: str) -> list[str]:
 # GPU runs neither; emu gives the name storage of the type's size and alignment, never constructed or destroyed.
 _CLASS_SYMBOL = re.compile(r"^(?P<static>static\s+)?(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}]*>)?)\s+(?P<name>[A-Za-z_]\w*)"
                            r"\s*(?P<dims>(?:\[[^\]]+\]\s*)*)$", re.S)
-_NOT_CLASSES = frozenset({"int", "unsigned", "signed", "char", "short", "long", "float", "double", "bool", "void",
-                          "auto", "size_t", "ptrdiff_t", "half", "__half", "half2", "__half2", "__nv_bfloat16",
-                          "__nv_bfloat162", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
-                          "int64_t", "uint64_t", "intptr_t", "uintptr_t", "cudaTextureObject_t",
-                          "cudaSurfaceObject_t"})
-_VECTOR_TYPE = re.compile(r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4](?:_(?:16|32)a)?")
+# Type names that are no class: the scalars and CUDA's vector types (cudasrc.types), and a few more words.
+_NOT_CLASSES = frozenset(SCALAR_DTYPES) | frozenset(VECTOR_BYTES) | {"signed", "void", "auto", "intptr_t",
+                                                                      "uintptr_t", "ptrdiff_t"}
 
 
 def _class_symbols_in_storage(text: str) -> str:
@@ -408,12 +406,11 @@ def _class_symbols_in_storage(text: str) -> str:
             continue
         plain = re.sub(r"\b(?:volatile|__device__|__constant__|__managed__)\b", " ", decl).strip()
         c = _CLASS_SYMBOL.match(re.sub(r"\s+", " ", plain))
-        if not c or c.group("type").split("::")[-1].split("<")[0].strip() in _NOT_CLASSES or \
-                _VECTOR_TYPE.fullmatch(c.group("type")):
+        if not c or c.group("type").split("::")[-1].split("<")[0].strip() in _NOT_CLASSES:
             continue
         static, t, name, dims = c.group("static") or "", c.group("type"), c.group("name"), c.group("dims").strip()
         qualifiers = " ".join(q for q in re.findall(r"__device__|__constant__|__managed__|volatile", decl))
-        ref = f"({'&'}{name}){dims}" if dims else f"&{name}"
+        ref = f"(&{name}){dims}" if dims else f"&{name}"
         cast = f"{t} (&){dims}" if dims else f"{t} &"
         out += [text[pos:m.start(1)],
                 f"alignas({t}) {static}unsigned char __emu_storage_{name}[sizeof({t}{dims})]; "
