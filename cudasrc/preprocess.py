@@ -221,3 +221,38 @@ def as_built(clean: str, defines: Mapping[str, str] = {}) -> str:
         return active_source(clean, defines)
     except ValueError:
         return clean
+
+
+# The declaration words a portable source's marker macros stand for (OpenMM's common kernels: `#define LOCAL
+# __shared__`, `#define KERNEL extern "C" __global__`); a marker's body has nothing else.
+_MARKER_WORDS = frozenset({"__global__", "__device__", "__host__", "__shared__", "__constant__", "__managed__",
+                           "__forceinline__", "__noinline__", "inline", "static", "extern", '"C"', "volatile",
+                           "__restrict__"})
+_MEMORY_SPACES = frozenset({"__shared__", "__constant__", "__managed__"})
+
+
+def memory_space_markers(clean: str) -> dict[str, str]:
+    """name -> replacement of the object-like macros of `clean` that mark a variable's memory space (a body of
+    declaration words with `__shared__`, `__constant__` or `__managed__` among them), defined once or alike in every
+    branch: the build puts the variable there, and readers of the source text must see it so."""
+    out = {}
+    for name, bodies in object_macro_definitions(clean).items():
+        words = bodies[0].split()
+        if (len(set(bodies)) == 1 and words and set(words) <= _MARKER_WORDS and _MEMORY_SPACES & set(words)):
+            out[name] = " ".join(words)
+    return out
+
+
+def with_memory_spaces_spelled(clean: str) -> str:
+    """`clean` (comments stripped) with each use of a memory-space marker (memory_space_markers) outside
+    preprocessor directives replaced by what it stands for; lines keep their numbers."""
+    markers = memory_space_markers(clean) if "define" in clean else {}
+    if not markers:
+        return clean
+    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(markers))) + r")\b")
+    out, directive = [], False
+    for line in clean.split("\n"):
+        directive = directive or line.lstrip().startswith("#")
+        out.append(line if directive else word.sub(lambda m: markers[m.group(1)], line))
+        directive = directive and line.endswith("\\")       # a directive goes on past a backslash
+    return "\n".join(out)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from .preprocess import CONDITIONAL, active_source, as_built, object_macros
+from .preprocess import CONDITIONAL, active_source, as_built, object_macro_definitions, object_macros
 from .types import normalize_ctype
 
 
@@ -69,8 +69,35 @@ def strip_comments(code: str) -> str:
 _NESTED = r"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)"
 _KERNEL_ATTRIBUTE = rf"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*{_NESTED}\s*"
 # `static` may stand after `__global__` too (Kaldi's `template<typename Real> __global__ static void _softmax_reduce`).
-_GLOBAL = re.compile(rf"__global__\s+(?:static\s+|{_KERNEL_ATTRIBUTE})*void\s+"
-                     rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
+_GLOBAL_TAIL = (rf"\s+(?:static\s+|{_KERNEL_ATTRIBUTE})*void\s+"
+                rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
+_GLOBAL = re.compile(r"__global__" + _GLOBAL_TAIL)
+
+
+@functools.lru_cache(maxsize=64)
+def _global_pattern(words: frozenset) -> "re.Pattern":
+    """`__global__ void name(` also spelled through the object-like macros `words` that expand to `__global__`."""
+    if not words:
+        return _GLOBAL
+    return re.compile(r"(?:__global__|\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b)" + _GLOBAL_TAIL)
+
+
+def kernel_words(clean: str) -> frozenset:
+    """The object-like macros of `clean` that expand, through each other, to a text with `__global__` in it (the
+    kernel marker of portable sources: OpenMM's common kernels write `KERNEL void f(...)` with
+    `#define KERNEL extern "C" __global__`): a kernel so written is one the build compiles."""
+    if "define" not in clean:
+        return frozenset()
+    macros = object_macro_definitions(clean)
+    words: set = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, bodies in macros.items():
+            if name not in words and any({"__global__", *words} & set(re.findall(r"[A-Za-z_]\w*", b)) for b in bodies):
+                words.add(name)
+                grew = True
+    return frozenset(words)
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
 # instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.
 # A preprocessor line may stand between them too: ggml's `#if !defined(GGML_USE_HIPBLAS)` around a `__launch_bounds__`.
@@ -254,9 +281,10 @@ _TYPE_TEXT = re.compile(r"[A-Za-z_][\w:]*(?:\s*(?:[A-Za-z_][\w:]*|[*&<>,]))*")
 
 def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
     """The object-like macros of `macros` whose text may name a type: what the preprocessor puts in a parameter's
-    type before the compiler reads it (HeCBench's `-Ddfloat=double`)."""
+    type before the compiler reads it (HeCBench's `-Ddfloat=double`), and the empty ones, which it drops there
+    (OpenMM's `GLOBAL const real4* RESTRICT posq` with `#define GLOBAL`)."""
     return {name: value.strip() for name, value in macros.items()
-            if value and _TYPE_TEXT.fullmatch(value.strip())}
+            if value is not None and (not value.strip() or _TYPE_TEXT.fullmatch(value.strip()))}
 
 
 @functools.lru_cache(maxsize=16)
@@ -486,8 +514,8 @@ def macro_kernel_lines(code: str) -> list[int]:
 def _globals(clean: str):
     """Each `__global__ void name` of the source outside preprocessor directives: (its match, whether it is a
     template's definition or declaration, whether it is an explicit instantiation `template __global__ void
-    k<...>(...)`)."""
-    for m in _GLOBAL.finditer(clean):
+    k<...>(...)`); a kernel marked by a macro that expands to `__global__` too (kernel_words)."""
+    for m in _global_pattern(kernel_words(clean)).finditer(clean):
         if _in_directive(clean, m.start()):
             continue
         head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - HEAD_WINDOW), m.start())

@@ -8,8 +8,9 @@ ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (git
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
 softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeCBench, formerly
 zjin-lcf/HeCBench: benchmark programs whose races users reported), Kaldi (github.com/kaldi-asr/kaldi: the speech
-toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans) or cuFHE
-(github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping). The
+toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans), cuFHE
+(github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping) or OpenMM (github.com/openmm/openmm: molecular
+dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import re
 import shlex
 import shutil
 import subprocess
@@ -66,6 +68,8 @@ class Case:
     empty_headers: tuple = ()         # headers of a framework that serve host code only (racescan --empty-header)
     relaxations: tuple = ("extended-lambda",)        # nvcc's, as the project's build gives them
     parts: tuple = ()                 # the folders its build reads, where not the project's (Project.parts)
+    module: tuple = ()                # files a runtime compiler puts before `source` in one module, in order
+    prelude: str = ""                 # the text it writes before them (OpenMM's compilation defines, typedefs)
 
 
 @dataclass(frozen=True)
@@ -401,6 +405,80 @@ CUFHE_FIXES = (
 )
 
 
+# OpenMM (github.com/openmm/openmm, molecular dynamics): its CUDA platform compiles each module at run time, from
+# the defines and typedefs CudaContext::createModule writes (here those of a Volta or later device in single
+# precision), the platform's common.cu where the tree has one, vectorOps.cu, and the kernel file, whose own
+# placeholders (the sort's DATA_TYPE, KEY_TYPE...) are given as -D. The sort's are those of OpenMM's own test of it
+# (TestCudaSort.cpp: floats keyed by their value).
+_OPENMM_DEFINES = ("#define SYNC_WARPS __syncwarp();\n"
+                   "#define SHFL(var, srcLane) __shfl_sync(0xffffffff, var, srcLane);\n"
+                   "#define BALLOT(var) __ballot_sync(0xffffffff, var);\n"
+                   + "".join(f"#define make_{k}{n} make_float{n}\n" for k in ("real", "mixed") for n in (2, 3, 4)))
+_OPENMM_MATH = "".join(f"#define {m} {f}\n" for m, f in (
+    ("SQRT", "sqrtf"), ("RSQRT", "rsqrtf"), ("RECIP", "1.0f/"), ("EXP", "expf"), ("LOG", "logf"), ("POW", "powf"),
+    ("COS", "cosf"), ("SIN", "sinf"), ("TAN", "tanf"), ("ACOS", "acosf"), ("ASIN", "asinf"), ("ATAN", "atanf"),
+    ("ERF", "erff"), ("ERFC", "erfcf"), ("FMA", "fmaf"), ("FABS", "fabsf")))
+_OPENMM_TYPEDEFS = ("".join(f"typedef float{n} {k}{n};\n" if n else f"typedef float {k};\n"
+                            for k in ("real", "mixed") for n in ("", 2, 3, 4)) + "typedef unsigned int tileflags;\n")
+OPENMM_CUDA = "platforms/cuda/src/kernels"
+OPENMM_COMMON = "platforms/common/src/kernels"
+_OPENMM_SORT = ("DATA_TYPE=float", "KEY_TYPE=float", "SORT_KEY=value", "MIN_KEY=-3.40282e+38f", "MAX_KEY=3.40282e+38f",
+                "MAX_VALUE=3.40282e+38f")
+# the first RMSD kernel: 100 particles of 4 floats (x, y, z, charge) and their reference positions, in one block
+_RMSD_ARGS = ("numParticles:int32=100 posq:float32[400]=random(-2,2) referencePos:float32[400]=random(-2,2) "
+              "particles:int32[100]=iota buffer:float32[13]!out")
+
+
+def _openmm(name: str, source: str, kernel: str, grid: str, block: str, args: str, shared: int = 0,
+            defines: tuple = (), vector_ops: bool = True, common: bool = False) -> Case:
+    """One OpenMM kernel as its CUDA platform compiles and launches it: `vector_ops` where its module starts with
+    vectorOps.cu (not the sort's); `common`: a kernel of the common compute framework (2020 on), whose module
+    starts with the platform's common.cu and the math defines."""
+    module = ((f"{OPENMM_CUDA}/common.cu",) if common else ()) + ((f"{OPENMM_CUDA}/vectorOps.cu",) if vector_ops else ())
+    return Case(name, source, kernel, grid, block, args, (shared, shared), includes=(), defines=defines,
+                relaxations=(), parts=(OPENMM_CUDA, OPENMM_COMMON) if common else (OPENMM_CUDA,), module=module,
+                prelude=_OPENMM_DEFINES + (_OPENMM_MATH if common else "") + _OPENMM_TYPEDEFS)
+
+
+OPENMM_FIXES = (
+    Fix("65caf22b", "Fixes a race-condition in compute Range", (
+        # a list of 10000 floats (past the short-list sort) in one block of 1024: every thread reads the minimum
+        # from rangeBuffer[0] while thread 0 already stores its maximum there for the second reduction
+        _openmm("computeRange", f"{OPENMM_CUDA}/sort.cu", "computeRange", "1", "1024",
+                "data:float32[10000]=random(-1,1) length:uint32=10000 range:float32[2]!out", 4096, _OPENMM_SORT,
+                vector_ops=False),)),
+    Fix("9abaa587", "Fixed race condition in sorting", (
+        # 140000 floats give 1093 buckets of 128, summed by one block of 1024 in two passes: the second pass loads
+        # its bucket sizes into posBuffer while threads of the first still read posBuffer[1023] for the offset.
+        # (The fix's other barrier, at the end of sortBuckets' in-block sort, orders no conflicting accesses: each
+        # thread reads back only its own slot before the next bucket; measured clean at the parent too.)
+        _openmm("computeBucketPositions", f"{OPENMM_CUDA}/sort.cu", "computeBucketPositions", "1", "1024",
+                "numBuckets:uint32=1093 bucketOffset:uint32[1093]=random(0,256)", 4096, _OPENMM_SORT,
+                vector_ops=False),)),
+    Fix("de666e30", "Fixed race condition", (
+        # reduceValue is called 13 times in a row over one shared buffer: each call's first store into temp races
+        # with the last call's read of temp[0] (256 threads, as executeImpl launches it)
+        _openmm("computeRMSDPart1", f"{OPENMM_CUDA}/rmsd.cu", "computeRMSDPart1", "1", "256", _RMSD_ARGS, 1024),),
+        kept="reduceValue's first loop sums within each warp behind __syncwarp alone, and its second loop's first "
+             "step reads temp[32] from warp 0 while warp 1 still writes it (rmsd.cu:14 against line 19): OpenMM "
+             "fixed it in 2026 (b4e4b330, below)"),
+    Fix("b4e4b330", "Fixed a GPU thread synchronization bug (#5346)", (
+        # the common framework's reduceValue: the step across warps reads what another warp's last __syncwarp-only
+        # step wrote, with no barrier between (one block of THREAD_BLOCK_SIZE 256, as each launcher gives it)
+        _openmm("computeRMSDPart1", f"{OPENMM_COMMON}/rmsd.cc", "computeRMSDPart1", "1", "256", _RMSD_ARGS,
+                defines=("THREAD_BLOCK_SIZE=256",), common=True),
+        # the radius of gyration's first step: 600 particles in 3 blocks (execute(numParticles, 256))
+        _openmm("computeCenterPosition", f"{OPENMM_COMMON}/rg.cc", "computeCenterPosition", "3", "256",
+                "numParticles:int32=600 posq:float32[2400]=random(-2,2) particles:int32[600]=iota "
+                "centerBuffer:float32[9]!out", defines=("THREAD_BLOCK_SIZE=256", "PADDED_NUM_ATOMS=640"),
+                common=True),
+        # the orientation restraint's correlation matrix (9 sums) in one block
+        _openmm("computeCorrelationMatrix", f"{OPENMM_COMMON}/orientationRestraintForce.cc",
+                "computeCorrelationMatrix", "1", "256", _RMSD_ARGS.replace("[13]", "[9]"),
+                defines=("THREAD_BLOCK_SIZE=256",), common=True),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -415,7 +493,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("HeCBench", (), HECBENCH_FIXES),
             Project("Kaldi", ("src/cudamatrix",), KALDI_FIXES),
             Project("arrayfire", ("src/backend", "src/api/c", "include"), ARRAYFIRE_FIXES),
-            Project("cuFHE", ("cufhe",), CUFHE_FIXES))
+            Project("cuFHE", ("cufhe",), CUFHE_FIXES),
+            Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES))
 
 
 class Side(NamedTuple):
@@ -495,10 +574,23 @@ def _tree(git_dir: Path, rev: str, parts: tuple) -> Path:
     return _TREES[key]
 
 
+def module_source(case: Case, tree: Path) -> Path:
+    """The file racescan reads for `case` in `tree`: its source, or, for a runtime-compiled module, the text the
+    project's compiler would build (prelude, the module's files, the source), written once beside the tree's files."""
+    if not (case.module or case.prelude):
+        return tree / case.source
+    out = tree / "qconform-modules" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{case.name}-{Path(case.source).name}") + ".cu")
+    if not out.exists():
+        parts = [case.prelude] + [(tree / f).read_text() for f in (*case.module, case.source)]
+        out.parent.mkdir(exist_ok=True)
+        out.write_text("\n".join(parts))
+    return out
+
+
 def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool) -> list[str]:
     """`qconform racescan`'s arguments for `side` in `tree`."""
     c = side.case
-    argv = ["racescan", str(tree / c.source), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
+    argv = ["racescan", str(module_source(c, tree)), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
             "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
             "--timeout", str(timeout_s), "--acquire", acquire, "--race-check", "on" if race_check else "off",
             "--barrier-sites", c.barrier_sites]

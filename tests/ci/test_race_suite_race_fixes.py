@@ -159,6 +159,55 @@ def test_a_racy_side_may_be_read_before_an_earlier_wrong_fix(monkeypatch, histor
     assert [(race_fixes.label_of(s), s.rev) for s in sides] == [("racy", base), ("race-free", commit)]
 
 
+# OpenMM compiles a module at run time: its defines and typedefs, its platform's common.cu (the marker macros), then
+# the kernel file, which alone does not build.
+COMMON_CU = '#define KERNEL extern "C" __global__\n#define LOCAL __shared__\n#define SYNC_THREADS __syncthreads();\n'
+PORTABLE = """KERNEL void two_sums(const real* x, real* dst) {
+    LOCAL real buf[4];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    real v = x[threadIdx.x];
+    if (lane == 0) buf[warp] = v;
+    SYNC_THREADS
+    real s = buf[0] + buf[1] + buf[2] + buf[3];
+BARRIER
+    if (lane == 0) buf[warp] = v * v;
+    SYNC_THREADS
+    dst[threadIdx.x] = s + buf[0] + buf[1] + buf[2] + buf[3];
+}
+"""
+
+
+def test_a_runtime_compiled_module_is_built_from_its_prelude_and_files(monkeypatch, tmp_path):
+    """A case with a `module` and a `prelude` reads the text the project's compiler would build, written beside the
+    tree's files: the parent races on the macro-marked shared buffer, the fix is clean, and the record's replay
+    names the composed file."""
+    repo = tmp_path / "openmm"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "test@example.invalid")
+    _git(repo, "config", "user.name", "test")
+    kernels = repo / "platforms" / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "common.cu").write_text(COMMON_CU)
+    for barrier in ("", "    SYNC_THREADS"):
+        (kernels / "sums.cc").write_text(PORTABLE.replace("BARRIER", barrier))
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", "Fixed race condition" if barrier else "sums")
+    commit = _git(repo, "rev-parse", "--short=8", "HEAD")
+    case = race_fixes.Case("two_sums", "platforms/kernels/sums.cc", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out", includes=(), relaxations=(),
+                           module=("platforms/kernels/common.cu",), prelude="typedef float real;\n")
+    fixes = (race_fixes.Fix(commit, "Fixed race condition", (case,)),)
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("OpenMM", ("platforms/kernels",), fixes),))
+    out = tmp_path / "module.json"
+    assert score_race_suite.main([str(repo), "--seed", "2", "--out", str(out)]) == 0
+    records = {r["label"]: r for r in json.loads(out.read_text())["records"]}
+    assert records["racy"]["verdict"] == "race" and "__shared__ 'buf'" in records["racy"]["detail"]
+    assert records["race-free"]["verdict"] == "clean"
+    composed = Path(shlex.split(records["racy"]["replay"])[2])
+    assert composed.name == "two_sums-sums.cc.cu" and composed.read_text().startswith("typedef float real;\n\n" + COMMON_CU)
+
+
 def test_every_case_reads_a_file_its_tree_holds():
     """A case's source must lie in the folders `git archive` extracts for it (its own parts, else its project's;
     none: the whole tree), or be one of the files it extracts, or racescan finds no file. Kaldi's cases read
@@ -167,7 +216,7 @@ def test_every_case_reads_a_file_its_tree_holds():
         for fix in project.fixes:
             for case in fix.cases:
                 parts = case.parts or project.parts
-                assert not parts or any(case.source == p or case.source.startswith(p.rstrip("/") + "/")
-                                        for p in parts), \
-                    (project.name, fix.commit, case.name, parts)
+                for source in (case.source, *case.module):
+                    assert not parts or any(source == p or source.startswith(p.rstrip("/") + "/") for p in parts), \
+                        (project.name, fix.commit, case.name, source, parts)
     assert any(p.name == "Kaldi" for p in race_fixes.PROJECTS)

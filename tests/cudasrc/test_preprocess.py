@@ -72,3 +72,18 @@ def test_a_kernel_with_a_conditional_parameter_runs_on_emu_with_and_without_the_
     emu.load(SOURCE, flags=("-DWITH_SCALE",)).launch("k", (1,), (32,), 0,
                                                        [y, np.float32(2), np.int16(8), np.int32(7)], [0])
     assert (y == 7).all()
+
+
+def test_memory_space_markers_are_spelled_where_used_and_nowhere_else():
+    """`#define LOCAL __shared__` (OpenMM's common kernels): a use outside directives becomes `__shared__`, on its
+    own line; the directive, a continued directive's lines, a marker defined differently in two branches and a
+    macro with other words in it are left as they are."""
+    from cudasrc.preprocess import memory_space_markers, with_memory_spaces_spelled
+    code = ("#define LOCAL __shared__\n#define CONST static __constant__\n#define X \\\n  LOCAL int y;\n"
+            "#ifdef A\n#define MAYBE __shared__\n#else\n#define MAYBE\n#endif\n#define OTHER __shared__ float\n"
+            "LOCAL volatile float t[256];\nCONST int c[4];\nMAYBE int m;\n")
+    assert memory_space_markers(code) == {"LOCAL": "__shared__", "CONST": "static __constant__"}
+    lines = with_memory_spaces_spelled(code).split("\n")
+    assert lines[:4] == code.split("\n")[:4]                          # directives and their continuation
+    assert lines[10:13] == ["__shared__ volatile float t[256];", "static __constant__ int c[4];", "MAYBE int m;"]
+    assert len(lines) == len(code.split("\n"))

@@ -31,7 +31,20 @@ def test_a_typedef_counts_only_in_the_branch_the_build_keeps():
 def test_only_macros_whose_text_may_be_a_type_replace_one():
     assert type_macros({"dfloat": "double", "T": "unsigned long long", "P": "float *", "N": "256", "ON": "1",
                         "E": "1e-3f", "F": "a + b", "EMPTY": ""}) == {"dfloat": "double", "T": "unsigned long long",
-                                                                      "P": "float *"}
+                                                                      "P": "float *", "EMPTY": ""}
+
+
+def test_a_kernel_marked_by_a_macro_is_found_and_empty_macros_leave_its_types():
+    """OpenMM's common kernels: `KERNEL void f(GLOBAL const real4* RESTRICT posq)` with `#define KERNEL extern "C"
+    __global__`, `#define GLOBAL` and `#define RESTRICT __restrict__` in its platform's common.cu. A marker through
+    another marker counts; a macro that stands for `__device__` marks no kernel."""
+    code = ('#define EXTERN_C extern "C"\n#define KERNEL EXTERN_C __global__\n#define GLOBAL\n'
+            "#define RESTRICT __restrict__\n#define DEVICE __device__\ntypedef float4 real4;\n"
+            "DEVICE float helper(GLOBAL const float* x) { return x[0]; }\n"
+            "KERNEL void f(int n, GLOBAL const real4* RESTRICT posq) { }\n")
+    (sig,) = kernel_signatures(code)
+    assert (sig.name, sig.line, [t for t, _ in sig.params]) == ("f", 8, ["int", "const float4*"])
+    assert kernel_signatures(code.replace("KERNEL void", "DEVICE void")) == []
 
 
 def test_static_may_follow_global():

@@ -20,9 +20,9 @@ from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import line_of, matching
 from cudasrc.host_code import DEFINE_LINE, Program
-from cudasrc.preprocess import as_built
+from cudasrc.preprocess import as_built, with_memory_spaces_spelled
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES
-from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, macro_kernel_lines,
+from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, in_directive, macro_kernel_lines,
                                 namespace_blocks, program_kernel_signatures, scope_at, skip_string, split_top_level,
                                 template_kernels)
 
@@ -179,7 +179,7 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     out, pos, slot, names, file_scope = [], 0, first_slot, [], []
     depth = _BraceDepth(clean)
     for m in _SHARED.finditer(clean):
-        if m.start() < pos:
+        if m.start() < pos or in_directive(clean, m.start()):     # `#define LOCAL __shared__`: no declaration
             continue
         line = line_of(clean, m.start())
         defined = _DEFINED_TYPE.match(clean, m.end())
@@ -464,6 +464,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
     typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
     clean, dropped = program.split(code)     # host code never runs here (a GPU runs it on the host)
+    clean = with_memory_spaces_spelled(clean)     # `LOCAL float t[256];` is a __shared__ array where LOCAL is one
     built = {**EMU_PREDEFINED, **(defines or {})}
     # what the preprocessor drops never reaches the build: another vendor's branch (ggml's HIP macros that map the
     # _sync shuffles to the legacy ones) is no construct of this build

@@ -432,3 +432,37 @@ def test_a_managed_variable_is_a_module_variable_and_a_local_shared_hides_the_fi
     y = np.zeros(64, np.float32)
     module.launch("own_buffer", (1,), (64,), 0, [x[:64], y, np.int32(0)], outputs=(1,))
     assert np.array_equal(y, np.roll(x[:64], -1))
+
+
+# OpenMM's common compute framework writes its kernels through marker macros (its CUDA platform's common.cu).
+PORTABLE = r"""
+#define KERNEL extern "C" __global__
+#define LOCAL __shared__
+#define LOCAL_ARG
+#define GLOBAL
+#define SYNC_THREADS __syncthreads();
+KERNEL void sum_twice(GLOBAL const float* x, GLOBAL float* out, int fix) {
+  LOCAL volatile float temp[64];
+  float total = 0.0f;
+  for (int pass = 0; pass < 2; pass++) {
+    if (fix) { SYNC_THREADS }
+    temp[threadIdx.x] = x[threadIdx.x] * (pass + 1);
+    SYNC_THREADS
+    total += temp[(threadIdx.x + 32) % 64];           // the other warp's slot: read again in the next pass
+  }
+  out[threadIdx.x] = total;
+}
+"""
+
+
+def test_a_kernel_and_a_shared_array_marked_by_macros(detector):
+    """`KERNEL` and `LOCAL` stand for `extern "C" __global__` and `__shared__`: the kernel is found and its array is
+    one per block, so the next pass's store races with the other warp's read of the last (the reader saw no kernel
+    before; a per-thread array would hide the race). The twin's barrier at each pass's start makes it clean."""
+    module = detector.load(PORTABLE)
+    args = lambda fix: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(fix)]
+    with pytest.raises(DataRace, match=r"__shared__ 'temp' .* index (3[2-9]|[4-5]\d|6[0-3]|[0-9]|[12]\d|3[01]) "):
+        module.launch("sum_twice", (1,), (64,), 0, args(0), outputs=(1,))
+    out = args(1)
+    module.launch("sum_twice", (1,), (64,), 0, out, outputs=(1,))
+    assert np.array_equal(out[1], 3 * ((np.arange(64) + 32) % 64).astype(np.float32))
