@@ -10,7 +10,9 @@ softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeC
 zjin-lcf/HeCBench: benchmark programs whose races users reported), Kaldi (github.com/kaldi-asr/kaldi: the speech
 toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans), cuFHE
 (github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping) or OpenMM (github.com/openmm/openmm: molecular
-dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`). The
+dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`) or Megatron-LM
+(github.com/NVIDIA/Megatron-LM: its fused layer norm, with stand-ins for the PyTorch headers its device code uses: a
+case's `headers`). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -70,6 +72,7 @@ class Case:
     parts: tuple = ()                 # the folders its build reads, where not the project's (Project.parts)
     module: tuple = ()                # files a runtime compiler puts before `source` in one module, in order
     prelude: str = ""                 # the text it writes before them (OpenMM's compilation defines, typedefs)
+    headers: tuple = ()               # (name, text): stand-ins for a framework's headers its device code uses
 
 
 @dataclass(frozen=True)
@@ -479,6 +482,49 @@ OPENMM_FIXES = (
 )
 
 
+# Megatron-LM (github.com/NVIDIA/Megatron-LM): its fused layer norm, a PyTorch extension copied from apex. Its device
+# code takes two things from PyTorch's headers: at::Half (c10::Half, an IEEE half with float conversions, laid out as
+# CUDA's __half, which stands for it) and WARP_SHFL / WARP_SHFL_XOR (ATen/cuda/DeviceUtils.cuh: __shfl_sync and
+# __shfl_xor_sync over the whole warp); the rest of what it includes from ATen serves its host launchers.
+_MEGATRON_ATEN = (
+    ("ATen/ATen.h", "#pragma once\n#include <cuda_fp16.h>\nnamespace at { using Half = __half; }\n"),
+    ("ATen/AccumulateType.h", "#pragma once\n"),
+    ("ATen/cuda/CUDAContext.h", "#pragma once\n"),
+    ("ATen/cuda/DeviceUtils.cuh",
+     "#pragma once\n"
+     "template <typename T> __device__ __forceinline__ T WARP_SHFL(T value, int srcLane, int width = warpSize,\n"
+     "    unsigned int mask = 0xffffffff) { return __shfl_sync(mask, value, srcLane, width); }\n"
+     "template <typename T> __device__ __forceinline__ T WARP_SHFL_XOR(T value, int laneMask, int width = warpSize,\n"
+     "    unsigned int mask = 0xffffffff) { return __shfl_xor_sync(mask, value, laneMask, width); }\n"))
+MEGATRON_KERNELS = "megatron/fused_kernels"
+# 65536 rows of 32 floats: the fewest rows for which the launchers' grid (1, min(n1, maxGridSize[1] = 65535)) gives
+# a block two rows, the first at blockIdx.y and the next 65535 rows on; blocks of 32 x 4 as they launch them
+_LAYER_NORM_ROWS = "n1:int32=65536 n2:int32=32"
+
+
+def _megatron(name: str, kernel: str, args: str, shared: int) -> Case:
+    return Case(name, f"{MEGATRON_KERNELS}/layer_norm_cuda_kernel.cu", kernel, "1,65535", "32,4", args,
+                (shared, shared), includes=(MEGATRON_KERNELS,), relaxations=(), headers=_MEGATRON_ATEN)
+
+
+MEGATRON_FIXES = (
+    Fix("1ec6b0e9", "fix race in `cuApplyLayerNorm` (merge request !336)", (
+        # block 0's second row: its warps store their Welford partials into the shared buffer while warp 0 still
+        # reads the first row's mean and variance from its first two floats
+        _megatron("cuApplyLayerNorm", "cuApplyLayerNorm<float, float, float>",
+                  "output_vals:float32[2097152]!out mean:float32[65536]!out invvar:float32[65536]!out "
+                  f"vals:float32[2097152]=random(-1,1) {_LAYER_NORM_ROWS} epsilon:float32=1e-5 gamma:null beta:null",
+                  24),)),
+    Fix("5478d67e", "fix potential race in `cuComputeGradInput` (merge request !340)", (
+        # block 0's second row: the shared buffer of the row's two sums is written again while other warps still
+        # read the first row's
+        _megatron("cuComputeGradInput", "cuComputeGradInput<float, float, float>",
+                  f"dout:float32[2097152]=random(-1,1) input:float32[2097152]=random(-1,1) {_LAYER_NORM_ROWS} "
+                  "mean:float32[65536]=random(-0.1,0.1) invvar:float32[65536]=random(0.5,2) epsilon:float32=1e-5 "
+                  "gamma:float32[32]=random(0.5,1.5) grad_input:float32[2097152]!out", 512),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -494,7 +540,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("Kaldi", ("src/cudamatrix",), KALDI_FIXES),
             Project("arrayfire", ("src/backend", "src/api/c", "include"), ARRAYFIRE_FIXES),
             Project("cuFHE", ("cufhe",), CUFHE_FIXES),
-            Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES))
+            Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES),
+            Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES))
 
 
 class Side(NamedTuple):
@@ -587,6 +634,17 @@ def module_source(case: Case, tree: Path) -> Path:
     return out
 
 
+def stand_in_headers(case: Case, tree: Path) -> Path:
+    """The folder of `case`'s stand-in headers (written once beside the tree's files), searched first."""
+    folder = tree / "qconform-headers" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.name)
+    for name, text in case.headers:
+        path = folder / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    return folder
+
+
 def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool) -> list[str]:
     """`qconform racescan`'s arguments for `side` in `tree`."""
     c = side.case
@@ -594,6 +652,8 @@ def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: s
             "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
             "--timeout", str(timeout_s), "--acquire", acquire, "--race-check", "on" if race_check else "off",
             "--barrier-sites", c.barrier_sites]
+    if c.headers:
+        argv += ["-I", str(stand_in_headers(c, tree))]
     for d in c.includes:
         argv += ["-I", str(tree / d)]
     for d in c.defines:

@@ -208,6 +208,43 @@ def test_a_runtime_compiled_module_is_built_from_its_prelude_and_files(monkeypat
     assert composed.name == "two_sums-sums.cc.cu" and composed.read_text().startswith("typedef float real;\n\n" + COMMON_CU)
 
 
+def _repo_of(tmp_path: Path, name: str, files_by_commit: list) -> tuple[Path, str]:
+    """A repository with one commit per {path: text} of `files_by_commit`; returns it and the last commit."""
+    repo = tmp_path / name
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "test@example.invalid")
+    _git(repo, "config", "user.name", "test")
+    for i, files in enumerate(files_by_commit):
+        for path, text in files.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"commit {i}")
+    return repo, _git(repo, "rev-parse", "--short=8", "HEAD")
+
+
+def test_stand_in_headers_are_searched_first(monkeypatch, tmp_path):
+    """Megatron's layer norm takes at::Half and WARP_SHFL from PyTorch's headers, which no build here has: a case's
+    `headers` are written beside the tree's files and searched first. Here the kernel includes a framework's
+    `fw/warps.h` that the tree lacks; without the stand-in the build fails (the negative control)."""
+    kernel = KERNEL.replace('#include "common.cuh"', '#include "fw/warps.h"')
+    repo, commit = _repo_of(tmp_path, "framework", [{"src/sums.cu": kernel.replace("BARRIER\n", "")},
+                                                    {"src/sums.cu": kernel.replace("BARRIER", "    __syncthreads();")}])
+    args = ("two_sums", "src/sums.cu", "two_sums", "1", "128", "x:float32[128]=random(-1,1) dst:float32[128]!out")
+
+    def scored(case) -> dict:
+        fix = race_fixes.Fix(commit, "fix", (case,))
+        monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("framework", ("src",), (fix,)),))
+        out = tmp_path / f"{len(case.headers)}.json"
+        assert score_race_suite.main([str(repo), "--out", str(out)]) == 0
+        return {r["label"]: r["verdict"] for r in json.loads(out.read_text())["records"]}
+
+    assert scored(race_fixes.Case(*args, includes=(), headers=(("fw/warps.h", COMMON),))) == {
+        "racy": "race", "race-free": "clean"}
+    assert scored(race_fixes.Case(*args, includes=())) == {"racy": "unsupported", "race-free": "unsupported"}
+
+
 def test_every_case_reads_a_file_its_tree_holds():
     """A case's source must lie in the folders `git archive` extracts for it (its own parts, else its project's;
     none: the whole tree), or be one of the files it extracts, or racescan finds no file. Kaldi's cases read

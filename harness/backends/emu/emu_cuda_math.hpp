@@ -103,5 +103,17 @@ inline float rnorm4df(float a, float b, float c, float d) {
 inline double rnorm4d(double a, double b, double c, double d) {
   return (double)(1.0L / std::sqrt((long double)a * a + (long double)b * b + (long double)c * c + (long double)d * d));
 }
+// CUDA's C++ float overloads of these (crt/math_functions.hpp): `sinpi(x)` with a float x is sinpif, a float, as
+// `rsqrt(x)` is rsqrtf; without them the double forms ran, and a source's own template of the name (Megatron's host
+// `template<typename U> U rsqrt(U)`) won the call
+inline float erfinv(float y) { return erfinvf(y); }
+inline float erfcinv(float y) { return erfcinvf(y); }
+inline float normcdf(float x) { return normcdff(x); }
+inline float normcdfinv(float p) { return normcdfinvf(p); }
+inline float sinpi(float x) { return sinpif(x); }
+inline float cospi(float x) { return cospif(x); }
+inline float rcbrt(float x) { return rcbrtf(x); }
+inline float erfcx(float x) { return erfcxf(x); }
+inline float exp10(float x) { return ::exp10f(x); }
 inline float rhypotf(float a, float b) { return (float)(1.0L / std::hypot((long double)a, (long double)b)); }
 inline double rhypot(double a, double b) { return (double)(1.0L / std::hypot((long double)a, (long double)b)); }

@@ -451,6 +451,7 @@ inline int __dp4a(char4 a, char4 b, int c) {
 // Float intrinsics. Default rounding mode of the host is round-to-nearest-even, as CUDA's _rn variants.
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float rsqrt(float x) { return rsqrtf(x); }   // CUDA's C++ overload: beats a source's own template
 inline float __fmul_rn(float a, float b) { return a * b; }   // built with -ffp-contract=off: never fused
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }

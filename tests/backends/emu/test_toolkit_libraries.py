@@ -204,3 +204,38 @@ def test_cudas_pi_trigonometry_norms_and_scaled_erfc(emu):
     assert np.allclose(sf, s, atol=1e-6) and np.allclose(cf, c, atol=1e-6)
     assert np.allclose(n, np.ones(32) + 0.5 + 0.2, rtol=1e-15)
     assert np.allclose(e[8:], [math.exp(v * v) * math.erfc(v) for v in x[8:]], rtol=1e-12)
+
+
+FLOAT_OVERLOADS = r"""
+template<typename U> U rsqrt(U v) { return U(1) / sqrt(v); }        // host code of the source (Megatron's)
+template<> float rsqrt(float v) { return rsqrtf(v); }
+__global__ void k(const float* x, float* out, int* is_float) {
+  int i = threadIdx.x;
+  float v = x[i];
+  out[5 * i] = rsqrt(v);
+  out[5 * i + 1] = sinpi(v);
+  out[5 * i + 2] = rcbrt(v);
+  out[5 * i + 3] = normcdf(v);
+  out[5 * i + 4] = exp10(v);
+  is_float[i] = sizeof(rsqrt(v)) == 4 && sizeof(sinpi(v)) == 4 && sizeof(erfcinv(v)) == 4 && sizeof(erfinv(v)) == 4
+                && sizeof(normcdfinv(v)) == 4 && sizeof(cospi(v)) == 4 && sizeof(erfcx(v)) == 4
+                && sizeof(rcbrt(v)) == 4 && sizeof(normcdf(v)) == 4 && sizeof(exp10(v)) == 4;
+}
+"""
+
+
+def test_cudas_float_overloads_take_a_float_call(emu):
+    """CUDA's C++ math declares float overloads (`float rsqrt(float)`, `sinpi`, `rcbrt`, `normcdf`, ...): a call
+    with a float is the float function, and a source's own host template of the name (Megatron's layer norm defines
+    `template<typename U> U rsqrt(U)` and calls `rsqrt(sigma2 + epsilon)` in its kernel) does not win it. Emu had
+    only the double forms: the call took the source's host function and the build stopped ("calls host
+    function(s) that device code cannot call")."""
+    import numpy as np
+    x = np.linspace(0.25, 4.0, 32).astype(np.float32)
+    out, is_float = np.zeros(160, np.float32), np.zeros(32, np.int32)
+    emu.load(FLOAT_OVERLOADS).launch("k", (1,), (32,), 0, [x, out, is_float], outputs=(1, 2))
+    assert is_float.all()
+    got = out.reshape(32, 5).astype(np.float64)
+    xd = x.astype(np.float64)
+    assert np.allclose(got[:, 0], 1 / np.sqrt(xd), rtol=1e-6) and np.allclose(got[:, 2], np.cbrt(xd) ** -1, rtol=1e-6)
+    assert np.allclose(got[:, 1], np.sin(np.pi * xd), atol=1e-6) and np.allclose(got[:, 4], 10.0 ** xd, rtol=1e-6)
