@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .preprocess import object_macro_definitions
+from .preprocess import macros_naming
 from .signatures import closing_bracket, strip_comments
 
 
@@ -267,16 +267,7 @@ def device_words_of(text: str) -> set[str]:
     """`__global__`, `__device__` and the object-like macros of `text` that expand to either, in any of their
     definitions: arrayfire's `__DH__` is `__device__ __host__` where `__CUDACC__` is defined and empty in the
     `#else` for its host compilers, and the CUDA build is the one whose device code is asked for."""
-    macros = object_macro_definitions(text)
-    words = {"__global__", "__device__"}
-    grew = True
-    while grew:
-        grew = False
-        for name, bodies in macros.items():
-            if name not in words and any(words & set(_IDENT.findall(body)) for body in bodies):
-                words.add(name)
-                grew = True
-    return words
+    return macros_naming(text, {"__global__", "__device__"})
 
 
 def _scopes(text: str, lo: int, hi: int) -> Iterator[tuple[str, int, int]]:

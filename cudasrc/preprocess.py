@@ -194,6 +194,9 @@ def active_source(code: str, defines: Mapping[str, str] = {}) -> str:
     return "\n".join(out)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
 def object_macro_definitions(clean: str) -> dict[str, list[str]]:
     """name -> the replacement texts of every object-like `#define` of `clean` of that name, in order, in whichever
     branch it stands (`#ifdef __CUDACC__ #define HD __host__ __device__ #else #define HD #endif`: both)."""
@@ -203,6 +206,22 @@ def object_macro_definitions(clean: str) -> dict[str, list[str]]:
         if d and not d.group(2):
             out.setdefault(d.group(1), []).append(d.group(3).strip())
     return out
+
+
+def macros_naming(clean: str, words: "set[str] | frozenset[str]") -> set[str]:
+    """`words` and the object-like macros of `clean` that expand to one of them, through each other, in any of their
+    definitions (arrayfire's `__DH__` is `__device__ __host__` where `__CUDACC__` is defined and empty in the `#else`
+    for its host compilers, and the CUDA build is the one whose device code is asked for)."""
+    macros = object_macro_definitions(clean)
+    named = set(words)
+    grew = True
+    while grew:
+        grew = False
+        for name, bodies in macros.items():
+            if name not in named and any(named & set(_IDENTIFIER.findall(body)) for body in bodies):
+                named.add(name)
+                grew = True
+    return named
 
 
 def object_macros(clean: str) -> dict[str, str]:

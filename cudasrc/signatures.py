@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from .preprocess import CONDITIONAL, active_source, as_built, object_macro_definitions, object_macros
+from .preprocess import CONDITIONAL, active_source, as_built, macros_naming, object_macros
 from .types import normalize_ctype
 
 
@@ -88,16 +88,9 @@ def kernel_words(clean: str) -> frozenset:
     `#define KERNEL extern "C" __global__`): a kernel so written is one the build compiles."""
     if "define" not in clean:
         return frozenset()
-    macros = object_macro_definitions(clean)
-    words: set = set()
-    grew = True
-    while grew:
-        grew = False
-        for name, bodies in macros.items():
-            if name not in words and any({"__global__", *words} & set(re.findall(r"[A-Za-z_]\w*", b)) for b in bodies):
-                words.add(name)
-                grew = True
-    return frozenset(words)
+    return frozenset(macros_naming(clean, {"__global__"}) - {"__global__"})
+
+
 # What precedes a template kernel's definition or declaration (`template <typename T, int N>`), and an explicit
 # instantiation (`template __global__ void k<float, 4>(float*, int);`), which makes `k<float,4>` launchable.
 # A preprocessor line may stand between them too: ggml's `#if !defined(GGML_USE_HIPBLAS)` around a `__launch_bounds__`.
