@@ -59,10 +59,15 @@ def test_the_comparison_sees_a_changed_value_and_ignores_timings():
     new = json.loads(BEFORE.read_text())
     new["elapsed_s"] = 99.0
     assert diff(old, new) == []
+    new["lanes"][2]["teacher_forced"]["kl_max"] *= 1.0 + 1e-12        # rounding of another summation order
+    new["exact_margins"][0] += 2 ** -45
+    assert diff(old, new) == []
     new["lanes"][1]["tokens"][4] += 1
-    new["lanes"][2]["teacher_forced"]["kl_max"] *= 1.0 + 1e-12
+    new["lanes"][2]["teacher_forced"]["kl_max"] *= 1.0 + 1e-3
+    new["exact_margins"][1] = float("nan")
     found = diff(old, new)
-    assert len(found) == 2 and ".lanes[1].tokens[4]" in found[0] and "kl_max" in found[1]
+    assert len(found) == 3 and ".exact_margins[1]" in found[0] and ".lanes[1].tokens[4]" in found[1] \
+        and "kl_max" in found[2], found
 
 
 @pytest.fixture
