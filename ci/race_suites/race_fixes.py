@@ -6,7 +6,7 @@ by people who knew the race was real: the kernel at the fix's parent is racy, th
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
 ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
-softmax, the training program's fused classifier), HeCBench (github.com/ORNL/HeCBench, formerly
+softmax, the training program's fused classifier, and a race a pull request reports in its fp32 program), HeCBench (github.com/ORNL/HeCBench, formerly
 zjin-lcf/HeCBench: benchmark programs whose races users reported), Kaldi (github.com/kaldi-asr/kaldi: the speech
 toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA backend's scans), cuFHE
 (github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping) or OpenMM (github.com/openmm/openmm: molecular
@@ -231,6 +231,16 @@ LLMC_FIXES = (
              "1024", "logits:bfloat16[16384]=random(-4,4) losses:bfloat16[2]!out probs:null dloss:float32=0.25 "
              "targets:int32[2]=random(0,8192) B:int32=1 T:int32=2 V:int32=8192 P:int32=8192", includes=("llmc",),
              relaxations=(), parts=("llmc",)),)),
+    Fix("f1e2ace", "Fix data race between two writes on a shared memory in soft_max_autoregressive_backward_kernel", (
+        # the fp32 training program's attention backward: B 1, 2 heads, T 64, as its backward launches it
+        # (T/4 x B*NH blocks of 256). Warp 0 zeroes block_acc while the other warps store their sums into it, with no
+        # barrier between (the race the pull request describes); the next row's sums also overwrite block_acc while
+        # other warps still read the last row's
+        Case("softmax_autoregressive_backward_kernel", "train_gpt2_fp32.cu", "softmax_autoregressive_backward_kernel",
+             "16,2", "256", "dpreatt:float32[8192]=zeros datt:float32[8192]=random(-1,1) att:float32[8192]=random(0,1) "
+             "B:int32=1 T:int32=64 C:int32=128 scale:float32=0.125", includes=(), relaxations=(),
+             parts=("train_gpt2_fp32.cu", "llmc")),),
+        reported="karpathy/llm.c#847 (April 2026, open)"),
 )
 
 HECBENCH_FIXES = (
