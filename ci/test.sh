@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # The CPU backend uses its built-in x86-64 fiber switch by default; Boost.Context is installed so that the
 # tests of every fiber implementation (tests/backends/emu/test_fibers.py, forced by option) run the Boost path too.
 # Boost's headers alone (libboost-dev) do not make it usable: the check is for the library.
-if ! ldconfig -p 2>/dev/null | grep -q libboost_context && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+if ! ldconfig -p 2>/dev/null | grep libboost_context >/dev/null && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libboost-context-dev) \
     || echo "ci/test.sh: could not install libboost-context-dev; the Boost.Context fiber tests will skip" >&2
 fi
