@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .preprocess import macros_naming
+from .preprocess import macros_naming, memory_space_markers
 from .signatures import closing_bracket, strip_comments
 
 
@@ -184,12 +184,14 @@ def _without_directives(text: str) -> str:
 @dataclass(frozen=True)
 class Program:
     """What the files of one program (a source and its own headers) tell about each other's host code: the macros
-    that mark device code (program_device_words), the names the kept code uses (program_names) and the dropped
-    templates another file instantiates (program_instantiations). `device_code(text)` is a file of it with its
+    that mark device code (program_device_words), the names the kept code uses (program_names), the dropped
+    templates another file instantiates (program_instantiations) and the macros that mark a memory space
+    (`#define LOCAL __shared__` in a header, used in the source). `device_code(text)` is a file of it with its
     host functions dropped: the one way both backends and every header copy see a program's device code."""
     words: frozenset = frozenset()
     names: frozenset = frozenset()
     instantiations: Instantiations = Instantiations()
+    memory_spaces: tuple = ()       # (macro, what it stands for): preprocess.memory_space_markers, all files together
 
     def device_code(self, text: str) -> str:
         return self.split(text)[0]
@@ -203,7 +205,9 @@ def program_of(texts: Iterable[str]) -> Program:
     """The Program of these files (the source first, then its own headers)."""
     texts = list(texts)
     words = frozenset(program_device_words(texts))
-    return Program(words, frozenset(program_names(texts, words)), program_instantiations(texts, words))
+    markers = memory_space_markers("\n".join(strip_comments(t) for t in texts))
+    return Program(words, frozenset(program_names(texts, words)), program_instantiations(texts, words),
+                   tuple(sorted(markers.items())))
 
 
 def program_device_words(texts: Iterable[str]) -> set[str]:

@@ -262,10 +262,12 @@ def memory_space_markers(clean: str) -> dict[str, str]:
     return out
 
 
-def with_memory_spaces_spelled(clean: str) -> str:
-    """`clean` (comments stripped) with each use of a memory-space marker (memory_space_markers) outside
-    preprocessor directives replaced by what it stands for; lines keep their numbers."""
-    markers = memory_space_markers(clean) if "define" in clean else {}
+def with_memory_spaces_spelled(clean: str, markers: "Mapping[str, str] | None" = None) -> str:
+    """`clean` (comments stripped) with each use of a memory-space marker outside preprocessor directives replaced by
+    what it stands for; lines keep their numbers. `markers`: a program's (a header may define what the source uses,
+    cudasrc.host_code.Program.memory_spaces); by default `clean`'s own (memory_space_markers)."""
+    if markers is None:
+        markers = memory_space_markers(clean) if "define" in clean else {}
     if not markers:
         return clean
     word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(markers))) + r")\b")

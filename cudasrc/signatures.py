@@ -281,13 +281,19 @@ def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=16)
+def _stripped(text: str) -> str:
+    """strip_comments, once per text: program_kernel_signatures passes the same headers as every file's context."""
+    return strip_comments(text)
+
+
+@functools.lru_cache(maxsize=16)
 def _names_as_built(text: str, defines: tuple) -> "tuple[dict[str, str], dict[str, str]]":
     """(type_names, object_macros) of source `text` as the build keeps it, with the macros `defines` (sorted items).
     Cached: program_kernel_signatures reads the same headers as the context of the source and of each header.
     Callers only read the dicts."""
     if not text:
         return {}, {}
-    built = as_built(strip_comments(text), dict(defines))
+    built = as_built(_stripped(text), dict(defines))
     return type_names(built), object_macros(built)
 
 
@@ -380,8 +386,9 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     `#define real float` of the source or its headers) are replaced, and a typedef in a preprocessor branch counts
     only where the build keeps that branch (llm.c's floatX under `-D ENABLE_FP32`)."""
     clean = strip_comments(code)
+    words = kernel_words(clean + "\n" + _stripped(context))      # a header's `#define KERNEL ...` marks them too
     if CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
-                                          for m, _, _ in _globals(clean)):
+                                          for m, _, _ in _globals(clean, words)):
         clean = active_source(clean, defines or {})
     typedefs = {}
     if resolve:      # as the build reads them: its -D macros, and each typedef in the branch the build keeps
@@ -394,7 +401,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     if context and "template" in clean:       # a template kernel of a header: its parameters' names
         for t in template_definitions(context, defines):
             template_params[t.name] = [_split_param(p)[1] for p in t.params]
-    for m, template, instantiation in _globals(clean):
+    for m, template, instantiation in _globals(clean, words):
         close = closing_bracket(clean, m.end() - 1)
         body = clean[m.end():close].strip()
         texts = _split_params(body) if body and body != "void" else []
@@ -504,11 +511,12 @@ def macro_kernel_lines(code: str) -> list[int]:
     return [clean.count("\n", 0, m.start()) + 1 for m in _GLOBAL.finditer(clean) if _in_directive(clean, m.start())]
 
 
-def _globals(clean: str):
+def _globals(clean: str, words: "frozenset | None" = None):
     """Each `__global__ void name` of the source outside preprocessor directives: (its match, whether it is a
     template's definition or declaration, whether it is an explicit instantiation `template __global__ void
-    k<...>(...)`); a kernel marked by a macro that expands to `__global__` too (kernel_words)."""
-    for m in _global_pattern(kernel_words(clean)).finditer(clean):
+    k<...>(...)`); a kernel marked by a macro that expands to `__global__` too (`words`: kernel_words, by default
+    of `clean` alone)."""
+    for m in _global_pattern(kernel_words(clean) if words is None else words).finditer(clean):
         if _in_directive(clean, m.start()):
             continue
         head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - HEAD_WINDOW), m.start())

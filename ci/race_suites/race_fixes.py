@@ -631,12 +631,16 @@ def _tree(git_dir: Path, rev: str, parts: tuple) -> Path:
     return _TREES[key]
 
 
+def _file_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
 def module_source(case: Case, tree: Path) -> Path:
     """The file racescan reads for `case` in `tree`: its source, or, for a runtime-compiled module, the text the
     project's compiler would build (prelude, the module's files, the source), written once beside the tree's files."""
     if not (case.module or case.prelude):
         return tree / case.source
-    out = tree / "qconform-modules" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{case.name}-{Path(case.source).name}") + ".cu")
+    out = tree / "qconform-modules" / (_file_name(f"{case.name}-{Path(case.source).name}") + ".cu")
     if not out.exists():
         parts = [case.prelude] + [(tree / f).read_text() for f in (*case.module, case.source)]
         out.parent.mkdir(exist_ok=True)
@@ -646,7 +650,7 @@ def module_source(case: Case, tree: Path) -> Path:
 
 def stand_in_headers(case: Case, tree: Path) -> Path:
     """The folder of `case`'s stand-in headers (written once beside the tree's files), searched first."""
-    folder = tree / "qconform-headers" / re.sub(r"[^A-Za-z0-9_.-]+", "_", case.name)
+    folder = tree / "qconform-headers" / _file_name(case.name)
     for name, text in case.headers:
         path = folder / name
         if not path.exists():

@@ -22,9 +22,9 @@ from harness.backends.emu.source_text import line_of, matching
 from cudasrc.host_code import DEFINE_LINE, Program
 from cudasrc.preprocess import as_built, with_memory_spaces_spelled
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES
-from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, in_directive, macro_kernel_lines,
-                                namespace_blocks, program_kernel_signatures, scope_at, skip_string, split_top_level,
-                                template_kernels)
+from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, in_directive,
+                                macro_kernel_lines, namespace_blocks, program_kernel_signatures, scope_at, skip_string,
+                                split_top_level, template_kernels)
 
 
 # The macros emu_device.hpp defines before the source's text (tests/backends/emu/test_rewrite.py holds them equal):
@@ -284,11 +284,13 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
 
 
-def rewrite_header(text: str, first_slot: int, file: str) -> tuple[str, int]:
+def rewrite_header(text: str, first_slot: int, file: str, memory_spaces: "Mapping[str, str]" = {}) -> tuple[str, int]:
     """A header's device code (host functions already dropped) rewritten as the source's is: its inline PTX
-    translated, its `__shared__` declarations in the block's slots from `first_slot` on (reports name them
-    `file:line`); and the next free slot."""
+    translated, its memory-space macros spelled (`memory_spaces`: the program's, Program.memory_spaces), its
+    `__shared__` declarations in the block's slots from `first_slot` on (reports name them `file:line`); and the
+    next free slot."""
     text = rewrite_asm(text) if "asm" in text else text
+    text = with_memory_spaces_spelled(text, memory_spaces)
     text = _class_symbols_in_storage(text)
     if not _SHARED.search(text):
         return text, first_slot
@@ -464,7 +466,8 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     code, the names kept code uses, the templates they drop); `headers`: those headers' texts by name, whose
     typedefs name parameter types and whose kernels launch too (program_kernel_signatures)."""
     clean, dropped = program.split(code)     # host code never runs here (a GPU runs it on the host)
-    clean = with_memory_spaces_spelled(clean)     # `LOCAL float t[256];` is a __shared__ array where LOCAL is one
+    # `LOCAL float t[256];` is a __shared__ array where LOCAL is one, in whichever of the program's files it is defined
+    clean = with_memory_spaces_spelled(clean, dict(program.memory_spaces))
     built = {**EMU_PREDEFINED, **(defines or {})}
     # what the preprocessor drops never reaches the build: another vendor's branch (ggml's HIP macros that map the
     # _sync shuffles to the legacy ones) is no construct of this build

@@ -455,6 +455,19 @@ KERNEL void sum_twice(GLOBAL const float* x, GLOBAL float* out, int fix) {
 """
 
 
+def test_marker_macros_a_header_defines_mark_the_sources_kernel_and_arrays(detector, tmp_path):
+    """OpenMM's platforms put the markers in a file of their own (its CUDA platform's common.cu): `KERNEL` and
+    `LOCAL` defined by a header the source includes mark the source's kernel and make its array one per block, so
+    the race is seen; the twin with a barrier is clean."""
+    header, body = PORTABLE.split("KERNEL void", 1)
+    (tmp_path / "common.cuh").write_text(header)
+    module = detector.load('#include "common.cuh"\nKERNEL void' + body, (f"-I{tmp_path}",))
+    args = lambda fix: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(fix)]
+    with pytest.raises(DataRace, match=r"__shared__ 'temp' "):
+        module.launch("sum_twice", (1,), (64,), 0, args(0), outputs=(1,))
+    module.launch("sum_twice", (1,), (64,), 0, args(1), outputs=(1,))
+
+
 def test_a_kernel_and_a_shared_array_marked_by_macros(detector):
     """`KERNEL` and `LOCAL` stand for `extern "C" __global__` and `__shared__`: the kernel is found and its array is
     one per block, so the next pass's store races with the other warp's read of the last (the reader saw no kernel

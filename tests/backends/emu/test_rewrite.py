@@ -322,6 +322,6 @@ def test_a_headers_rewritten_copy_is_part_of_the_modules_cache_key(tmp_path, mon
     assert emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu").path == first.path   # reused
     translated = emu_build.rewrite_header
     monkeypatch.setattr(emu_build, "rewrite_header",          # another translation of the same header
-                        lambda text, first_slot, name: (lambda r: (r[0] + "\n// retranslated\n", r[1]))(
-                            translated(text, first_slot, name)))
+                        lambda text, first_slot, name, *rest: (lambda r: (r[0] + "\n// retranslated\n", r[1]))(
+                            translated(text, first_slot, name, *rest)))
     assert emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu").path != first.path
