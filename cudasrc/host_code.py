@@ -47,7 +47,8 @@ def host_runtime_calls(text: str) -> list[str]:
 
 
 _ACCESS = re.compile(r"^\s*(?:(?:public|private|protected)\s*:(?!:)\s*)+")
-_CLASS_HEAD = re.compile(r"\b(?:class|struct)\s+[A-Za-z_]\w*(?:\s+final)?\s*(?::[^;{}()]*)?$")
+# `struct S : Base {`, and a specialization's `template <> struct S<gpu> {` (mshadow's stream, BLAS engines)
+_CLASS_HEAD = re.compile(r"\b(?:class|struct)\s+[A-Za-z_]\w*(?:\s*<[^;{}()]*>)?(?:\s+final)?\s*(?::[^;{}()]*)?$")
 # A function definition's head ends at its parameter list, or at what may follow it.
 _FUNCTION_HEAD = re.compile(r"\)\s*(?:const\b\s*|volatile\b\s*|noexcept\b\s*(?:\([^()]*\)\s*)?|override\b\s*|final\b\s*|"
                             r"&&?\s*|->\s*[\w:<>,\s*&]+)*$")

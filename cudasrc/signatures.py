@@ -37,9 +37,11 @@ class KernelSignature:
         return tuple(t for t, _ in self.params)
 
 
+@functools.lru_cache(maxsize=256)
 def strip_comments(code: str) -> str:
     """Remove // and /* */ comments, keeping newlines so line numbers stay true. String and character literals are
-    kept (a `'"'` opens no string; a digit separator opens no character literal)."""
+    kept (a `'"'` opens no string; a digit separator opens no character literal). Cached: a program's headers are
+    the context of each of its files."""
     out, i, n = [], 0, len(code)
     while i < n:
         c = code[i]
@@ -269,7 +271,9 @@ def type_names(clean: str) -> dict[str, str]:
 
 # A macro's text that may name a type (`-D dfloat=double`, `#define real float`, `unsigned long long`): words,
 # `::`, pointers and template arguments; never a number or an expression.
-_TYPE_TEXT = re.compile(r"[A-Za-z_][\w:]*(?:\s*(?:[A-Za-z_][\w:]*|[*&<>,]))*")
+# Each word is taken whole (the lookahead), so a text that does not fit fails at once: `(?:word\s*)*` tried every
+# split of every word, exponential in a long macro (mshadow's 40 s on one header).
+_TYPE_TEXT = re.compile(r"(?=[A-Za-z_])(?:[A-Za-z_][\w:]*(?![\w:])|[*&<>,]|\s)+")
 
 
 def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
@@ -281,19 +285,13 @@ def type_macros(macros: "Mapping[str, str]") -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=16)
-def _stripped(text: str) -> str:
-    """strip_comments, once per text: program_kernel_signatures passes the same headers as every file's context."""
-    return strip_comments(text)
-
-
-@functools.lru_cache(maxsize=16)
 def _names_as_built(text: str, defines: tuple) -> "tuple[dict[str, str], dict[str, str]]":
     """(type_names, object_macros) of source `text` as the build keeps it, with the macros `defines` (sorted items).
     Cached: program_kernel_signatures reads the same headers as the context of the source and of each header.
     Callers only read the dicts."""
     if not text:
         return {}, {}
-    built = as_built(_stripped(text), dict(defines))
+    built = as_built(strip_comments(text), dict(defines))
     return type_names(built), object_macros(built)
 
 
@@ -386,7 +384,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     `#define real float` of the source or its headers) are replaced, and a typedef in a preprocessor branch counts
     only where the build keeps that branch (llm.c's floatX under `-D ENABLE_FP32`)."""
     clean = strip_comments(code)
-    words = kernel_words(clean + "\n" + _stripped(context))      # a header's `#define KERNEL ...` marks them too
+    words = kernel_words(clean + "\n" + strip_comments(context))      # a header's `#define KERNEL ...` marks them too
     if CONDITIONAL.search(clean) and any(_DIRECTIVE.search(clean[m.end():closing_bracket(clean, m.end() - 1)])
                                           for m, _, _ in _globals(clean, words)):
         clean = active_source(clean, defines or {})
@@ -472,6 +470,13 @@ def template_definitions(code: str, defines: "Mapping[str, str] | None" = None) 
     source order; read as the build reads it where it has preprocessor conditionals, and as written where a condition
     is one this reader cannot evaluate (`__has_builtin(...)`, often in a header of another vendor that the build
     never includes): a template is then found in every branch, and the build says which one it keeps."""
+    return list(_template_definitions(code, tuple(sorted((defines or {}).items()))))
+
+
+@functools.lru_cache(maxsize=32)
+def _template_definitions(code: str, defines: tuple) -> "tuple[TemplateKernel, ...]":
+    """template_definitions, once per text and defines: a program's headers are the context of each of its files."""
+    defines = dict(defines)
     clean = as_built(strip_comments(code), defines or {})
     namespaces = namespace_blocks(clean) if "namespace" in clean else []
     out: dict[str, TemplateKernel] = {}
@@ -488,7 +493,7 @@ def template_definitions(code: str, defines: "Mapping[str, str] | None" = None) 
         enclosing = tuple(name[:-2] for open_, close_, name in namespaces if open_ < m.start() < close_)
         out[m.group(1)] = TemplateKernel(m.group(1), template_params, params,
                                          clean.count("\n", 0, m.start()) + 1, enclosing)
-    return list(out.values())
+    return tuple(out.values())
 
 
 def _in_directive(clean: str, pos: int) -> bool:

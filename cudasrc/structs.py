@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .signatures import closing_bracket, resolved_type, split_top_level, strip_comments, type_names
+from .signatures import (closing_bracket, resolved_type, split_declaration, split_top_level, strip_comments,
+                         type_names)
+from .type_patterns import deduce, most_specialized
 from .types import SCALAR_DTYPES, VECTOR_ELEMENTS, VECTOR_SCALARS
 
 POINTER_BYTES = 8
@@ -97,38 +99,98 @@ class _Definition:
     body: str             # between the braces
 
 
-def _template_definition(src: _Source, name: str) -> "_Definition | None":
-    """The definition of the template struct or class `name` (`Param<float>`: arrayfire's `template<typename T>
-    struct Param { T *ptr; ... }`) with its arguments, or its parameters' defaults where `name` gives fewer
-    (`CuNTTHandler<>`), put for its parameters word by word; None where `name` names no template's instantiation."""
-    m = re.fullmatch(r"([A-Za-z_]\w*)\s*<(.*)>", name.strip(), re.S)
-    if not m:
-        return None
-    base, args = m.group(1), _split_top(m.group(2), ",")
-    clean = src.clean
+_INSTANCE = re.compile(r"(?:[A-Za-z_]\w*\s*::\s*)*([A-Za-z_]\w*)\s*<(.*)>", re.S)
+
+
+@dataclass(frozen=True)
+class _Template:
+    params: tuple         # parameter names
+    defaults: tuple       # their default arguments' texts, or None
+    pattern: "tuple | None"   # a specialization's template arguments (`Plan<Tensor<D, n, T>, T>`), else None
+    bases: str            # the base clause, without its ':'
+    body: "str | None"    # between the braces; None for a declaration
+
+
+def _templates_of(clean: str, base: str) -> list:
+    """Every `template <...> struct|class base` of the source: the primary (declared or defined) and its partial
+    and explicit specializations."""
+    out = []
     for t in re.finditer(r"\btemplate\s*<", clean):
         close = closing_bracket(clean, t.end() - 1)
-        head = re.match(r"\s*(?:struct|class)\s+" + re.escape(base) + r"\s*(:[^{;]*)?\{", clean[close + 1:])
+        head = re.match(r"\s*(?:struct|class)\s+" + re.escape(base) + r"\b\s*", clean[close + 1:])
         if not head:
             continue
+        at = close + 1 + head.end()
+        pattern = None
+        if clean.startswith("<", at):
+            end = closing_bracket(clean, at)
+            pattern = tuple(a.strip() for a in split_declaration(clean[at + 1:end], ",") if a.strip())
+            at = end + 1
+        rest = re.match(r"\s*(:[^{;]*)?([{;])", clean[at:])
+        if not rest:
+            continue
         params, defaults = [], []
-        for p in _split_top(clean[t.end():close], ","):
+        for p in (q.strip() for q in split_declaration(clean[t.end():close], ",") if q.strip()):
             pm = _TEMPLATE_PARAM.match(p)
             if not pm:
-                raise LookupError(f"struct {name}: cannot read template parameter '{p}'")
+                raise LookupError(f"struct {base}: cannot read template parameter '{p}'")
             params.append(pm.group(1))
             defaults.append(pm.group(2).strip() if pm.group(2) else None)
-        if len(args) > len(params) or any(d is None for d in defaults[len(args):]):
-            raise LookupError(f"struct {name}: {len(args)} template argument(s) for {base}'s {len(params)} "
-                              f"({', '.join(params)})")
-        args = args + defaults[len(args):]
-        open_at = close + 1 + head.end() - 1
-        body, bases = clean[open_at + 1:closing_bracket(clean, open_at)], (head.group(1) or "")[1:]
-        for param, arg in zip(params, args):
-            body = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, body)
-            bases = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, bases)
-        return _Definition(_base_names(name, bases), body)
-    return None
+        body = None
+        if rest.group(2) == "{":
+            open_at = at + rest.end() - 1
+            body = clean[open_at + 1:closing_bracket(clean, open_at)]
+        out.append(_Template(tuple(params), tuple(defaults), pattern, (rest.group(1) or "")[1:], body))
+    return out
+
+
+def _template_definition(src: _Source, name: str) -> "_Definition | None":
+    """The definition of the template struct or class instance `name` (`Param<float>`: arrayfire's
+    `template<typename T> struct Param { T *ptr; ... }`), its parameters put for its arguments word by word. The
+    arguments a name leaves out take the primary template's defaults (`CuNTTHandler<>`); where a partial or
+    explicit specialization fits them (mshadow's `Plan<Tensor<Device, dim, DType>, DType>`), the most specialized
+    one is the definition, as the compiler chooses it. None where `name` names no template's instance."""
+    m = _INSTANCE.fullmatch(name.strip())
+    if not m:
+        return None
+    base = m.group(1)
+    args = [a.strip() for a in split_declaration(m.group(2), ",") if a.strip()]
+    templates = _templates_of(src.clean, base)
+    if not templates:
+        return None
+    primaries = [t for t in templates if t.pattern is None]          # declarations and the definition
+    primary = next((t for t in primaries if t.body is not None), primaries[0] if primaries else None)
+    if primary is not None:                     # a default argument may be given where it is first declared
+        primary = _Template(primary.params, tuple(next((t.defaults[i] for t in primaries if len(t.defaults) > i
+                                                         and t.defaults[i] is not None), None)
+                                                    for i in range(len(primary.params))),
+                            None, primary.bases, primary.body)
+    if primary is not None:
+        if len(args) > len(primary.params) or any(d is None for d in primary.defaults[len(args):]):
+            raise LookupError(f"struct {name}: {len(args)} template argument(s) for {base}'s {len(primary.params)} "
+                              f"({', '.join(primary.params)})")
+        args = args + list(primary.defaults[len(args):])
+    fits = []
+    for t in templates:
+        if t.pattern is not None and t.body is not None:
+            values = deduce(t.pattern, t.params, args)
+            if values is not None:
+                fits.append((t.pattern, t.params, t, values))
+    if fits:
+        try:
+            _, _, chosen, values = most_specialized(fits)
+        except ValueError as exc:
+            raise LookupError(f"struct {name}: more than one specialization of {base} fits, {exc}") from None
+    elif primary is not None and primary.body is not None:
+        chosen, values = primary, dict(zip(primary.params, args))
+    else:
+        raise LookupError(f"struct {name}: no definition of {base} for these arguments (its primary template is "
+                          "only declared and no specialization fits)")
+    body, bases = chosen.body, chosen.bases
+    for param, arg in values.items():
+        body = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, body)
+        bases = re.sub(r"\b" + re.escape(param) + r"\b", lambda _m, a=arg: a, bases)
+    return _Definition(_base_names(name, bases), body)
 
 
 def _base_names(name: str, clause: str) -> tuple:

@@ -12,7 +12,7 @@ toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA b
 (github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping) or OpenMM (github.com/openmm/openmm: molecular
 dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`) or Megatron-LM
 (github.com/NVIDIA/Megatron-LM: its fused layer norm, with stand-ins for the PyTorch headers its device code uses: a
-case's `headers`). The
+case's `headers`) or mshadow (github.com/dmlc/mshadow: MXNet's tensor library, its warp-synchronous reductions). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -535,6 +535,24 @@ MEGATRON_FIXES = (
 )
 
 
+# mshadow (github.com/dmlc/mshadow, MXNet's tensor library, header-only): its kernels take expression plans by value,
+# `Plan<Tensor<gpu, 2, float>, float>`, a partial specialization holding a pointer and a stride. Built as its own test
+# program (test/test.cu, `-I..`), without a CPU BLAS (MKL is the default; the GPU kernels use none); Thrust serves
+# only its host sort, and is found empty.
+_MSHADOW_PLAN = "mshadow::expr::Plan<mshadow::Tensor<mshadow::gpu, 2, float>, float>"
+
+MSHADOW_FIXES = (
+    Fix("83a3b45", "Adding __syncwarp() from CUDA 9 to unsafe warp-synchronous code (#263)", (
+        # the test's Softmax of a 2 x 4 tensor: a block of 256 per row, whose maximum and sum end in ReduceX's
+        # warp-synchronous steps through volatile shared memory, with no __syncwarp before the fix (a lane reads
+        # what another lane of warp 0 stores in the same step)
+        Case("SoftmaxKernel", "test/test.cu", f"SoftmaxKernel<8, float, {_MSHADOW_PLAN}, {_MSHADOW_PLAN}>", "2", "256",
+             "dst:struct={dptr_=@float32[8]=zeros,stride_=4} src:struct={dptr_=@float32[8]=random(-1,1),stride_=4} "
+             "xmax:uint32=4", includes=(".",), defines=("MSHADOW_USE_MKL=0", "MSHADOW_USE_CBLAS=0"), relaxations=(),
+             empty_headers=("thrust/device_ptr.h", "thrust/sort.h", "thrust/system/cuda/execution_policy.h")),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -551,7 +569,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("arrayfire", ("src/backend", "src/api/c", "include"), ARRAYFIRE_FIXES),
             Project("cuFHE", ("cufhe",), CUFHE_FIXES),
             Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES),
-            Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES))
+            Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES),
+            Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES))
 
 
 class Side(NamedTuple):

@@ -257,6 +257,23 @@ def test_a_class_member_that_calls_the_hosts_runtime_api_loses_its_body():
     assert host_runtime_calls("cudaMemcpyAsync(a, b, n); cudaMemcpy(a, b, n, k); cudaFree(a)") == ["cudaMemcpy"]
 
 
+def test_a_specialized_class_is_a_class_too():
+    """mshadow's `template <> struct Stream<gpu>` syncs its stream in host members: an explicit (or partial)
+    specialization's members are a class's members, emptied where they call the host's runtime; the primary
+    template's own members the same (the negative control: the specialization's head did not hide them before)."""
+    src = ("template <typename Device> struct Stream { void Wait() {} };\n"
+           "struct gpu {};\n"
+           "template <> struct Stream<gpu> {\n  cudaStream_t s_;\n"
+           "  inline void Wait() {\n    cudaStreamSynchronize(s_);\n  }\n"
+           "  inline int Ready() const { return 1; }\n};\n"
+           "template <typename T> struct Holder<T *, gpu> : public Stream<gpu> {\n"
+           "  void Copy(T *p) { cudaMemcpy(p, p, 4, cudaMemcpyDeviceToDevice); }\n};\n")
+    out, dropped = without_host_functions(src)
+    assert [f.name for f in dropped] == ["Wait", "Copy"] and "cudaStreamSynchronize" not in out
+    assert "  inline void Wait() {\n\n}" in out and out.count("\n") == src.count("\n")
+    assert "inline int Ready() const { return 1; }" in out and "struct Stream { void Wait() {} };" in out
+
+
 def test_a_digit_separator_is_no_character_literal():
     """llm.c's benchmark main prints `elapsed_time * 1'000`: a scanner that took the `'` of C++14's digit separator
     for a character literal ran on to the next quote, lost its braces and kept main (its runtime calls then refused

@@ -65,3 +65,14 @@ def test_an_alias_declaration_names_a_type_as_a_typedef_does():
     code = ("namespace fhe {\nusing Torus = int32_t;\nusing namespace std;\ntemplate <typename T> using Vec = T;\n"
             "__global__ void k(Torus* out, const Torus* in, Vec<float> s) { }\n}\n")
     assert _types(code) == ["int32_t*", "const int32_t*", "Vec<float>"]
+
+
+def test_a_long_macro_that_names_no_type_is_refused_at_once():
+    """mshadow's headers define long macros of words that end in an expression; the type reader tried every split of
+    every word of them before it failed (40 s for one program). Each word is now read whole: the answers are those
+    of before (types kept, numbers and expressions not), and the long one is refused in one pass."""
+    from cudasrc.signatures import type_macros
+    long_one = "MSHADOW_XINLINE " * 40 + "operator()(a)"
+    got = type_macros({"real": "float", "dfloat": " unsigned long long ", "P": "const Plan<T, U>*", "EMPTY": "",
+                       "N": "4", "EXPR": "a + b", "LONG": long_one, "UNDEF": None})
+    assert got == {"real": "float", "dfloat": "unsigned long long", "P": "const Plan<T, U>*", "EMPTY": ""}

@@ -39,10 +39,13 @@ typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 typedef enum cudaError {
   cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInitializationError = 3,
-  cudaErrorInvalidConfiguration = 9, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
-  cudaErrorInvalidDevice = 101, cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700,
-  cudaErrorLaunchOutOfResources = 701, cudaErrorLaunchFailure = 719, cudaErrorNotSupported = 801,
-  cudaErrorUnknown = 999
+  cudaErrorCudartUnloading = 4, cudaErrorInvalidConfiguration = 9, cudaErrorInvalidPitchValue = 12,
+  cudaErrorInvalidSymbol = 13, cudaErrorInvalidMemcpyDirection = 21, cudaErrorInsufficientDriver = 35,
+  cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701,
+  cudaErrorLaunchTimeout = 702, cudaErrorPeerAccessAlreadyEnabled = 704, cudaErrorPeerAccessNotEnabled = 705,
+  cudaErrorAssert = 710, cudaErrorIllegalInstruction = 715, cudaErrorMisalignedAddress = 716,
+  cudaErrorLaunchFailure = 719, cudaErrorNotSupported = 801, cudaErrorUnknown = 999
 } cudaError_t;
 
 struct dim3 {

@@ -116,7 +116,7 @@ def _class_bodies(clean: str) -> list[tuple[int, int]]:
     """The spans of the bodies of the classes and structs defined in `clean` (their braces included)."""
     out = []
     for m in re.finditer(r"\b(?:struct|class)\s+(?:__align__\s*\(\d+\)\s*|alignas\s*\(\d+\)\s*)?[A-Za-z_]\w*"
-                         r"(?:\s*final)?\s*(?::[^;{}()]*)?\{", clean):
+                         r"(?:\s*<[^;{}()]*>)?(?:\s*final)?\s*(?::[^;{}()]*)?\{", clean):
         if out and m.start() < out[-1][1]:
             continue                                # a nested class: inside the outer body already
         try:

@@ -295,3 +295,66 @@ def test_cubs_own_profiler_ranges_stay_off_beside_the_nvtx_stand_in(emu):
     emu.load(CUB_WITH_NVTX_CU).launch("block_sum", (1,), (64,), 0, [np.arange(64, dtype=np.float32), y],
                                       outputs=(1,))
     assert y[0] == 2016.0
+
+
+# mshadow's BLAS engine: static host members of a class (which stay, since a class's body is kept) calling the
+# classic cuBLAS entry points in every precision, beside a kernel of the same file
+BLAS_ENGINE_CU = r"""#include <cublas_v2.h>
+#include <cuda_fp16.h>
+template <typename DType> struct BlasEngine;
+template <> struct BlasEngine<float> {
+    static void gemv(cublasHandle_t h, int m, int n, const float* a, const float* x, float* y) {
+        float one = 1.0f, zero = 0.0f;
+        cublasSgemv(h, CUBLAS_OP_N, m, n, &one, a, m, x, 1, &zero, y, 1);
+        cublasSger(h, m, n, &one, x, 1, y, 1, const_cast<float*>(a), m);
+        cublasSdot(h, n, x, 1, y, 1, &one);
+        cublasSgemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, m, n, n, &one, a, CUDA_R_16F, m, x, CUDA_R_16F, n, &zero, y,
+                      CUDA_R_32F, m);
+        const float* as[2] = {a, a};
+        float* ys[2] = {y, y};
+        cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, n, &one, as, m, as, n, &zero, ys, m, 2);
+        cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, n, &one, a, m, 0, a, n, 0, &zero, y, m, 0, 2);
+    }
+};
+template <> struct BlasEngine<double> {
+    static void gemm(cublasHandle_t h, int m, const double* a, double* c) {
+        double one = 1.0;
+        cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, m, m, &one, a, m, a, m, &one, c, m);
+        cublasDgemv(h, CUBLAS_OP_T, m, m, &one, a, m, a, 1, &one, c, 1);
+        cublasDnrm2(h, m, a, 1, c);
+        int at;
+        cublasIdamax(h, m, a, 1, &at);
+        if (cudaStreamQuery(0) == cudaErrorCudartUnloading) return;     // mshadow's stream's idle check
+    }
+};
+template <> struct BlasEngine<__half> {
+    static void gemm(cublasHandle_t h, int m, const __half* a, __half* c, cuComplex* z) {
+        __half one = __float2half(1.0f);
+        cublasHgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, a, m, &one, c, m);
+        cuComplex w = make_cuComplex(1.0f, 0.0f);
+        cublasCgemm(h, CUBLAS_OP_C, CUBLAS_OP_N, m, m, m, &w, z, m, z, m, &w, z, m);
+        cublasSetMatrix(m, m, sizeof(cuComplex), z, m, z, m);
+    }
+};
+__global__ void scale(float* y, float s) { y[threadIdx.x] = s * threadIdx.x; }
+"""
+
+
+@needs_nvcc
+def test_the_classic_blas_calls_of_a_host_class_compile_beside_a_kernel(emu):
+    """The host class compiles against the stand-in cuBLAS header on both builds (nvcc's device-side compile reads
+    host code too), and the file's kernel runs."""
+    module = emu.load(BLAS_ENGINE_CU, ())
+    y = np.zeros(4, np.float32)
+    module.launch("scale", (1,), (4,), 0, [y, np.float32(2)], outputs=(0,))
+    assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+@needs_nvcc
+def test_a_blas_call_with_the_wrong_types_is_still_refused(emu):
+    """The negative control: the declarations carry cuBLAS's types, so a host call that cuBLAS would refuse (a
+    double matrix to the single-precision GEMV) is refused here too: no catch-all declaration."""
+    broken = BLAS_ENGINE_CU.replace("cublasSgemv(h, CUBLAS_OP_N, m, n, &one, a,",
+                                    "cublasSgemv(h, CUBLAS_OP_N, m, n, &one, (const double*)a,")
+    with pytest.raises(BuildError, match=r"cublasSgemv|argument of type"):
+        emu.load(broken, ())

@@ -479,3 +479,36 @@ def test_a_kernel_and_a_shared_array_marked_by_macros(detector):
     out = args(1)
     module.launch("sum_twice", (1,), (64,), 0, out, outputs=(1,))
     assert np.array_equal(out[1], 3 * ((np.arange(64) + 32) % 64).astype(np.float32))
+
+
+# mshadow's reduction (2017): `__syncwarp()` is a real barrier of the warp only where the program includes cuda.h,
+# whose CUDA_VERSION turns off the empty CUDA 8 fallback; without cuda.h the test reads 0 and the steps race.
+VERSIONED_REDUCTION = r"""{include}
+#if CUDA_VERSION < 9000
+#define __syncwarp()
+#endif
+__global__ void warp_sum(const float* x, float* y) {{
+  volatile __shared__ float buf[32];
+  int tid = threadIdx.x;
+  buf[tid] = x[tid];
+  __syncwarp();
+  for (int half = 16; half > 0; half >>= 1) {{
+    if (tid < half) buf[tid] = buf[tid] + buf[tid + half];
+    __syncwarp();
+  }}
+  y[tid] = x[tid] + 0.0f * buf[0];
+}}
+"""
+
+
+@pytest.mark.parametrize("include, racy", [("#include <cuda.h>", False), ("#include <cuda_runtime.h>", True)])
+def test_cuda_version_comes_with_cuda_h_as_a_toolkit_defines_it(backend, include, racy):
+    module = backend.load(VERSIONED_REDUCTION.format(include=include))
+    x = np.arange(32, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    if racy:
+        with pytest.raises(DataRace, match=r"__shared__ 'buf' .*lanes of one warp .*no __syncwarp"):
+            module.launch("warp_sum", (1,), (32,), 0, [x, y], outputs=(1,))
+    else:
+        module.launch("warp_sum", (1,), (32,), 0, [x, y], outputs=(1,))
+        assert np.array_equal(y, x)
