@@ -126,7 +126,7 @@ def _templates_of(clean: str, base: str) -> list:
             end = closing_bracket(clean, at)
             pattern = tuple(a.strip() for a in split_declaration(clean[at + 1:end], ",") if a.strip())
             at = end + 1
-        rest = re.match(r"\s*(:[^{;]*)?([{;])", clean[at:])
+        rest = re.match(r"\s*(:(?!:)[^{;]*)?([{;])", clean[at:])      # not `S<T>::Inner {`, a member's
         if not rest:
             continue
         params, defaults = [], []

@@ -180,3 +180,12 @@ def test_specialized_layouts_agree_with_the_host_compiler(tmp_path):
     r = subprocess.run([cxx, "-std=gnu++17", "-Wno-invalid-offsetof", "-fsyntax-only", str(src)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_member_class_defined_outside_is_no_specialization():
+    """`template <typename T> struct Outer<T>::Inner { T a; }` defines Outer's member class, not a specialization
+    of Outer whose base clause is `:Inner`: Outer<int> keeps its own (empty) body."""
+    code = ("template <typename T> struct Outer { struct Inner; T *p; };\n"
+            "template <typename T> struct Outer<T>::Inner { T a; double b; };\n")
+    layout = struct_layout(code, "Outer<int>")
+    assert [(f.path, f.offset, f.pointer) for f in layout.fields] == [("p", 0, True)] and layout.size == 8
