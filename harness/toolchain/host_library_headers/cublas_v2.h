@@ -56,160 +56,85 @@ cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t m
 cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes);
 const char* cublasGetStatusName(cublasStatus_t status);
 const char* cublasGetStatusString(cublasStatus_t status);
-cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                           int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
-                           const float* beta, float* C, int ldc);
-// The classic BLAS entry points, single, double and complex (and half for the GEMMs), as cuBLAS v2 declares them
 cublasStatus_t cublasSetVector(int n, int elemSize, const void* x, int incx, void* devicePtr, int incy);
 cublasStatus_t cublasGetVector(int n, int elemSize, const void* x, int incx, void* y, int incy);
 cublasStatus_t cublasSetMatrix(int rows, int cols, int elemSize, const void* A, int lda, void* B, int ldb);
 cublasStatus_t cublasGetMatrix(int rows, int cols, int elemSize, const void* A, int lda, void* B, int ldb);
-cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-    int n, int k, const float* alpha, const float* const Aarray[], int lda, const float* const Barray[], int ldb,
-    const float* beta, float* const Carray[], int ldc, int batchCount);
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const float* alpha, const float* A, int lda, long long int strideA, const float* B, int ldb,
-    long long int strideB, const float* beta, float* C, int ldc, long long int strideC, int batchCount);
-cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float* alpha, const
-    float* A, int lda, const float* x, int incx, const float* beta, float* y, int incy);
-cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb, float* C, int ldc);
-cublasStatus_t cublasSdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const float* A, int lda, const
-    float* x, int incx, float* C, int ldc);
-cublasStatus_t cublasStrsm(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t
-    trans, cublasDiagType_t diag, int m, int n, const float* alpha, const float* A, int lda, float* B, int ldb);
-cublasStatus_t cublasSsyrk(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const
-    float* alpha, const float* A, int lda, const float* beta, float* C, int ldc);
-cublasStatus_t cublasSaxpy(cublasHandle_t handle, int n, const float* alpha, const float* x, int incx, float* y, int
-    incy);
-cublasStatus_t cublasSscal(cublasHandle_t handle, int n, const float* alpha, float* x, int incx);
-cublasStatus_t cublasScopy(cublasHandle_t handle, int n, const float* x, int incx, float* y, int incy);
-cublasStatus_t cublasSswap(cublasHandle_t handle, int n, float* x, int incx, float* y, int incy);
-cublasStatus_t cublasIsamax(cublasHandle_t handle, int n, const float* x, int incx, int* result);
-cublasStatus_t cublasIsamin(cublasHandle_t handle, int n, const float* x, int incx, int* result);
-cublasStatus_t cublasSdot(cublasHandle_t handle, int n, const float* x, int incx, const float* y, int incy, float*
-    result);
-cublasStatus_t cublasSnrm2(cublasHandle_t handle, int n, const float* x, int incx, float* result);
-cublasStatus_t cublasSasum(cublasHandle_t handle, int n, const float* x, int incx, float* result);
-cublasStatus_t cublasSger(cublasHandle_t handle, int m, int n, const float* alpha, const float* x, int incx, const
-    float* y, int incy, float* A, int lda);
-cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta, double* C, int
-    ldc);
-cublasStatus_t cublasDgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-    int n, int k, const double* alpha, const double* const Aarray[], int lda, const double* const Barray[], int ldb,
-    const double* beta, double* const Carray[], int ldc, int batchCount);
-cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const double* alpha, const double* A, int lda, long long int strideA, const double* B, int
-    ldb, long long int strideB, const double* beta, double* C, int ldc, long long int strideC, int batchCount);
-cublasStatus_t cublasDgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const double* alpha, const
-    double* A, int lda, const double* x, int incx, const double* beta, double* y, int incy);
-cublasStatus_t cublasDgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    const double* alpha, const double* A, int lda, const double* beta, const double* B, int ldb, double* C, int ldc);
-cublasStatus_t cublasDdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const double* A, int lda, const
-    double* x, int incx, double* C, int ldc);
-cublasStatus_t cublasDtrsm(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t
-    trans, cublasDiagType_t diag, int m, int n, const double* alpha, const double* A, int lda, double* B, int ldb);
-cublasStatus_t cublasDsyrk(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const
-    double* alpha, const double* A, int lda, const double* beta, double* C, int ldc);
-cublasStatus_t cublasDaxpy(cublasHandle_t handle, int n, const double* alpha, const double* x, int incx, double* y,
-    int incy);
-cublasStatus_t cublasDscal(cublasHandle_t handle, int n, const double* alpha, double* x, int incx);
-cublasStatus_t cublasDcopy(cublasHandle_t handle, int n, const double* x, int incx, double* y, int incy);
-cublasStatus_t cublasDswap(cublasHandle_t handle, int n, double* x, int incx, double* y, int incy);
-cublasStatus_t cublasIdamax(cublasHandle_t handle, int n, const double* x, int incx, int* result);
-cublasStatus_t cublasIdamin(cublasHandle_t handle, int n, const double* x, int incx, int* result);
-cublasStatus_t cublasDdot(cublasHandle_t handle, int n, const double* x, int incx, const double* y, int incy, double*
-    result);
-cublasStatus_t cublasDnrm2(cublasHandle_t handle, int n, const double* x, int incx, double* result);
-cublasStatus_t cublasDasum(cublasHandle_t handle, int n, const double* x, int incx, double* result);
-cublasStatus_t cublasDger(cublasHandle_t handle, int m, int n, const double* alpha, const double* x, int incx, const
-    double* y, int incy, double* A, int lda);
-cublasStatus_t cublasCgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* B, int ldb, const cuComplex* beta,
-    cuComplex* C, int ldc);
-cublasStatus_t cublasCgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-    int n, int k, const cuComplex* alpha, const cuComplex* const Aarray[], int lda, const cuComplex* const Barray[],
-    int ldb, const cuComplex* beta, cuComplex* const Carray[], int ldc, int batchCount);
-cublasStatus_t cublasCgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const cuComplex* alpha, const cuComplex* A, int lda, long long int strideA, const cuComplex*
-    B, int ldb, long long int strideB, const cuComplex* beta, cuComplex* C, int ldc, long long int strideC, int
-    batchCount);
-cublasStatus_t cublasCgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuComplex* alpha, const
-    cuComplex* A, int lda, const cuComplex* x, int incx, const cuComplex* beta, cuComplex* y, int incy);
-cublasStatus_t cublasCgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    const cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* beta, const cuComplex* B, int ldb,
-    cuComplex* C, int ldc);
-cublasStatus_t cublasCdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuComplex* A, int lda,
-    const cuComplex* x, int incx, cuComplex* C, int ldc);
-cublasStatus_t cublasCtrsm(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t
-    trans, cublasDiagType_t diag, int m, int n, const cuComplex* alpha, const cuComplex* A, int lda, cuComplex* B, int
-    ldb);
-cublasStatus_t cublasCsyrk(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const
-    cuComplex* alpha, const cuComplex* A, int lda, const cuComplex* beta, cuComplex* C, int ldc);
-cublasStatus_t cublasCaxpy(cublasHandle_t handle, int n, const cuComplex* alpha, const cuComplex* x, int incx,
-    cuComplex* y, int incy);
-cublasStatus_t cublasCscal(cublasHandle_t handle, int n, const cuComplex* alpha, cuComplex* x, int incx);
-cublasStatus_t cublasCcopy(cublasHandle_t handle, int n, const cuComplex* x, int incx, cuComplex* y, int incy);
-cublasStatus_t cublasCswap(cublasHandle_t handle, int n, cuComplex* x, int incx, cuComplex* y, int incy);
-cublasStatus_t cublasIcamax(cublasHandle_t handle, int n, const cuComplex* x, int incx, int* result);
-cublasStatus_t cublasIcamin(cublasHandle_t handle, int n, const cuComplex* x, int incx, int* result);
+
+// The classic BLAS entry points as cuBLAS v2 declares them, one set per precision (X: S, D, C, Z; x: its lower
+// case for the index searches), with the types real cuBLAS has, so a call with the wrong ones is refused.
+#define QCONFORM_CUBLAS_CLASSIC(X, x, T)                                                                              \
+cublasStatus_t cublas##X##gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,      \
+    int n, int k, const T* alpha, const T* A, int lda, const T* B, int ldb, const T* beta, T* C, int ldc);            \
+cublasStatus_t cublas##X##gemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,      \
+    int m, int n, int k, const T* alpha, const T* const Aarray[], int lda, const T* const Barray[], int ldb,          \
+    const T* beta, T* const Carray[], int ldc, int batchCount);                                                      \
+cublasStatus_t cublas##X##gemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,                        \
+    cublasOperation_t transb, int m, int n, int k, const T* alpha, const T* A, int lda, long long int strideA,      \
+    const T* B, int ldb, long long int strideB, const T* beta, T* C, int ldc, long long int strideC, int batchCount);\
+cublasStatus_t cublas##X##gemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const T* alpha,         \
+    const T* A, int lda, const T* x, int incx, const T* beta, T* y, int incy);                                       \
+cublasStatus_t cublas##X##geam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,      \
+    int n, const T* alpha, const T* A, int lda, const T* beta, const T* B, int ldb, T* C, int ldc);                  \
+cublasStatus_t cublas##X##dgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const T* A, int lda,      \
+    const T* x, int incx, T* C, int ldc);                                                                            \
+cublasStatus_t cublas##X##trsm(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,                  \
+    cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const T* alpha, const T* A, int lda, T* B,         \
+    int ldb);                                                                                                        \
+cublasStatus_t cublas##X##syrk(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,  \
+    const T* alpha, const T* A, int lda, const T* beta, T* C, int ldc);                                              \
+cublasStatus_t cublas##X##axpy(cublasHandle_t handle, int n, const T* alpha, const T* x, int incx, T* y, int incy);  \
+cublasStatus_t cublas##X##scal(cublasHandle_t handle, int n, const T* alpha, T* x, int incx);                        \
+cublasStatus_t cublas##X##copy(cublasHandle_t handle, int n, const T* x, int incx, T* y, int incy);                  \
+cublasStatus_t cublas##X##swap(cublasHandle_t handle, int n, T* x, int incx, T* y, int incy);                        \
+cublasStatus_t cublasI##x##amax(cublasHandle_t handle, int n, const T* x, int incx, int* result);                    \
+cublasStatus_t cublasI##x##amin(cublasHandle_t handle, int n, const T* x, int incx, int* result);
+// the reductions and the rank-1 update: real precisions (R: the result's type, N: the norm's prefix)
+#define QCONFORM_CUBLAS_REDUCTIONS(X, N, T, R)                                                                        \
+cublasStatus_t cublas##N##nrm2(cublasHandle_t handle, int n, const T* x, int incx, R* result);                       \
+cublasStatus_t cublas##N##asum(cublasHandle_t handle, int n, const T* x, int incx, R* result);
+QCONFORM_CUBLAS_CLASSIC(S, s, float)
+QCONFORM_CUBLAS_CLASSIC(D, d, double)
+QCONFORM_CUBLAS_CLASSIC(C, c, cuComplex)
+QCONFORM_CUBLAS_CLASSIC(Z, z, cuDoubleComplex)
+QCONFORM_CUBLAS_REDUCTIONS(S, S, float, float)
+QCONFORM_CUBLAS_REDUCTIONS(D, D, double, double)
+QCONFORM_CUBLAS_REDUCTIONS(C, Sc, cuComplex, float)
+QCONFORM_CUBLAS_REDUCTIONS(Z, Dz, cuDoubleComplex, double)
+#undef QCONFORM_CUBLAS_CLASSIC
+#undef QCONFORM_CUBLAS_REDUCTIONS
+cublasStatus_t cublasSdot(cublasHandle_t handle, int n, const float* x, int incx, const float* y, int incy,
+                          float* result);
+cublasStatus_t cublasDdot(cublasHandle_t handle, int n, const double* x, int incx, const double* y, int incy,
+                          double* result);
 cublasStatus_t cublasCdotu(cublasHandle_t handle, int n, const cuComplex* x, int incx, const cuComplex* y, int incy,
-    cuComplex* result);
+                           cuComplex* result);
 cublasStatus_t cublasCdotc(cublasHandle_t handle, int n, const cuComplex* x, int incx, const cuComplex* y, int incy,
-    cuComplex* result);
-cublasStatus_t cublasScnrm2(cublasHandle_t handle, int n, const cuComplex* x, int incx, float* result);
-cublasStatus_t cublasScasum(cublasHandle_t handle, int n, const cuComplex* x, int incx, float* result);
-cublasStatus_t cublasZgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* B, int ldb, const
-    cuDoubleComplex* beta, cuDoubleComplex* C, int ldc);
-cublasStatus_t cublasZgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-    int n, int k, const cuDoubleComplex* alpha, const cuDoubleComplex* const Aarray[], int lda, const cuDoubleComplex*
-    const Barray[], int ldb, const cuDoubleComplex* beta, cuDoubleComplex* const Carray[], int ldc, int batchCount);
-cublasStatus_t cublasZgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, long long int strideA, const
-    cuDoubleComplex* B, int ldb, long long int strideB, const cuDoubleComplex* beta, cuDoubleComplex* C, int ldc, long
-    long int strideC, int batchCount);
-cublasStatus_t cublasZgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuDoubleComplex* alpha,
-    const cuDoubleComplex* A, int lda, const cuDoubleComplex* x, int incx, const cuDoubleComplex* beta,
-    cuDoubleComplex* y, int incy);
-cublasStatus_t cublasZgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* beta, const
-    cuDoubleComplex* B, int ldb, cuDoubleComplex* C, int ldc);
-cublasStatus_t cublasZdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuDoubleComplex* A, int
-    lda, const cuDoubleComplex* x, int incx, cuDoubleComplex* C, int ldc);
-cublasStatus_t cublasZtrsm(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t
-    trans, cublasDiagType_t diag, int m, int n, const cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda,
-    cuDoubleComplex* B, int ldb);
-cublasStatus_t cublasZsyrk(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const
-    cuDoubleComplex* alpha, const cuDoubleComplex* A, int lda, const cuDoubleComplex* beta, cuDoubleComplex* C, int
-    ldc);
-cublasStatus_t cublasZaxpy(cublasHandle_t handle, int n, const cuDoubleComplex* alpha, const cuDoubleComplex* x, int
-    incx, cuDoubleComplex* y, int incy);
-cublasStatus_t cublasZscal(cublasHandle_t handle, int n, const cuDoubleComplex* alpha, cuDoubleComplex* x, int incx);
-cublasStatus_t cublasZcopy(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, cuDoubleComplex* y, int
-    incy);
-cublasStatus_t cublasZswap(cublasHandle_t handle, int n, cuDoubleComplex* x, int incx, cuDoubleComplex* y, int incy);
-cublasStatus_t cublasIzamax(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, int* result);
-cublasStatus_t cublasIzamin(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, int* result);
-cublasStatus_t cublasZdotu(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, const cuDoubleComplex* y,
-    int incy, cuDoubleComplex* result);
-cublasStatus_t cublasZdotc(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, const cuDoubleComplex* y,
-    int incy, cuDoubleComplex* result);
-cublasStatus_t cublasDznrm2(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, double* result);
-cublasStatus_t cublasDzasum(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx, double* result);
+                           cuComplex* result);
+cublasStatus_t cublasZdotu(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx,
+                           const cuDoubleComplex* y, int incy, cuDoubleComplex* result);
+cublasStatus_t cublasZdotc(cublasHandle_t handle, int n, const cuDoubleComplex* x, int incx,
+                           const cuDoubleComplex* y, int incy, cuDoubleComplex* result);
+cublasStatus_t cublasSger(cublasHandle_t handle, int m, int n, const float* alpha, const float* x, int incx,
+                          const float* y, int incy, float* A, int lda);
+cublasStatus_t cublasDger(cublasHandle_t handle, int m, int n, const double* alpha, const double* x, int incx,
+                          const double* y, int incy, double* A, int lda);
+// half precision's GEMMs, and the single-precision GEMM of other storage types
 cublasStatus_t cublasHgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const __half* alpha, const __half* A, int lda, const __half* B, int ldb, const __half* beta, __half* C, int
-    ldc);
+                           int k, const __half* alpha, const __half* A, int lda, const __half* B, int ldb,
+                           const __half* beta, __half* C, int ldc);
 cublasStatus_t cublasHgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-    int n, int k, const __half* alpha, const __half* const Aarray[], int lda, const __half* const Barray[], int ldb,
-    const __half* beta, __half* const Carray[], int ldc, int batchCount);
+                                  int n, int k, const __half* alpha, const __half* const Aarray[], int lda,
+                                  const __half* const Barray[], int ldb, const __half* beta,
+                                  __half* const Carray[], int ldc, int batchCount);
 cublasStatus_t cublasHgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-    int m, int n, int k, const __half* alpha, const __half* A, int lda, long long int strideA, const __half* B, int
-    ldb, long long int strideB, const __half* beta, __half* C, int ldc, long long int strideC, int batchCount);
+                                         int m, int n, int k, const __half* alpha, const __half* A, int lda,
+                                         long long int strideA, const __half* B, int ldb, long long int strideB,
+                                         const __half* beta, __half* C, int ldc, long long int strideC,
+                                         int batchCount);
 cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-    int k, const float* alpha, const void* A, cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb,
-    const float* beta, void* C, cudaDataType Ctype, int ldc);
+                             int k, const float* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                             cudaDataType Btype, int ldb, const float* beta, void* C, cudaDataType Ctype, int ldc);
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                             int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
                             cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
