@@ -4,7 +4,8 @@ Inference engines fix data races in their CUDA kernels, each in a commit of its 
 race condition in MMQ ids_dst", "Fix sync bug in GPTQ reconstruct kernel", ...). Each fix is a labelled pair written
 by people who knew the race was real: the kernel at the fix's parent is racy, the kernel at the fix is race-free as
 far as that race goes. SUITE is a clone of one of PROJECTS with its history (a bare one too: `git clone --bare`):
-ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp), exllamav2 (github.com/turboderp/exllamav2),
+ggml (github.com/ggml-org/ggml, the tensor library of llama.cpp, and a race a llama.cpp pull request reports in its
+decode attention over a Q8_0 cache), exllamav2 (github.com/turboderp/exllamav2),
 exllama (github.com/turboderp/exllama, its first version), llm.c (github.com/karpathy/llm.c: a benchmark's
 softmax, the training program's fused classifier, and a race a pull request reports in its fp32 program), HeCBench (github.com/ORNL/HeCBench, formerly
 zjin-lcf/HeCBench: benchmark programs whose races users reported), Kaldi (github.com/kaldi-asr/kaldi: the speech
@@ -183,6 +184,22 @@ GGML_FIXES = (
         Case("group_norm_f32", f"{GGML_CUDA}/norm.cu", "group_norm_f32<1024>", "2", "1024",
              "x:float32[4096]=random(-2,2) dst:float32[4096]!out group_size:int32=2048 ne_elements:int32=4096 "
              "eps:float32=1e-6", (128, 256)),)),
+    Fix("d99724f2", "readme : update following llama.cpp style (#1599): the newest commit read here", (
+        # decode attention over a Q8_0 KV cache at head size 64: Q is quantized to q8_1 in shared memory by 16
+        # lanes' worth of ints (ni = 16), but all 32 lanes store an int, and lanes 16..31 write over the scales
+        # and sums that lanes 0 and 8 store right after them, in one warp with nothing between (one query, 128
+        # cached keys of Q8_0 rows of 68 bytes, one head)
+        Case("flash_attn_ext_vec (Q8_0 K and V, head size 64)", f"{INSTANCES}/fattn-vec-instance-q8_0-q8_0.cu",
+             "flash_attn_ext_vec<64, 1, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, false>", "1,1,1", "32,4",
+             "Q_ptr:float32[64]=random(-1,1) K_ptr:uint8[8704]=random(0,120) V_ptr:uint8[8704]=random(0,120) "
+             "mask_ptr:null sinks_ptr:null KV_max_ptr:null dst_ptr:float32[64]!out dst_meta_ptr:null "
+             "scale:float32=0.125 max_bias:float32=0 m0:float32=1 m1:float32=1 n_head_log2:uint32=1 "
+             "logit_softcap:float32=0 ne00:int32=64 ne01:struct={x=1,y=0,z=1} ne02:int32=1 ne03:int32=1 "
+             "nb01:int32=256 nb02:int32=256 nb03:int32=256 ne10:int32=64 ne11:int32=128 ne12:int32=1 ne13:int32=1 "
+             "nb11:int32=68 nb12:int32=8704 nb13:int64=8704 nb21:int32=68 nb22:int32=8704 nb23:int64=8704 "
+             "ne31:int32=1 ne32:int32=1 ne33:int32=1 nb31:int32=256 nb32:int32=256 nb33:int64=256"),),
+        reported="ggml-org/llama.cpp#28358 (September 2026, open: its first race, found by compute-sanitizer's "
+                 "racecheck)"),
 )
 
 EXLLAMAV2_FIXES = (
