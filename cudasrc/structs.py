@@ -173,7 +173,10 @@ def _template_definition(src: _Source, name: str) -> "_Definition | None":
     fits = []
     for t in templates:
         if t.pattern is not None and t.body is not None:
-            values = deduce(t.pattern, t.params, args)
+            try:
+                values = deduce(t.pattern, t.params, args)
+            except ValueError as exc:           # `Plan<Tensor<gpu, 2, float>, float` and the like
+                raise LookupError(f"struct {name}: cannot read the template arguments ({exc})") from None
             if values is not None:
                 fits.append((t.pattern, t.params, t, values))
     if fits:

@@ -9,18 +9,17 @@ are not resolved here."""
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 # a (qualified) name, a number, or one character of punctuation
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)|(\d[\w.']*)|(\S))")
 
 
-class _Node(tuple):
-    """(key, text, args): a name or symbol (key: its last component), or a template's instance (args: one node
-    sequence per template argument, else None)."""
-    key = property(lambda self: self[0])
-    text = property(lambda self: self[1])
-    args = property(lambda self: self[2])
+class _Node(NamedTuple):
+    """A name, number or symbol, or a template's instance."""
+    key: str                     # what compares: a name's last component (`gpu` for `mshadow::gpu`)
+    text: str                    # as written
+    args: Optional[tuple]        # a template instance's arguments, one node sequence each; None for the others
 
 
 def parse(text: str) -> tuple:
@@ -33,7 +32,7 @@ def parse(text: str) -> tuple:
             break
         tokens.append((m.group(1) or m.group(2) or m.group(3), m.start(m.lastindex)))
         pos = m.end()
-    nodes, end = _sequence(text, tokens, 0, top=True)
+    nodes, _ = _sequence(text, tokens, 0, top=True)
     return nodes
 
 
@@ -58,9 +57,9 @@ def _sequence(text: str, tokens: list, i: int, top: bool = False) -> "tuple[tupl
                 i += 1
                 if closer == ">":
                     break
-            out.append(_Node((_last(tok), text[at:end + 1], tuple(args))))
+            out.append(_Node(_last(tok), text[at:end + 1], tuple(args)))
             continue
-        out.append(_Node((_last(tok), tok, None)))
+        out.append(_Node(_last(tok), tok, None))
         i += 1
     return tuple(out), i
 
