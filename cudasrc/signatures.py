@@ -211,11 +211,34 @@ def without_default(text: str) -> str:
     return split_declaration(text, "=")[0]
 
 
-def _split_param(text: str) -> tuple[str, str]:
+# Words that end a parameter's type, never its name: `uint32_t /*max_len*/` is unnamed, `unsigned int` too
+_TYPE_LAST = {"int", "char", "short", "long", "float", "double", "bool", "void", "signed", "unsigned", "wchar_t",
+              "char8_t", "char16_t", "char32_t", "const", "volatile", "__restrict__", "restrict"}
+_QUALIFIERS = {"const", "volatile", "struct", "class", "enum", "typename"}
+
+
+def _unnamed(text: str) -> bool:
+    """A parameter written without a name (its type alone), as a definition may leave one it does not use."""
+    if re.search(r"[*&>]$", text):
+        return True
+    m = re.match(r"^(.*?)([A-Za-z_]\w*)$", text)
+    if not m:
+        return False
+    before = m.group(1).replace("::", " ").split()
+    return m.group(2) in _TYPE_LAST or all(w in _QUALIFIERS for w in before)
+
+
+def _split_param(text: str, position: "int | None" = None) -> tuple[str, str]:
+    """(type, name) of one parameter; one without a name is `arg<position>` (as an explicit instantiation's are)
+    where its position is given, else a ValueError."""
     text = re.sub(r"\s+", " ", without_default(text).strip())
     fp = _FUNC_PTR.match(text)
     if fp:      # by value: the pointer to a device function
         return normalize_ctype(f"{fp.group(1)}(*){fp.group(3)}"), fp.group(2)
+    if _unnamed(text):
+        if position is None:
+            raise ValueError(f"cannot read kernel parameter {text!r}")
+        return normalize_ctype(text), f"arg{position}"
     # `T name[]` and `T name[N]` are pointers in a parameter list (array parameters decay). `T name[][M]` decays
     # to a pointer to rows of M: the launch passes one flat buffer of T, so it is read as a pointer to its
     # elements (the kernel's own type, `T (*)[M]`, indexes that buffer row by row).
@@ -398,7 +421,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
     sigs, template_params = [], {}
     if context and "template" in clean:       # a template kernel of a header: its parameters' names
         for t in template_definitions(context, defines):
-            template_params[t.name] = [_split_param(p)[1] for p in t.params]
+            template_params[t.name] = [_split_param(p, i)[1] for i, p in enumerate(t.params)]
     for m, template, instantiation in _globals(clean, words):
         close = closing_bracket(clean, m.end() - 1)
         body = clean[m.end():close].strip()
@@ -406,12 +429,12 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
         if not template and not instantiation and clean[close + 1:].lstrip().startswith(";"):
             continue          # a prototype: the kernel is its definition's (here or in another file)
         if template:      # a template's definition or declaration: its parameter names (the source's first)
-            template_params[m.group(1)] = [_split_param(p)[1] for p in texts]
+            template_params[m.group(1)] = [_split_param(p, i)[1] for i, p in enumerate(texts)]
             continue
         if instantiation:     # `template __global__ void k<float>(const float*, float*);`: names may be left out
             params = tuple(_named_param(p, i, template_params.get(m.group(1), [])) for i, p in enumerate(texts))
         else:
-            params = tuple(_split_param(p) for p in texts)
+            params = tuple(_split_param(p, i) for i, p in enumerate(texts))
         params = _resolve_typedefs(params, typedefs) if typedefs else params
         name = m.group(1) + (launch_name(m.group(2)) if instantiation else "")
         spelling = m.group(1) + re.sub(r"\s+", " ", m.group(2)) if instantiation else ""

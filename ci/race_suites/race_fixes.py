@@ -13,7 +13,8 @@ toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA b
 (github.com/vernamlab/cuFHE: homomorphic encryption's bootstrapping) or OpenMM (github.com/openmm/openmm: molecular
 dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`) or Megatron-LM
 (github.com/NVIDIA/Megatron-LM: its fused layer norm, with stand-ins for the PyTorch headers its device code uses: a
-case's `headers`) or mshadow (github.com/dmlc/mshadow: MXNet's tensor library, its warp-synchronous reductions). The
+case's `headers`), mshadow (github.com/dmlc/mshadow: MXNet's tensor library, its warp-synchronous reductions) or
+flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's and top-k's reuses of shared memory). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -570,6 +571,36 @@ MSHADOW_FIXES = (
 )
 
 
+# flashinfer (github.com/flashinfer-ai/flashinfer: LLM serving kernels, header-only): its sampling and top-k kernels,
+# built from the header that defines them (sampling.cuh, which includes topk.cuh) with its JIT's
+# `--expt-relaxed-constexpr`; cuRAND's host header serves host code only, and is found empty.
+_FLASHINFER = dict(includes=("include",), relaxations=("expt-relaxed-constexpr",), empty_headers=("curand.h",))
+
+FLASHINFER_FIXES = (
+    Fix("78d0a06b7", "fix(sampling): fix shared-memory race and out-of-range token id in SamplingFromLogitsKernel "
+                     "(#3624)", (
+        # Gumbel-max sampling of 2 rows of a vocabulary of 8192 floats, 1024 threads of 4 items per row, as
+        # SamplingFromLogits launches them on an sm80+ device (its dynamic shared bytes: sizeof the BlockReduce's
+        # TempStorage, 296 with CUDA 13's CUB): the 2 tiles' BlockReduce reuse one storage with no barrier between
+        Case("SamplingFromLogitsKernel", "include/flashinfer/sampling.cuh",
+             "SamplingFromLogitsKernel<1024, cub::BLOCK_SCAN_WARP_SCANS, cub::BLOCK_REDUCE_WARP_REDUCTIONS, 4, false, "
+             "float, int>", "2", "1024",
+             "logits:float32[16384]=random(-4,4) output:int32[2]!out indices:null d:uint32=8192 seed_arr:null "
+             "seed_val:uint64=42 offset_arr:null offset_val:uint64=0", (296, 296), **_FLASHINFER),)),
+    Fix("0b29eed26", "Fix smem race in `FilteredTopK` overflow refinement (#3529)", (
+        # the top 100 of one row of 32768 equal floats, deterministic (the pull request's tie-heavy input): every
+        # score is a candidate, more than the 16384 the shared buffer holds, so the overflow fallback refines byte
+        # by byte, and each round clears s_histogram while other warps still read the round before's (1024
+        # threads, its 128 KiB of dynamic shared memory, as LaunchFilteredTopKUnified launches it)
+        Case("FilteredTopKUnifiedKernel", "include/flashinfer/sampling.cuh",
+             "FilteredTopKUnifiedKernel<float, int, 4, true, flashinfer::sampling::FilteredTopKMode::Plain, "
+             "flashinfer::sampling::TopKTieBreak::None>", "1", "1024",
+             "input:float32[32768]=0.5 output:int32[100]!out aux_output:float32[100]!out aux_input:null "
+             "aux_stride:int64=0 row_to_batch:null lengths:null row_starts:null num_rows:uint32=1 top_k:uint32=100 "
+             "max_len:uint32=32768", (131072, 131072), **_FLASHINFER),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -587,7 +618,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("cuFHE", ("cufhe",), CUFHE_FIXES),
             Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES),
             Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES),
-            Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES))
+            Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES),
+            Project("flashinfer", ("include",), FLASHINFER_FIXES))
 
 
 class Side(NamedTuple):

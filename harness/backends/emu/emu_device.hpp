@@ -36,6 +36,8 @@ struct uint3 { unsigned int x, y, z; };
 // The runtime's handle and status types, for the host declarations a program's files keep where host functions are
 // dropped (a launcher's function-pointer typedef, a prototype): nothing here creates a stream or returns a status.
 typedef struct CUstream_st* cudaStream_t;
+enum cudaSharedMemConfig { cudaSharedMemBankSizeDefault = 0, cudaSharedMemBankSizeFourByte = 1,
+                          cudaSharedMemBankSizeEightByte = 2 };
 typedef struct CUevent_st* cudaEvent_t;
 typedef enum cudaError {
   cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInitializationError = 3,
@@ -678,9 +680,12 @@ __attribute__((always_inline)) inline void* emu_race_memset(void* d, int c, size
   return __builtin_memset(d, c, n);
 }
 namespace std { using ::emu_race_memcpy; using ::emu_race_memmove; using ::emu_race_memset; }
-#define memcpy(d, s, n) emu_race_memcpy(d, s, n)
-#define memmove(d, s, n) emu_race_memmove(d, s, n)
-#define memset(d, c, n) emu_race_memset(d, c, n)
+// Only the three-argument calls are the C library's: a member function of another arity keeps its name (flashinfer's
+// `vec_t<T, N>::memcpy(T* dst, const T* src)`). Inside its own expansion a macro's name is not expanded again.
+#define EMU_THIRD_ARGUMENT_PICKS(a, b, c, name, ...) name
+#define memcpy(...) EMU_THIRD_ARGUMENT_PICKS(__VA_ARGS__, emu_race_memcpy, memcpy, memcpy, memcpy)(__VA_ARGS__)
+#define memmove(...) EMU_THIRD_ARGUMENT_PICKS(__VA_ARGS__, emu_race_memmove, memmove, memmove, memmove)(__VA_ARGS__)
+#define memset(...) EMU_THIRD_ARGUMENT_PICKS(__VA_ARGS__, emu_race_memset, memset, memset, memset)(__VA_ARGS__)
 #define __builtin_memcpy(d, s, n) emu_race_memcpy(d, s, n)
 #define __builtin_memmove(d, s, n) emu_race_memmove(d, s, n)
 #define __builtin_memset(d, c, n) emu_race_memset(d, c, n)

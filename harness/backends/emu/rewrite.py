@@ -146,7 +146,7 @@ def check_unsupported(clean: str, own_functions: "Iterable[str]" = ()) -> None:
 
 # ---- __shared__ declarations -------------------------------------------------------------------------------
 _SHARED = re.compile(r"(\bextern\s+)?\b__shared__\b")
-_ALIGN = re.compile(r"__align__\s*\(\s*(\d+)\s*\)|__attribute__\s*\(\(\s*aligned\s*\(\s*(\d+)\s*\)\s*\)\)"
+_ALIGN = re.compile(r"__align__\s*\(((?:[^()]|\([^()]*\))+)\)|__attribute__\s*\(\(\s*aligned\s*\(\s*(\d+)\s*\)\s*\)\)"
                     r"|\balignas\s*\(((?:[^()]|\([^()]*\))+)\)")
 _DECLARATOR = re.compile(r"^\s*(\**)\s*([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", re.S)
 # A type defined in the declaration: `__shared__ union { ... } u;` (CUB's temporary storages share one union so),
@@ -238,10 +238,13 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
                     raise UnsupportedConstruct(None, f"extern __shared__ {name}{dims} (line {line}); emu expects "
                                                      "`extern __shared__ T name[];` or `T name[][C];`")
                 row = "".join(f"[({d})]" for d in inner)
-                pointer = f"{base_type} (* const {name}){row}" if row else f"{base_type}* const {name}"
-                cast = f"{base_type} (*){row}" if row else f"{base_type}*"
-                stmts.append((name, f"{qualifiers}{pointer} = reinterpret_cast<{cast}>("
-                                    f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}{row}))));"))
+                size = f"::emu::dyn_shared(\"{name}\", int(sizeof({base_type}{row})))"
+                if row:          # rows: a pointer to the first row
+                    stmts.append((name, f"{qualifiers}{base_type} (* const {name}){row} = "
+                                        f"reinterpret_cast<{base_type} (*){row}>({size});"))
+                else:            # an array of unknown bound, as the source declares it: `reinterpret_cast<S&>(name)`
+                    stmts.append((name, f"{qualifiers}{base_type} (&{name})[] = "      # and `&name` mean the area
+                                        f"*reinterpret_cast<{qualifiers}{base_type} (*)[]>({size});"))
             else:
                 if "[]" in dims:
                     raise UnsupportedConstruct(None, f"__shared__ {name}[] without a size (line {line})")

@@ -218,9 +218,9 @@ def test_a_block_of_another_size_than_the_templates_traps(cub):
 
 def test_what_emus_cub_lacks_is_its_limit(emu):
     source = ("#include <cub/cub.cuh>\n__global__ void k(int* y) {\n"
-              "  typedef cub::BlockRadixSort<int, 32, 1> Sort;\n  __shared__ typename Sort::TempStorage t;\n"
-              "  int v[1] = {y[threadIdx.x]};\n  Sort(t).Sort(v);\n  y[threadIdx.x] = v[0];\n}\n")
-    with pytest.raises(UnsupportedConstruct, match="cub::BlockRadixSort is not in emu's CUB"):
+              "  typedef cub::BlockHistogram<unsigned char, 32, 1, 256> Hist;\n  __shared__ typename Hist::TempStorage t;\n"
+              "  unsigned char v[1] = {(unsigned char)y[threadIdx.x]};\n  Hist(t).Histogram(v, y);\n}\n")
+    with pytest.raises(UnsupportedConstruct, match="cub::BlockHistogram is not in emu's CUB"):
         emu.load(source)
     member = ("#include <cub/cub.cuh>\n__global__ void k(float* y) {\n  typedef cub::WarpReduce<float> W;\n"
               "  __shared__ typename W::TempStorage t;\n"

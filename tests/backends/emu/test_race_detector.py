@@ -512,3 +512,54 @@ def test_cuda_version_comes_with_cuda_h_as_a_toolkit_defines_it(backend, include
     else:
         module.launch("warp_sum", (1,), (32,), 0, [x, y], outputs=(1,))
         assert np.array_equal(y, x)
+
+
+# flashinfer's vector type has a two-argument member `memcpy`: the race build's memcpy macro must leave it alone and
+# still watch the C library's three-argument copies (the same file's race through one, and its twin)
+MEMBER_MEMCPY = r"""
+struct vec4 {
+  float v[4];
+  __device__ static void memcpy(float* dst, const float* src) { for (int i = 0; i < 4; ++i) dst[i] = src[i]; }
+};
+__global__ void copies(const float* x, float* y, int fix) {
+  __shared__ float s[8];
+  vec4::memcpy(&y[4 * threadIdx.x], &x[4 * threadIdx.x]);
+  if (threadIdx.x == 0 || !fix) memcpy(s, x, 8 * sizeof(float));     // every thread copies into s: a race
+}
+"""
+
+
+def test_a_two_argument_member_memcpy_is_not_the_c_librarys(backend):
+    module = backend.load(MEMBER_MEMCPY)
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    module.launch("copies", (1,), (16,), 0, [x, y, np.int32(1)], outputs=(1,))
+    assert np.array_equal(y, x)
+    with pytest.raises(DataRace, match=r"__shared__ 's' .* write by .* and write by"):
+        module.launch("copies", (1,), (16,), 0, [x, y, np.int32(0)], outputs=(1,))
+
+
+# flashinfer's way with the dynamic shared area: `reinterpret_cast<Storage&>(smem)` and `&smem` are the area itself
+# (emu once made `smem` a pointer, whose own bytes such a cast would have named); races through the cast are seen
+DYNAMIC_AS_STRUCT = r"""
+struct Pair { float sum; int count; };
+__global__ void through_struct(const float* x, float* y, int fix) {
+  extern __shared__ __align__(alignof(Pair)) unsigned char smem[];
+  auto& pair = reinterpret_cast<Pair&>(smem);
+  float* after = reinterpret_cast<float*>(&smem) + 2;
+  if (threadIdx.x == 0 || !fix) { pair.sum = 1.5f; pair.count = 3; }
+  after[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = after[threadIdx.x] + 0.0f * pair.sum + reinterpret_cast<const float*>(smem)[0] - 1.5f;
+}
+"""
+
+
+def test_a_dynamic_shared_area_cast_to_a_struct_is_the_area(backend):
+    module = backend.load(DYNAMIC_AS_STRUCT)
+    x = np.arange(32, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    module.launch("through_struct", (1,), (32,), 8 + 4 * 32, [x, y, np.int32(1)], outputs=(1,))
+    assert np.array_equal(y, x)            # smem[0..3] holds pair.sum: the cast and the array are one place
+    with pytest.raises(DataRace, match=r"'smem'.*write by .* and write by"):
+        module.launch("through_struct", (1,), (32,), 8 + 4 * 32, [x, y, np.int32(0)], outputs=(1,))

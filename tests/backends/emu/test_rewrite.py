@@ -20,7 +20,7 @@ def test_shared_declarations_become_arena_slots_and_lines_are_kept():
     assert 'shared_local<float>(&__emu_site_1, 1, "b", 2)' in body
     assert 'shared_local<float[2][4]>(&__emu_site_2, 2, "c", 2)' in body
     assert 'shared_local<double[3]>(&__emu_site_3, 3, "d", 4)' in body
-    assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in body
+    assert 'float (&dyn)[] = *reinterpret_cast<float (*)[]>(::emu::dyn_shared("dyn", int(sizeof(float))));' in body
     assert "__shared__" not in body
     lines = body.splitlines()[1:]                           # after the #line 1 directive
     assert lines[5].strip() == "y[0]=a[0];" and lines[6].strip() == "}"   # same line numbers as the source
@@ -201,7 +201,7 @@ def test_shared_declarations_in_the_forms_real_code_writes():
                   "  y[0] = rows[0][0] + v[0] + dyn[0] + n;\n}\n").source
     assert 'auto& rows = ::emu::shared_local<float[B][((B + 2) * 4)]>(&__emu_site_0, 0, "rows", 3);' in out
     assert 'static char __emu_site_1; volatile auto& v = ::emu::shared_local<float[((B >> 1) + 1)]>(' in out
-    assert 'float* const dyn = reinterpret_cast<float*>(::emu::dyn_shared("dyn", int(sizeof(float))));' in out
+    assert 'float (&dyn)[] = *reinterpret_cast<float (*)[]>(::emu::dyn_shared("dyn", int(sizeof(float))));' in out
     assert "extern" not in out.split("dyn_shared")[0].splitlines()[-1]
     # spaces inside a bound are tokens' boundaries: `N * 32 +     + N` is not `N*32++N`
     assert "shared_local<int[(N * 32 + + N)]>" in rewrite(

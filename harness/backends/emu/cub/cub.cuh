@@ -22,10 +22,19 @@
 //   ...WarpStriped.
 // - ArgMax, ArgMin, KeyValuePair; Sum, Max and Min (CUB 2's operators: CUB 3 dropped them for cuda::std::plus and
 //   <cuda/functional>'s cuda::maximum and cuda::minimum, which this header includes, as CUB's does).
+// - BlockRadixSort<KeyT, BLOCK_DIM_X, ITEMS_PER_THREAD, ValueT, ...>: Sort and SortDescending of keys (and values)
+//   held blocked, over the key bits [begin_bit, end_bit) as CUB orders them (signed integers by their sign, floating
+//   point by value, -0 before +0), stably; the result blocked, or striped (...BlockedToStriped). The items go through
+//   the storage one exchange at a time (keys, then values), as CUB's do, with a __syncthreads() between each phase, so
+//   a storage reused without a barrier races as it does on a GPU. Thread 0 orders the gathered keys.
+// - BlockAdjacentDifference<T, BLOCK_DIM_X, ...>: SubtractLeft/Right, with a tile's neighbour item or without (CUB 3
+//   has no FlagHeads/FlagTails here); a thread's neighbour item goes through the storage with a __syncthreads().
 // A block of another size than the template's is a trap, as it would compute garbage on a GPU. What is missing here
-// (BlockRadixSort, BlockExchange, the device-wide algorithms...) stops the build, which reports it as emu's limit.
+// (BlockExchange, BlockHistogram, the device-wide algorithms...) stops the build, which reports it as emu's limit.
 #pragma once
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -626,6 +635,214 @@ class BlockStore : public emu_detail::TileMover<
     Mover::exchange(items, false, tid, line.n);
     emu_detail::store_items(itr, items, [&](int i) { return Mover::at(tid, i); }, valid);
   }
+};
+
+struct NullType {};
+
+namespace emu_detail {
+// A key's bits in the order CUB's radix sort gives them: unsigned as they are, signed with the sign bit flipped,
+// floating point (float, double, half, bfloat16) with every bit flipped where negative and the sign bit where not.
+template <class K>
+EMU_CUB_INLINE uint64_t radix_order(const K& key) {
+  static_assert(sizeof(K) <= 8 && std::is_trivially_copyable<K>::value,
+                "qconform-emu: cub::BlockRadixSort here sorts keys of at most 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &key, sizeof(K));
+  constexpr uint64_t sign = uint64_t(1) << (sizeof(K) * 8 - 1);
+  constexpr uint64_t all = sizeof(K) == 8 ? ~uint64_t(0) : (uint64_t(1) << (sizeof(K) * 8)) - 1;
+  if (std::is_integral<K>::value) return std::is_signed<K>::value ? bits ^ sign : bits;
+  return (bits & sign) ? (~bits & all) : (bits | sign);
+}
+}  // namespace emu_detail
+
+template <class KeyT, int BLOCK_DIM_X, int ITEMS_PER_THREAD, class ValueT = NullType, int RADIX_BITS = 4,
+          bool MEMOIZE_OUTER_SCAN = true, BlockScanAlgorithm INNER_SCAN_ALGORITHM = BLOCK_SCAN_WARP_SCANS,
+          cudaSharedMemConfig SMEM_CONFIG = cudaSharedMemBankSizeFourByte, int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1,
+          int LEGACY_PTX_ARCH = 0>
+class BlockRadixSort : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using Line = emu_detail::Line;
+  static constexpr int N = ITEMS_PER_THREAD;
+  static constexpr int kItems = kThreads * N;
+  static constexpr bool kValues = !std::is_same<ValueT, NullType>::value;
+  using V = typename std::conditional<kValues, ValueT, KeyT>::type;
+  static constexpr size_t kBytes = sizeof(KeyT) > sizeof(V) ? sizeof(KeyT) : sizeof(V);
+  static constexpr size_t kAlign = alignof(KeyT) > alignof(V) ? alignof(KeyT) : alignof(V);
+
+ public:
+  struct TempStorage {
+    alignas(kAlign) unsigned char exchange[kBytes * kItems];     // one exchange at a time: keys, then values
+  };
+  explicit BlockRadixSort(TempStorage& storage) : s_(storage) {}
+
+  EMU_CUB_INLINE void Sort(KeyT (&keys)[N], int begin_bit = 0, int end_bit = int(sizeof(KeyT) * 8),
+                           Line line = Line()) {
+    sort(keys, nullptr, begin_bit, end_bit, false, false, line.n);
+  }
+  EMU_CUB_INLINE void Sort(KeyT (&keys)[N], V (&values)[N], int begin_bit = 0,
+                           int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, values, begin_bit, end_bit, false, false, line.n);
+  }
+  EMU_CUB_INLINE void SortDescending(KeyT (&keys)[N], int begin_bit = 0, int end_bit = int(sizeof(KeyT) * 8),
+                                     Line line = Line()) {
+    sort(keys, nullptr, begin_bit, end_bit, true, false, line.n);
+  }
+  EMU_CUB_INLINE void SortDescending(KeyT (&keys)[N], V (&values)[N], int begin_bit = 0,
+                                     int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, values, begin_bit, end_bit, true, false, line.n);
+  }
+  EMU_CUB_INLINE void SortBlockedToStriped(KeyT (&keys)[N], int begin_bit = 0,
+                                           int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, nullptr, begin_bit, end_bit, false, true, line.n);
+  }
+  EMU_CUB_INLINE void SortBlockedToStriped(KeyT (&keys)[N], V (&values)[N], int begin_bit = 0,
+                                           int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, values, begin_bit, end_bit, false, true, line.n);
+  }
+  EMU_CUB_INLINE void SortDescendingBlockedToStriped(KeyT (&keys)[N], int begin_bit = 0,
+                                                     int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, nullptr, begin_bit, end_bit, true, true, line.n);
+  }
+  EMU_CUB_INLINE void SortDescendingBlockedToStriped(KeyT (&keys)[N], V (&values)[N], int begin_bit = 0,
+                                                     int end_bit = int(sizeof(KeyT) * 8), Line line = Line()) {
+    sort(keys, values, begin_bit, end_bit, true, true, line.n);
+  }
+
+ private:
+  template <class T>
+  EMU_CUB_INLINE T* slots() { return reinterpret_cast<T*>(s_.exchange); }
+
+  // Thread 0's room for every item of the block (malloc'd: the C++ library's containers call host code that device
+  // code cannot, and a block's items may not fit a fiber's stack).
+  template <class T>
+  struct Room {
+    T* at = nullptr;
+    explicit Room(bool mine) : at(mine ? static_cast<T*>(std::malloc(sizeof(T) * kItems)) : nullptr) {
+      if (mine && !at) ::emu::library_fault("cub::BlockRadixSort", "could not allocate the block's items", 0);
+    }
+    ~Room() { std::free(at); }
+  };
+
+  // The items of every thread to thread 0 through the storage, blocked (thread t's are items t*N..t*N+N-1). Thread t
+  // stores them in thread t+1's slots: a sort's first stores then meet what another thread read last of the
+  // storage, as CUB's first stores (its ranking's digit counters) do, so a reuse without a barrier races here too.
+  template <class T>
+  EMU_CUB_INLINE void gather(const T* items, T* all, int tid, int line) {
+    int slot = (tid + 1) % kThreads;
+    for (int i = 0; i < N; ++i) slots<T>()[emu_detail::blocked_at(slot, N, i)] = items[i];
+    ::emu::syncthreads(line);
+    if (tid == 0)
+      for (int t = 0; t < kThreads; ++t)
+        for (int i = 0; i < N; ++i)
+          all[emu_detail::blocked_at(t, N, i)] = slots<T>()[emu_detail::blocked_at((t + 1) % kThreads, N, i)];
+    ::emu::syncthreads(line);
+  }
+  // Thread 0's items in sorted order back to every thread, blocked or striped.
+  template <class T>
+  EMU_CUB_INLINE void scatter(T* items, const T* all, const int* order, bool striped, int tid, int line) {
+    if (tid == 0)
+      for (int k = 0; k < kItems; ++k) slots<T>()[k] = all[order[k]];
+    ::emu::syncthreads(line);
+    for (int i = 0; i < N; ++i)
+      items[i] = slots<T>()[striped ? emu_detail::striped_at(tid, kThreads, i) : emu_detail::blocked_at(tid, N, i)];
+  }
+
+  EMU_CUB_INLINE void sort(KeyT (&keys)[N], V* values, int begin_bit, int end_bit, bool descending, bool striped,
+                           int line) {
+    emu_detail::check_block(kThreads, "cub::BlockRadixSort", line);
+    int tid = int(emu_detail::linear_tid());
+    Room<KeyT> all_keys(tid == 0);
+    Room<V> all_values(tid == 0 && values);
+    Room<uint64_t> digit(tid == 0);
+    Room<int> order(tid == 0);
+    gather(keys, all_keys.at, tid, line);
+    if (values) gather(values, all_values.at, tid, line);
+    if (tid == 0) {
+      int width = end_bit - begin_bit;
+      uint64_t mask = width >= 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1;
+      for (int k = 0; k < kItems; ++k) {
+        digit.at[k] = (emu_detail::radix_order(all_keys.at[k]) >> begin_bit) & mask;
+        order.at[k] = k;
+      }
+      const uint64_t* d = digit.at;      // stable: equal digits keep the order the items came in
+      std::sort(order.at, order.at + kItems, [d, descending](int a, int b) {
+        return d[a] != d[b] ? (descending ? d[a] > d[b] : d[a] < d[b]) : a < b;
+      });
+    }
+    scatter(keys, all_keys.at, order.at, striped, tid, line);
+    if (values) {
+      ::emu::syncthreads(line);              // every thread has read its keys before the values take the storage
+      scatter(values, all_values.at, order.at, striped, tid, line);
+    }
+  }
+  TempStorage& s_;
+};
+
+template <class T, int BLOCK_DIM_X, int BLOCK_DIM_Y = 1, int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockAdjacentDifference : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using Line = emu_detail::Line;
+
+ public:
+  struct TempStorage {
+    emu_detail::Storage<T, kThreads> first;     // each thread's first item, for the thread before it
+    emu_detail::Storage<T, kThreads> last;      // each thread's last item, for the thread after it
+  };
+  explicit BlockAdjacentDifference(TempStorage& storage) : s_(storage) {}
+
+  // output[i] = op(input[i], the item before it); thread 0's first item is copied (or uses tile_predecessor_item)
+  template <int N, class Out, class Op>
+  EMU_CUB_INLINE void SubtractLeft(T (&input)[N], Out (&output)[N], Op op, Line line = Line()) {
+    left(input, output, [&](const T& item, const T& before) { return Out(op(item, before)); },
+         [&](const T& item) { return Out(item); }, line.n);
+  }
+  template <int N, class Out, class Op>
+  EMU_CUB_INLINE void SubtractLeft(T (&input)[N], Out (&output)[N], Op op, T tile_predecessor_item,
+                                   Line line = Line()) {
+    left(input, output, [&](const T& item, const T& before) { return Out(op(item, before)); },
+         [&](const T& item) { return Out(op(item, tile_predecessor_item)); }, line.n);
+  }
+  // output[i] = op(input[i], the item after it); the last thread's last item is copied (or uses tile_successor_item)
+  template <int N, class Out, class Op>
+  EMU_CUB_INLINE void SubtractRight(T (&input)[N], Out (&output)[N], Op op, Line line = Line()) {
+    right(input, output, [&](const T& item, const T& after) { return Out(op(item, after)); },
+          [&](const T& item) { return Out(item); }, line.n);
+  }
+  template <int N, class Out, class Op>
+  EMU_CUB_INLINE void SubtractRight(T (&input)[N], Out (&output)[N], Op op, T tile_successor_item,
+                                    Line line = Line()) {
+    right(input, output, [&](const T& item, const T& after) { return Out(op(item, after)); },
+          [&](const T& item) { return Out(op(item, tile_successor_item)); }, line.n);
+  }
+
+ private:
+  // The thread before's last item through the storage (a barrier between its store and the read), then each item
+  // with the one before it; `edge` for the block's first item.
+  template <int N, class Out, class With, class Edge>
+  EMU_CUB_INLINE void left(T (&input)[N], Out (&output)[N], With with, Edge edge, int line) {
+    emu_detail::check_block(kThreads, "cub::BlockAdjacentDifference", line);
+    int tid = int(emu_detail::linear_tid());
+    s_.last.items()[tid] = input[N - 1];
+    ::emu::syncthreads(line);
+    T before = tid > 0 ? s_.last.items()[tid - 1] : input[0];
+    T items[N];
+    for (int i = 0; i < N; ++i) items[i] = input[i];       // output may be input itself
+    for (int i = N - 1; i > 0; --i) output[i] = with(items[i], items[i - 1]);
+    output[0] = tid > 0 ? with(items[0], before) : edge(items[0]);
+  }
+  template <int N, class Out, class With, class Edge>
+  EMU_CUB_INLINE void right(T (&input)[N], Out (&output)[N], With with, Edge edge, int line) {
+    emu_detail::check_block(kThreads, "cub::BlockAdjacentDifference", line);
+    int tid = int(emu_detail::linear_tid());
+    s_.first.items()[tid] = input[0];
+    ::emu::syncthreads(line);
+    T after = tid < kThreads - 1 ? s_.first.items()[tid + 1] : input[N - 1];
+    T items[N];
+    for (int i = 0; i < N; ++i) items[i] = input[i];
+    for (int i = 0; i < N - 1; ++i) output[i] = with(items[i], items[i + 1]);
+    output[N - 1] = tid < kThreads - 1 ? with(items[N - 1], after) : edge(items[N - 1]);
+  }
+  TempStorage& s_;
 };
 
 }  // namespace cub
