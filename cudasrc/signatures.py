@@ -253,6 +253,29 @@ def _split_param(text: str, position: "int | None" = None) -> tuple[str, str]:
     return normalize_ctype(ctype), m.group(2)
 
 
+def _deduced_instance(name: str, texts: list, code: str, context: str, defines) -> "str | None":
+    """`name<args>` for an explicit instantiation of template kernel `name` with parameters `texts` and no template
+    arguments written: each one deduced from the template's parameter types, as C++ deduces them; None where the
+    template is not in sight or a template parameter is not deduced from the parameters."""
+    from .type_patterns import deduce
+    for text in (code, context):
+        for t in template_definitions(text, defines) if text else ():
+            if t.name != name:
+                continue
+            names = [re.findall(r"[A-Za-z_]\w*", without_default(p))[-1] for p in t.template_params]
+            try:
+                values = deduce(param_types(t.params), names, param_types(texts))
+            except ValueError:
+                return None
+            return launch_name(f"{name}<{', '.join(values[n] for n in names)}>") if values else None
+    return None
+
+
+def param_types(texts) -> tuple:
+    """The types alone of parameter texts, as a signature compares (names, defaults and spacing dropped)."""
+    return tuple(_split_param(t, i)[0] for i, t in enumerate(texts))
+
+
 def _named_param(text: str, i: int, names: list) -> tuple[str, str]:
     """A parameter of an explicit instantiation, whose name may be left out: the template's own name for it
     (`arg<i>` when the template is not in sight). A parameter pack's are the pack's name numbered (`xs0`, `xs1`: the
@@ -429,6 +452,16 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
         if not template and not instantiation and clean[close + 1:].lstrip().startswith(";"):
             continue          # a prototype: the kernel is its definition's (here or in another file)
         if template:      # a template's definition or declaration: its parameter names (the source's first)
+            head = _TEMPLATE_HEAD.search(clean, max(0, m.start() - HEAD_WINDOW), m.start())
+            if head.group(1) is None and clean[close + 1:].lstrip().startswith(";"):
+                # `template __global__ void k(float* a, int n);`: an explicit instantiation whose template
+                # arguments are deduced from its parameters (bitsandbytes' kernels), launched as k<float>
+                found = _deduced_instance(m.group(1), texts, code, context, defines)
+                if found:
+                    sigs.append(KernelSignature(found, tuple(_split_param(p, i) for i, p in enumerate(texts)),
+                                                clean.count("\n", 0, m.start()) + 1,
+                                                scope_at(namespaces, m.start()), found))
+                continue
             template_params[m.group(1)] = [_split_param(p, i)[1] for i, p in enumerate(texts)]
             continue
         if instantiation:     # `template __global__ void k<float>(const float*, float*);`: names may be left out

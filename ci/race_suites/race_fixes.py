@@ -14,7 +14,8 @@ toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA b
 dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`) or Megatron-LM
 (github.com/NVIDIA/Megatron-LM: its fused layer norm, with stand-ins for the PyTorch headers its device code uses: a
 case's `headers`), mshadow (github.com/dmlc/mshadow: MXNet's tensor library, its warp-synchronous reductions) or
-flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's and top-k's reuses of shared memory). The
+flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's and top-k's reuses of shared memory) or bitsandbytes
+(github.com/bitsandbytes-foundation/bitsandbytes: its quantile estimate). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -601,6 +602,30 @@ FLASHINFER_FIXES = (
 )
 
 
+# bitsandbytes (github.com/bitsandbytes-foundation/bitsandbytes: 8-bit and 4-bit quantization): its kernels.cu as its
+# CMake build compiles it, with its csrc folder; ops.cuh's context classes name cuBLASLt's and cuSPARSE's handles, whose
+# stand-ins declare them (the toolkit here has neither library), and Thrust serves host code only, found empty.
+_BITSANDBYTES_HEADERS = (
+    ("cublasLt.h", "#pragma once\n#include <cublas_v2.h>\ntypedef struct cublasLtContext* cublasLtHandle_t;\n"
+                   "cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);\n"),
+    ("cusparse.h", "#pragma once\ntypedef struct cusparseContext* cusparseHandle_t;\n"
+                   "typedef enum { CUSPARSE_STATUS_SUCCESS = 0 } cusparseStatus_t;\n"
+                   "cusparseStatus_t cusparseCreate(cusparseHandle_t* handle);\n"
+                   "const char* cusparseGetErrorString(cusparseStatus_t status);\n"))
+
+BITSANDBYTES_FIXES = (
+    Fix("5b28fd3f", "Fix race condition in kEstimateQuantiles (#1061)", (
+        # the 256 quantiles of 4096 floats in one block of 512, as estimateQuantiles launches it (`code` zeroed
+        # first): the block's slots are set to -1 by every thread and then 256 threads store their quantile's
+        # index into some of them, with no barrier between (the fix adds one)
+        Case("kEstimateQuantiles", "csrc/kernels.cu", "kEstimateQuantiles<float>", "1", "512",
+             "A:float32[4096]=random(-1,1) code:float32[256]=zeros offset:float32=0.001 "
+             "max_val:float32=3.4028235e38 n:int32=4096", includes=("csrc",), relaxations=(),
+             headers=_BITSANDBYTES_HEADERS,
+             empty_headers=("thrust/host_vector.h", "thrust/device_vector.h")),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -619,7 +644,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("OpenMM", (OPENMM_CUDA,), OPENMM_FIXES),
             Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES),
             Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES),
-            Project("flashinfer", ("include",), FLASHINFER_FIXES))
+            Project("flashinfer", ("include",), FLASHINFER_FIXES),
+            Project("bitsandbytes", ("csrc",), BITSANDBYTES_FIXES))
 
 
 class Side(NamedTuple):

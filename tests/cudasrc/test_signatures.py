@@ -76,3 +76,17 @@ def test_a_long_macro_that_names_no_type_is_refused_at_once():
     got = type_macros({"real": "float", "dfloat": " unsigned long long ", "P": "const Plan<T, U>*", "EMPTY": "",
                        "N": "4", "EXPR": "a + b", "LONG": long_one, "UNDEF": None})
     assert got == {"real": "float", "dfloat": "unsigned long long", "P": "const Plan<T, U>*", "EMPTY": ""}
+
+
+def test_an_instantiation_whose_template_arguments_are_deduced_is_named_with_them():
+    """bitsandbytes instantiates `template __global__ void kEstimateQuantiles(float *A, ...);`: the arguments are
+    deduced from the parameters, and the kernel is launched as `kEstimateQuantiles<float>` (a host launch names it
+    so). A parameter type that fits no instance of the template's is no instantiation qconform can name."""
+    from cudasrc.signatures import kernel_signatures
+    code = ("template <typename T, typename I> __global__ void k(T* __restrict__ const a, const T v, I* idx, int n) {}\n"
+            "template __global__ void k(float* __restrict__ const a, const float v, int* idx, int n);\n"
+            "template __global__ void k(unsigned short* __restrict__ const a, const unsigned short v, long* idx, int n);\n"
+            "template __global__ void k(float* __restrict__ const a, const double v, int* idx, int n);\n")
+    sigs = kernel_signatures(code)
+    assert [s.name for s in sigs] == ["k<float,int>", "k<unsigned short,long>"]
+    assert sigs[0].params[1] == ("const float", "v") and sigs[1].line == 3

@@ -172,7 +172,7 @@ def _raise_build_error(stderr: str, name: str, nvcc_accepted: bool = False) -> N
     if cub:
         what = f"cub::{cub['name'] or cub['member']}" if cub["cls"] is None else f"{cub['cls']}::{cub['of']}"
         raise UnsupportedConstruct(None, f"{what} is not in emu's CUB, which has BlockReduce, BlockScan, BlockLoad, "
-                                         "BlockStore, BlockRadixSort, BlockAdjacentDifference, WarpReduce "
+                                         "BlockStore, BlockExchange, BlockRadixSort, BlockAdjacentDifference, WarpReduce "
                                          "and their operators (harness/backends/emu/cub/cub.cuh); judge the kernel "
                                          "on a GPU (--backend gpu)")
     for m in _UNDECLARED.finditer(stderr):

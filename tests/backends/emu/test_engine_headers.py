@@ -325,6 +325,8 @@ template <> struct BlasEngine<double> {
         int at;
         cublasIdamax(h, m, a, 1, &at);
         if (cudaStreamQuery(0) == cudaErrorCudartUnloading) return;     // mshadow's stream's idle check
+        cublasHandle_t made;
+        cublasCreate_v2(&made);                                            // bitsandbytes names the _v2 entry
     }
 };
 template <> struct BlasEngine<__half> {

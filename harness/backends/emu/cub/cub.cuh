@@ -20,6 +20,7 @@
 //   BlockExchange does; so a storage reused without a barrier races as it does on a GPU. DIRECT, STRIPED and
 //   VECTORIZE need no storage. And the free functions Load/StoreDirectBlocked, ...Striped<BLOCK_THREADS> and
 //   ...WarpStriped.
+// - ShuffleIndex<LOGICAL_WARP_THREADS>(input, src_lane, member_mask), CUB's broadcast within a logical warp.
 // - ArgMax, ArgMin, KeyValuePair; Sum, Max and Min (CUB 2's operators: CUB 3 dropped them for cuda::std::plus and
 //   <cuda/functional>'s cuda::maximum and cuda::minimum, which this header includes, as CUB's does).
 // - BlockRadixSort<KeyT, BLOCK_DIM_X, ITEMS_PER_THREAD, ValueT, ...>: Sort and SortDescending of keys (and values)
@@ -27,10 +28,12 @@
 //   point by value, -0 before +0), stably; the result blocked, or striped (...BlockedToStriped). The items go through
 //   the storage one exchange at a time (keys, then values), as CUB's do, with a __syncthreads() between each phase, so
 //   a storage reused without a barrier races as it does on a GPU. Thread 0 orders the gathered keys.
+// - BlockExchange<T, BLOCK_DIM_X, ITEMS_PER_THREAD, ...>: StripedToBlocked, BlockedToStriped and their warp-striped
+//   forms, in place or into an output array, through the tile with a __syncthreads() (a __syncwarp() for the warp's).
 // - BlockAdjacentDifference<T, BLOCK_DIM_X, ...>: SubtractLeft/Right, with a tile's neighbour item or without (CUB 3
 //   has no FlagHeads/FlagTails here); a thread's neighbour item goes through the storage with a __syncthreads().
 // A block of another size than the template's is a trap, as it would compute garbage on a GPU. What is missing here
-// (BlockExchange, BlockHistogram, the device-wide algorithms...) stops the build, which reports it as emu's limit.
+// (BlockHistogram, BlockDiscontinuity, the device-wide algorithms...) stops the build, which reports it as emu's limit.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -175,6 +178,13 @@ struct alignas(T) Storage {        // uninitialised room for N items (a TempStor
 };
 
 }  // namespace emu_detail
+
+// CUB's ShuffleIndex: lane `src_lane` of each logical warp of LOGICAL_WARP_THREADS lanes to every lane of it, for
+// any trivially copyable T (bitsandbytes broadcasts a warp's maximum so)
+template <int LOGICAL_WARP_THREADS, class T>
+EMU_CUB_INLINE T ShuffleIndex(T input, int src_lane, unsigned member_mask, emu_detail::Line line = emu_detail::Line()) {
+  return emu_detail::shuffle(::emu::W_SHFL_IDX, member_mask, input, src_lane, LOGICAL_WARP_THREADS, line.n);
+}
 
 template <class T, int LOGICAL_WARP_THREADS = 32, int LEGACY_PTX_ARCH = 0>
 class WarpReduce {
@@ -841,6 +851,71 @@ class BlockAdjacentDifference : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y,
     for (int i = 0; i < N; ++i) items[i] = input[i];
     for (int i = 0; i < N - 1; ++i) output[i] = with(items[i], items[i + 1]);
     output[N - 1] = tid < kThreads - 1 ? with(items[N - 1], after) : edge(items[N - 1]);
+  }
+  TempStorage& s_;
+};
+
+template <class T, int BLOCK_DIM_X, int ITEMS_PER_THREAD, bool WARP_TIME_SLICING = false, int BLOCK_DIM_Y = 1,
+          int BLOCK_DIM_Z = 1, int LEGACY_PTX_ARCH = 0>
+class BlockExchange : emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z> {
+  using emu_detail::BlockShape<BLOCK_DIM_X, BLOCK_DIM_Y, BLOCK_DIM_Z>::kThreads;
+  using Line = emu_detail::Line;
+  static constexpr int N = ITEMS_PER_THREAD;
+
+ public:
+  struct TempStorage {
+    emu_detail::Storage<T, kThreads * N> tile;
+  };
+  explicit BlockExchange(TempStorage& storage) : s_(storage) {}
+
+  // Each method rearranges the block's items, in place or into `output`: blocked (thread t holds ranks t*N..t*N+N-1),
+  // striped (ranks t, t+threads, ...), warp-striped (within each warp's N*32 ranks, lane l holds l, l+32, ...).
+  template <class Out>
+  EMU_CUB_INLINE void StripedToBlocked(T (&input)[N], Out (&output)[N], Line line = Line()) {
+    move(input, output, kStriped, kBlocked, line.n);
+  }
+  EMU_CUB_INLINE void StripedToBlocked(T (&items)[N], Line line = Line()) {
+    move(items, items, kStriped, kBlocked, line.n);
+  }
+  template <class Out>
+  EMU_CUB_INLINE void BlockedToStriped(T (&input)[N], Out (&output)[N], Line line = Line()) {
+    move(input, output, kBlocked, kStriped, line.n);
+  }
+  EMU_CUB_INLINE void BlockedToStriped(T (&items)[N], Line line = Line()) {
+    move(items, items, kBlocked, kStriped, line.n);
+  }
+  template <class Out>
+  EMU_CUB_INLINE void WarpStripedToBlocked(T (&input)[N], Out (&output)[N], Line line = Line()) {
+    move(input, output, kWarpStriped, kWarpBlocked, line.n);
+  }
+  EMU_CUB_INLINE void WarpStripedToBlocked(T (&items)[N], Line line = Line()) {
+    move(items, items, kWarpStriped, kWarpBlocked, line.n);
+  }
+  template <class Out>
+  EMU_CUB_INLINE void BlockedToWarpStriped(T (&input)[N], Out (&output)[N], Line line = Line()) {
+    move(input, output, kWarpBlocked, kWarpStriped, line.n);
+  }
+  EMU_CUB_INLINE void BlockedToWarpStriped(T (&items)[N], Line line = Line()) {
+    move(items, items, kWarpBlocked, kWarpStriped, line.n);
+  }
+
+ private:
+  enum Arrangement { kBlocked, kStriped, kWarpBlocked, kWarpStriped };
+  static EMU_CUB_INLINE int rank(Arrangement a, int tid, int i) {
+    int base = (tid / 32) * 32 * N, lane = tid % 32;
+    return a == kBlocked ? emu_detail::blocked_at(tid, N, i) : a == kStriped ? emu_detail::striped_at(tid, kThreads, i)
+           : a == kWarpBlocked ? base + lane * N + i : base + i * 32 + lane;
+  }
+  // through the tile: stores at the items' ranks, a barrier (the warp's own part: a __syncwarp), loads at the new ranks
+  template <class Out>
+  EMU_CUB_INLINE void move(T (&input)[N], Out (&output)[N], Arrangement from, Arrangement to, int line) {
+    emu_detail::check_block(kThreads, "cub::BlockExchange", line);
+    int tid = int(emu_detail::linear_tid());
+    T* tile = s_.tile.items();
+    for (int i = 0; i < N; ++i) tile[rank(from, tid, i)] = input[i];
+    if (from == kWarpBlocked || from == kWarpStriped) ::emu::syncwarp(0xffffffffu, line);
+    else ::emu::syncthreads(line);
+    for (int i = 0; i < N; ++i) output[i] = Out(tile[rank(to, tid, i)]);
   }
   TempStorage& s_;
 };

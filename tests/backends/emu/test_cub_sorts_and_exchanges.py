@@ -1,4 +1,5 @@
-"""cub::BlockRadixSort on emu: keys (and values) sorted stably in CUB's key order (signed integers by sign, floats by
+"""CUB's rearrangements on emu: cub::BlockRadixSort, BlockExchange, BlockAdjacentDifference and ShuffleIndex.
+BlockRadixSort: keys (and values) sorted stably in CUB's key order (signed integers by sign, floats by
 value with -0 before +0) over a bit range, ascending or descending, blocked or striped, checked against NumPy's stable
 sort; two sorts on one storage without a barrier between them race, as CUB's documentation says they do on a GPU
 (flashinfer's top-k and bitsandbytes' kernels sort with it)."""
@@ -161,3 +162,52 @@ def test_an_adjacent_difference_storage_reused_without_a_barrier_races(emu):
     assert np.array_equal(y, np.concatenate([[d[0]], np.diff(d)]))
     with pytest.raises(DataRace, match=r"__shared__ 'tmp'.*in cub.cuh:"):
         module.launch("left_twice", (1,), (32,), 0, [x, y, np.int32(0)], [1])
+
+
+EXCHANGE = r"""
+#include <cub/cub.cuh>
+// 64 threads x 4 items, each item its blocked rank: where each arrangement puts it
+__global__ void exchanges(int* to_striped, int* to_warp, int* back) {
+  typedef cub::BlockExchange<int, 64, 4> Exchange;
+  __shared__ typename Exchange::TempStorage tmp;
+  int v[4], w[4];
+  for (int i = 0; i < 4; ++i) v[i] = threadIdx.x * 4 + i;
+  Exchange(tmp).BlockedToStriped(v);
+  for (int i = 0; i < 4; ++i) to_striped[threadIdx.x * 4 + i] = v[i];
+  __syncthreads();
+  Exchange(tmp).StripedToBlocked(v);
+  __syncthreads();
+  Exchange(tmp).BlockedToWarpStriped(v, w);
+  for (int i = 0; i < 4; ++i) to_warp[threadIdx.x * 4 + i] = w[i];
+  __syncthreads();
+  Exchange(tmp).WarpStripedToBlocked(w);
+  for (int i = 0; i < 4; ++i) back[threadIdx.x * 4 + i] = w[i];
+}
+"""
+
+
+def test_block_exchange_gives_cubs_arrangements(emu):
+    outs = [np.zeros(256, np.int32) for _ in range(3)]
+    emu.load(EXCHANGE).launch("exchanges", (1,), (64,), 0, outs, [0, 1, 2])
+    t, i = np.arange(64)[:, None], np.arange(4)[None, :]
+    assert np.array_equal(outs[0], (i * 64 + t).ravel())                      # striped: thread t holds t, t+64, ...
+    assert np.array_equal(outs[1], ((t // 32) * 128 + i * 32 + t % 32).ravel())  # warp-striped within each warp
+    assert np.array_equal(outs[2], np.arange(256))                            # and back to blocked
+
+
+SHUFFLE = r"""
+#include <cub/cub.cuh>
+// bitsandbytes broadcasts each warp's lane 0 value so; a logical warp of 8 lanes broadcasts its lane 3
+__global__ void broadcasts(const float* x, float* whole, float* eighths) {
+  whole[threadIdx.x] = cub::ShuffleIndex<32>(x[threadIdx.x], 0, 0xffffffff);
+  eighths[threadIdx.x] = cub::ShuffleIndex<8>(x[threadIdx.x], 3, 0xffffffff);
+}
+"""
+
+
+def test_shuffle_index_broadcasts_within_each_logical_warp(emu):
+    x = np.arange(64, dtype=np.float32) * 1.5
+    whole, eighths = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    emu.load(SHUFFLE).launch("broadcasts", (1,), (64,), 0, [x, whole, eighths], [1, 2])
+    assert np.array_equal(whole, np.repeat(x[::32], 32))
+    assert np.array_equal(eighths, np.repeat(x[3::8], 8))

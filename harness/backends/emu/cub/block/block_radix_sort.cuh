@@ -1,0 +1,3 @@
+// Resolves `#include <cub/block/block_radix_sort.cuh>`: emu's CUB subset is one header (cub.cuh, beside this folder).
+#pragma once
+#include "../cub.cuh"
