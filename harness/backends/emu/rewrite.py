@@ -425,11 +425,24 @@ def _class_symbols_in_storage(text: str) -> str:
 
 
 # ---- trampolines ------------------------------------------------------------------------------------------
+def _kernel_refs(kernels: list[KernelSignature]) -> str:
+    """A constant per kernel, its function, defined in the kernel's own namespace: template arguments written as the
+    source writes them inside it (`FilteredTopKMode::Plain` in flashinfer::sampling) are read there."""
+    refs = []
+    for i, k in enumerate(kernels):
+        ref = f"constexpr auto __emu_kernel_ref_{i} = ::emu::kernel_fn(&{k.expression});"
+        for namespace in reversed([n for n in k.scope.split("::") if n]):
+            ref = f"namespace {namespace} {{ {ref} }}"
+        refs.append(ref)
+    return "\n".join(refs)
+
+
 def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
-    # Kernel names are qualified: inside namespace emu an unqualified name could find a runtime function.
-    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::emu::kernel_fn(&::{k.scope}{k.expression})>, '
-                      f"::emu::arity(&::{k.scope}{k.expression}), ::emu::param_sizes(&::{k.scope}{k.expression})}}"
-                      for k in kernels)
+    # Kernel constants are qualified: inside namespace emu an unqualified name could find a runtime function.
+    rows = ",\n".join(f'  {{"{k.name}", &::emu::thunk<::{k.scope}__emu_kernel_ref_{i}>, '
+                      f"::emu::arity(::{k.scope}__emu_kernel_ref_{i}), "
+                      f"::emu::param_sizes(::{k.scope}__emu_kernel_ref_{i})}}"
+                      for i, k in enumerate(kernels))
     n = len(kernels)
     # A const symbol may sit in read-only memory: listed as not writable, so the host never sets it.
     syms = ",\n".join(f'  {{"{v}", (void*)(&::{v}), sizeof(::{v}), '
@@ -437,6 +450,7 @@ def _table(kernels: list[KernelSignature], symbols: list[str]) -> str:
                        for v in symbols)
     return f"""
 #line 1 "<emu-trampolines>"
+{_kernel_refs(kernels)}
 namespace emu {{ namespace {{
 constexpr KernelEntry g_kernel_table[] = {{
 {rows}

@@ -670,6 +670,10 @@ __global__ void scaled(const float* x, float* y) {
 }  // namespace attn
 namespace { __global__ void hidden(float* y) { y[threadIdx.x] = 1.0f; } }
 namespace v2::inner { __global__ void nested(float* y) { y[threadIdx.x] = 3.0f; } }
+namespace topk {
+enum class Mode { Plain, Paged };
+template <Mode M> __global__ void by_mode(float* y) { y[threadIdx.x] = M == Mode::Plain ? 5.0f : 6.0f; }
+}  // namespace topk
 """
 
 
@@ -686,6 +690,14 @@ def test_kernels_and_symbols_in_namespaces(load):
     mod.launch("scaled", (1,), (64,), 0, [x, y], outputs=(1,))
     np.testing.assert_array_equal(y, 2.0 * x[::-1] + np.tile([10.0, 20.0], 32))
     for kernel, value in (("hidden", 1.0), ("nested", 3.0)):
+        mod.launch(kernel, (1,), (8,), 0, [y[:8]], outputs=(0,))
+        assert (y[:8] == value).all()
+    # a template argument as the kernel's own namespace writes it (flashinfer's `FilteredTopKMode::Plain`) is read
+    # there, and the qualified spelling too
+    from cudasrc.instantiations import instantiated
+    source = instantiated(NAMESPACES, ["by_mode<Mode::Plain>", "by_mode<topk::Mode::Paged>"])
+    mod = load(source)
+    for kernel, value in (("by_mode<Mode::Plain>", 5.0), ("by_mode<topk::Mode::Paged>", 6.0)):
         mod.launch(kernel, (1,), (8,), 0, [y[:8]], outputs=(0,))
         assert (y[:8] == value).all()
     from harness.backends import UnsupportedConstruct
