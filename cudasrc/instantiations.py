@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .signatures import kernel_signatures, launch_name, split_declaration, template_definitions, without_default
+from .signatures import (kernel_signatures, launch_name, split_declaration, template_definitions,
+                         template_param_name)
 
 _NAME = re.compile(r"^\s*((?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)\s*<(.*)>\s*$", re.S)
 
@@ -22,14 +23,6 @@ def split_instantiation(name: str) -> "tuple[str, tuple[str, ...]] | None":
         return None
     args = tuple(a.strip() for a in split_declaration(m.group(3), ","))
     return m.group(2), (() if args == ("",) else args)
-
-
-def _param_name(template_param: str) -> str:
-    pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", without_default(template_param))
-    if pointer:                              # a function pointer `float (*op)(float)`: its name is inside
-        return pointer.group(1)
-    found = re.findall(r"[A-Za-z_]\w*", without_default(template_param))
-    return found[-1] if found else ""
 
 
 def _default(template_param: str) -> "str | None":
@@ -84,9 +77,9 @@ def _instantiation(kernel, args: tuple[str, ...], name: str, at: str) -> str:
                          f"takes {wanted}: template <{', '.join(heads)}>")
     values: dict[str, str] = {}
     for i, p in enumerate(params):          # a default may name earlier parameters
-        values[_param_name(p)] = args[i] if i < len(args) else _substituted(_default(p) or "", values)
+        values[template_param_name(p)] = args[i] if i < len(args) else _substituted(_default(p) or "", values)
     packed = list(args[len(params):])
-    expanded = kernel.params if pack is None else _expanded(kernel.params, _param_name(pack), packed)
+    expanded = kernel.params if pack is None else _expanded(kernel.params, template_param_name(pack), packed)
     signature = ", ".join(_substituted(p, values) for p in expanded)
     text = f"template __global__ void {kernel.name}<{', '.join(args)}>({signature});"
     for namespace in reversed(kernel.namespaces):      # where C++ wants the instantiation of an unqualified name

@@ -253,6 +253,15 @@ def _split_param(text: str, position: "int | None" = None) -> tuple[str, str]:
     return normalize_ctype(ctype), m.group(2)
 
 
+def template_param_name(template_param: str) -> str:
+    """A template parameter's name (`typename T = float` -> T; `float (*op)(float)` -> op)."""
+    pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", without_default(template_param))
+    if pointer:                              # a function pointer `float (*op)(float)`: its name is inside
+        return pointer.group(1)
+    found = re.findall(r"[A-Za-z_]\w*", without_default(template_param))
+    return found[-1] if found else ""
+
+
 def _deduced_instance(name: str, texts: list, code: str, context: str, defines) -> "str | None":
     """`name<args>` for an explicit instantiation of template kernel `name` with parameters `texts` and no template
     arguments written: each one deduced from the template's parameter types, as C++ deduces them; None where the
@@ -262,7 +271,7 @@ def _deduced_instance(name: str, texts: list, code: str, context: str, defines) 
         for t in template_definitions(text, defines) if text else ():
             if t.name != name:
                 continue
-            names = [re.findall(r"[A-Za-z_]\w*", without_default(p))[-1] for p in t.template_params]
+            names = [template_param_name(p) for p in t.template_params]
             try:
                 values = deduce(param_types(t.params), names, param_types(texts))
             except ValueError:
