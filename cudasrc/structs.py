@@ -385,8 +385,7 @@ def _layout_body(src: _Source, name: str, body: str, depth: int, bases: tuple = 
         if offset > MAX_PARAM_BYTES:
             raise LookupError(f"struct {name}: larger than {MAX_PARAM_BYTES} bytes at field '{decl}', more than a "
                               "kernel's parameters may hold")
-    if not fields:
-        if empty_ok:
-            return None
-        raise LookupError(f"struct {name}: no fields")
-    return StructLayout(name, -(-offset // align) * align, align, tuple(fields))
+    if not fields and empty_ok:
+        return None
+    # a struct with no data (a functor, a tag) is one byte in C++; its members, if any, are empty structs too
+    return StructLayout(name, max(1, -(-offset // align) * align), align, tuple(fields))

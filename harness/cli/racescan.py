@@ -13,6 +13,7 @@ not build on the CPU backend, or the emulator's own limits stopped the run).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import shlex
@@ -123,6 +124,16 @@ def _launch(args, header: dict):
     if spec_text is None:
         raise ValueError(f"{where}: no `// args: ...` line in its leading comment; give --args")
     return launch, parse_args(spec_text)
+
+
+_SCOPE = re.compile(r"^\s*(?:::\s*)?((?:[A-Za-z_]\w*\s*::\s*)+)(?=[A-Za-z_]\w*\s*(?:<|$))")
+
+
+def _split_scope(kernel: str) -> "tuple[str, str]":
+    """A kernel's name as given split into its namespaces (`a::b::`, spaces dropped; empty if none) and the name
+    as the file's kernels are named (`flashinfer::K<half, 8>`: `flashinfer::`, `K<half, 8>`)."""
+    m = _SCOPE.match(kernel)
+    return (re.sub(r"\s+", "", m.group(1)), kernel[m.end():]) if m else ("", kernel)
 
 
 def _type_name(ctype: str) -> "str | None":
@@ -354,8 +365,14 @@ def judge(args, echo=print) -> Judged:
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
     # (as written; the launch's name is launch_name's: `k<8,unsigned int>`)
     by_name = {h.name: t for h, t in headers.items()}
-    source = instantiated(source, [args.kernel or launch.kernel], defines_of(flags), by_name)
+    scope, written = _split_scope(args.kernel or launch.kernel)     # `flashinfer::K<...>`: K, in flashinfer::
+    launch = dataclasses.replace(launch, kernel=_split_scope(launch.kernel)[1])
+    source = instantiated(source, [written], defines_of(flags), by_name)
     signatures = {k.name: k for k in program_kernel_signatures(source, by_name, defines_of(flags))}
+    if scope and launch.kernel in signatures and signatures[launch.kernel].scope != scope:
+        defined_in = signatures[launch.kernel].scope[:-2] or "the global namespace"
+        raise ValueError(f"--kernel: {launch.kernel} is defined in {defined_in}, not in {scope[:-2]} "
+                         f"({args.source})")
     if launch.kernel not in signatures:
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "

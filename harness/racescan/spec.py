@@ -302,7 +302,7 @@ def _check_domain(item: str, dtype: np.dtype, count: Optional[int], fill: str) -
 def _filled(spec: ArgSpec, rng: "np.random.Generator | None") -> np.ndarray:
     n = spec.count if spec.count is not None else 1
     if spec.is_struct:
-        if not spec.dtype.names:
+        if spec.dtype.names is None:
             raise ValueError(f"args: {spec.name}: a struct spec needs the parameter's layout (ArgSpec.with_layout)")
         value = np.zeros(1, spec.dtype)
         for path, text in spec.fields:

@@ -284,6 +284,13 @@ def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_
     assert main(argv + ["--kernel", "route"]) == 2            # the template itself: its arguments are asked for
     assert "template kernels, launched by naming their arguments as `--kernel 'route<...>'`: route" in \
         capsys.readouterr().err
+    # named with its namespace, as C++ code names it: the same kernel; another namespace is named as wrong
+    assert main(argv + ["--kernel", "moe::route<32, false>"]) == 1
+    assert "moe::route<32, false><<<1, 32, 0>>>" in capsys.readouterr().out
+    assert main(argv + ["--kernel", "::moe::route<32,true>"]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--kernel", "dense::route<32, false>"]) == 2
+    assert "--kernel: route<32,false> is defined in moe, not in dense" in capsys.readouterr().err
 
 
 STRUCT_KERNEL = """struct inner { float w[2]; };
@@ -354,6 +361,38 @@ def test_struct_is_for_a_struct_parameter(tmp_path, capsys):
     assert main(["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "32", "--args",
                  "x:struct y:float32[32]!out c:struct out:float32[32]!out"]) == 2
     assert "args: x: `struct` is for a struct passed by value; the parameter is const float*" in capsys.readouterr().err
+
+
+FUNCTOR_KERNEL = """struct Plus { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Ops { Plus add; __device__ float operator()(float a, float b) const { return add(a, b); } };
+template <typename Op>
+__global__ void reduce(const float* x, float* y, Op op) {
+  __shared__ float s[32];
+  s[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) { float a = 0; for (int i = 0; i < 32; ++i) a = op(a, s[i]); y[0] = a; }
+}
+template __global__ void reduce<Plus>(const float*, float*, Plus);
+template __global__ void reduce<Ops>(const float*, float*, Ops);
+"""
+
+
+@pytest.mark.parametrize("kernel", ["reduce<Plus>", "reduce<Ops>"])
+def test_a_functor_with_no_data_passes_by_value(tmp_path, capsys, kernel):
+    """A functor or tag (CUB's and the engines' operators) has no fields: one byte in C++, given as `op:struct`
+    (or `{}`), where before it was refused as a struct with no fields; a struct of such members is one byte too."""
+    src = tmp_path / "functor.cu"
+    src.write_text(FUNCTOR_KERNEL)
+    save = tmp_path / "out.npz"
+    for spec in ("op:struct", "op:struct={}"):
+        assert main(["racescan", str(src), "--kernel", kernel, "--grid", "1", "--block", "32", "--seed", "0",
+                     "--args", f"x:float32[32]=iota y:float32[1]!out {spec}", "--save", str(save), "--force"]) == 0
+        assert "verdict: CLEAN" in capsys.readouterr().out
+        saved = np.load(save)
+        assert saved["y"][0] == sum(range(32)) and saved["op"].dtype.itemsize == 1
+    assert main(["racescan", str(src), "--kernel", kernel, "--grid", "1", "--block", "32", "--args",
+                 "x:float32[32]=iota y:float32[1]!out op:struct={k=1}"]) == 2
+    assert "has no field 'k' (its fields: none)" in capsys.readouterr().err
 
 
 PARAM_KERNEL = """typedef long long dim_t;

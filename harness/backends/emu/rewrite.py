@@ -18,13 +18,14 @@ from typing import Iterable, Mapping
 
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
-from harness.backends.emu.source_text import line_of, matching
+from harness.backends.emu.source_text import BraceDepth, line_of, matching
+from harness.backends.emu.template_keyword import with_template_keywords
 from cudasrc.host_code import DEFINE_LINE, Program
 from cudasrc.preprocess import as_built, with_memory_spaces_spelled
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, in_directive,
-                                macro_kernel_lines, namespace_blocks, program_kernel_signatures, scope_at, skip_string,
-                                split_top_level, template_kernels)
+                                macro_kernel_lines, program_kernel_signatures, split_top_level,
+                                template_kernels)
 
 
 # The macros emu_device.hpp defines before the source's text (tests/backends/emu/test_rewrite.py holds them equal):
@@ -66,33 +67,6 @@ class Rewritten:
     device_code: str = ""                  # the source with its host functions dropped (what nvcc's gate checks)
 
 
-
-
-class _BraceDepth:
-    """Brace depth at increasing positions of one text, scanning each character once (strings skipped). A
-    namespace's braces do not count: what a namespace holds is at file scope, as C++ sees it."""
-
-    def __init__(self, text: str):
-        self.text, self.depth, self.j = text, 0, 0
-        self.blocks = namespace_blocks(text) if "namespace" in text else []
-        self.skip = {i for open_, close, _ in self.blocks for i in (open_, close)}
-
-    def scope(self, pos: int) -> str:
-        return scope_at(self.blocks, pos)
-
-    def at(self, pos: int) -> int:
-        """Depth just before `pos`; positions must not decrease from call to call."""
-        text, depth, j, skip = self.text, self.depth, self.j, self.skip
-        while j < pos:
-            c = text[j]
-            if c in "\"'":
-                j = skip_string(text, j)
-                continue
-            if j not in skip:
-                depth += (c == "{") - (c == "}")
-            j += 1
-        self.depth, self.j = depth, j
-        return depth
 
 
 def _unexpanded_macros(clean: str) -> list[tuple[int, int]]:
@@ -177,7 +151,7 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     """`clean` with each `__shared__` declaration a reference into its block's slot (numbered from `first_slot`), and
     the (name, line) of each slot; `file`: the header the text is (its name goes into reports), None for the source."""
     out, pos, slot, names, file_scope = [], 0, first_slot, [], []
-    depth = _BraceDepth(clean)
+    depth = BraceDepth(clean)
     for m in _SHARED.finditer(clean):
         if m.start() < pos or in_directive(clean, m.start()):     # `#define LOCAL __shared__`: no declaration
             continue
@@ -294,6 +268,7 @@ def rewrite_header(text: str, first_slot: int, file: str, memory_spaces: "Mappin
     next free slot."""
     text = rewrite_asm(text) if "asm" in text else text
     text = with_memory_spaces_spelled(text, memory_spaces)
+    text = with_template_keywords(text)
     text = _class_symbols_in_storage(text)
     if not _SHARED.search(text):
         return text, first_slot
@@ -314,7 +289,7 @@ def _declare_in_functions(text: str, variables: list[tuple[str, str]]) -> str:
     then reaches the block's one slot. A body is a top-level `{` right after a `)` (a parameter list); a
     parameter of the same name hides the variable, as in C++, and so does a `__shared__` variable the body declares."""
     out, pos, i = [], 0, 0
-    depth = _BraceDepth(text)
+    depth = BraceDepth(text)
     while (i := text.find("(", i)) >= 0:
         if depth.at(i) != 0:           # inside a body already handled or a struct: its parentheses are not lists
             i += 1
@@ -358,7 +333,7 @@ def _declarator_name(text: str) -> "str | None":
 def device_symbols(clean: str) -> list[str]:
     """Names of the variables declared `__device__` or `__constant__` at file scope (not functions)."""
     names: list[str] = []
-    depth = _BraceDepth(clean)
+    depth = BraceDepth(clean)
     for m in _SYMBOL_DECL.finditer(clean):
         decl = m.group(1)
         if depth.at(m.start(1)) != 0 or "__global__" in decl:
@@ -402,7 +377,7 @@ def _class_symbols_in_storage(text: str) -> str:
     same line. A variable of a builtin, vector or pointer type, one with an initializer (constant data), `extern`
     and `const` ones stay as written."""
     out, pos = [], 0
-    depth = _BraceDepth(text)
+    depth = BraceDepth(text)
     for m in _SYMBOL_DECL.finditer(text):
         decl = m.group(1)
         end = m.end(1)
@@ -513,7 +488,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
         if k.name in seen:
             raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} ({seen[k.name]} and {k.place})")
         seen[k.name] = k.place
-    body = rewrite_asm(clean)
+    body = with_template_keywords(rewrite_asm(clean))
     body, shared = _rewrite_shared(body)
     symbols = device_symbols(as_built(body, built))   # a variable in a dropped branch does not exist
     body = _class_symbols_in_storage(body)

@@ -325,3 +325,39 @@ def test_a_headers_rewritten_copy_is_part_of_the_modules_cache_key(tmp_path, mon
                         lambda text, first_slot, name, *rest: (lambda r: (r[0] + "\n// retranslated\n", r[1]))(
                             translated(text, first_slot, name, *rest)))
     assert emu_build.build(src, [f"-I{tmp_path}"], toolchain=toolchain, name="k.cu").path != first.path
+
+
+MEMBER_TEMPLATE_CALLS = r"""
+template <typename To, typename From> struct Convert {
+  template <int N> __device__ static void apply(To* dst, const From* src) {
+    for (int i = 0; i < N; ++i) dst[i] = To(src[i]) * To(2);
+  }
+};
+template <typename T> struct Limit { static constexpr int value = 3; };
+template <typename To, typename From, int N> __device__ void convert(To* dst, const From* src) {
+  if (Limit<To>::value < N) Convert<To, From>::apply<N>(dst, src);     // nvcc accepts the call without `template`
+  else Convert<To, From>::template apply<N>(dst, src);
+}
+__global__ void k(const int* x, float* y) { convert<float, int, 4>(y + 4 * threadIdx.x, x + 4 * threadIdx.x); }
+"""
+
+
+def test_a_member_template_called_without_the_template_keyword_builds(emu, monkeypatch):
+    """flashinfer's vec_dtypes.cuh calls `vec_cast<T, S>::cast<N>(...)`, which nvcc accepts and g++ reads as two
+    comparisons (an error once instantiated): emu's rewrite writes the keyword in, for names the text declares as
+    member templates; a comparison with another member (`Limit<To>::value < N`) and a call that has the keyword
+    stay as written, in the source and in a header's copy."""
+    from harness.backends.emu.rewrite import rewrite_header
+    from harness.backends.emu.template_keyword import member_template_names
+    assert member_template_names(MEMBER_TEMPLATE_CALLS) == {"apply"}
+    for body in (rewrite(MEMBER_TEMPLATE_CALLS, "k.cu").source, rewrite_header(MEMBER_TEMPLATE_CALLS, 0, "k.cuh")[0]):
+        assert "if (Limit<To>::value < N) Convert<To, From>::template apply<N>(dst, src);" in body
+        assert "else Convert<To, From>::template apply<N>(dst, src);" in body
+    x, y = np.arange(16, dtype=np.int32), np.zeros(16, np.float32)
+    emu.load(MEMBER_TEMPLATE_CALLS).launch("k", (1,), (4,), 0, [x, y], [1])
+    np.testing.assert_array_equal(y, 2 * np.arange(16))
+    # negative control: without the rule, g++ rejects the source
+    from harness.backends.emu import rewrite as emu_rewrite
+    monkeypatch.setattr(emu_rewrite, "with_template_keywords", lambda text: text)
+    with pytest.raises(UnsupportedConstruct, match="unresolved overloaded function type"):
+        emu.load(MEMBER_TEMPLATE_CALLS)
