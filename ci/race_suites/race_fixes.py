@@ -14,8 +14,11 @@ toolkit's matrix kernels), arrayfire (github.com/arrayfire/arrayfire: its CUDA b
 dynamics, whose CUDA modules are composed at run time: a case's `module` and `prelude`) or Megatron-LM
 (github.com/NVIDIA/Megatron-LM: its fused layer norm, with stand-ins for the PyTorch headers its device code uses: a
 case's `headers`), mshadow (github.com/dmlc/mshadow: MXNet's tensor library, its warp-synchronous reductions) or
-flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's and top-k's reuses of shared memory) or bitsandbytes
-(github.com/bitsandbytes-foundation/bitsandbytes: its quantile estimate). The
+flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's, top-k's and merge of states' reuses of shared
+memory) or bitsandbytes
+(github.com/bitsandbytes-foundation/bitsandbytes: its quantile estimate) or ik_llama.cpp
+(github.com/ikawrakow/ik_llama.cpp: a fork of llama.cpp, its sparse-attention indexer's mask and Qwen3-Next's delta
+net). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -599,6 +602,26 @@ FLASHINFER_FIXES = (
              "input:float32[32768]=0.5 output:int32[100]!out aux_output:float32[100]!out aux_input:null "
              "aux_stride:int64=0 row_to_batch:null lengths:null row_starts:null num_rows:uint32=1 top_k:uint32=100 "
              "max_len:uint32=32768", (131072, 131072), **_FLASHINFER),)),
+    Fix("6dff34d1b", "perf&bugfix: skip kv-tile computation out of sliding window in FA2; fix __syncthreads in "
+                     "mergestate (#1661)", (
+        # the persistent merge of attention states (split-KV decode's last step) and their sum: 4 positions of one
+        # head of 128 halves, 3 partial states each, on 2 blocks of 16 x 8 threads (VariableLengthMergeStates's
+        # geometry for a head of 128 halves; its dynamic shared bytes: 4 stages of 8 rows, and 128 floats), so
+        # each block merges 2 positions: the second position's loads into shared memory (the S values, the
+        # cp.async of V) overwrite what other warps still read in the first's threadblock_sync_state, with no
+        # barrier between (the fix puts one at the top of the loop)
+        Case("PersistentVariableLengthMergeStatesKernel", "include/flashinfer/attention/cascade.cuh",
+             "PersistentVariableLengthMergeStatesKernel<8, 16, 8, 4, half, half, int>", "2", "16,8",
+             "V:float16[1536]=random(-1,1) S:float32[12]=random(-2,2) indptr:int32[5]=values(0,3,6,9,12) "
+             "v_merged:float16[512]!out s_merged:float32[4]!out max_seq_len:uint32=4 seq_len_ptr:null "
+             "num_heads:uint32=1", (8704, 8704), **_FLASHINFER),
+        Case("PersistentVariableLengthAttentionSumKernel", "include/flashinfer/attention/cascade.cuh",
+             "PersistentVariableLengthAttentionSumKernel<8, 16, 8, 4, half, half, int>", "2", "16,8",
+             "V:float16[1536]=random(-1,1) indptr:int32[5]=values(0,3,6,9,12) v_sum:float16[512]!out "
+             "max_seq_len:uint32=4 seq_len_ptr:null num_heads:uint32=1", (8192, 8192), **_FLASHINFER)),
+        kept="every row of the block stores the same merged vector (cascade.cuh:459 and :548 at the fix), and every "
+             "thread of a row the same log-sum-exp (:125 into shared memory, :461 into s_merged): same-value "
+             "stores, unordered; flashinfer's newest tree has them too"),
 )
 
 
@@ -626,6 +649,38 @@ BITSANDBYTES_FIXES = (
 )
 
 
+# ik_llama.cpp (github.com/ikawrakow/ik_llama.cpp: a fork of llama.cpp with its own CUDA kernels): its ggml-cuda files
+# as its CMake build compiles them, with the two values the build defines for every CUDA file (GGML_CUDA_FUSION and
+# GGML_CUDA_MIN_BATCH_OFFLOAD, their defaults) and ggml's `-extended-lambda`.
+_IK_CUDA = "ggml/src/ggml-cuda"
+_IK = dict(includes=(_IK_CUDA, "ggml/src", "ggml/include"),
+           defines=("GGML_CUDA_FUSION=1", "GGML_CUDA_MIN_BATCH_OFFLOAD=32"))
+
+IK_LLAMA_FIXES = (
+    Fix("fbcc743c7", "Fix race in indexer topk on CUDA (#2148)", (
+        # the sparse-attention indexer's mask (DeepSeek-style DSA): 4 rows of 64 keys, each a block of 256 as
+        # ggml_cuda_op_indexer_mask launches it, whose top 8 keys are unmasked: each row is filled with -inf, the
+        # top-k slots set to 0, then the base mask added, three passes over one row of global memory by the same
+        # threads with no barrier between (the fix adds two); issue #2139 reported it
+        Case("k_indexer_mask", f"{_IK_CUDA}/indexer_topk.cu", "k_indexer_mask<float>", "4", "256",
+             "ne0:int32=64 ne1:int32=4 ne2:int32=1 ntopk:int32=8 ne11:int32=4 nb01:uint64=256 nb02:uint64=1024 "
+             "nb03:uint64=1024 nb11:uint64=32 nb12:uint64=128 nb13:uint64=128 nb1:uint64=256 nb2:uint64=1024 "
+             "nb3:uint64=1024 mask:float32[256]=random(-1,0) idx:int32[32]=distinct(0,64,8) dst:float32[256]!out",
+             **_IK),)),
+    Fix("52efa12fd", "fix: add missing __syncthreads in delta net CUDA kernel (#1649)", (
+        # Qwen3-Next's gated delta net, one head of 128 over 4 tokens (decode's short path: 256 threads), 4 blocks
+        # of one warp's rows each, as delta_net_f32_cuda launches them with its 2 x 128 floats of shared memory: each
+        # token's q and k are loaded into shared memory while other warps still read the last token's k in the
+        # state update
+        Case("delta_net_recurrent_f32", f"{_IK_CUDA}/delta-net.cu", "delta_net_recurrent_f32<128, 256>", "4", "256",
+             "q:float32[512]=random(-1,1) k:float32[512]=random(-1,1) v:float32[512]=random(-1,1) "
+             "g:float32[4]=random(-1,0) beta_in:float32[4]=random(-2,2) state_in:float32[16384]=random(-1,1) "
+             "dst:float32[16896]!out n_heads:int64=1 gqa_ratio:int64=1 repeat_type:int32=0 n_tokens:int64=4 "
+             "n_seqs:int64=1 output_offset:int64=512 vnb1:uint64=128 vnb2:uint64=512 vnb3:uint64=512",
+             (1024, 1024), **_IK),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -645,7 +700,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("Megatron-LM", (MEGATRON_KERNELS,), MEGATRON_FIXES),
             Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES),
             Project("flashinfer", ("include",), FLASHINFER_FIXES),
-            Project("bitsandbytes", ("csrc",), BITSANDBYTES_FIXES))
+            Project("bitsandbytes", ("csrc",), BITSANDBYTES_FIXES),
+            Project("ik_llama.cpp", ("ggml/src", "ggml/include"), IK_LLAMA_FIXES))
 
 
 class Side(NamedTuple):
