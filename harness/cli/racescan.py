@@ -376,7 +376,7 @@ def judge(args, echo=print) -> Judged:
     if launch.kernel not in signatures:
         templates = [k for text in (source, *headers.values()) for k in template_kernels(text)]
         raise ValueError(f"--kernel: no __global__ kernel {launch.kernel!r} in {args.source} "
-                         f"(it has: {', '.join(signatures) or 'none'}"
+                         f"(it has: {', '.join(k.scope + name for name, k in signatures.items()) or 'none'}"
                          + (f"; template kernels, launched by naming their arguments as `--kernel "
                             f"'{templates[0]}<...>'`: {', '.join(templates)}" if templates else "") + ")")
     params = signatures[launch.kernel].params

@@ -291,6 +291,14 @@ def test_a_template_kernel_runs_as_the_instantiation_its_host_code_launches(tmp_
     capsys.readouterr()
     assert main(argv + ["--kernel", "dense::route<32, false>"]) == 2
     assert "--kernel: route<32,false> is defined in moe, not in dense" in capsys.readouterr().err
+    plain = tmp_path / "plain.cu"                             # a name it lacks: its kernels, as C++ names them
+    plain.write_text("namespace moe { namespace gate {\n__global__ void fill(int* y) { y[threadIdx.x] = 1; }\n} }\n")
+    assert main(["racescan", str(plain), "--grid", "1", "--block", "32", "--kernel", "sort", "--args",
+                 "y:int32[32]!out"]) == 2
+    err = capsys.readouterr().err
+    assert "no __global__ kernel 'sort' in " in err and "(it has: moe::gate::fill)" in err
+    assert main(["racescan", str(plain), "--grid", "1", "--block", "32", "--kernel", "moe::gate::fill", "--args",
+                 "y:int32[32]!out"]) == 0
 
 
 STRUCT_KERNEL = """struct inner { float w[2]; };
