@@ -99,7 +99,7 @@ def test_arg_specs_are_seeded_and_checked():
 
 
 @pytest.mark.parametrize("stem, scope", [("warp_no_syncwarp", "warp"), ("shared_rw_no_barrier", "block"),
-                                         ("global_interblock", "grid")])
+                                         ("global_interblock", "grid"), ("global_intrablock_passes", "block")])
 def test_the_detector_says_the_scope_of_a_race(detector, stem, scope):
     """The widest conflict of the races: what would order them (__syncwarp, __syncthreads, atomics)."""
     verdict = _run(detector, read_entry(CORPUS[0].parent / f"{stem}.cu"))
