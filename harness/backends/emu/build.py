@@ -89,7 +89,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
                  toolkit_headers.include_flags() + host_libraries.host_compiler_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     texts = device_headers(headers, program)
-    slots = _SharedSlots(len(rw.shared_vars), dict(program.memory_spaces))
+    slots = _SharedSlots(len(rw.shared_vars), dict(program.memory_spaces), rw.member_templates)
     host_copies = {path: slots(path, text) for path, text in sorted(texts.items())}
     # the gate is part of the key: a module built without nvcc's check is not reused once nvcc is found; the
     # headers' copies as rewritten are too: a header's inline PTX translated anew is another module
@@ -142,12 +142,13 @@ class _SharedSlots:
     `__shared__` declarations take the block's slots after the source's, numbered on from one header to the next,
     and reports name them by the header's file; their inline PTX is translated."""
 
-    def __init__(self, first: int, memory_spaces: "dict[str, str]"):
+    def __init__(self, first: int, memory_spaces: "dict[str, str]", member_templates: frozenset = frozenset()):
         self.next = first
         self.memory_spaces = memory_spaces       # the program's memory-space macros (Program.memory_spaces)
+        self.member_templates = member_templates     # the program's member templates (Rewritten.member_templates)
 
     def __call__(self, path: Path, text: str) -> str:
-        text, self.next = rewrite_header(text, self.next, path.name, self.memory_spaces)
+        text, self.next = rewrite_header(text, self.next, path.name, self.memory_spaces, self.member_templates)
         return text
 
 

@@ -19,12 +19,12 @@ from typing import Iterable, Mapping
 from harness.backends.base import UnsupportedConstruct
 from harness.backends.emu.ptx import rewrite_asm
 from harness.backends.emu.source_text import BraceDepth, line_of, matching
-from harness.backends.emu.template_keyword import with_template_keywords
+from harness.backends.emu.template_keyword import program_member_templates, with_template_keywords
 from cudasrc.host_code import DEFINE_LINE, Program
 from cudasrc.preprocess import as_built, with_memory_spaces_spelled
 from cudasrc.types import SCALAR_DTYPES, VECTOR_BYTES
 from cudasrc.signatures import (GRID_GROUP, TEXTURE_FETCH, KernelSignature, closing_bracket, in_directive,
-                                macro_kernel_lines, program_kernel_signatures, split_top_level,
+                                macro_kernel_lines, program_kernel_signatures, split_top_level, strip_comments,
                                 template_kernels)
 
 
@@ -65,6 +65,7 @@ class Rewritten:
     symbols: list[str]                     # file-scope __device__ / __constant__ variables, in order
     grid_sync: bool = False                # the source names cooperative groups' grid group: no block sampling
     device_code: str = ""                  # the source with its host functions dropped (what nvcc's gate checks)
+    member_templates: frozenset = frozenset()   # the program's member templates (template_keyword), for its headers
 
 
 
@@ -261,14 +262,16 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     return (_declare_in_functions(text, file_scope) if file_scope else text), names
 
 
-def rewrite_header(text: str, first_slot: int, file: str, memory_spaces: "Mapping[str, str]" = {}) -> tuple[str, int]:
+def rewrite_header(text: str, first_slot: int, file: str, memory_spaces: "Mapping[str, str]" = {},
+                   member_templates: frozenset = frozenset()) -> tuple[str, int]:
     """A header's device code (host functions already dropped) rewritten as the source's is: its inline PTX
-    translated, its memory-space macros spelled (`memory_spaces`: the program's, Program.memory_spaces), its
-    `__shared__` declarations in the block's slots from `first_slot` on (reports name them `file:line`); and the
-    next free slot."""
+    translated, its memory-space macros spelled (`memory_spaces`: the program's, Program.memory_spaces), the
+    `template` keyword written where its calls of the program's member templates leave it out (`member_templates`:
+    Rewritten.member_templates), its `__shared__` declarations in the block's slots from `first_slot` on (reports
+    name them `file:line`); and the next free slot."""
     text = rewrite_asm(text) if "asm" in text else text
     text = with_memory_spaces_spelled(text, memory_spaces)
-    text = with_template_keywords(text)
+    text = with_template_keywords(text, member_templates)
     text = _class_symbols_in_storage(text)
     if not _SHARED.search(text):
         return text, first_slot
@@ -488,10 +491,11 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
         if k.name in seen:
             raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} ({seen[k.name]} and {k.place})")
         seen[k.name] = k.place
-    body = with_template_keywords(rewrite_asm(clean))
+    members = program_member_templates([clean, *map(strip_comments, (headers or {}).values())])
+    body = with_template_keywords(rewrite_asm(clean), members)
     body, shared = _rewrite_shared(body)
     symbols = device_symbols(as_built(body, built))   # a variable in a dropped branch does not exist
     body = _class_symbols_in_storage(body)
     safe = re.sub(r'[^A-Za-z0-9_.-]', "_", filename)
     tu = f'#line 1 "{safe}"\n{body}\n{_table(kernels, symbols)}'
-    return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)), clean)
+    return Rewritten(tu, kernels, shared, symbols, bool(GRID_GROUP.search(clean)), clean, members)

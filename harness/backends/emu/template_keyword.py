@@ -4,7 +4,8 @@ A call of a member template through a dependent class, `vec_cast<T, S>::cast<N>(
 (`vec_cast<T, S>::template cast<N>(...)`): without it C++ reads `cast < N > (...)` as two comparisons. nvcc's front
 end accepts the call as meant; g++, which builds emu's host copy, rejects it when the template is instantiated
 (flashinfer's vec_dtypes.cuh, every cast between a half and a float vector). emu's rewrite adds the keyword where
-the name after `>::` is one the same text declares as a member function template.
+the name after `>::` is one that a file of the program (the source or one of its own headers) declares as a member
+function template.
 """
 from __future__ import annotations
 
@@ -39,12 +40,19 @@ def member_template_names(text: str) -> frozenset:
     return frozenset(names)
 
 
-def with_template_keywords(text: str) -> str:
-    """`text` with `template` written before each member template of `member_template_names(text)` that a template
-    id's `>::` names followed by its own argument list (`X<T>::cast<N>`), where the keyword is missing."""
-    if ">" not in text or "template" not in text:
+def program_member_templates(texts) -> frozenset:
+    """member_template_names of every file of a program together (the source and its own headers): a header may
+    declare the member template that another file calls."""
+    return frozenset().union(*(member_template_names(t) for t in texts if "template" in t))
+
+
+def with_template_keywords(text: str, names: frozenset = frozenset()) -> str:
+    """`text` with `template` written before each member template of `names` (program_member_templates; those of
+    `text` itself are always taken) that a template id's `>::` names followed by its own argument list
+    (`X<T>::cast<N>`), where the keyword is missing."""
+    if ">" not in text:
         return text
-    names = member_template_names(text)
+    names = names | (member_template_names(text) if "template" in text else frozenset())
     if not names:
         return text
     pattern = re.compile(r">(\s*::\s*)(" + "|".join(sorted(map(re.escape, names))) + r")(?=\s*<)")

@@ -358,6 +358,33 @@ def test_a_member_template_called_without_the_template_keyword_builds(emu, monke
     np.testing.assert_array_equal(y, 2 * np.arange(16))
     # negative control: without the rule, g++ rejects the source
     from harness.backends.emu import rewrite as emu_rewrite
-    monkeypatch.setattr(emu_rewrite, "with_template_keywords", lambda text: text)
+    monkeypatch.setattr(emu_rewrite, "with_template_keywords", lambda text, names=frozenset(): text)
     with pytest.raises(UnsupportedConstruct, match="unresolved overloaded function type"):
         emu.load(MEMBER_TEMPLATE_CALLS)
+
+
+def test_a_member_template_of_one_header_called_in_another_file_gets_the_keyword(tmp_path, monkeypatch):
+    """The member template may be declared in one of the program's headers and called, without `template`, in the
+    source or in another header: the keyword is written in every file's copy, since the build reads them together."""
+    from harness.backends.emu import build as emu_build
+    from harness.backends.emu import toolchain as tc
+    (tmp_path / "cast.cuh").write_text("template <typename To> struct Convert {\n"
+                                       "  template <int N> __device__ static void apply(To* d, const int* s) {\n"
+                                       "    for (int i = 0; i < N; ++i) d[i] = To(s[i]) + To(1);\n  }\n};\n")
+    (tmp_path / "use.cuh").write_text('#include "cast.cuh"\ntemplate <typename To, int N>\n'
+                                      "__device__ void convert(To* d, const int* s) { Convert<To>::apply<N>(d, s); }\n")
+    src = ('#include "use.cuh"\n__global__ void k(const int* x, float* y) {\n'
+           "  convert<float, 2>(y + 2 * threadIdx.x, x + 2 * threadIdx.x);\n"
+           "  Convert<double>::apply<1>((double*)nullptr + 0 * threadIdx.x, x);\n}\n")
+    rw = rewrite(src, "k.cu", headers={"cast.cuh": (tmp_path / "cast.cuh").read_text(),
+                                       "use.cuh": (tmp_path / "use.cuh").read_text()})
+    assert rw.member_templates == {"apply"} and "Convert<double>::template apply<1>(" in rw.source
+    built = emu_build.build(src.replace("  Convert<double>::apply<1>((double*)nullptr + 0 * threadIdx.x, x);\n", ""),
+                            [f"-I{tmp_path}"], toolchain=tc.toolchain(), name="k.cu")
+    assert built.kernels[0].name == "k"
+    # negative control: with each file's own member templates alone, use.cuh's call stays two comparisons for g++
+    from harness.backends.emu import rewrite as emu_rewrite
+    monkeypatch.setattr(emu_rewrite, "program_member_templates", lambda texts: frozenset())
+    with pytest.raises((BuildError, UnsupportedConstruct), match="unresolved overloaded function type"):
+        emu_build.build(src.replace("  Convert<double>::apply<1>((double*)nullptr + 0 * threadIdx.x, x);\n", ""),
+                        [f"-I{tmp_path}"], toolchain=tc.toolchain(), name="k.cu")
