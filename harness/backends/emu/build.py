@@ -142,7 +142,7 @@ class _SharedSlots:
     `__shared__` declarations take the block's slots after the source's, numbered on from one header to the next,
     and reports name them by the header's file; their inline PTX is translated."""
 
-    def __init__(self, first: int, memory_spaces: "dict[str, str]", member_templates: frozenset = frozenset()):
+    def __init__(self, first: int, memory_spaces: "dict[str, str]", member_templates: frozenset):
         self.next = first
         self.memory_spaces = memory_spaces       # the program's memory-space macros (Program.memory_spaces)
         self.member_templates = member_templates     # the program's member templates (Rewritten.member_templates)

@@ -46,14 +46,11 @@ def program_member_templates(texts) -> frozenset:
     return frozenset().union(*(member_template_names(t) for t in texts if "template" in t))
 
 
-def with_template_keywords(text: str, names: frozenset = frozenset()) -> str:
-    """`text` with `template` written before each member template of `names` (program_member_templates; those of
-    `text` itself are always taken) that a template id's `>::` names followed by its own argument list
+def with_template_keywords(text: str, names: frozenset) -> str:
+    """`text` with `template` written before each member template of `names` (program_member_templates of the
+    program `text` is a file of) that a template id's `>::` names followed by its own argument list
     (`X<T>::cast<N>`), where the keyword is missing."""
-    if ">" not in text:
-        return text
-    names = names | (member_template_names(text) if "template" in text else frozenset())
-    if not names:
+    if not names or ">" not in text:
         return text
     pattern = re.compile(r">(\s*::\s*)(" + "|".join(sorted(map(re.escape, names))) + r")(?=\s*<)")
     return pattern.sub(lambda m: f">{m.group(1)}template {m.group(2)}", text)

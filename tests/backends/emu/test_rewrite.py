@@ -350,7 +350,8 @@ def test_a_member_template_called_without_the_template_keyword_builds(emu, monke
     from harness.backends.emu.rewrite import rewrite_header
     from harness.backends.emu.template_keyword import member_template_names
     assert member_template_names(MEMBER_TEMPLATE_CALLS) == {"apply"}
-    for body in (rewrite(MEMBER_TEMPLATE_CALLS, "k.cu").source, rewrite_header(MEMBER_TEMPLATE_CALLS, 0, "k.cuh")[0]):
+    header_copy = rewrite_header(MEMBER_TEMPLATE_CALLS, 0, "k.cuh", {}, member_template_names(MEMBER_TEMPLATE_CALLS))
+    for body in (rewrite(MEMBER_TEMPLATE_CALLS, "k.cu").source, header_copy[0]):
         assert "if (Limit<To>::value < N) Convert<To, From>::template apply<N>(dst, src);" in body
         assert "else Convert<To, From>::template apply<N>(dst, src);" in body
     x, y = np.arange(16, dtype=np.int32), np.zeros(16, np.float32)
@@ -358,7 +359,7 @@ def test_a_member_template_called_without_the_template_keyword_builds(emu, monke
     np.testing.assert_array_equal(y, 2 * np.arange(16))
     # negative control: without the rule, g++ rejects the source
     from harness.backends.emu import rewrite as emu_rewrite
-    monkeypatch.setattr(emu_rewrite, "with_template_keywords", lambda text, names=frozenset(): text)
+    monkeypatch.setattr(emu_rewrite, "with_template_keywords", lambda text, names: text)
     with pytest.raises(UnsupportedConstruct, match="unresolved overloaded function type"):
         emu.load(MEMBER_TEMPLATE_CALLS)
 
