@@ -223,6 +223,9 @@ def main(argv: "list[str] | None" = None) -> int:
     ap.add_argument("--acquire", choices=("fence", "atomic"), default="fence",
                     help="the detector's acquire rule (default fence, PTX's); atomic: an atomic that reads a "
                          "release acquires it by itself (the writer-side __threadfence() idiom, as ScoRD reads it)")
+    ap.add_argument("--accesses", choices=("compiled", "source"), default=None,
+                    help="emu's build of device code: source (default with g++: every access the source makes) or "
+                         "compiled (optimised: a load whose value nothing uses is dropped, as on a GPU)")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")
     args = ap.parse_args(argv)
     suite = open_suite(args.suite, args.graph)
@@ -245,7 +248,8 @@ def main(argv: "list[str] | None" = None) -> int:
     if args.per_label is not None and args.per_label < 1:
         ap.error("--per-label: expected a positive integer")
     from harness.backends.emu.backend import EmuBackend
-    options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling, "acquire": args.acquire}
+    options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling, "acquire": args.acquire,
+               "accesses": args.accesses}        # None: the backend's default
     if args.race_check != "default":
         options["race_check"] = args.race_check == "on"
     files = suite.files

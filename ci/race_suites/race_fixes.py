@@ -809,13 +809,14 @@ def stand_in_headers(case: Case, tree: Path) -> Path:
     return folder
 
 
-def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool) -> list[str]:
+def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool,
+                 accesses: str = "source") -> list[str]:
     """`qconform racescan`'s arguments for `side` in `tree`."""
     c = side.case
     argv = ["racescan", str(module_source(c, tree)), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
             "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
             "--timeout", str(timeout_s), "--acquire", acquire, "--race-check", "on" if race_check else "off",
-            "--barrier-sites", c.barrier_sites]
+            "--barrier-sites", c.barrier_sites, "--accesses", accesses]
     if c.headers:
         argv += ["-I", str(stand_in_headers(c, tree))]
     for d in c.includes:
@@ -836,7 +837,7 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
     argv = command_line(side, _tree(git_dir, side.rev, side.case.parts or side.project.parts), seed,
-                        backend.timeout_s, backend.acquire, backend.race_check)
+                        backend.timeout_s, backend.acquire, backend.race_check, backend.accesses)
     rec = {"file": side.name, "algorithm": group_of(side), "project": side.project.name, "label": label_of(side),
            "kernels": {}, "commit": _git(git_dir, "rev-parse", "--short=8", side.rev).strip(), "fix": side.fix.title,
            "reported": side.fix.reported, "kept": side.fix.kept,

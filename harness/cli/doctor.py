@@ -77,6 +77,7 @@ def emu_status() -> dict:
     return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost, "asm_switch": tc.asm_switch_usable(cxx),
             "fiber_env": f"{tc.FIBER_ENV}={forced}" if forced else None,
             "asan_runtime": tc.asan_runtime(cxx),
+            "accesses": tc.Toolchain(cxx, tc.compiler_version(cxx), fiber).default_accesses(),
             "sandbox": ("off: $QCONFORM_EMU_SANDBOX=off (trusted sources only)" if sandbox.disabled_by_user() else
                         f"unavailable: {why_not}; the emu backend refuses to run kernels" if why_not else
                         f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"
@@ -143,6 +144,10 @@ def render(info: dict) -> str:
         lines.append(f"emu backend: fibers = {label} ({why}); Boost.Context "
                      f"{'installed' if emu['boost_context'] else 'not installed'}")
         lines.append(f"  AddressSanitizer runtime (--sanitize): {emu['asan_runtime'] or 'not found'}")
+        lines.append("  device code built for: " + (
+            "every access of the source (the passes that drop or move accesses off; --accesses compiled: the "
+            "optimised build)" if emu["accesses"] == "source" else
+            "the optimised build's accesses (this compiler's passes cannot be named; a load nothing uses is dropped)"))
         lines.append(f"  worker sandbox: {emu['sandbox']}")
         lines.append(f"  device-code gate: {emu['device_gate']}")
         lines.append(f"  cuRAND device API (curand_kernel.h): {emu['curand']}")

@@ -76,6 +76,11 @@ def register(sub) -> None:
                         "(atomicXxx) that reads a release acquires it at its thread's next fence; atomic: it "
                         "acquires at once, as the CUDA C++ Programming Guide's writer-side __threadfence() idiom "
                         "and ScoRD read it (a reading: by PTX the reader's later plain accesses still race)")
+    p.add_argument("--accesses", choices=("compiled", "source"), default=None,
+                   help="source (default with g++): every access the source makes, as the CUDA C++ abstract machine "
+                        "makes them (the compiler passes that drop or move accesses turned off), so a race on a load "
+                        "whose value nothing uses is found too; compiled (default with clang): the accesses of the "
+                        "optimised build, which a GPU build makes (such a load dropped, as nvcc drops it)")
     p.add_argument("--reading", choices=READINGS, default="memory-model",
                    help="which races count toward the verdict and the exit status. memory-model (default): every "
                         "race the detector reports; a verifier's narrower notion of a race, to compare with its "
@@ -314,6 +319,8 @@ def run(args) -> int:
         replay.append(f"--barrier-sites {args.barrier_sites}")
     if args.acquire != "fence":
         replay.append(f"--acquire {args.acquire}")
+    if args.accesses is not None:
+        replay.append(f"--accesses {args.accesses}")
     if reading is not None:
         replay.append(f"--reading {args.reading}")
     print("replay: " + " ".join(replay), file=sys.stderr)
@@ -361,7 +368,8 @@ def judge(args, echo=print) -> Judged:
     flags = (source_flags([path], dirs) + tuple(f"-D{d}" for d in args.defines)
              + tuple(f"--{r}" for r in dict.fromkeys(args.relaxations)))
     headers = own_headers(source, flags)
-    launch, specs = _launch(args, read_header(source))
+    header = read_header(source)
+    launch, specs = _launch(args, header)
     # a template kernel's instantiation that the file's host code makes (`k<8, false><<<...>>>`): made explicit
     # (as written; the launch's name is launch_name's: `k<8,unsigned int>`)
     by_name = {h.name: t for h, t in headers.items()}
@@ -416,17 +424,23 @@ def judge(args, echo=print) -> Judged:
                              f"{', '.join(domains)}); give --at NAME=VALUE for the launch to keep")
         plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
+    options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire,
+                   accesses=args.accesses)
+    backend = EmuBackend(race_check=args.race_check == "on", sanitize=args.sanitize, **options)
+    options["accesses"] = backend.accesses                 # the default the compiler allows, named once
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
     echo(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
           + (", AddressSanitizer build" if args.sanitize else "")
           + (f", acquire rule {args.acquire}" if args.acquire != "fence" else "")
+          + (", the optimised build's accesses" if backend.accesses == "compiled" else "")
           + (f", reading {args.reading}" if args.reading != "memory-model" else ""))
     if reading is not None:
         echo(f"reading {reading.name}: the verdict leaves out {describe(reading)}")
+    if header.get("accesses", "").startswith("source") and backend.accesses == "compiled":
+        echo("note: the file's header says its race shows in the build of every access of the source "
+             "(--accesses source)")
     _print_host_code(source, headers, echo)
-    options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire)
-    backend = EmuBackend(race_check=args.race_check == "on", sanitize=args.sanitize, **options)
     # a point whose races the reading leaves out is judged again by the schedules alone, with a warp's lanes in
     # lock step where the reading takes them so
     schedules = (EmuBackend(race_check=False, lock_step=reading.lock_step, **options)

@@ -6,6 +6,8 @@ stands for, and how to launch it:
     // launch: KERNEL grid=X[,Y,Z] block=X[,Y,Z] [shared=BYTES]
     // args: name:dtype[count]=fill ... (see harness.racescan.spec)
     // differential: missed ...      (optional: a race no thread schedule can show, e.g. coinciding values)
+    // accesses: source ...          (optional: a race only the build that makes every access of the source shows,
+                                      EmuBackend(accesses="source"), e.g. on a load whose value nothing uses)
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from .spec import ArgSpec, parse_args
 
 LABELS = ("racy", "race-free")
+ACCESSES = ("compiled", "source")      # the emu backend's builds (harness.backends.emu.toolchain.ACCESS_FLAGS)
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class CorpusEntry:
     shared_bytes: int
     args: list[ArgSpec]
     differential_sees: bool            # whether differing thread schedules can show the race (racy entries)
+    accesses: str = "compiled"         # the build whose accesses show the race (EmuBackend accesses)
 
 
 def _dims(text: str, what: str, where: str) -> tuple[int, ...]:
@@ -63,10 +67,11 @@ def parse_launch(text: str, where: str) -> LaunchLine:
 
 
 def read_header(source: str) -> dict[str, str]:
-    """The `// key: value` lines of the source's leading comment (qconform-race, class, launch, args, differential)."""
+    """The `// key: value` lines of the source's leading comment (qconform-race, class, launch, args, differential,
+    accesses)."""
     header: dict[str, str] = {}
     for line in source.splitlines():
-        m = re.match(r"^//\s*(qconform-race|class|launch|args|differential):\s*(.*?)\s*$", line)
+        m = re.match(r"^//\s*(qconform-race|class|launch|args|differential|accesses):\s*(.*?)\s*$", line)
         if m:
             header[m.group(1)] = m.group(2)
         elif not line.startswith("//"):
@@ -84,6 +89,9 @@ def read_entry(path: "str | Path") -> CorpusEntry:
     if header["qconform-race"] not in LABELS:
         raise ValueError(f"{path}: label {header['qconform-race']!r} is not one of {', '.join(LABELS)}")
     launch = parse_launch(header["launch"], str(path))
+    accesses = header.get("accesses", "compiled").split(" ", 1)[0]
+    if accesses not in ACCESSES:
+        raise ValueError(f"{path}: accesses {accesses!r} is not one of {', '.join(ACCESSES)}")
     return CorpusEntry(path, source, header["qconform-race"] == "racy", header["class"], launch.kernel,
                        launch.grid, launch.block, launch.shared_bytes, parse_args(header["args"]),
-                       not header.get("differential", "").startswith("missed"))
+                       not header.get("differential", "").startswith("missed"), accesses)

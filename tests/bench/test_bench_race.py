@@ -45,6 +45,7 @@ N_MM = 128                   # 128 x 128 SGEMM: 64 blocks of 16 x 16
 N_MV, K_MV = 1024, 2048      # the GEMV of test_bench_emu.py
 INPUT_SEED = 2026
 _off_ms: dict[str, float] = {}
+_on_ms: dict[str, float] = {}
 
 
 def _sgemm(mod):
@@ -181,6 +182,30 @@ def test_bench_race_detector_overhead(benchmark, kernel, race_check):
         if kernel in _results:
             assert np.array_equal(out, _results[kernel]), "the detector's build computed something else"
         _results[kernel] = out
+        if race_check and benchmark.stats:
+            _on_ms[kernel] = benchmark.stats.stats.min * 1e3
+    finally:
+        be.close()
+
+
+@pytest.mark.parametrize("kernel", ["sgemm_shared", "gemv_int8", "barrier_phases"])
+def test_bench_every_access_of_the_source(benchmark, kernel):
+    """The detector on the build that makes every access of the source (EmuBackend accesses="source": the passes
+    that drop or move accesses turned off) against the optimised build's ('on' above): same results bit for bit,
+    more accesses checked where the optimised build merged or dropped some."""
+    source, make, options = KERNELS[kernel]
+    be = EmuBackend(timeout_s=300, race_check=True, accesses="source", **options)
+    try:
+        mod = be.load(source)
+        out = benchmark(make(mod))
+        stats = mod.last_stats
+        benchmark.extra_info.update({"kernel": kernel, "accesses": "source",
+                                     "run1_cpu_ms": round(stats["kernel_cpu_ms"][0], 2),
+                                     "checked_accesses": stats["race_accesses"]})
+        if benchmark.stats and kernel in _on_ms:
+            benchmark.extra_info["launch_over_compiled"] = round(benchmark.stats.stats.min * 1e3 / _on_ms[kernel], 2)
+        if kernel in _results:
+            assert np.array_equal(out, _results[kernel]), "the build of every access computed something else"
     finally:
         be.close()
 

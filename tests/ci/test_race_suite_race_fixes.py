@@ -104,6 +104,17 @@ def test_the_parent_races_the_fix_is_clean_and_a_record_replays(one_fix, tmp_pat
     assert main(shlex.split(racy["replay"])[1:]) == 1 and main(shlex.split(fixed["replay"])[1:]) == 0
 
 
+def test_the_build_of_every_access_reaches_each_case_and_its_replay(one_fix, tmp_path, capsys):
+    out = tmp_path / "fixes.json"
+    assert score_race_suite.main([str(one_fix), "--seed", "3", "--accesses", "source", "--out", str(out)]) == 0
+    assert "'accesses': 'source'" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    records = {r["label"]: r for r in saved["records"]}
+    assert saved["backend"]["accesses"] == "source"
+    assert all("--accesses source" in r["replay"] for r in records.values())
+    assert records["racy"]["verdict"] == "race" and records["race-free"]["verdict"] == "clean"
+
+
 def test_a_race_reported_after_the_history_is_one_racy_side_at_its_commit(monkeypatch, history, tmp_path):
     """HeCBench's users reported races that were fixed after the newest commit a clone may have: such a report is
     the racy side alone, read at the reported commit itself (not its parent). Here the report names the fix's own

@@ -22,7 +22,16 @@ def test_doctor_json_names_fiber_library_and_compiler(capsys):
     assert info["emu"]["boost_context"] is tc.boost_context_usable(cxx)
     assert any(c["path"] == tc.find_cxx() for c in info["compilers"])
     assert "usable" in info["gpu"]
+    assert info["emu"]["accesses"] == tc.toolchain().default_accesses()
     _check_toolkit_entries(info["cuda_toolkits"])
+
+
+def test_doctor_says_which_accesses_device_code_makes(capsys, monkeypatch):
+    assert main(["doctor"]) == 0
+    assert "device code built for: every access of the source" in capsys.readouterr().out     # g++ here
+    monkeypatch.setattr(tc.Toolchain, "default_accesses", lambda self: "compiled")
+    assert main(["doctor"]) == 0
+    assert "device code built for: the optimised build's accesses" in capsys.readouterr().out
 
 
 def _check_toolkit_entries(toolkits):

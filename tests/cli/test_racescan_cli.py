@@ -68,6 +68,21 @@ def test_the_acquire_rule_is_an_option_and_its_replay_keeps_it(tmp_path, capsys)
     assert replay.endswith("--acquire atomic")
 
 
+def test_every_access_of_the_source_is_an_option_and_its_replay_keeps_it(capsys):
+    dead = str(CORPUS / "shared_dead_load.cu")
+    assert main(["racescan", dead, "--seed", "1"]) == 1            # by default every access of the source is made
+    out, err = capsys.readouterr()
+    assert "data race on __shared__ 'offset'" in out and "build" not in out.splitlines()[0]
+    assert err.strip().splitlines()[-1] == f"replay: qconform racescan {dead} --seed 1"
+    assert main(["racescan", dead, "--seed", "1", "--accesses", "compiled"]) == 0   # the optimised build dropped it
+    out = capsys.readouterr().out
+    assert "race detector on, the optimised build's accesses" in out
+    assert "note: the file's header says its race shows in the build of every access of the source" in out
+    assert main(["racescan", dead, "--seed", "1", "--accesses", "source"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--seed 1 --accesses source")
+    assert main(["racescan", str(CORPUS / "shared_dead_load_fixed.cu"), "--seed", "1"]) == 0
+
+
 def test_a_reading_leaves_out_the_races_a_verifier_calls_benign_and_prints_them(capsys):
     same = str(CORPUS / "shared_same_value.cu")          # 64 threads store 3 into one __shared__ slot
     assert main(["racescan", same, "--seed", "1"]) == 1        # the memory model: a race

@@ -266,25 +266,32 @@ def test_a_broken_promise_leaves_the_case_unchecked(monkeypatch):
     assert res.verdict == UNCHECKED and "variant dominant: its inputs break its promise" in res.reason
 
 
-def test_the_seeds_attention_without_the_max_subtracted_fails_at_tiny_and_tails(emu, seed_cu_dir):
+def test_the_seeds_attention_without_the_max_subtracted_fails_at_tiny_and_tails(seed_cu_dir):
     """The held-out planted bug: the seed's gk_attn with expf(sc[j]) instead of expf(sc[j]-mx). It passes every
     Gaussian cache; the spread case must fail it at tiny and tails on every seed (it survived seeds whose
-    largest-magnitude score was negative before the spread variant negated the keys)."""
+    largest-magnitude score was negative before the spread variant negated the keys). The values alone: the seed's
+    red[0] race is still in the planted kernel (its `mx = red[0]` is now a dead load, which the detector sees:
+    test_race_detector.py has that race), so the detector is off here."""
+    from harness.backends.emu.backend import EmuBackend
     from harness.cases.planted import Plant
     from harness.judging.matching import all_contracts, match_kernels
     from reference.shapes import get_shape
     out, _ = seed_cu_dir
     code = Plant("seed-attn-no-max", "attention", None, "gk_attn", "tiny", "softmax without the max subtracted",
                  r"expf\(sc\[j\]-mx\)", "expf(sc[j])").apply((out / "GEN_DEVICE_KERNELS.cu").read_text())
-    module = emu.load(code)
-    for shape in ("tiny", "tails"):
-        (m,) = [m for m in match_kernels(code, all_contracts(shape), None) if m.kernel == "gk_attn"]
-        contract = m.contracts[0]
-        verdicts = {seed: judge_case(module, case, contract).verdict for seed in range(8)
-                    for case in cases_for_contract(contract, get_shape(shape), seed, variants=["spread"])}
-        assert set(verdicts.values()) == {FAIL}, (shape, verdicts)
-        gauss = cases_for_contract(contract, get_shape(shape), 0, variants=[f"len={get_shape(shape).kv_len}"])
-        assert judge_case(module, gauss[0], contract).verdict == PASS, shape
+    emu = EmuBackend(race_check=False)
+    try:
+        module = emu.load(code)
+        for shape in ("tiny", "tails"):
+            (m,) = [m for m in match_kernels(code, all_contracts(shape), None) if m.kernel == "gk_attn"]
+            contract = m.contracts[0]
+            verdicts = {seed: judge_case(module, case, contract).verdict for seed in range(8)
+                        for case in cases_for_contract(contract, get_shape(shape), seed, variants=["spread"])}
+            assert set(verdicts.values()) == {FAIL}, (shape, verdicts)
+            gauss = cases_for_contract(contract, get_shape(shape), 0, variants=[f"len={get_shape(shape).kv_len}"])
+            assert judge_case(module, gauss[0], contract).verdict == PASS, shape
+    finally:
+        emu.close()
 
 
 def test_gap_promise_rejects_a_row_between_the_pair():

@@ -92,6 +92,11 @@ class EmuBackend(Backend):
       verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
       assumption. Where the lanes' paths differ, the turns are one interleaving of them. Built with the race
       detector's instrumentation (not with `sanitize`); a reading's schedules, not the CUDA memory model.
+    accesses: "source" (default with g++): the compiler passes that drop or move accesses are off, so each load and
+      store of the source is made where it is written, as the CUDA C++ abstract machine makes them (a race on a
+      load whose value nothing uses is found; compute-sanitizer on a GPU does not see it); "compiled" (default
+      with clang, whose passes cannot be named): optimised as a GPU build is, such a load dropped before it is
+      made. See harness.backends.emu.toolchain.ACCESS_FLAGS; cost: docs/KERNELS.md, "The race detector".
     """
     name = "emu"
 
@@ -100,7 +105,7 @@ class EmuBackend(Backend):
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
                  schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
                  cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same", acquire: str = "fence",
-                 lock_step: bool = False):
+                 lock_step: bool = False, accesses: Optional[str] = None):
         if barrier_sites not in ("same", "any"):
             raise ValueError(f"barrier_sites: expected 'same' or 'any', got {barrier_sites!r}")
         self.barrier_sites = barrier_sites
@@ -135,11 +140,13 @@ class EmuBackend(Backend):
             self.schedules = 1
         self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
+        self.accesses = accesses or self.toolchain.default_accesses()
+        self.toolchain.access_flags(self.accesses)        # a clear error before anything is built
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,
                          "schedule": self.schedule, "barrier_sites": self.barrier_sites, "acquire": self.acquire,
-                         "lock_step": self.lock_step}
+                         "lock_step": self.lock_step, "accesses": self.accesses}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -173,7 +180,8 @@ class EmuBackend(Backend):
 
     def load(self, source: str, flags: Sequence[str] = (), name: str = "kernel.cu") -> "EmuModule":
         built = build(source, flags, toolchain=self.toolchain, sanitize=self.sanitize,
-                      race=self.race_check or self.lock_step, name=name)     # lock step turns in its entry points
+                      race=self.race_check or self.lock_step, name=name,     # lock step turns in its entry points
+                      accesses=self.accesses)
         return EmuModule(self, built)
 
     def spawn_config(self) -> tuple[str, dict]:
@@ -185,7 +193,7 @@ class EmuBackend(Backend):
                 "schedules": self.schedules, "block_sampling": str(self.block_sampling), "seed": self.seed,
                 "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check, "barrier_sites": self.barrier_sites,
-                "acquire": self.acquire, "lock_step": self.lock_step,
+                "acquire": self.acquire, "lock_step": self.lock_step, "accesses": self.accesses,
                 "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 

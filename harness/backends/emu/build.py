@@ -73,9 +73,11 @@ def runtime_object(toolchain: tc.Toolchain, sanitize: bool) -> Path:
 
 
 def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sanitize: bool = False,
-          race: bool = False, name: str = "kernel.cu") -> Built:
+          race: bool = False, name: str = "kernel.cu", accesses: "str | None" = None) -> Built:
     """Rewrite and compile `source`; reuse the cached object when source, flags and runtime are unchanged.
-    race: instrument every access of device code for the race detector (not with `sanitize`)."""
+    race: instrument every access of device code for the race detector (not with `sanitize`).
+    accesses: "compiled" (the optimised build's) or "source" (every access the source makes: tc.ACCESS_FLAGS); None:
+    the toolchain's default."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError("source: expected non-empty CUDA C source text")
     flags = check_flags(flags)
@@ -85,7 +87,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
-    cmd_flags = (tc.BASE_FLAGS + tc.OPT_FLAGS + toolchain.fiber_flags() + toolchain.device_flags() +
+    cmd_flags = (tc.BASE_FLAGS + toolchain.access_flags(accesses or toolchain.default_accesses()) + toolchain.fiber_flags() + toolchain.device_flags() +
                  toolkit_headers.include_flags() + host_libraries.host_compiler_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)
     texts = device_headers(headers, program)

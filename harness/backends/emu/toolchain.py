@@ -29,6 +29,17 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
               "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-fno-finite-loops",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
+# Which accesses device code makes, as the race detector and the bounds checks see them. compiled: those of the
+# optimised build (-O2), which a GPU build makes too: a load whose value nothing uses is dropped, as nvcc drops it.
+# source (the default with g++; it costs no measurable time, tests/bench/test_bench_race.py): -O2 without the passes that delete an access or move it off a path, so that each load and store of the
+# source is made where the source makes it, as the CUDA C++ abstract machine does (a race no GPU tool sees:
+# compute-sanitizer checks the compiled code): dead code and dead stores (which also drop dead loads), sinking,
+# and the value numbering and dominator passes, which drop a store of the value the location already holds.
+# Not -O0: g++'s thread instrumentation leaves a struct passed by value straight from memory (a half2 argument)
+# unchecked there. tests/backends/emu/test_race_detector.py has a kernel for each. The runtime: OPT_FLAGS always.
+ACCESS_FLAGS = {"compiled": OPT_FLAGS,
+                "source": OPT_FLAGS + ("-fno-tree-dce", "-fno-tree-dse", "-fno-tree-sink", "-fno-tree-fre",
+                                       "-fno-tree-pre", "-fno-code-hoisting", "-fno-tree-dominator-opts")}
 SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # A frame larger than a page is probed page by page, so that a stack overflow touches the fiber's guard page
 # first instead of leaping over it into a neighbour's stack or a buffer's guard pages (used where accepted).
@@ -65,6 +76,19 @@ class Toolchain:
 
     def link_flags(self) -> tuple[str, ...]:
         return ("-lboost_context",) if self.fiber == "boost" else ()
+
+    def default_accesses(self) -> str:
+        """"source" where the compiler takes its switches (g++), else "compiled"."""
+        return "compiled" if "clang" in self.cxx_version.lower() else "source"
+
+    def access_flags(self, accesses: str) -> tuple[str, ...]:
+        """The optimisation flags of device code for `accesses` (ACCESS_FLAGS); a clear error where they do not apply."""
+        if accesses not in ACCESS_FLAGS:
+            raise ValueError(f"accesses: expected one of {tuple(ACCESS_FLAGS)}, got {accesses!r}")
+        if accesses != "compiled" and "clang" in self.cxx_version.lower():
+            raise ValueError(f"accesses: {accesses!r} turns off g++'s optimisation passes by name, and {self.cxx} is "
+                             f"{self.cxx_version!r}; build with g++ (cxx=, $CXX) or keep accesses='compiled'")
+        return ACCESS_FLAGS[accesses]
 
     def device_flags(self) -> tuple[str, ...]:
         """Flags for device code that not every compiler accepts."""
