@@ -428,6 +428,8 @@ def judge(args, echo=print) -> Judged:
                    accesses=args.accesses)
     backend = EmuBackend(race_check=args.race_check == "on", sanitize=args.sanitize, **options)
     options["accesses"] = backend.accesses                 # the default the compiler allows, named once
+    if args.accesses is None and backend.accesses != backend.toolchain.default_accesses():
+        args.accesses = backend.accesses                   # $QCONFORM_EMU_ACCESSES chose it: the replay names it
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
     echo(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"

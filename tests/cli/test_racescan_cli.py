@@ -68,7 +68,7 @@ def test_the_acquire_rule_is_an_option_and_its_replay_keeps_it(tmp_path, capsys)
     assert replay.endswith("--acquire atomic")
 
 
-def test_every_access_of_the_source_is_an_option_and_its_replay_keeps_it(capsys):
+def test_every_access_of_the_source_is_an_option_and_its_replay_keeps_it(capsys, monkeypatch):
     dead = str(CORPUS / "shared_dead_load.cu")
     assert main(["racescan", dead, "--seed", "1"]) == 1            # by default every access of the source is made
     out, err = capsys.readouterr()
@@ -81,6 +81,11 @@ def test_every_access_of_the_source_is_an_option_and_its_replay_keeps_it(capsys)
     assert main(["racescan", dead, "--seed", "1", "--accesses", "source"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--seed 1 --accesses source")
     assert main(["racescan", str(CORPUS / "shared_dead_load_fixed.cu"), "--seed", "1"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("QCONFORM_EMU_ACCESSES", "compiled")       # the environment's choice, named by the replay
+    assert main(["racescan", str(CORPUS / "shared_rw_no_barrier.cu"), "--seed", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert "the optimised build's accesses" in out and err.strip().endswith("--seed 1 --accesses compiled")
 
 
 def test_a_reading_leaves_out_the_races_a_verifier_calls_benign_and_prints_them(capsys):

@@ -34,6 +34,7 @@ CUDA_LOCAL_BYTES = 512 * 1024     # the local memory one CUDA thread may use (CU
 DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
+ACCESSES_ENV = "QCONFORM_EMU_ACCESSES"        # every command's choice of accesses= (check, report, mutate, generate)
 ACQUIRE_RULES = ("fence", "atomic")     # the race detector's acquire rule: PTX's, or the writer-side fence idiom's
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
@@ -92,7 +93,7 @@ class EmuBackend(Backend):
       verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
       assumption. Where the lanes' paths differ, the turns are one interleaving of them. Built with the race
       detector's instrumentation (not with `sanitize`); a reading's schedules, not the CUDA memory model.
-    accesses: "source" (default with g++): the compiler passes that drop or move accesses are off, so each load and
+    accesses: default $QCONFORM_EMU_ACCESSES, else "source" with g++: the compiler passes that drop or move accesses are off, so each load and
       store of the source is made where it is written, as the CUDA C++ abstract machine makes them (a race on a
       load whose value nothing uses is found; compute-sanitizer on a GPU does not see it); "compiled" (default
       with clang, whose passes cannot be named): optimised as a GPU build is, such a load dropped before it is
@@ -140,6 +141,10 @@ class EmuBackend(Backend):
             self.schedules = 1
         self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
+        if accesses is None and os.environ.get(ACCESSES_ENV):
+            accesses = os.environ[ACCESSES_ENV]
+            if accesses not in tc.ACCESS_FLAGS:
+                raise ValueError(f"${ACCESSES_ENV}: expected one of {', '.join(tc.ACCESS_FLAGS)}, got {accesses!r}")
         self.accesses = accesses or self.toolchain.default_accesses()
         self.toolchain.access_flags(self.accesses)        # a clear error before anything is built
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,

@@ -358,12 +358,19 @@ def test_every_access_of_the_source(detector, compiled_accesses, kernel, where, 
         _run(compiled, kernel, 0)                               # the documented limit of the default build
 
 
-def test_accesses_option():
+def test_accesses_option(monkeypatch):
+    from harness.backends.emu.backend import ACCESSES_ENV
+    monkeypatch.delenv(ACCESSES_ENV, raising=False)
     backend = EmuBackend(accesses="compiled")
     assert backend.describe()["accesses"] == "compiled" and backend.spawn_config()[1]["accesses"] == "compiled"
     assert EmuBackend().accesses == "source"                    # the default with g++
     with pytest.raises(ValueError, match=r"accesses: expected one of \('compiled', 'source'\), got 'O0'"):
         EmuBackend(accesses="O0")
+    monkeypatch.setenv(ACCESSES_ENV, "compiled")                 # every command's switch (check, report, ...)
+    assert EmuBackend().accesses == "compiled" and EmuBackend(accesses="source").accesses == "source"
+    monkeypatch.setenv(ACCESSES_ENV, "all")
+    with pytest.raises(ValueError, match=r"QCONFORM_EMU_ACCESSES: expected one of compiled, source, got 'all'"):
+        EmuBackend()
     from harness.backends.emu.toolchain import Toolchain
     with pytest.raises(ValueError, match=r"accesses: 'source' turns off g\+\+'s optimisation passes by name, and "
                                          r"clang\+\+ is 'Debian clang version 16.0.6'"):
