@@ -223,7 +223,7 @@ def main(argv: "list[str] | None" = None) -> int:
     ap.add_argument("--acquire", choices=("fence", "atomic"), default="fence",
                     help="the detector's acquire rule (default fence, PTX's); atomic: an atomic that reads a "
                          "release acquires it by itself (the writer-side __threadfence() idiom, as ScoRD reads it)")
-    ap.add_argument("--accesses", choices=("compiled", "source"), default=None,
+    ap.add_argument("--accesses", choices=("compiled", "source"), default=None,   # emu's toolchain.ACCESS_FLAGS
                     help="emu's build of device code: source (default with g++: every access the source makes) or "
                          "compiled (optimised: a load whose value nothing uses is dropped, as on a GPU)")
     ap.add_argument("--out", type=Path, help="write every verdict here as JSON (refuses to overwrite)")

@@ -76,7 +76,7 @@ def register(sub) -> None:
                         "(atomicXxx) that reads a release acquires it at its thread's next fence; atomic: it "
                         "acquires at once, as the CUDA C++ Programming Guide's writer-side __threadfence() idiom "
                         "and ScoRD read it (a reading: by PTX the reader's later plain accesses still race)")
-    p.add_argument("--accesses", choices=("compiled", "source"), default=None,
+    p.add_argument("--accesses", choices=("compiled", "source"), default=None,     # emu toolchain.ACCESS_FLAGS
                    help="source (default with g++): every access the source makes, as the CUDA C++ abstract machine "
                         "makes them (the compiler passes that drop or move accesses turned off), so a race on a load "
                         "whose value nothing uses is found too; compiled (default with clang): the accesses of the "

@@ -15,10 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.backends.emu.toolchain import ACCESS_FLAGS
+
 from .spec import ArgSpec, parse_args
 
 LABELS = ("racy", "race-free")
-ACCESSES = ("compiled", "source")      # the emu backend's builds (harness.backends.emu.toolchain.ACCESS_FLAGS)
+ACCESSES = tuple(ACCESS_FLAGS)         # the emu backend's builds
 
 
 @dataclass(frozen=True)

@@ -93,11 +93,12 @@ class EmuBackend(Backend):
       verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
       assumption. Where the lanes' paths differ, the turns are one interleaving of them. Built with the race
       detector's instrumentation (not with `sanitize`); a reading's schedules, not the CUDA memory model.
-    accesses: default $QCONFORM_EMU_ACCESSES, else "source" with g++: the compiler passes that drop or move accesses are off, so each load and
-      store of the source is made where it is written, as the CUDA C++ abstract machine makes them (a race on a
-      load whose value nothing uses is found; compute-sanitizer on a GPU does not see it); "compiled" (default
-      with clang, whose passes cannot be named): optimised as a GPU build is, such a load dropped before it is
-      made. See harness.backends.emu.toolchain.ACCESS_FLAGS; cost: docs/KERNELS.md, "The race detector".
+    accesses: default $QCONFORM_EMU_ACCESSES, else "source" with g++: the compiler passes that drop or move
+      accesses are off, so each load and store of the source is made where it is written, as the CUDA C++
+      abstract machine makes them (a race on a load whose value nothing uses is found; compute-sanitizer on a GPU
+      does not see it); "compiled" (default with clang, whose passes cannot be named): optimised as a GPU build
+      is, such a load dropped before it is made. See harness.backends.emu.toolchain.ACCESS_FLAGS; cost:
+      docs/KERNELS.md, "The race detector".
     """
     name = "emu"
 

@@ -31,10 +31,11 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
 OPT_FLAGS = ("-O2",)
 # Which accesses device code makes, as the race detector and the bounds checks see them. compiled: those of the
 # optimised build (-O2), which a GPU build makes too: a load whose value nothing uses is dropped, as nvcc drops it.
-# source (the default with g++; it costs no measurable time, tests/bench/test_bench_race.py): -O2 without the passes that delete an access or move it off a path, so that each load and store of the
-# source is made where the source makes it, as the CUDA C++ abstract machine does (a race no GPU tool sees:
-# compute-sanitizer checks the compiled code): dead code and dead stores (which also drop dead loads), sinking,
-# and the value numbering and dominator passes, which drop a store of the value the location already holds.
+# source (the default with g++; no cost the benchmarks resolve, tests/bench/test_bench_race.py): -O2 without the
+# passes that delete an access or move it off a path, so that each load and store of the source is made where the
+# source makes it, as the CUDA C++ abstract machine does (a race no GPU tool sees: compute-sanitizer checks the
+# compiled code): dead code and dead stores (which also drop dead loads), sinking, and the value numbering and
+# dominator passes, which drop a store of the value the location already holds.
 # Not -O0: g++'s thread instrumentation leaves a struct passed by value straight from memory (a half2 argument)
 # unchecked there. tests/backends/emu/test_race_detector.py has a kernel for each. The runtime: OPT_FLAGS always.
 ACCESS_FLAGS = {"compiled": OPT_FLAGS,
