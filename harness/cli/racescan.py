@@ -89,6 +89,10 @@ def register(sub) -> None:
                         "faial (one block's threads, same-value stores benign; -grid-level, -all-levels), gklee. "
                         "The races it does not count are still printed; a point whose races it does not count is "
                         "judged again by the thread schedules alone (a warp's lanes in lock step under -warp-sync and gklee)")
+    p.add_argument("--effect", action="store_true",
+                   help="when the verdict is a race, run its launch again under the thread schedules alone (no "
+                        "detector) and say what they show: whether the race changed an output on these inputs, and "
+                        "any other fault (a read of memory nothing wrote) that the race's report stopped before")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write every array and scalar argument as the launch left it (outputs written, inputs as "
                         "generated) to FILE.npz, under the spec names, to compare with a reference of your own; "
@@ -281,10 +285,28 @@ class Judged(NamedTuple):
     seed: int              # of every input
     reading: object        # the harness.racescan.reading.Reading of --reading, or None for the memory model's
     planned: int           # launches the sweep planned
+    effect: object = None  # --effect: the Verdict of the race's launch under the thread schedules alone
+
+
+def _effect_line(effect) -> str:
+    """What the thread schedules alone showed at the race's launch (--effect)."""
+    head = "effect (the race's launch again, the thread schedules alone, no detector): "
+    if effect.kind == "clean":
+        return head + ("CLEAN: every schedule gave the same outputs, so on these inputs the race changed no result "
+                       "(other inputs or a GPU's timing may)")
+    if effect.fault == "RaceDetected":
+        return head + "ORDER-DEPENDENT: the schedules' outputs differ, so the race changes results on these inputs"
+    if effect.fault == "UninitializedRead":
+        return head + ("FAULT (UninitializedRead): a value read from memory nothing had written reaches an output, "
+                       "either the race's read running ahead of its write or another bug (run again once the race "
+                       "is fixed)")
+    if effect.kind in ("unchecked", "unsupported"):
+        return head + f"{effect.kind.upper()} ({effect.fault}): the tool could not tell"
+    return head + f"FAULT ({effect.fault}): the race's effect, or another bug"
 
 
 def run(args) -> int:
-    verdict, seed, reading, planned = judge(args)
+    verdict, seed, reading, planned, effect = judge(args)
     where = f" at {_named(verdict.at)}" if verdict.at else ""
     ran = f" ({verdict.points} of {planned} launches run)" if planned > 1 else ""
     left = (f" (reading {reading.name}: the races of {verdict.excused_points} launch"
@@ -296,6 +318,10 @@ def run(args) -> int:
         _print_reading(reading, verdict)
     for caveat in verdict.caveats:
         print("caveat: " + caveat)
+    if effect is not None:
+        print(_effect_line(effect))
+        if effect.detail:
+            print(effect.detail)
     if verdict.kind == "clean":
         return EXIT_CLEAN
     if verdict.kind in ("unsupported", "unchecked"):
@@ -323,6 +349,8 @@ def run(args) -> int:
         replay.append(f"--accesses {args.accesses}")
     if reading is not None:
         replay.append(f"--reading {args.reading}")
+    if args.effect:
+        replay.append("--effect")
     print("replay: " + " ".join(replay), file=sys.stderr)
     return EXIT_FAULT
 
@@ -349,6 +377,9 @@ def judge(args, echo=print) -> Judged:
     if reading is not None and args.race_check == "off":
         raise ValueError(f"--reading {args.reading}: a reading sorts the races the detector reports, and "
                          "--race-check off runs without it; drop one of them")
+    if args.effect and args.race_check == "off":
+        raise ValueError("--effect: runs a race's launch again without the detector, and --race-check off runs "
+                         "without it already (its verdict is the schedules'); drop one of them")
     if args.sanitize and args.race_check == "on":
         raise ValueError("--sanitize: the AddressSanitizer build and the race detector's each instrument every access "
                          "and cannot be combined; give --race-check off with it")
@@ -460,4 +491,12 @@ def judge(args, echo=print) -> Judged:
             schedules.close()
     if save is not None:
         _save(save, specs, kept[-1] if kept else None, echo)
-    return Judged(verdict, seed, reading, len(points))
+    effect = None
+    if args.effect and verdict.kind == "race":
+        alone = EmuBackend(race_check=False, **options)
+        try:
+            effect = sweep(alone, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs, seed,
+                           name=path.name, points=[dict(verdict.at)], flags=flags)
+        finally:
+            alone.close()
+    return Judged(verdict, seed, reading, len(points), effect)

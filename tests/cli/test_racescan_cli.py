@@ -88,6 +88,27 @@ def test_every_access_of_the_source_is_an_option_and_its_replay_keeps_it(capsys,
     assert "the optimised build's accesses" in out and err.strip().endswith("--seed 1 --accesses compiled")
 
 
+@pytest.mark.parametrize("stem, effect", [
+    ("shared_same_value", "CLEAN: every schedule gave the same outputs"),         # the values coincide
+    ("block_reduce_missing_barrier", "ORDER-DEPENDENT: the schedules' outputs differ"),
+    ("shared_rw_no_barrier", "FAULT (UninitializedRead): a value read from memory nothing had written")])
+def test_effect_runs_the_races_launch_under_the_schedules_alone(capsys, stem, effect):
+    path = str(CORPUS / f"{stem}.cu")
+    assert main(["racescan", path, "--seed", "1", "--effect"]) == 1          # still a race, whatever its effect
+    out, err = capsys.readouterr()
+    line = next(row for row in out.splitlines() if row.startswith("effect"))
+    assert line.startswith("effect (the race's launch again, the thread schedules alone, no detector): " + effect)
+    assert err.strip().endswith("--seed 1 --effect")
+    assert main(["racescan", path, "--seed", "1"]) == 1 and "effect" not in capsys.readouterr().out
+
+
+def test_effect_is_for_a_race_of_the_detector(capsys):
+    assert main(["racescan", str(CORPUS / "shared_rw_no_barrier_fixed.cu"), "--seed", "1", "--effect"]) == 0
+    assert "effect" not in capsys.readouterr().out                       # nothing to say of a clean launch
+    assert main(["racescan", str(CORPUS / "shared_rw_no_barrier.cu"), "--effect", "--race-check", "off"]) == 2
+    assert "--effect: runs a race's launch again without the detector" in capsys.readouterr().err
+
+
 def test_a_reading_leaves_out_the_races_a_verifier_calls_benign_and_prints_them(capsys):
     same = str(CORPUS / "shared_same_value.cu")          # 64 threads store 3 into one __shared__ slot
     assert main(["racescan", same, "--seed", "1"]) == 1        # the memory model: a race
