@@ -681,6 +681,34 @@ IK_LLAMA_FIXES = (
 )
 
 
+# Arbor (github.com/arbor-sim/arbor: a neural network simulator, then namespace nest::mc): the interleaved storage of
+# its Hines matrices on the GPU, header-only kernels in src/backends/gpu/kernels, as matrix_state_interleaved launches
+# them for its fvm backend (value_type double, size_type cell_lid_type, uint32): blocks of 32 matrices, 32 threads
+# per matrix, so 1024 threads; 32 matrices of 64 compartments (padded size 64), so each loop makes 2 passes over its
+# shared buffer, and the second pass's stores meet the first's reads in other warps, with no barrier between.
+_ARBOR_SIZES = f"sizes:uint32[32]={_values([64] * 32)} starts:uint32[32]={_values(range(0, 2048, 64))}"
+_ARBOR = dict(includes=(), relaxations=())
+_ARBOR_KERNELS = "src/backends/gpu/kernels"
+
+ARBOR_FIXES = (
+    Fix("bd1e56a56", "Add required thread synchronization to matrix kernel. (#280)", (
+        Case("flat_to_interleaved", f"{_ARBOR_KERNELS}/interleave.hpp",
+             "nest::mc::gpu::flat_to_interleaved<double, unsigned int, 32, 32, 1024>", "1", "1024",
+             f"in:float64[2048]=random(-1,1) out:float64[2048]!out {_ARBOR_SIZES} padded_size:uint32=64 "
+             "num_vec:uint32=32", **_ARBOR),
+        Case("interleaved_to_flat", f"{_ARBOR_KERNELS}/interleave.hpp",
+             "nest::mc::gpu::interleaved_to_flat<double, unsigned int, 32, 32, 1024>", "1", "1024",
+             f"in:float64[2048]=random(-1,1) out:float64[2048]!out {_ARBOR_SIZES} padded_size:uint32=64 "
+             "num_vec:uint32=32", **_ARBOR),
+        Case("assemble_matrix_interleaved", f"{_ARBOR_KERNELS}/assemble_matrix.hpp",
+             "nest::mc::gpu::assemble_matrix_interleaved<double, unsigned int, 32, 32, 1024>", "1", "1024",
+             "d:float64[2048]!out rhs:float64[2048]!out invariant_d:float64[2048]=random(0,1) "
+             "voltage:float64[2048]=random(-70,-50) current:float64[2048]=random(-1,1) "
+             f"cv_capacitance:float64[2048]=random(0,1) {_ARBOR_SIZES} dt:float64=0.025 padded_size:uint32=64 "
+             "num_mtx:uint32=32", **_ARBOR),)),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -701,7 +729,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("mshadow", ("mshadow", "test"), MSHADOW_FIXES),
             Project("flashinfer", ("include",), FLASHINFER_FIXES),
             Project("bitsandbytes", ("csrc",), BITSANDBYTES_FIXES),
-            Project("ik_llama.cpp", ("ggml/src", "ggml/include"), IK_LLAMA_FIXES))
+            Project("ik_llama.cpp", ("ggml/src", "ggml/include"), IK_LLAMA_FIXES),
+            Project("Arbor", (_ARBOR_KERNELS,), ARBOR_FIXES))
 
 
 class Side(NamedTuple):
