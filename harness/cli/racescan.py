@@ -493,7 +493,7 @@ def judge(args, echo=print) -> Judged:
         _save(save, specs, kept[-1] if kept else None, echo)
     effect = None
     if args.effect and verdict.kind == "race":
-        alone = EmuBackend(race_check=False, **options)
+        alone = EmuBackend(race_check=False, lock_step=bool(reading is not None and reading.lock_step), **options)
         try:
             effect = sweep(alone, source, launch.kernel, launch.grid, launch.block, launch.shared_bytes, specs, seed,
                            name=path.name, points=[dict(verdict.at)], flags=flags)
