@@ -810,6 +810,21 @@ def test_the_programs_build_options_and_barriers_reached_at_two_sites(tmp_path, 
     assert "-D: '2BAD' is not NAME or NAME=VALUE" in capsys.readouterr().err
 
 
+def test_the_addresssanitizer_build_also_makes_every_access_of_the_source(tmp_path, capsys):
+    """A read past the end whose value nothing uses: the optimised build drops it, the default build makes it, and
+    AddressSanitizer names it (the negative control: the read within bounds is clean)."""
+    src = tmp_path / "dead_oob.cu"
+    src.write_text("__global__ void k(const int* x, int* y, int past) {\n  int unused = x[threadIdx.x + past];\n"
+                   "  (void)unused;\n  y[threadIdx.x] = x[threadIdx.x];\n}\n")
+    argv = ["racescan", str(src), "--kernel", "k", "--grid", "1", "--block", "64", "--seed", "1", "--race-check", "off",
+            "--sanitize", "--args"]
+    assert main(argv + ["x:int32[64]=random(0,9) y:int32[64]!out past:int32=64"]) == 1
+    assert "OutOfBounds" in capsys.readouterr().out
+    assert main(argv + ["x:int32[64]=random(0,9) y:int32[64]!out past:int32=64", "--accesses", "compiled"]) == 0
+    capsys.readouterr()
+    assert main(argv + ["x:int32[64]=random(0,9) y:int32[64]!out past:int32=0"]) == 0
+
+
 def test_sanitize_names_an_access_past_a_threads_own_array(tmp_path, capsys):
     """ggml's flash attention of May 2025 (16 columns) ran a loop twice too far over its register array: the plain
     build crashes somewhere else or not at all, the AddressSanitizer build names the line (the negative control: the
