@@ -839,7 +839,7 @@ def stand_in_headers(case: Case, tree: Path) -> Path:
 
 
 def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool,
-                 accesses: str = "source") -> list[str]:
+                 accesses: str) -> list[str]:
     """`qconform racescan`'s arguments for `side` in `tree`."""
     c = side.case
     argv = ["racescan", str(module_source(c, tree)), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,

@@ -77,7 +77,7 @@ def emu_status() -> dict:
     return {"usable": True, "cxx": cxx, "fiber": fiber, "boost_context": boost, "asm_switch": tc.asm_switch_usable(cxx),
             "fiber_env": f"{tc.FIBER_ENV}={forced}" if forced else None,
             "asan_runtime": tc.asan_runtime(cxx),
-            "accesses": tc.Toolchain(cxx, tc.compiler_version(cxx), fiber).default_accesses(),
+            "accesses": tc.toolchain(fiber, cxx).default_accesses(),
             "sandbox": ("off: $QCONFORM_EMU_SANDBOX=off (trusted sources only)" if sandbox.disabled_by_user() else
                         f"unavailable: {why_not}; the emu backend refuses to run kernels" if why_not else
                         f"seccomp-bpf + rlimits ({sandbox.Limits().describe()} by default)"

@@ -142,12 +142,11 @@ class EmuBackend(Backend):
             self.schedules = 1
         self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
+        what = "accesses"
         if accesses is None and os.environ.get(ACCESSES_ENV):
-            accesses = os.environ[ACCESSES_ENV]
-            if accesses not in tc.ACCESS_FLAGS:
-                raise ValueError(f"${ACCESSES_ENV}: expected one of {', '.join(tc.ACCESS_FLAGS)}, got {accesses!r}")
+            accesses, what = os.environ[ACCESSES_ENV], f"${ACCESSES_ENV}"
         self.accesses = accesses or self.toolchain.default_accesses()
-        self.toolchain.access_flags(self.accesses)        # a clear error before anything is built
+        self.toolchain.access_flags(self.accesses, what)        # a clear error before anything is built
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,

@@ -82,12 +82,13 @@ class Toolchain:
         """"source" where the compiler takes its switches (g++), else "compiled"."""
         return "compiled" if "clang" in self.cxx_version.lower() else "source"
 
-    def access_flags(self, accesses: str) -> tuple[str, ...]:
-        """The optimisation flags of device code for `accesses` (ACCESS_FLAGS); a clear error where they do not apply."""
+    def access_flags(self, accesses: str, what: str = "accesses") -> tuple[str, ...]:
+        """The optimisation flags of device code for `accesses` (ACCESS_FLAGS); a clear error naming `what` (the
+        argument or variable that gave it) where they do not apply."""
         if accesses not in ACCESS_FLAGS:
-            raise ValueError(f"accesses: expected one of {tuple(ACCESS_FLAGS)}, got {accesses!r}")
-        if accesses != "compiled" and "clang" in self.cxx_version.lower():
-            raise ValueError(f"accesses: {accesses!r} turns off g++'s optimisation passes by name, and {self.cxx} is "
+            raise ValueError(f"{what}: expected one of {', '.join(ACCESS_FLAGS)}, got {accesses!r}")
+        if accesses != "compiled" and self.default_accesses() == "compiled":
+            raise ValueError(f"{what}: {accesses!r} turns off g++'s optimisation passes by name, and {self.cxx} is "
                              f"{self.cxx_version!r}; build with g++ (cxx=, $CXX) or keep accesses='compiled'")
         return ACCESS_FLAGS[accesses]
 
