@@ -21,6 +21,8 @@ class KernelSignature:
                                            # is `k<8,unsigned int>`, as launches name it: launch_name); empty: `name`
     header: str = ""                       # the header that defines it, where it is one of the source's own
                                            # headers' (`line` is then that header's); empty: the source's
+    overloaded: bool = False               # one of several kernels of this name (C++ overloads): `name` is then
+                                           # `k(int,double*)`, its parameter types added, and `spelling` is `k`
 
     @property
     def place(self) -> str:
@@ -35,6 +37,46 @@ class KernelSignature:
     @property
     def ctypes(self) -> tuple[str, ...]:
         return tuple(t for t, _ in self.params)
+
+    @property
+    def address(self) -> str:
+        """The kernel's address in code (without its namespaces): an overload's is cast to its own function type."""
+        if self.overloaded:
+            return f"static_cast<void (*)({', '.join(self.ctypes)})>(&{self.spelling})"
+        return f"&{self.expression}"
+
+
+def overload_name(name: str, ctypes: "tuple[str, ...]") -> str:
+    """The name an overloaded kernel is launched by: `k(int,double*)` (launch_name's spacing)."""
+    return launch_name(f"{name}({', '.join(ctypes)})")
+
+
+def _named_overloads(sigs: "list[KernelSignature]") -> "list[KernelSignature]":
+    """`sigs` with each kernel whose name (in its namespace) another kernel has too named by its parameter types: C++
+    overloads them (GPUMD's two `gpu_find_thermo`, with and without a fixed group), and a launch tells them apart by
+    its arguments (resolve_overload)."""
+    count: dict = {}
+    for k in sigs:
+        count[(k.scope, k.name)] = count.get((k.scope, k.name), 0) + 1
+    return [replace(k, name=overload_name(k.name, k.ctypes), spelling=k.name, overloaded=True)
+            if count[(k.scope, k.name)] > 1 and "<" not in k.name else k for k in sigs]
+
+
+def resolve_overload(signatures: "Mapping[str, KernelSignature]", name: str, nargs: int) -> "KernelSignature | None":
+    """The kernel `name` names among `signatures` (by launch name): itself, or, where `name` is an overloaded kernel's
+    plain name, the one overload that takes `nargs` arguments; None if there is no kernel of that name. A ValueError
+    lists the overloads where the count of arguments does not choose one."""
+    if name in signatures:
+        return signatures[name]
+    overloads = [k for k in signatures.values() if k.overloaded and k.spelling == name]
+    if not overloads:
+        return None
+    fitting = [k for k in overloads if len(k.params) == nargs]
+    if len(fitting) == 1:
+        return fitting[0]
+    raise ValueError(f"kernel {name!r} is overloaded ({', '.join(k.name for k in overloads)}), and "
+                     + (f"{len(fitting)} of them take" if fitting else "none takes") + f" {nargs} argument(s): "
+                     f"name the one to launch with its parameter types, as `{overloads[0].name}`")
 
 
 @functools.lru_cache(maxsize=256)
@@ -70,10 +112,17 @@ def strip_comments(code: str) -> str:
 # parentheses (llama.cpp's `__launch_bounds__(calc_nwarps(type, get_device_table_id())*warp_size, 1)` has two).
 _NESTED = r"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)"
 _KERNEL_ATTRIBUTE = rf"(?:__launch_bounds__|__block_size__|__cluster_dims__|__maxnreg__)\s*{_NESTED}\s*"
-# `static` may stand after `__global__` too (Kaldi's `template<typename Real> __global__ static void _softmax_reduce`).
-_GLOBAL_TAIL = (rf"\s+(?:static\s+|{_KERNEL_ATTRIBUTE})*void\s+"
-                rf"(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
-_GLOBAL = re.compile(r"__global__" + _GLOBAL_TAIL)
+
+
+def _kernel_head(marker: str) -> str:
+    """`__global__ void name(` (group 1 the name, group 2 an instantiation's template arguments), `marker` the
+    pattern of `__global__`. `static` may stand after `__global__` too (Kaldi's `template<typename Real> __global__
+    static void _softmax_reduce`), and `void` before it (GPUMD's `static void __global__ gpu_scale_velocity`)."""
+    return (rf"(?:{marker}\s+(?:static\s+|{_KERNEL_ATTRIBUTE})*void|\bvoid\s+(?:{_KERNEL_ATTRIBUTE})*{marker})"
+            rf"\s+(?:{_KERNEL_ATTRIBUTE})*([A-Za-z_]\w*)\s*(<[^;{{}}()]*>)?\s*\(")
+
+
+_GLOBAL = re.compile(_kernel_head("__global__"))
 
 
 @functools.lru_cache(maxsize=64)
@@ -81,7 +130,7 @@ def _global_pattern(words: frozenset) -> "re.Pattern":
     """`__global__ void name(` also spelled through the object-like macros `words` that expand to `__global__`."""
     if not words:
         return _GLOBAL
-    return re.compile(r"(?:__global__|\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b)" + _GLOBAL_TAIL)
+    return re.compile(_kernel_head(r"(?:__global__|\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b)"))
 
 
 def kernel_words(clean: str) -> frozenset:
@@ -482,7 +531,7 @@ def kernel_signatures(code: str, resolve: bool = True, defines: "Mapping[str, st
         spelling = m.group(1) + re.sub(r"\s+", " ", m.group(2)) if instantiation else ""
         sigs.append(KernelSignature(name, params, clean.count("\n", 0, m.start()) + 1, scope_at(namespaces, m.start()),
                                     spelling))
-    return sigs
+    return _named_overloads(sigs)
 
 
 # `namespace a {`, `namespace a::b {`, `inline namespace v1 {`, `namespace {` (anonymous: it qualifies nothing).

@@ -34,8 +34,8 @@ from harness.toolchain.compile import cubin_of
 from harness.toolchain.cubin import kernel_symbol
 from cudasrc.host_code import Program, program_of
 from cudasrc.preprocess import defines_of
-from cudasrc.signatures import (GRID_GROUP, HEAD_WINDOW, TEMPLATE_HEAD, KernelSignature, launch_name,
-                                program_kernel_signatures, strip_comments, template_kernels)
+from cudasrc.signatures import (GRID_GROUP, HEAD_WINDOW, TEMPLATE_HEAD, KernelSignature, kernel_signatures,
+                                launch_name, program_kernel_signatures, strip_comments, template_kernels)
 
 from . import faults
 from .base import (  # noqa: F401  (LaunchRefused, ContextFailure, BufferLost: the faults of this backend, named here)
@@ -51,14 +51,46 @@ from .resident import ResidentBook
 # ------------------------------------------------------------------------------------------------------
 
 _KERNEL_KEYWORD = re.compile(r"\b__global__\b")
+# The specifiers of a kernel's declaration before and after `__global__` (`static void __global__ k`, `__global__
+# static void k`)
+_SPECIFIERS_BEFORE = re.compile(r"(?:\b(?:static|inline|void)\s+)*\Z")
+_STATIC_AFTER = re.compile(r"\s+(?:__launch_bounds__\s*\([^;{}]*?\)\s*)*static\b")
 # What a cubin is built from: the device code (harness.backends.device_code), part of its cache key
 DEVICE_CODE = "device-code-1"
 _HALF_USE = re.compile(r"\b(__half2?|half2?|__float2half\w*|__half2float|__hadd\w*|__hmul\w*)\b")
 _BF16_USE = re.compile(r"\b(__nv_bfloat16\w*|__float2bfloat16\w*|__bfloat162float)\b")
 
 
+def c_linkage(source: str) -> "dict[int, int | None]":
+    """The kernels of `source` with C linkage: the line of each one's `__global__` -> where prepare_source puts its
+    `extern "C"` (None where the source has one), the start of its declaration (`extern "C" static` is no C++;
+    `extern "C" void __global__ k` is). A template kernel, a `static` one (whose symbol nvcc mangles whatever its
+    linkage) and an overloaded one keep C++ linkage: GpuModule finds their mangled symbols in the cubin."""
+    try:
+        overloads = {k.line for k in kernel_signatures(source) if k.overloaded}
+    except ValueError:            # a parameter list the reader cannot read: nvcc says what is wrong with it
+        overloads = set()
+    linked = {}
+    for m in _KERNEL_KEYWORD.finditer(source):
+        before = source[:m.start()].rstrip()
+        last_line = before[before.rfind("\n") + 1:].lstrip()
+        # A template kernel (after `template <...>`, perhaps then `__launch_bounds__(...)` and preprocessor lines; not
+        # after an `#include <...>`) cannot have C linkage.
+        head = source[max(0, m.start() - HEAD_WINDOW):m.start()]       # `static ` keeps its space
+        template = TEMPLATE_HEAD.search(head) is not None and not re.match(r"#\s*include\b", last_line)
+        lead = _SPECIFIERS_BEFORE.search(source, max(0, m.start() - 200), m.start())
+        static = "static" in lead.group(0) or _STATIC_AFTER.match(source, m.end()) is not None
+        line = source.count("\n", 0, m.start()) + 1
+        if before.endswith('extern "C"'):
+            linked[line] = None
+        elif not (template or static or line in overloads):
+            linked[line] = lead.start()
+    return linked
+
+
 def prepare_source(source: str) -> str:
-    """The text nvcc compiles: every kernel given C linkage, and the fp16/bf16 headers where used.
+    """The text nvcc compiles: the kernels that can have it given C linkage (c_linkage), and the fp16/bf16 headers
+    where used.
 
     PyCUDA looks kernels up by their symbol name. Wrapping the whole file in `extern "C" { }` (PyCUDA's
     default) breaks C++ headers such as <cuda_fp16.h>, so each `__global__` gets its own `extern "C"`
@@ -67,17 +99,10 @@ def prepare_source(source: str) -> str:
     half types, followed by `#line 1` for the same reason.
     """
     out, last = [], 0
-    for m in _KERNEL_KEYWORD.finditer(source):
-        before = source[:m.start()].rstrip()
-        last_line = before[before.rfind("\n") + 1:].lstrip()
-        # A template kernel (after `template <...>`, perhaps then `__launch_bounds__(...)` and preprocessor lines; not
-        # after an `#include <...>`) cannot have C linkage.
-        head = source[max(0, m.start() - HEAD_WINDOW):m.start()]       # `static ` keeps its space
-        template = TEMPLATE_HEAD.search(head) is not None and not re.match(r"#\s*include\b", last_line)
-        if not (before.endswith('extern "C"') or template):
-            out.append(source[last:m.start()])
-            out.append('extern "C" ')
-            last = m.start()
+    for at in sorted(at for at in c_linkage(source).values() if at is not None):
+        out.append(source[last:at])
+        out.append('extern "C" ')
+        last = at
     out.append(source[last:])
     text = "".join(out)
     prelude = []
@@ -423,11 +448,12 @@ class GpuBackend(Backend):
                                              "runs it")
         # the device code, as emu builds it: host functions dropped from the source and its headers (device_code)
         program = program_of([source, *headers.values()])
-        text = prepare_source(program.device_code(source))
+        device_code = program.device_code(source)
+        text = prepare_source(device_code)
         key = content_key(text, *flags, "-arch", self.arch, nvcc_identity(self.nvcc), *confine.header_digests(headers),
                           DEVICE_CODE, host_libraries.digest())
         cubin = self._cached_cubin(key, text, flags, headers, program)
-        module = GpuModule(self, source, flags, sigs, key, cubin)
+        module = GpuModule(self, source, flags, sigs, key, cubin, frozenset(c_linkage(device_code)))
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 
@@ -506,8 +532,9 @@ class GpuBackend(Backend):
 
 class GpuModule(Module):
     def __init__(self, backend: GpuBackend, source: str, flags: tuple[str, ...], sigs: list[KernelSignature],
-                 key: str, cubin: bytes):
+                 key: str, cubin: bytes, c_linked: frozenset = frozenset()):
         self.backend = backend
+        self.c_linked = c_linked                  # the lines of the source's kernels with C linkage (c_linkage)
         self.source = source
         self.flags = flags
         self.signatures = {s.name: s for s in sigs}
@@ -540,13 +567,16 @@ class GpuModule(Module):
 
     def _symbol(self, sig: KernelSignature) -> str:
         """The symbol the driver knows kernel `sig` by: its name (C linkage, which prepare_source gives the source's
-        plain kernels), or the mangled name of an instantiation or of a header's plain kernel, read from the cubin."""
-        if "<" not in sig.name and not sig.header:
-            return sig.name
+        plain kernels), or the mangled name of an instantiation, of a header's, a static or an overloaded plain
+        kernel, read from the cubin."""
         if sig.name not in self._symbols:
-            symbol, others = kernel_symbol(self.cubin, sig.name, sig.scope)
+            if "<" not in sig.name and not sig.header and sig.line in self.c_linked:
+                return sig.name
+            symbol, others = kernel_symbol(self.cubin, sig.spelling if sig.overloaded else sig.name, sig.scope,
+                                           sig.ctypes if sig.overloaded else None)
             if symbol is None and "<" not in sig.name:
-                raise BuildError(f"kernel {sig.name!r} of {sig.header}: not among the compiled module's kernels")
+                raise BuildError(f"kernel {sig.name!r}" + (f" of {sig.header}" if sig.header else "")
+                                 + ": not among the compiled module's kernels")
             if symbol is None:
                 raise BuildError(f"kernel {sig.name!r}: the compiled module has no instantiation spelled so"
                                  + (f" (it has {', '.join(others)}; name the instantiation as the compiler spells "

@@ -367,7 +367,7 @@ def judge(args, echo=print) -> Judged:
     from harness.judging.progress import Progress
     from cudasrc.instantiations import instantiated
     from cudasrc.preprocess import defines_of
-    from cudasrc.signatures import program_kernel_signatures, template_kernels
+    from cudasrc.signatures import program_kernel_signatures, resolve_overload, template_kernels
     from harness.racescan import SWEEP_LIMIT, make_args, read_header, sweep, sweep_points
     from harness.racescan.reading import BY_OPTION, describe
     path = check_input(args.source, "source")
@@ -408,6 +408,9 @@ def judge(args, echo=print) -> Judged:
     launch = dataclasses.replace(launch, kernel=_split_scope(launch.kernel)[1])
     source = instantiated(source, [written], defines_of(flags), by_name)
     signatures = {k.name: k for k in program_kernel_signatures(source, by_name, defines_of(flags))}
+    chosen = resolve_overload(signatures, launch.kernel, len(specs))
+    if chosen is not None and chosen.name != launch.kernel:       # an overload, chosen by its count of arguments
+        launch = dataclasses.replace(launch, kernel=chosen.name)
     if scope and launch.kernel in signatures and signatures[launch.kernel].scope != scope:
         defined_in = signatures[launch.kernel].scope[:-2] or "the global namespace"
         raise ValueError(f"--kernel: {launch.kernel} is defined in {defined_in}, not in {scope[:-2]} "
@@ -462,6 +465,8 @@ def judge(args, echo=print) -> Judged:
     if args.accesses is None and backend.accesses != backend.toolchain.default_accesses():
         args.accesses = backend.accesses                   # $QCONFORM_EMU_ACCESSES chose it: the replay names it
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
+    if signatures[launch.kernel].overloaded:           # which of the overloads runs, by its parameter types
+        shown = launch.kernel
     echo(f"racescan {args.source}: {shown}<<<{_dims(launch.grid)}, {_dims(launch.block)}, "
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
           + (", AddressSanitizer build" if args.sanitize else "")

@@ -12,6 +12,7 @@ import re
 import struct
 
 from cudasrc.signatures import launch_name
+from cudasrc.types import normalize_ctype
 
 _SHT_SYMTAB = 2
 _STT_FUNC = 2
@@ -71,16 +72,35 @@ def demangle(symbol: str) -> str:
     return re.sub(r"^void\s+", "", text)
 
 
-def kernel_symbol(cubin: bytes, name: str, scope: str = "") -> "tuple[str | None, tuple[str, ...]]":
+def demangled_params(spelled: str) -> "tuple[str, ...]":
+    """The parameter types of a demangled name (`o(int*, double const*)` -> ('int*', 'const double*')), normalized
+    as the signature reader normalizes a kernel's (cudasrc.types.normalize_ctype)."""
+    inner = spelled[spelled.find("(") + 1:spelled.rfind(")")].strip()
+    if inner in ("", "void"):
+        return ()
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        depth += (c in "(<[") - (c in ")>]")
+        if c == "," and depth == 0:
+            parts.append(inner[start:i])
+            start = i + 1
+    return tuple(normalize_ctype(p.strip()) for p in parts + [inner[start:]])
+
+
+def kernel_symbol(cubin: bytes, name: str, scope: str = "", params: "tuple[str, ...] | None" = None
+                  ) -> "tuple[str | None, tuple[str, ...]]":
     """The symbol of kernel `name` (`route<32,true>`, as qconform spells an instantiation: no spaces; or a plain
     kernel's name, whose C++ symbol demangles to it) in namespace `scope` (`moe::`): (the symbol, or None; the
     demangled names of that template's instantiations in the cubin, for a message). Tried in turn, each taken only when one instantiation answers it: the same spelling; the same
     leading arguments (the demangler spells out defaulted ones: `route<32,true,float>`); the template's only
-    instantiation in the cubin (an argument spelled otherwise, `int32_t` for `int`)."""
+    instantiation in the cubin (an argument spelled otherwise, `int32_t` for `int`). `params`: an overloaded plain
+    kernel's parameter types (KernelSignature.ctypes), which choose among the symbols of its name."""
     base = scope + name.split("<", 1)[0]
     given = scope + name
-    if "<" not in name:          # a plain kernel with C++ linkage (a header's, which gets no `extern "C"`)
+    if "<" not in name:          # a plain kernel with C++ linkage (a header's, a static one, an overload)
         plain = [s for s in entry_symbols(cubin) if demangle(s).split("(", 1)[0] == given]
+        if params is not None:   # an overload: the one whose parameter types are `params`
+            plain = [s for s in plain if demangled_params(demangle(s)) == tuple(params)]
         return (plain[0] if len(plain) == 1 else None), ()
     same_template = []
     for symbol in entry_symbols(cubin):

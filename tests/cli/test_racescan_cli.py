@@ -839,3 +839,24 @@ def test_sanitize_names_an_access_past_a_threads_own_array(tmp_path, capsys):
     assert "AddressSanitizer build" in out and "OutOfBounds" in out and "regs.cu:4" in out
     assert err.strip().splitlines()[-1].endswith("--race-check off --sanitize")
     assert main(argv + ["--args", "y:float32[4]!out n:int32=4"]) == 0
+
+
+def test_an_overloaded_kernel_is_chosen_by_its_count_of_arguments_or_named_by_its_types(tmp_path, capsys):
+    """GPUMD's ensemble.cu defines two `gpu_find_thermo`s: `--kernel` by the plain name takes the one whose
+    parameter count the specs give; the other is named by its parameter types; a count that chooses none says so."""
+    src = tmp_path / "overloads.cu"
+    src.write_text("__global__ void put(int* y) { y[threadIdx.x] = 1; }\n"
+                   "__global__ void put(int* y, int* flag) { y[threadIdx.x] = 2; flag[0] = threadIdx.x; }\n")
+    base = ["racescan", str(src), "--kernel", "put", "--grid", "1", "--block", "32", "--seed", "3"]
+    assert main(base + ["--args", "y:int32[32]!out"]) == 0
+    assert "put(int*)<<<1, 32, 0>>>" in capsys.readouterr().out
+    assert main(base + ["--args", "y:int32[32]!out flag:int32[1]"]) == 1        # the other overload: its race
+    out = capsys.readouterr().out
+    assert "put(int*,int*)<<<1, 32, 0>>>" in out and "data race on 'flag' index 0" in out
+    named = ["racescan", str(src), "--kernel", "put(int *, int *)", "--grid", "1", "--block", "32", "--seed", "3",
+             "--args", "y:int32[32]!out flag:int32[1]"]
+    assert main(named) == 1
+    capsys.readouterr()
+    assert main(base + ["--args", "y:int32[32] flag:int32[1] z:int32[1]"]) == 2
+    assert "kernel 'put' is overloaded (put(int*), put(int*,int*)), and none takes 3 argument(s)" in \
+        capsys.readouterr().err

@@ -2,6 +2,8 @@
 argument racescan and the backends marshal comes from them."""
 from __future__ import annotations
 
+import pytest
+
 from cudasrc.signatures import kernel_signatures, type_macros
 
 KERNEL = "__global__ void k(const dfloat* x, dlong n, floatX* y) { }\n"
@@ -90,3 +92,29 @@ def test_an_instantiation_whose_template_arguments_are_deduced_is_named_with_the
     sigs = kernel_signatures(code)
     assert [s.name for s in sigs] == ["k<float,int>", "k<unsigned short,long>"]
     assert sigs[0].params[1] == ("const float", "v") and sigs[1].line == 3
+
+
+def test_void_may_precede_global():
+    """GPUMD writes `static void __global__ gpu_scale_velocity`: nvcc accepts the keyword after the return type."""
+    sigs = kernel_signatures("static void __global__ k\n(int n, float* y) { }\nvoid  __global__ j(int* a) { }\n")
+    assert [(k.name, k.line, k.ctypes) for k in sigs] == [("k", 1, ("int", "float*")), ("j", 3, ("int*",))]
+
+
+def test_overloads_are_named_by_their_parameter_types_and_chosen_by_their_arity():
+    from cudasrc.signatures import resolve_overload
+    code = ("typedef double real;\n__global__ void f(int n, real* x) { }\n"
+            "__global__ void f(int n, int m, real* x) { }\n__global__ void g(int* a) { }\n"
+            "__global__ void f2(int a, float b) { }\n__global__ void f2(float a, int b) { }\n")
+    sigs = {k.name: k for k in kernel_signatures(code)}
+    assert list(sigs) == ["f(int,double*)", "f(int,int,double*)", "g", "f2(int,float)", "f2(float,int)"]
+    assert sigs["f(int,double*)"].overloaded and not sigs["g"].overloaded
+    assert sigs["f(int,double*)"].address == "static_cast<void (*)(int, double*)>(&f)" and sigs["g"].address == "&g"
+    assert resolve_overload(sigs, "f", 3).name == "f(int,int,double*)"
+    assert resolve_overload(sigs, "f(int,double*)", 3).name == "f(int,double*)"     # named: no choice made
+    assert resolve_overload(sigs, "g", 1) is sigs["g"] and resolve_overload(sigs, "h", 1) is None
+    with pytest.raises(ValueError, match=r"kernel 'f' is overloaded \(f\(int,double\*\), f\(int,int,double\*\)\), "
+                                         r"and none takes 4 argument\(s\): name the one to launch "
+                                         r".* `f\(int,double\*\)`"):
+        resolve_overload(sigs, "f", 4)
+    with pytest.raises(ValueError, match=r"'f2' is overloaded .* and 2 of them take 2 argument\(s\)"):
+        resolve_overload(sigs, "f2", 2)

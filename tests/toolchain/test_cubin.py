@@ -69,3 +69,23 @@ def test_not_a_cubin():
     with pytest.raises(ValueError, match="not an ELF64"):
         entry_symbols(b"__global__ void k() {}")
     assert demangle("plain") == "plain"
+
+
+def test_overloads_and_static_kernels_are_found_by_their_cpp_symbols(toolchain):
+    """GPUMD's overloaded and static kernels keep C++ linkage (gpu.prepare_source): each is found in nvcc's cubin by
+    its name and, for an overload, its parameter types as the signature reader normalizes them."""
+    from harness.backends.gpu import prepare_source
+    from cudasrc.signatures import kernel_signatures
+    code = ("typedef double real;\nstatic void __global__ scale(int n, real* y) { y[0] = n; }\n"
+            "static __global__ void scale(int n, const real* __restrict__ x, real* y) { y[0] = x[n]; }\n"
+            "__global__ static void once(int* a) { a[0] = 1; }\n")
+    data, log = cubin_of(prepare_source(code), toolchain.nvcc, ["-arch", "sm_90"])
+    assert data is not None, log
+    sigs = {k.name: k for k in kernel_signatures(code)}
+    assert list(sigs) == ["scale(int,double*)", "scale(int,const double*,double*)", "once"]
+    found = {name: kernel_symbol(data, k.spelling or k.name, "", k.ctypes if k.overloaded else None)[0]
+             for name, k in sigs.items()}
+    assert {name: demangle(s) for name, s in found.items()} == {
+        "scale(int,double*)": "scale(int, double*)", "scale(int,const double*,double*)":
+            "scale(int, double const*, double*)", "once": "once(int*)"}
+    assert kernel_symbol(data, "scale", "", ("int", "float*"))[0] is None        # no overload of those types

@@ -148,10 +148,44 @@ def _split_declarators(decl: str) -> list[str]:
     return pieces + [decl[start:]]
 
 
+def _switch_around(clean: str, pos: int) -> "int | None":
+    """Where the `switch` keyword is whose body is the innermost block around `pos`, or None where that block is
+    no switch's body. A reference declared among a switch's cases is one that a later case label jumps past, which
+    C++ forbids (a `__shared__` variable has no initialization to skip: GPUMD declares one per case)."""
+    depth, i = 0, pos - 1
+    while i >= 0:
+        c = clean[i]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth == 0:
+                break
+            depth -= 1
+        i -= 1
+    if i < 0:
+        return None
+    head = clean[:i].rstrip()
+    if not head.endswith(")"):
+        return None
+    depth, j = 0, len(head) - 1
+    while j >= 0:
+        depth += (head[j] == ")") - (head[j] == "(")
+        if depth == 0:
+            break
+        j -= 1
+    keyword = re.search(r"\bswitch\s*$", head[:max(j, 0)])
+    return keyword.start() if keyword else None
+
+
 def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) -> tuple[str, list[tuple[str, int]]]:
     """`clean` with each `__shared__` declaration a reference into its block's slot (numbered from `first_slot`), and
-    the (name, line) of each slot; `file`: the header the text is (its name goes into reports), None for the source."""
+    the (name, line) of each slot; `file`: the header the text is (its name goes into reports), None for the source.
+    A declaration among a switch's cases is made just before the `switch`, on its line (in scope for the same
+    cases; no case label jumps past it)."""
     out, pos, slot, names, file_scope = [], 0, first_slot, [], []
+    copied: list[tuple[int, int]] = []        # (position in clean, position in the output) where a copy starts
+    hoisted: list[tuple[int, str]] = []       # (position in clean of a `switch`, the declarations it gets before it)
+    has_switch = re.search(r"\bswitch\b", clean) is not None
     depth = BraceDepth(clean)
     for m in _SHARED.finditer(clean):
         if m.start() < pos or in_directive(clean, m.start()):     # `#define LOCAL __shared__`: no declaration
@@ -239,15 +273,28 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
                 names.append((name, line))
                 slot += 1
         start = max(start, pos)
+        copied.append((pos, sum(map(len, out))))
         out.append(clean[pos:start])
         newlines = "\n" * (clean.count("\n", start, semi + 1) - type_definition.count("\n"))
+        switch = _switch_around(clean, m.start()) if has_switch and not at_file_scope else None
         if at_file_scope:     # declared in each function that names it (below); the same slot: one per block
             file_scope += stmts
             out.append(type_definition + newlines)
+        elif switch is not None:
+            hoisted.append((switch, type_definition + " ".join(s for _, s in stmts) + " "))
+            out.append(newlines)
         else:
             out.append(type_definition + " ".join(s for _, s in stmts) + newlines)
         pos = semi + 1
+    copied.append((pos, sum(map(len, out))))
     out.append(clean[pos:])
+    if hoisted:
+        text = "".join(out)
+        for at, decls in sorted(hoisted, reverse=True):      # a switch's text was copied unchanged: find it there
+            src, dst = max(c for c in copied if c[0] <= at)
+            where = dst + at - src
+            text = text[:where] + decls + text[where:]
+        out = [text]
     if slot > 512:
         raise UnsupportedConstruct(None, f"{slot} __shared__ declarations; emu supports at most 512 per source and "
                                          "its headers")
@@ -408,7 +455,7 @@ def _kernel_refs(kernels: list[KernelSignature]) -> str:
     source writes them inside it (`FilteredTopKMode::Plain` in flashinfer::sampling) are read there."""
     refs = []
     for i, k in enumerate(kernels):
-        ref = f"constexpr auto __emu_kernel_ref_{i} = ::emu::kernel_fn(&{k.expression});"
+        ref = f"constexpr auto __emu_kernel_ref_{i} = ::emu::kernel_fn({k.address});"
         for namespace in reversed([n for n in k.scope.split("::") if n]):
             ref = f"namespace {namespace} {{ {ref} }}"
         refs.append(ref)
@@ -489,7 +536,7 @@ def rewrite(code: str, filename: str = "kernel.cu", defines: "dict[str, str] | N
     seen: dict[str, int] = {}
     for k in kernels:
         if k.name in seen:
-            raise UnsupportedConstruct(None, f"overloaded kernel name {k.name!r} ({seen[k.name]} and {k.place})")
+            raise UnsupportedConstruct(None, f"kernel {k.name!r} is defined twice ({seen[k.name]} and {k.place})")
         seen[k.name] = k.place
     members = program_member_templates([clean, *map(strip_comments, (headers or {}).values())])
     body = with_template_keywords(rewrite_asm(clean), members)

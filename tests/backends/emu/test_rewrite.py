@@ -278,12 +278,6 @@ def test_a_kernel_declared_before_its_definition_is_one_kernel(emu):
     assert np.array_equal(out, [0, 2, 4, 6])
 
 
-def test_an_overloaded_kernel_name_is_still_named():
-    """Negative control of the prototype rule: two definitions of one name stay unsupported."""
-    with pytest.raises(UnsupportedConstruct, match=r"overloaded kernel name 'k' \(line 1 and line 2\)"):
-        rewrite("__global__ void k(int* a) { a[0] = 1; }\n__global__ void k(float* a) { a[0] = 1; }\n")
-
-
 def test_a_construct_in_a_branch_the_build_drops_is_not_refused():
     """ggml's 2024 ggml-cuda.cu maps the _sync shuffles to HIP's legacy ones under `#if defined(GGML_USE_HIPBLAS)`:
     a branch this build never compiles. The same macro outside any conditional is refused (the negative control),

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 
 from harness.backends import KernelCrash, OutOfBounds, UnwrittenOutput, get_backend, gpu_unavailable_reason
-from harness.backends.gpu import timing_note
+from harness.backends.gpu import DRIVER_ENV, timing_note
 from harness.toolchain.rust_literals import kernel_sets
 from tests.seed import seed_source
 
@@ -179,3 +180,22 @@ def test_seed_kernel_sets_load_on_the_device(backend):
         assert set(ks.kernels) <= set(mod.kernel_names), ks.name
         for name in ks.kernels:
             mod.resolve(name)    # BuildError if the cubin lacks the plain name
+
+
+def test_static_and_overloaded_kernels_launch_by_their_cpp_symbols(backend):
+    """GPUMD's kernels: `static void __global__`, `__global__ static` and two overloads of one name keep C++
+    linkage (prepare_source) and launch through their mangled symbols, each overload by its parameter types."""
+    if os.environ.get(DRIVER_ENV):       # gpu-check's dry run: the fake's cubin is the source text, with no symbols
+        pytest.skip(f"${DRIVER_ENV} names a stand-in driver, whose cubin has no C++ symbols to read")
+    mod = backend.load("static void __global__ fill(int* y, int v) { y[threadIdx.x] = v; }\n"
+                       "__global__ static void fill(int* y, const int* __restrict__ x) "
+                       "{ y[threadIdx.x] = 2 * x[threadIdx.x]; }\n"
+                       "__global__ static void once(int* y) { y[threadIdx.x] = 7; }\n")
+    y = np.zeros(32, np.int32)
+    mod.launch("fill(int*,int)", grid=(1,), block=(32,), shared_bytes=0, args=[y, np.int32(5)], outputs=(0,))
+    assert np.array_equal(y, np.full(32, 5))
+    x = np.arange(32, dtype=np.int32)
+    mod.launch("fill(int*,const int*)", grid=(1,), block=(32,), shared_bytes=0, args=[y, x], outputs=(0,))
+    assert np.array_equal(y, 2 * x)
+    mod.launch("once", grid=(1,), block=(32,), shared_bytes=0, args=[y], outputs=(0,))
+    assert np.array_equal(y, np.full(32, 7))

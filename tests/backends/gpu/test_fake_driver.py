@@ -437,7 +437,7 @@ def test_an_instantiation_launches_by_its_mangled_symbol(backend, fake, monkeypa
     and the driver is asked for the mangled symbol."""
     asked = []
 
-    def symbol(cubin, name, scope):
+    def symbol(cubin, name, scope, params=None):
         asked.append((name, scope))
         return "_ZN3moe5taxpyILi4EEEvPKfPfif", ()
 
@@ -459,7 +459,7 @@ def test_a_headers_plain_kernel_is_asked_for_by_its_mangled_symbol(backend, monk
     src = '#include "quant.cuh"\n__global__ void twice(float* y) { y[0] *= 2.0f; }\n'
     asked = []
 
-    def symbol(cubin, name, scope):
+    def symbol(cubin, name, scope, params=None):
         asked.append((name, scope))
         return ("_Z5halvePf" if name == "halve" else None), ()
 
@@ -468,14 +468,15 @@ def test_a_headers_plain_kernel_is_asked_for_by_its_mangled_symbol(backend, monk
     assert mod.signatures["halve"].header == "quant.cuh" and mod.signatures["twice"].header == ""
     assert mod._symbol(mod.signatures["halve"]) == "_Z5halvePf" and mod._symbol(mod.signatures["twice"]) == "twice"
     assert asked == [("halve", "")]
-    monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope: (None, ()))
+    monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope, params=None: (None, ()))
     mod = backend.load(src + "\n", ["-I" + str(tmp_path)])
     with pytest.raises(BuildError, match=r"kernel 'halve' of quant.cuh: not among the compiled module's kernels"):
         mod._symbol(mod.signatures["halve"])
 
 
 def test_an_instantiation_the_cubin_lacks_is_a_build_error(backend, monkeypatch):
-    monkeypatch.setattr(gpu, "kernel_symbol", lambda cubin, name, scope: (None, ("moe::taxpy<8>", "moe::taxpy<16>")))
+    monkeypatch.setattr(gpu, "kernel_symbol",
+                        lambda cubin, name, scope, params=None: (None, ("moe::taxpy<8>", "moe::taxpy<16>")))
     mod = backend.load(instantiated(TEMPLATE_SRC, ["taxpy<4>"]))
     with pytest.raises(BuildError, match=r"no instantiation spelled so \(it has moe::taxpy<8>, moe::taxpy<16>"):
         mod.launch("taxpy<4>", grid=1, block=32, shared_bytes=0,

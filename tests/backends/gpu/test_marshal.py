@@ -195,3 +195,19 @@ def test_device_per_xdist_worker_and_override():
     for bad in ("4", "x", "-1"):
         with pytest.raises(ValueError, match="QCONFORM_GPU"):
             device_index_for_worker(4, {"QCONFORM_GPU": bad})
+
+
+def test_prepare_gives_c_linkage_where_cpp_allows_it_and_nowhere_else():
+    """`static` kernels (`static extern "C"` is no C++, and nvcc mangles a static kernel's symbol whatever its
+    linkage) and overloads keep C++ linkage (the module finds their mangled symbols: tests/toolchain/test_cubin.py);
+    `extern "C"` goes before the declaration's specifiers, on its line."""
+    from harness.backends.gpu import c_linkage
+    src = ("static __global__ void a(int* x) { }\n__global__ static void b(int* x) { }\nvoid __global__ c(int* x) { }\n"
+           "__global__ void o(int* x) { }\n__global__ void o(float* x) { }\n}\n__global__ void d(int* x) { }\n"
+           'extern "C" __global__ void e(int* x) { }\n')
+    text = prepare_source(src)
+    assert text.splitlines() == ["static __global__ void a(int* x) { }", "__global__ static void b(int* x) { }",
+                                 'extern "C" void __global__ c(int* x) { }', "__global__ void o(int* x) { }",
+                                 "__global__ void o(float* x) { }", "}", 'extern "C" __global__ void d(int* x) { }',
+                                 'extern "C" __global__ void e(int* x) { }']
+    assert sorted(c_linkage(src)) == [3, 7, 8]
