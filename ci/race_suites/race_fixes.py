@@ -18,7 +18,8 @@ flashinfer (github.com/flashinfer-ai/flashinfer: its sampling's, top-k's and mer
 memory) or bitsandbytes
 (github.com/bitsandbytes-foundation/bitsandbytes: its quantile estimate) or ik_llama.cpp
 (github.com/ikawrakow/ik_llama.cpp: a fork of llama.cpp, its sparse-attention indexer's mask and Qwen3-Next's delta
-net). The
+net) or Arbor (github.com/arbor-sim/arbor: its Hines matrices' interleaving) or GPUMD (github.com/brucefan1983/GPUMD:
+molecular dynamics, its warp-synchronous reductions). The
 files are read from git at each commit (`git archive` of the folders the project's builds read, into a temporary
 folder removed at exit); nothing of them is kept here.
 
@@ -265,6 +266,9 @@ LLMC_FIXES = (
         reported="karpathy/llm.c#847 (April 2026, open)"),
 )
 
+# lsqt's folder holds an archive of examples that a snapshot of the history may lack: its build's three files only
+_LSQT = tuple(f"src/lsqt-cuda/{f}" for f in ("vector.cu", "vector.h", "common.h"))
+
 HECBENCH_FIXES = (
     Fix("5e7005d5a", "[aidw] ... fix the data-race issue", (
         # 512 points interpolated from 512 data points in 2 blocks of 256, as main sizes its launch: each block
@@ -284,6 +288,23 @@ HECBENCH_FIXES = (
              "cubD:float64[24576]=random(0,1) cubInterpT:float64[2097152]=random(0,1) offset:int32=1024 "
              "U:float64[3072]=random(0,1) NU:float64[3072]!out", includes=(), defines=("dfloat=double", "dlong=int"),
              relaxations=(), parts=("src/adv-cuda",)),)),
+    Fix("061bd6588", "[lsqt] address compile errors", (
+        # the inner products of 600 complex states, 3 blocks of 256, then of 2 moments over those 3 partial sums, as
+        # Vector::inner_product_1 and _2 launch them, built as its Makefile builds it (-DDEBUG; real is double):
+        # each block ends in a warp-synchronous reduce over a volatile shared array by warp 0's lanes, with no
+        # __syncwarp between the steps. Issue #91 reported it; f5f07f3ed put __syncwarp between every read and
+        # write, misspelled `__syncwrap`, which did not build until this commit: the racy side is its parent.
+        Case("gpu_find_inner_product_1", "src/lsqt-cuda/vector.cu", "gpu_find_inner_product_1", "3", "256",
+             "number_of_atoms:int32=600 g_final_state_real:float64[600]=random(-1,1) "
+             "g_final_state_imag:float64[600]=random(-1,1) g_random_state_real:float64[600]=random(-1,1) "
+             "g_random_state_imag:float64[600]=random(-1,1) g_inner_product_real:float64[3]!out "
+             "g_inner_product_imag:float64[3]!out g_offset:int32=0", includes=(), defines=("DEBUG",),
+             relaxations=(), parts=_LSQT),
+        Case("gpu_find_inner_product_2", "src/lsqt-cuda/vector.cu", "gpu_find_inner_product_2", "2", "256",
+             "number_of_atoms:int32=600 g_inner_product_1_real:float64[6]=random(-1,1) "
+             "g_inner_product_1_imag:float64[6]=random(-1,1) g_inner_product_2_real:float64[2]!out "
+             "g_inner_product_2_imag:float64[2]!out", includes=(), defines=("DEBUG",), relaxations=(),
+             parts=_LSQT)), racy_at="f5f07f3ed^"),
     # Races users reported in June 2026 (ORNL/HeCBench issues #253 to #264, each with compute-sanitizer's racecheck
     # log or a reading of the memory model, and the racing lines), which the maintainer fixed and closed after the
     # newest commit here: the programs at that commit are racy, with no race-free side in this history.
@@ -709,6 +730,79 @@ ARBOR_FIXES = (
 )
 
 
+# GPUMD (github.com/brucefan1983/GPUMD: molecular dynamics): its block reductions ended in a warp-synchronous
+# `warp_reduce` over a volatile shared array, six steps of `s[t] += s[t + k]` by the 32 lanes of warp 0 with nothing
+# between them. Its issue #36 ("removing all warp-synchronous code", August 2019: unsafe, and incorrect since Volta)
+# led to one commit per file that replaced each with a loop of barriers. Each file as its makefile builds it
+# (`-DDEBUG`, the src folder); sizes as its wrappers launch them, small: 1500 atoms over the kernels' 1024-thread
+# patches (2 patches), or 2 groups of 600 and 424 atoms in a permutation of 1024.
+_GPUMD = dict(includes=("src",), defines=("DEBUG",), relaxations=())
+_GPUMD_VELOCITIES = "g_vx:float64[1500]=random(-1,1) g_vy:float64[1500]=random(-1,1) g_vz:float64[1500]=random(-1,1)"
+_GPUMD_GROUPS = ("g_group_size:int32[2]=values(600,424) g_group_size_sum:int32[2]=values(0,600) "
+                 "g_group_contents:int32[1024]=distinct(0,1024,1024)")
+_GPUMD_GROUP_ATOMS = ("g_mass:float64[1024]=random(1,2) g_vx:float64[1024]=random(-1,1) "
+                      "g_vy:float64[1024]=random(-1,1) g_vz:float64[1024]=random(-1,1)")
+
+GPUMD_FIXES = (
+    Fix("714fe1db", "start to remove the warp_reduce() function", (
+        # temperature, potential energy and the three pressures, a block each (the overload without a fixed group)
+        Case("gpu_find_thermo", "src/ensemble.cu", "gpu_find_thermo", "5", "1024",
+             "N:int32=1500 T:float64=300 volume:float64=1000 g_mass:float64[1500]=random(1,2) "
+             f"g_potential:float64[1500]=random(-1,1) {_GPUMD_VELOCITIES} g_sx:float64[1500]=random(-1,1) "
+             "g_sy:float64[1500]=random(-1,1) g_sz:float64[1500]=random(-1,1) g_thermo:float64[5]!out", **_GPUMD),)),
+    Fix("99dcd813", "remove warp_reduce in ensemble.cu", (
+        Case("gpu_find_vc_and_ke", "src/ensemble.cu", "gpu_find_vc_and_ke", "2", "512",
+             f"{_GPUMD_GROUPS} {_GPUMD_GROUP_ATOMS} g_vcx:float64[2]!out g_vcy:float64[2]!out g_vcz:float64[2]!out "
+             "g_ke:float64[2]!out", **_GPUMD),)),
+    Fix("45ecaed1", "remove warp_reduce in compute.cu", (
+        Case("find_group_sum_1", "src/compute.cu", "find_group_sum_1", "2", "256",
+             f"{_GPUMD_GROUPS} g_in:float64[1024]=random(-1,1) g_out:float64[2]!out", **_GPUMD),
+        Case("find_group_sum_3", "src/compute.cu", "find_group_sum_3", "2", "256",
+             f"{_GPUMD_GROUPS} g_fx:float64[1024]=random(-1,1) g_fy:float64[1024]=random(-1,1) "
+             "g_fz:float64[1024]=random(-1,1) g_out:float64[6]!out", **_GPUMD))),
+    Fix("7addbfb5", "remove warp_reduce in force.cu", (
+        Case("gpu_sum_force", "src/force.cu", "gpu_sum_force", "3", "1024",
+             "N:int32=1500 g_fx:float64[1500]=random(-1,1) g_fy:float64[1500]=random(-1,1) "
+             "g_fz:float64[1500]=random(-1,1) g_f:float64[3]!out", **_GPUMD),)),
+    Fix("67fdd3ce", "remove warp_reduce in validate.cu", (
+        Case("sum_potential", "src/validate.cu", "sum_potential", "1", "1024",
+             "N:int32=1500 m:int32=0 p:float64[1500]=random(-1,1) p_sum:float64[1]!out", **_GPUMD),)),
+    Fix("edacc68a", "remove warp_reduce in neighbor.cu", (
+        # atoms that moved more than sqrt(d2), counted per block of 1024, then over the blocks
+        Case("check_atom_distance_1", "src/neighbor.cu", "check_atom_distance_1", "2", "1024",
+             "N:int32=1500 d2:float64=0.25 x_old:float64[1500]=random(0,1) y_old:float64[1500]=random(0,1) "
+             "z_old:float64[1500]=random(0,1) x_new:float64[1500]=random(0,1) y_new:float64[1500]=random(0,1) "
+             "z_new:float64[1500]=random(0,1) g_sum:int32[2]!out", **_GPUMD),
+        Case("check_atom_distance_2", "src/neighbor.cu", "check_atom_distance_2", "1", "1024",
+             "M:int32=2 g_sum_i:int32[2]=random(0,1024) g_sum_o:int32[1]!out", **_GPUMD))),
+    Fix("061ae9cd", "remove warp_reduce in sdc.cu and vac.cu", (
+        # the velocity autocorrelation of 200 atoms over 3 + 2 frames, 2 correlation steps (a block each)
+        Case("gpu_find_vac", "src/vac.cu", "gpu_find_vac", "2", "128",
+             "N:int32=200 M:int32=3 compute_dos:int32=1 g_mass:float64[200]=random(1,2) "
+             "g_vx:float64[1000]=random(-1,1) g_vy:float64[1000]=random(-1,1) g_vz:float64[1000]=random(-1,1) "
+             "g_vac_x:float64[2]!out g_vac_y:float64[2]!out g_vac_z:float64[2]!out g_gindex:null "
+             "grouping_method:int32=-1", **_GPUMD),)),
+    Fix("acfa2191", "remove warp_reduce in hnemd_kappa.cu", (
+        Case("gpu_sum_heat", "src/hnemd_kappa.cu", "gpu_sum_heat", "5", "1024",
+             "N:int32=1500 step:int32=0 g_heat:float64[7500]=random(-1,1) g_heat_sum:float64[5]!out", **_GPUMD),)),
+    Fix("540516e0", "remove warp_reduce in hac.cu", (
+        Case("gpu_sum_heat", "src/hac.cu", "gpu_sum_heat", "5", "1024",
+             "N:int32=1500 Nd:int32=1 nd:int32=0 g_heat:float64[7500]=random(-1,1) g_heat_all:float64[5]!out",
+             **_GPUMD),
+        # the heat current autocorrelation: 258 samples, 2 correlation steps, so 256 products in 2 patches of 128
+        Case("gpu_find_hac", "src/hac.cu", "gpu_find_hac", "2", "128",
+             "Nc:int32=2 Nd:int32=258 g_heat:float64[1290]=random(-1,1) g_hac:float64[10]!out", **_GPUMD))),
+    Fix("2f6a4ebd", "remove warp_reduce totally", (
+        Case("find_ke", "src/ensemble_lan.cu", "find_ke", "2", "512",
+             f"{_GPUMD_GROUPS} {_GPUMD_GROUP_ATOMS} g_ke:float64[2]!out", **_GPUMD),
+        # the spectral heat current: 2 pairs of atoms, 130 + 2 frames of their 12 forces and velocities
+        Case("gpu_find_k_time", "src/shc.cu", "gpu_find_k_time", "2", "128",
+             "Nc:int32=2 Nd:int32=132 M:int32=130 number_of_sections:int32=1 number_of_pairs:int32=2 "
+             "g_fv_all:float64[3168]=random(-1,1) g_k_time_i:float64[2]!out g_k_time_o:float64[2]!out",
+             **_GPUMD))),
+)
+
+
 @dataclass(frozen=True)
 class Project:
     name: str
@@ -730,7 +824,8 @@ PROJECTS = (Project("ggml", ("src", "include"), GGML_FIXES),
             Project("flashinfer", ("include",), FLASHINFER_FIXES),
             Project("bitsandbytes", ("csrc",), BITSANDBYTES_FIXES),
             Project("ik_llama.cpp", ("ggml/src", "ggml/include"), IK_LLAMA_FIXES),
-            Project("Arbor", (_ARBOR_KERNELS,), ARBOR_FIXES))
+            Project("Arbor", (_ARBOR_KERNELS,), ARBOR_FIXES),
+            Project("GPUMD", ("src",), GPUMD_FIXES))
 
 
 class Side(NamedTuple):
@@ -762,16 +857,23 @@ def _git_dir(root: Path) -> "Path | None":
     return None
 
 
+class GitError(RuntimeError):
+    """A git command on the suite's clone failed; its message ends with git's own."""
+
+
 def _git(git_dir: Path, *args: str, binary: bool = False):
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, check=True,
-                          text=not binary).stdout
+    done = subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True)
+    if done.returncode:
+        raise GitError(f"git {' '.join(args)} failed (exit {done.returncode}): "
+                       f"{done.stderr.decode(errors='replace').strip()[-500:]}")
+    return done.stdout if binary else done.stdout.decode()
 
 
 def _has(git_dir: Path, commit: str) -> bool:
     try:
         _git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}")
         return True
-    except (subprocess.CalledProcessError, OSError):
+    except (GitError, OSError):
         return False
 
 

@@ -268,3 +268,16 @@ def test_every_case_reads_a_file_its_tree_holds():
                     assert not parts or any(source == p or source.startswith(p.rstrip("/") + "/") for p in parts), \
                         (project.name, fix.commit, case.name, source, parts)
     assert any(p.name == "Kaldi" for p in race_fixes.PROJECTS)
+
+
+def test_a_tree_git_cannot_give_is_a_case_that_could_not_run_with_gits_reason(monkeypatch, history, tmp_path):
+    """A snapshot of a history may lack a large file of a case's folder (HeCBench's lsqt keeps an archive of examples
+    beside its sources): the record says what git said, not a bare exit status."""
+    repo, commit = history
+    case = race_fixes.Case("two_sums", "src/ggml-cuda/sums.cu", "two_sums", "1", "128",
+                           "x:float32[128]=random(-1,1) dst:float32[128]!out", parts=("src/ggml-cuda/absent.cu",))
+    monkeypatch.setattr(race_fixes, "PROJECTS", (race_fixes.Project("ggml", ("src", "include"),
+                                                                    (race_fixes.Fix(commit, "fix", (case,)),)),))
+    with pytest.raises(race_fixes.GitError, match=r"git archive --format=tar \w+ src/ggml-cuda/absent.cu failed "
+                                                  r"\(exit \d+\): .*absent.cu"):
+        race_fixes._tree(repo / ".git", commit, case.parts)
