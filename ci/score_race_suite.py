@@ -220,6 +220,10 @@ def main(argv: "list[str] | None" = None) -> int:
                          "shared elements, so a run on a block sample legitimately differs from the full run)")
     ap.add_argument("--graph", default=None,
                     help=f"Indigo 1: the input graph, a file of its {indigo1.INPUTS} (default {indigo1.INPUT_GRAPH})")
+    ap.add_argument("--warp-order", choices=("collectives", "syncwarp"), default=None,
+                    help="what orders a warp's lanes for the detector (default: the backend's, collectives unless "
+                         "$QCONFORM_EMU_WARP_ORDER says: every warp collective naming both; syncwarp: __syncwarp "
+                         "alone, as racecheck has it)")
     ap.add_argument("--acquire", choices=("fence", "atomic"), default="fence",
                     help="the detector's acquire rule (default fence, PTX's); atomic: an atomic that reads a "
                          "release acquires it by itself (the writer-side __threadfence() idiom, as ScoRD reads it)")
@@ -249,7 +253,7 @@ def main(argv: "list[str] | None" = None) -> int:
         ap.error("--per-label: expected a positive integer")
     from harness.backends.emu.backend import EmuBackend
     options = {"timeout_s": args.timeout, "block_sampling": args.block_sampling, "acquire": args.acquire,
-               "accesses": args.accesses}        # None: the backend's default
+               "accesses": args.accesses, "warp_order": args.warp_order}        # accesses None: the backend's default
     if args.race_check != "default":
         options["race_check"] = args.race_check == "on"
     files = suite.files

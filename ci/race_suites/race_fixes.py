@@ -206,6 +206,18 @@ GGML_FIXES = (
              "ne31:int32=1 ne32:int32=1 ne33:int32=1 nb31:int32=256 nb32:int32=256 nb33:int64=256"),),
         reported="ggml-org/llama.cpp#28358 (September 2026, open: its first race, found by compute-sanitizer's "
                  "racecheck)"),
+    Fix("d99724f2", "readme : update following llama.cpp style (#1599): the newest commit read here", (
+        # MUL_MAT_ID's helper as the issue reproduces it (8 experts, 2 used per token, 32 tokens): a block of one warp
+        # per expert; the lanes that find their expert store a compact record (it, iex) into shared memory, and other
+        # lanes read those records back after shuffles and a warp reduction alone. A shuffle exchanges registers; only
+        # __syncwarp orders memory among a warp's lanes (the pull request adds one): a race under --warp-order
+        # syncwarp, ordered under the collectives rule
+        Case("mm_ids_helper", f"{GGML_CUDA}/mmid.cu", "mm_ids_helper<2>", "8", "32",
+             "ids:int32[64]=distinct(0,8,2) ids_src1:int32[64]!out ids_dst:int32[64]!out expert_bounds:int32[9]!out "
+             "n_tokens:int32=32 n_expert_used_var:int32=2 nchannels_y:int32=1 si1:int32=2 sis1:int32=1 "
+             "write_inverse:bool=0", (128, 128)),),
+        reported="ggml-org/llama.cpp#28376 (September 2026: compute-sanitizer's racecheck reports the shared records' "
+                 "read-after-write; #28475 fixed it after the history read here)"),
 )
 
 EXLLAMAV2_FIXES = (
@@ -941,13 +953,13 @@ def stand_in_headers(case: Case, tree: Path) -> Path:
 
 
 def command_line(side: Side, tree: Path, seed: int, timeout_s: float, acquire: str, race_check: bool,
-                 accesses: str) -> list[str]:
+                 accesses: str, warp_order: str = "collectives") -> list[str]:
     """`qconform racescan`'s arguments for `side` in `tree`."""
     c = side.case
     argv = ["racescan", str(module_source(c, tree)), "--kernel", c.kernel, "--grid", c.grid, "--block", c.block,
             "--shared", str(c.shared[0 if side.racy else 1]), "--seed", str(seed), "--args", c.args,
             "--timeout", str(timeout_s), "--acquire", acquire, "--race-check", "on" if race_check else "off",
-            "--barrier-sites", c.barrier_sites, "--accesses", accesses]
+            "--barrier-sites", c.barrier_sites, "--accesses", accesses, "--warp-order", warp_order]
     if c.headers:
         argv += ["-I", str(stand_in_headers(c, tree))]
     for d in c.includes:
@@ -968,7 +980,7 @@ def score_case(backend, side: Side, root: Path, seed: int) -> dict:
     from harness.cli.racescan import judge
     git_dir = _git_dir(root)
     argv = command_line(side, _tree(git_dir, side.rev, side.case.parts or side.project.parts), seed,
-                        backend.timeout_s, backend.acquire, backend.race_check, backend.accesses)
+                        backend.timeout_s, backend.acquire, backend.race_check, backend.accesses, backend.warp_order)
     rec = {"file": side.name, "algorithm": group_of(side), "project": side.project.name, "label": label_of(side),
            "kernels": {}, "commit": _git(git_dir, "rev-parse", "--short=8", side.rev).strip(), "fix": side.fix.title,
            "reported": side.fix.reported, "kept": side.fix.kept,

@@ -76,6 +76,13 @@ def register(sub) -> None:
                         "(atomicXxx) that reads a release acquires it at its thread's next fence; atomic: it "
                         "acquires at once, as the CUDA C++ Programming Guide's writer-side __threadfence() idiom "
                         "and ScoRD read it (a reading: by PTX the reader's later plain accesses still race)")
+    p.add_argument("--warp-order", choices=("collectives", "syncwarp"), default=None,
+                   help="what orders two lanes of one warp for the detector (default $QCONFORM_EMU_WARP_ORDER, else "
+                        "collectives). collectives: any warp "
+                        "collective naming both (__syncwarp, shuffles, votes, matches, reductions); syncwarp: "
+                        "__syncwarp alone, as the CUDA C++ Programming Guide promises memory ordering for it only and "
+                        "compute-sanitizer's racecheck has it (a shared store and read with only a shuffle between "
+                        "race)")
     p.add_argument("--accesses", choices=("compiled", "source"), default=None,     # emu toolchain.ACCESS_FLAGS
                    help="source (default with g++): every access the source makes, as the CUDA C++ abstract machine "
                         "makes them (the compiler passes that drop or move accesses turned off), so a race on a load "
@@ -345,6 +352,8 @@ def run(args) -> int:
         replay.append(f"--barrier-sites {args.barrier_sites}")
     if args.acquire != "fence":
         replay.append(f"--acquire {args.acquire}")
+    if args.warp_order is not None:
+        replay.append(f"--warp-order {args.warp_order}")
     if args.accesses is not None:
         replay.append(f"--accesses {args.accesses}")
     if reading is not None:
@@ -459,9 +468,12 @@ def judge(args, echo=print) -> Judged:
         plan = (f"{len(points)} points ({'every one' if exhaustive else 'corners, then seeded'}) of "
                 + ", ".join(f"{n} in [{d.start}, {d.stop})" for n, d in domains.items())) if domains else "one launch"
     options = dict(timeout_s=args.timeout, barrier_sites=args.barrier_sites, acquire=args.acquire,
-                   accesses=args.accesses)
+                   accesses=args.accesses, warp_order=args.warp_order)
     backend = EmuBackend(race_check=args.race_check == "on", sanitize=args.sanitize, **options)
     options["accesses"] = backend.accesses                 # the default the compiler allows, named once
+    options["warp_order"] = backend.warp_order
+    if args.warp_order is None and backend.warp_order != "collectives":
+        args.warp_order = backend.warp_order               # $QCONFORM_EMU_WARP_ORDER chose it: the replay names it
     if args.accesses is None and backend.accesses != backend.toolchain.default_accesses():
         args.accesses = backend.accesses                   # $QCONFORM_EMU_ACCESSES chose it: the replay names it
     shown = re.sub(r"\s+", " ", args.kernel.strip()) if args.kernel else launch.kernel    # `const float *` readable
@@ -471,6 +483,7 @@ def judge(args, echo=print) -> Judged:
           f"{launch.shared_bytes}>>>, seed {seed}, {plan}, race detector {args.race_check}"
           + (", AddressSanitizer build" if args.sanitize else "")
           + (f", acquire rule {args.acquire}" if args.acquire != "fence" else "")
+          + (", lanes ordered by __syncwarp alone" if backend.warp_order == "syncwarp" else "")
           + (", the optimised build's accesses" if backend.accesses == "compiled" else "")
           + (f", reading {args.reading}" if args.reading != "memory-model" else ""))
     if reading is not None:

@@ -8,6 +8,8 @@ stands for, and how to launch it:
     // differential: missed ...      (optional: a race no thread schedule can show, e.g. coinciding values)
     // accesses: source ...          (optional: a race only the build that makes every access of the source shows,
                                       EmuBackend(accesses="source"), e.g. on a load whose value nothing uses)
+    // warp-order: syncwarp ...      (optional: a race only the rule that __syncwarp alone orders a warp's lanes
+                                      shows, EmuBackend(warp_order="syncwarp"), e.g. with a shuffle between)
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.backends.emu.backend import WARP_ORDERS
 from harness.backends.emu.toolchain import ACCESS_FLAGS
 
 from .spec import ArgSpec, parse_args
@@ -36,6 +39,7 @@ class CorpusEntry:
     args: list[ArgSpec]
     differential_sees: bool            # whether differing thread schedules can show the race (racy entries)
     accesses: str = "compiled"         # the build whose accesses show the race (EmuBackend accesses)
+    warp_order: str = "collectives"    # the rule of a warp's lanes under which the race shows (EmuBackend warp_order)
 
 
 def _dims(text: str, what: str, where: str) -> tuple[int, ...]:
@@ -70,10 +74,10 @@ def parse_launch(text: str, where: str) -> LaunchLine:
 
 def read_header(source: str) -> dict[str, str]:
     """The `// key: value` lines of the source's leading comment (qconform-race, class, launch, args, differential,
-    accesses)."""
+    accesses, warp-order)."""
     header: dict[str, str] = {}
     for line in source.splitlines():
-        m = re.match(r"^//\s*(qconform-race|class|launch|args|differential|accesses):\s*(.*?)\s*$", line)
+        m = re.match(r"^//\s*(qconform-race|class|launch|args|differential|accesses|warp-order):\s*(.*?)\s*$", line)
         if m:
             header[m.group(1)] = m.group(2)
         elif not line.startswith("//"):
@@ -94,6 +98,9 @@ def read_entry(path: "str | Path") -> CorpusEntry:
     accesses = header.get("accesses", "compiled").split(" ", 1)[0]
     if accesses not in ACCESSES:
         raise ValueError(f"{path}: accesses {accesses!r} is not one of {', '.join(ACCESSES)}")
+    warp_order = header.get("warp-order", WARP_ORDERS[0]).split(" ", 1)[0]
+    if warp_order not in WARP_ORDERS:
+        raise ValueError(f"{path}: warp-order {warp_order!r} is not one of {', '.join(WARP_ORDERS)}")
     return CorpusEntry(path, source, header["qconform-race"] == "racy", header["class"], launch.kernel,
                        launch.grid, launch.block, launch.shared_bytes, parse_args(header["args"]),
-                       not header.get("differential", "").startswith("missed"), accesses)
+                       not header.get("differential", "").startswith("missed"), accesses, warp_order)

@@ -860,3 +860,21 @@ def test_an_overloaded_kernel_is_chosen_by_its_count_of_arguments_or_named_by_it
     assert main(base + ["--args", "y:int32[32] flag:int32[1] z:int32[1]"]) == 2
     assert "kernel 'put' is overloaded (put(int*), put(int*,int*)), and none takes 3 argument(s)" in \
         capsys.readouterr().err
+
+
+def test_the_rule_of_a_warps_lanes_is_an_option_and_its_replay_keeps_it(capsys, monkeypatch):
+    """A shared store and another lane's read with only a shuffle between: ordered by the collectives' rule (the
+    default), a race when __syncwarp alone orders lanes (the line and the replay say so); the fixed twin, with its
+    __syncwarp, is clean under both. $QCONFORM_EMU_WARP_ORDER chooses it too, and the replay names it."""
+    racy = str(CORPUS / "warp_shuffle_publish.cu")
+    assert main(["racescan", racy, "--seed", "1"]) == 0
+    assert main(["racescan", racy, "--seed", "1", "--warp-order", "syncwarp"]) == 1
+    out, err = capsys.readouterr()
+    assert "lanes ordered by __syncwarp alone" in out and "does not order memory" in out
+    assert err.strip().splitlines()[-1].endswith("--warp-order syncwarp")
+    assert main(["racescan", str(CORPUS / "warp_shuffle_publish_fixed.cu"), "--seed", "1", "--warp-order",
+                 "syncwarp"]) == 0
+    monkeypatch.setenv("QCONFORM_EMU_WARP_ORDER", "syncwarp")
+    capsys.readouterr()
+    assert main(["racescan", racy, "--seed", "1"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("--warp-order syncwarp")

@@ -6,7 +6,8 @@ race-free twin. Every entry runs on emu with inputs from a recorded seed (harnes
   the corpus pins down exactly what the schedules cannot see.
 * With the happens-before detector (EmuBackend race_check): every racy kernel is reported and every twin is
   clean, in the build the entry names (`accesses: source`: a race on an access the optimised build drops, which
-  that build must then miss). Skipped, with the reason, while the backend has no detector."""
+  that build must then miss) and under the rule of a warp's lanes it names (`warp-order: syncwarp`: a race that only
+  a shuffle lies between, which the collectives' rule must then miss); every twin is clean under both rules. Skipped, with the reason, while the backend has no detector."""
 from __future__ import annotations
 
 import inspect
@@ -38,8 +39,8 @@ def detector():
     if not _has_detector():
         pytest.skip("the emu backend has no happens-before race detector (EmuBackend race_check) yet")
     from harness.backends.emu.backend import EmuBackend
-    backends = {accesses: EmuBackend(timeout_s=60, race_check=True, accesses=accesses)
-                for accesses in ("compiled", "source")}
+    backends = {(accesses, order): EmuBackend(timeout_s=60, race_check=True, accesses=accesses, warp_order=order)
+                for accesses in ("compiled", "source") for order in ("collectives", "syncwarp")}
     yield backends
     for backend in backends.values():
         backend.close()
@@ -68,12 +69,19 @@ def test_differential_schedules_on_the_corpus(differential, path):
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_happens_before_detector_on_the_corpus(detector, path):
     entry = read_entry(path)
-    verdict = _run(detector[entry.accesses], entry)
+    verdict = _run(detector[entry.accesses, entry.warp_order], entry)
     assert verdict.kind == ("race" if entry.racy else "clean"), f"{path.name} ({entry.what}), seed {SEED}: {verdict}"
     # the same-value classes (every racing store writes what is there) are marked so; no other race is
     assert verdict.same_value == ("same_value" in path.stem and entry.racy), verdict
     if entry.racy and entry.accesses == "source":      # the entry's note is true: the optimised build misses it
-        assert _run(detector["compiled"], entry).kind == "clean", f"{path.name}: the optimised build saw the race"
+        assert _run(detector["compiled", entry.warp_order], entry).kind == "clean", \
+            f"{path.name}: the optimised build saw the race"
+    if entry.racy and entry.warp_order == "syncwarp":  # and the collectives' rule, which a shuffle orders, misses it
+        assert _run(detector[entry.accesses, "collectives"], entry).kind == "clean", \
+            f"{path.name}: the collectives' rule saw the race"
+    if not entry.racy:                                 # a twin is race-free under the stricter rule too
+        assert _run(detector[entry.accesses, "syncwarp"], entry).kind == "clean", \
+            f"{path.name}: a race with __syncwarp alone ordering a warp's lanes"
 
 
 def test_broken_twin_is_reported():
@@ -107,5 +115,5 @@ def test_arg_specs_are_seeded_and_checked():
                                          ("global_interblock", "grid"), ("global_intrablock_passes", "block")])
 def test_the_detector_says_the_scope_of_a_race(detector, stem, scope):
     """The widest conflict of the races: what would order them (__syncwarp, __syncthreads, atomics)."""
-    verdict = _run(detector["compiled"], read_entry(CORPUS[0].parent / f"{stem}.cu"))
+    verdict = _run(detector["compiled", "collectives"], read_entry(CORPUS[0].parent / f"{stem}.cu"))
     assert verdict.kind == "race" and verdict.scope == scope, verdict

@@ -35,7 +35,9 @@ DEFAULT_SCHEDULES = 5
 SCHEDULES_ENV = "QCONFORM_EMU_SCHEDULES"
 RACE_CHECK_ENV = "QCONFORM_EMU_RACE_CHECK"
 ACCESSES_ENV = "QCONFORM_EMU_ACCESSES"        # every command's choice of accesses= (check, report, mutate, generate)
+WARP_ORDER_ENV = "QCONFORM_EMU_WARP_ORDER"    # every command's choice of warp_order=
 ACQUIRE_RULES = ("fence", "atomic")     # the race detector's acquire rule: PTX's, or the writer-side fence idiom's
+WARP_ORDERS = ("collectives", "syncwarp")   # what orders a warp's lanes for the detector: every collective, or __syncwarp
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
@@ -88,6 +90,12 @@ class EmuBackend(Backend):
       "atomic": it acquires at once, as the CUDA C++ Programming Guide's __threadfence() idiom (a fence on the
       writer's side only, its threadFenceReduction sample) and ScoRD's model read it. A reading, not a fix: by
       PTX the reader's plain accesses after such an atomic still race.
+    warp_order: default $QCONFORM_EMU_WARP_ORDER, else "collectives". What orders two lanes of one warp for the
+      race detector. "collectives": any warp
+      collective naming both (__syncwarp, a shuffle, a vote, a match, a reduction, the int8 mma); "syncwarp":
+      __syncwarp alone (a cooperative group's sync is one), as the CUDA C++ Programming Guide promises memory
+      ordering for it only and compute-sanitizer's racecheck reports a shared store and read that only a shuffle
+      lies between (llama.cpp's mm_ids_helper: docs/KERNELS.md, "What orders a warp's lanes").
     lock_step: the lanes of a warp take turns access by access in every run (each lane makes its k-th access to
       memory before any makes its (k+1)-th), as lanes in lock step do, which GPUs before Volta did and a
       verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
@@ -107,13 +115,19 @@ class EmuBackend(Backend):
                  block_sampling: "str | BlockSampling | None" = None, race_check: Optional[bool] = None,
                  schedule: Optional[str] = None, memory_limit_mb: Optional[int] = sandbox.DEFAULT_MEMORY_MB,
                  cpu_limit_s: int = sandbox.DEFAULT_CPU_S, barrier_sites: str = "same", acquire: str = "fence",
-                 lock_step: bool = False, accesses: Optional[str] = None):
+                 lock_step: bool = False, accesses: Optional[str] = None, warp_order: Optional[str] = None):
         if barrier_sites not in ("same", "any"):
             raise ValueError(f"barrier_sites: expected 'same' or 'any', got {barrier_sites!r}")
         self.barrier_sites = barrier_sites
         if acquire not in ACQUIRE_RULES:
             raise ValueError(f"acquire: expected one of {ACQUIRE_RULES}, got {acquire!r}")
         self.acquire = acquire
+        what = "warp_order"
+        if warp_order is None:
+            warp_order, what = os.environ.get(WARP_ORDER_ENV) or WARP_ORDERS[0], f"${WARP_ORDER_ENV}"
+        if warp_order not in WARP_ORDERS:
+            raise ValueError(f"{what}: expected one of {WARP_ORDERS}, got {warp_order!r}")
+        self.warp_order = warp_order
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -151,7 +165,7 @@ class EmuBackend(Backend):
                          "sanitize": self.sanitize, "fiber": self.toolchain.fiber, "cxx": self.toolchain.cxx,
                          "block_sampling": str(self.block_sampling), "race_check": self.race_check,
                          "schedule": self.schedule, "barrier_sites": self.barrier_sites, "acquire": self.acquire,
-                         "lock_step": self.lock_step, "accesses": self.accesses}
+                         "lock_step": self.lock_step, "accesses": self.accesses, "warp_order": self.warp_order}
         preload = None
         if self.sanitize:
             preload = tc.asan_runtime(self.toolchain.cxx)
@@ -199,7 +213,7 @@ class EmuBackend(Backend):
                 "schedule": self.schedule or "all checked schedules",
                 "sanitize": self.sanitize, "race_check": self.race_check, "barrier_sites": self.barrier_sites,
                 "acquire": self.acquire, "lock_step": self.lock_step, "accesses": self.accesses,
-                "timeout_s": self.timeout_s,
+                "warp_order": self.warp_order, "timeout_s": self.timeout_s,
                 "sandbox": self.limits.describe() if self.sandboxed else f"off (${sandbox.OFF_ENV}=off)"}
 
     def close(self) -> None:
@@ -477,7 +491,8 @@ class EmuModule(Module):
                           tuple(t.startswith("const ") and t.endswith("*") for t, _ in sig.params), sent, outs,
                           be.schedules, be.seed, be.sanitize, sample, staged_size, dict(self._symbol_values),
                           be.race_check, only_schedule=be.schedule, barrier_any_site=be.barrier_sites == "any",
-                          atomic_acquire=be.acquire == "atomic", lock_step=be.lock_step)
+                          atomic_acquire=be.acquire == "atomic", lock_step=be.lock_step,
+                          collectives_order=be.warp_order == "collectives")
         plan = schedule_plan(be.schedules, be.seed, be.schedule)
         total = g[0] * g[1] * g[2]
 

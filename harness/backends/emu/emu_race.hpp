@@ -214,6 +214,12 @@ bool g_race_on = false;
 // The acquire rule (EmuBackend(acquire=...)): false, PTX's: a relaxed atomic acquires at its thread's next fence;
 // true, the writer-side fence idiom's: every atomic that reads a release acquires it by itself.
 bool g_atomic_acquires = false;
+// What orders the lanes of a warp (EmuBackend(warp_order=...)): true, every warp collective naming both lanes
+// (__syncwarp, shuffles, votes, matches, reductions, the int8 mma); false, __syncwarp alone (and a group's sync, which
+// is one): the CUDA C++ Programming Guide promises memory ordering for __syncwarp only, the others exchange registers
+// (the compiler may move a shared memory access across a shuffle), and compute-sanitizer's racecheck reports a store
+// and a read that only a shuffle lies between.
+bool g_collectives_order = true;
 // Lock step (EmuBackend(lock_step=True), a reading's schedules): a thread yields after each access of memory
 // outside its own stack, so the lanes of a warp take turns access by access, as lanes in lock step do.
 bool g_lockstep = false;
@@ -667,7 +673,11 @@ std::string race_text(const Access& prev, bool prev_write, const Access& now, bo
       why = "different warps in the same barrier interval (" +
             std::to_string(g_race_thr[now.thread & 0x3ff].epoch) + " __syncthreads passed)";
       break;
-    default: why = "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both between";
+    default: why = g_collectives_order
+                       ? "lanes of one warp in the same barrier interval with no __syncwarp, shuffle or vote naming both "
+                         "between"
+                       : "lanes of one warp in the same barrier interval with no __syncwarp naming both between (a "
+                         "shuffle or vote exchanges registers and does not order memory: warp order syncwarp)";
   }
   // The common slip of a lock or a flag: the release was read, but not acquired (no fence after the atomic).
   if (covers(g_thread_pending[now.thread & 0x3ff], prev))

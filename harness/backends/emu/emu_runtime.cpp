@@ -837,7 +837,7 @@ void warp_arrive(int kind, unsigned mask, int line, uint64_t v, int b, int c) {
     w.mask = mask; w.kind = kind; w.line = line;
     *m = w.meets[--w.nmeets];
     compute_warp(w);
-    race_warp_sync(f->warp, mask);
+    if (kind == W_SYNCWARP || g_collectives_order) race_warp_sync(f->warp, mask);
     g_order.clear();
     for (int l = 0; l < 32; ++l)
       if (mask >> l & 1u) g_order.push_back(f->warp * 32 + l);
@@ -1804,6 +1804,7 @@ EMU_EXPORT unsigned long long emu_switches() { return emu::g_switches; }
 EMU_EXPORT unsigned long long emu_int_divisions_by_zero() { return emu::g_int_divisions_by_zero; }
 EMU_EXPORT void emu_set_barrier_sites(int any) { emu::g_bar_any_site = any != 0; }
 EMU_EXPORT void emu_set_atomic_acquire(int by_itself) { emu::g_atomic_acquires = by_itself != 0; }
+EMU_EXPORT void emu_set_collectives_order(int on) { emu::g_collectives_order = on != 0; }
 EMU_EXPORT void emu_set_lockstep(int on) { emu::g_lockstep = on != 0; emu::refresh_access_hooks(); }
 EMU_EXPORT unsigned long long emu_mixed_barriers() { return emu::g_bar_mixed; }
 // The last launch's blocks that finished only after blocks emu ran after them (held while they spun), and the first.

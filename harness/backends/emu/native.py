@@ -61,6 +61,7 @@ class NativeModule:
         lib.emu_int_divisions_by_zero.restype = ctypes.c_ulonglong
         lib.emu_set_barrier_sites.argtypes = [ctypes.c_int]
         lib.emu_set_atomic_acquire.argtypes = [ctypes.c_int]
+        lib.emu_set_collectives_order.argtypes = [ctypes.c_int]
         lib.emu_set_lockstep.argtypes = [ctypes.c_int]
         lib.emu_mixed_barriers.restype = ctypes.c_ulonglong
         lib.emu_mixed_barrier_line.restype = ctypes.c_int
@@ -145,6 +146,11 @@ class NativeModule:
         """Whether an atomic that reads a released value acquires it by itself (the CUDA C++ Programming Guide's
         writer-side __threadfence() idiom, as ScoRD reads it) instead of at the reading thread's next fence (PTX)."""
         self.lib.emu_set_atomic_acquire(int(by_itself))
+
+    def set_collectives_order(self, on: bool) -> None:
+        """Whether every warp collective orders the lanes it names for the race detector (shuffles and votes too), or
+        __syncwarp alone does."""
+        self.lib.emu_set_collectives_order(int(on))
 
     def set_lockstep(self, on: bool) -> None:
         """Whether the lanes of a warp take turns access by access (lock step; only a race build's entry points

@@ -86,6 +86,7 @@ class LaunchSpec:
     barrier_any_site: bool = False                   # a __syncthreads() completes whatever call sites its threads
     #                                                  reached (EmuBackend(barrier_sites="any"))
     atomic_acquire: bool = False                     # an atomic that reads a release acquires it by itself
+    collectives_order: bool = True                   # every warp collective orders its lanes, not __syncwarp alone
     lock_step: bool = False                          # a warp's lanes take turns access by access (a race build)
 
 
@@ -323,6 +324,7 @@ def execute(mod: NativeModule, spec: LaunchSpec, resident: Optional[dict[int, Re
         mod.reset_symbols(spec.symbols)
         mod.set_barrier_sites(spec.barrier_any_site)
         mod.set_atomic_acquire(spec.atomic_acquire)
+        mod.set_collectives_order(spec.collectives_order)
         mod.set_lockstep(spec.lock_step)
         m0 = mod.mixed_barriers()[0]
         s0, d0, t0, c0 = mod.switches(), mod.int_divisions_by_zero(), time.perf_counter(), time.thread_time()

@@ -1,0 +1,13 @@
+// qconform-race: race-free
+// class: lanes publish through shared memory with a __syncwarp after the shuffles (llama.cpp's fix, #28475)
+// launch: publish grid=1 block=32
+// args: x:int32[32]=random(0,1000) y:int32[32]!out
+__global__ void publish(const int* x, int* y) {
+  __shared__ int slot[32];
+  const int lane = threadIdx.x;
+  slot[lane] = x[lane];
+  int total = x[lane];
+  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  __syncwarp();
+  y[lane] = slot[(lane + 1) & 31] + (total & 0);
+}
