@@ -91,11 +91,11 @@ class EmuBackend(Backend):
       writer's side only, its threadFenceReduction sample) and ScoRD's model read it. A reading, not a fix: by
       PTX the reader's plain accesses after such an atomic still race.
     warp_order: default $QCONFORM_EMU_WARP_ORDER, else "collectives". What orders two lanes of one warp for the
-      race detector. "collectives": any warp
-      collective naming both (__syncwarp, a shuffle, a vote, a match, a reduction, the int8 mma); "syncwarp":
-      __syncwarp alone (a cooperative group's sync is one), as the CUDA C++ Programming Guide promises memory
-      ordering for it only and compute-sanitizer's racecheck reports a shared store and read that only a shuffle
-      lies between (llama.cpp's mm_ids_helper: docs/KERNELS.md, "What orders a warp's lanes").
+      race detector. "collectives": any warp collective naming both (__syncwarp, a shuffle, a vote, a match, a
+      reduction, the int8 mma); "syncwarp": __syncwarp alone (a cooperative group's sync is one), as the CUDA C++
+      Programming Guide promises memory ordering for it only and compute-sanitizer's racecheck reports a shared
+      store and read that only a shuffle lies between (llama.cpp's mm_ids_helper: docs/KERNELS.md, "What orders
+      a warp's lanes").
     lock_step: the lanes of a warp take turns access by access in every run (each lane makes its k-th access to
       memory before any makes its (k+1)-th), as lanes in lock step do, which GPUs before Volta did and a
       verifier's warp-synchronous reading assumes (GPUVerify's --warp-sync): what such code computes under that
