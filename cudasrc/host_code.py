@@ -178,8 +178,42 @@ def _blanked(text: str, spans: list[_Dropped], declared: set[int]) -> str:
 
 def _without_directives(text: str) -> str:
     """`text` with its preprocessor lines (continuations included) turned to spaces, lengths and newlines kept:
-    a brace in a macro body opens nothing, and a conditional inside a parameter list does not cut its head."""
-    return _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    a brace in a macro body opens nothing, and a conditional inside a parameter list does not cut its head. Where
+    every branch of a conditional opens (or closes) the same number of braces, as `#if A  if (i < n) {  #else  {
+    #endif` does (ik_llama.cpp's tile loaders), the braces of the branches after the first are blanked too: the
+    build keeps one branch, and counting all of them would leave every function after it inside that one."""
+    return _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), _one_branchs_braces(text))
+
+
+_CONDITIONAL_LINE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b[^\n]*", re.M)
+
+
+def _one_branchs_braces(text: str) -> str:
+    """`text` with the braces of a conditional's later branches blanked where every branch opens or closes the same
+    nonzero number of them (inner conditionals first); anything else as it is."""
+    if "#" not in text or "{" not in text:
+        return text
+    chars = list(text)
+    groups: list[list[list[int]]] = []          # open conditionals: their branches' [start, end) spans
+    for m in _CONDITIONAL_LINE.finditer(text):
+        word = m.group(1)
+        if word.startswith("if"):
+            groups.append([[m.end(), -1]])
+        elif not groups:
+            continue                             # an #else or #endif without its #if: the compiler says so
+        elif word == "endif":
+            branches = groups.pop()
+            branches[-1][1] = m.start()
+            nets = {sum((c == "{") - (c == "}") for c in chars[a:b]) for a, b in branches}
+            if len(branches) > 1 and len(nets) == 1 and nets != {0}:
+                for a, b in branches[1:]:
+                    for k in range(a, b):
+                        if chars[k] in "{}":
+                            chars[k] = " "
+        else:                                    # #elif, #else: the next branch
+            groups[-1][-1][1] = m.start()
+            groups[-1].append([m.end(), -1])
+    return "".join(chars)
 
 
 @dataclass(frozen=True)

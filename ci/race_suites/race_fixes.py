@@ -690,6 +690,16 @@ _IK = dict(includes=(_IK_CUDA, "ggml/src", "ggml/include"),
            defines=("GGML_CUDA_FUSION=1", "GGML_CUDA_MIN_BATCH_OFFLOAD=32"))
 
 IK_LLAMA_FIXES = (
+    Fix("8337e4cd3", "the newest commit read here (August 2026)", (
+        # ik_llama.cpp's copy of ggml's mm_ids_helper, as llama.cpp's issue reproduces it (8 experts, 2 used per token,
+        # 32 tokens): the compact records are stored by some lanes and read by others after a warp reduction alone; a
+        # race under --warp-order syncwarp, ordered under the collectives rule (the pull request adds a __syncwarp)
+        Case("mmq_ids_helper", f"{_IK_CUDA}/mmq_id.cu", "mmq_ids_helper<2>", "8", "32",
+             "ids:int32[64]=distinct(0,8,2) ids_src1:int32[64]!out ids_dst:int32[64]!out expert_bounds:int32[9]!out "
+             "n_tokens:int32=32 n_expert_used_var:int32=2 nchannels_y:int32=1 si1:int32=2 sis1:int32=1", (128, 128),
+             **_IK),),
+        reported="ikawrakow/ik_llama.cpp#2502 (September 2026, open: compute-sanitizer's racecheck reports the store "
+                 "at mmq_id.cu:94 and the read at :104, with a warp reduction alone between)"),
     Fix("fbcc743c7", "Fix race in indexer topk on CUDA (#2148)", (
         # the sparse-attention indexer's mask (DeepSeek-style DSA): 4 rows of 64 keys, each a block of 256 as
         # ggml_cuda_op_indexer_mask launches it, whose top 8 keys are unmasked: each row is filled with -inf, the

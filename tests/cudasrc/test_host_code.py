@@ -309,3 +309,20 @@ def test_a_macro_that_marks_device_code_in_the_cuda_branch_only_still_marks_it()
     assert {"__DH__"} <= device_words_of(header) and "PLAIN" not in device_words_of(header)
     out, dropped = without_host_functions(code, device_words_of(header))
     assert "return 2 * v;" in out and [f.name for f in dropped] == ["host_only"]
+
+
+def test_branches_that_open_the_same_brace_count_once(monkeypatch):
+    """ik_llama.cpp's tile loaders open a block in both branches of a conditional (`#if AMD ... if (i < n) { #else {
+    #endif`): counted in both, the extra brace kept every later function inside the loader, so the header's host
+    template that launches kernels stayed and emu's host compile stopped on its `<<<...>>>`. The branches after the
+    first now lend no braces where each opens the same number; the host template is dropped."""
+    from cudasrc.host_code import program_of
+    code = ("template <int n> static __device__ void load(int* x, int i) {\n"
+            "#if defined(AMD_MFMA_AVAILABLE)\n    if (i < n) {\n#else\n    {\n#endif\n        x[i] = 1;\n    }\n}\n"
+            "template <int n> static void launch(int* x) { load_kernel<n><<<1, 32>>>(x); }\n")
+    kept, dropped = program_of([code]).split(code)
+    assert [f.name for f in dropped] == ["launch"] and "<<<" not in kept and "x[i] = 1;" in kept
+    # the negative control: counting every branch's braces, as before, keeps the host template
+    from cudasrc import host_code
+    monkeypatch.setattr(host_code, "_one_branchs_braces", lambda text: text)
+    assert host_code.program_of([code + " "]).split(code + " ")[1] == ()
