@@ -88,7 +88,7 @@ def c_linkage(source: str) -> "dict[int, int | None]":
     return linked
 
 
-def prepare_source(source: str) -> str:
+def prepare_source(source: str, linked: "dict[int, int | None] | None" = None) -> str:
     """The text nvcc compiles: the kernels that can have it given C linkage (c_linkage), and the fp16/bf16 headers
     where used.
 
@@ -96,10 +96,10 @@ def prepare_source(source: str) -> str:
     default) breaks C++ headers such as <cuda_fp16.h>, so each `__global__` gets its own `extern "C"`
     instead, on the same line so that compiler messages keep their line numbers. Kernel strings decoded
     from other emitters rely on their host program for <cuda_fp16.h>; it is added when the source uses
-    half types, followed by `#line 1` for the same reason.
+    half types, followed by `#line 1` for the same reason. `linked`: c_linkage(source), where the caller has it.
     """
     out, last = [], 0
-    for at in sorted(at for at in c_linkage(source).values() if at is not None):
+    for at in sorted(at for at in (c_linkage(source) if linked is None else linked).values() if at is not None):
         out.append(source[last:at])
         out.append('extern "C" ')
         last = at
@@ -449,11 +449,12 @@ class GpuBackend(Backend):
         # the device code, as emu builds it: host functions dropped from the source and its headers (device_code)
         program = program_of([source, *headers.values()])
         device_code = program.device_code(source)
-        text = prepare_source(device_code)
+        linked = c_linkage(device_code)
+        text = prepare_source(device_code, linked)
         key = content_key(text, *flags, "-arch", self.arch, nvcc_identity(self.nvcc), *confine.header_digests(headers),
                           DEVICE_CODE, host_libraries.digest())
         cubin = self._cached_cubin(key, text, flags, headers, program)
-        module = GpuModule(self, source, flags, sigs, key, cubin, frozenset(c_linkage(device_code)))
+        module = GpuModule(self, source, flags, sigs, key, cubin, frozenset(linked))
         self.ensure_module(key, cubin)   # a module the driver rejects fails here, not at the first launch
         return module
 

@@ -41,6 +41,13 @@ WARP_ORDERS = ("collectives", "syncwarp")   # what orders a warp's lanes for the
 MAX_DYNAMIC_SHARED = 227 * 1024   # sm_90 opt-in limit per block
 
 
+def _or_env(value: "str | None", name: str, env: str) -> "tuple[str | None, str]":
+    """An option given as `value`, else $`env`'s value where it is set (else None), and what to name in its error."""
+    if value is None and os.environ.get(env):
+        return os.environ[env], f"${env}"
+    return value, name
+
+
 def _instrumenting(name: str, value: object, sanitize: bool, clash: str) -> bool:
     """A True/False option that needs the race build's instrumentation, which AddressSanitizer's excludes."""
     if not isinstance(value, bool):
@@ -122,12 +129,10 @@ class EmuBackend(Backend):
         if acquire not in ACQUIRE_RULES:
             raise ValueError(f"acquire: expected one of {ACQUIRE_RULES}, got {acquire!r}")
         self.acquire = acquire
-        what = "warp_order"
-        if warp_order is None:
-            warp_order, what = os.environ.get(WARP_ORDER_ENV) or WARP_ORDERS[0], f"${WARP_ORDER_ENV}"
-        if warp_order not in WARP_ORDERS:
-            raise ValueError(f"{what}: expected one of {WARP_ORDERS}, got {warp_order!r}")
-        self.warp_order = warp_order
+        warp_order, what = _or_env(warp_order, "warp_order", WARP_ORDER_ENV)
+        self.warp_order = WARP_ORDERS[0] if warp_order is None else warp_order
+        if self.warp_order not in WARP_ORDERS:
+            raise ValueError(f"{what}: expected one of {WARP_ORDERS}, got {self.warp_order!r}")
         if schedules is None:
             env = os.environ.get(SCHEDULES_ENV, str(DEFAULT_SCHEDULES))
             if not env.isdigit():
@@ -156,9 +161,7 @@ class EmuBackend(Backend):
             self.schedules = 1
         self.schedule = schedule
         self.toolchain = tc.toolchain(fiber, cxx)
-        what = "accesses"
-        if accesses is None and os.environ.get(ACCESSES_ENV):
-            accesses, what = os.environ[ACCESSES_ENV], f"${ACCESSES_ENV}"
+        accesses, what = _or_env(accesses, "accesses", ACCESSES_ENV)
         self.accesses = accesses or self.toolchain.default_accesses()
         self.toolchain.access_flags(self.accesses, what)        # a clear error before anything is built
         self._options = {"schedules": self.schedules, "seed": self.seed, "timeout_s": self.timeout_s,

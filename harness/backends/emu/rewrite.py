@@ -184,6 +184,7 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
     cases; no case label jumps past it)."""
     out, pos, slot, names, file_scope = [], 0, first_slot, [], []
     copied: list[tuple[int, int]] = []        # (position in clean, position in the output) where a copy starts
+    length = 0                                # of the output so far
     hoisted: list[tuple[int, str]] = []       # (position in clean of a `switch`, the declarations it gets before it)
     has_switch = re.search(r"\bswitch\b", clean) is not None
     depth = BraceDepth(clean)
@@ -273,20 +274,21 @@ def _rewrite_shared(clean: str, first_slot: int = 0, file: "str | None" = None) 
                 names.append((name, line))
                 slot += 1
         start = max(start, pos)
-        copied.append((pos, sum(map(len, out))))
-        out.append(clean[pos:start])
+        copied.append((pos, length))
         newlines = "\n" * (clean.count("\n", start, semi + 1) - type_definition.count("\n"))
         switch = _switch_around(clean, m.start()) if has_switch and not at_file_scope else None
         if at_file_scope:     # declared in each function that names it (below); the same slot: one per block
             file_scope += stmts
-            out.append(type_definition + newlines)
+            made = type_definition + newlines
         elif switch is not None:
             hoisted.append((switch, type_definition + " ".join(s for _, s in stmts) + " "))
-            out.append(newlines)
+            made = newlines
         else:
-            out.append(type_definition + " ".join(s for _, s in stmts) + newlines)
+            made = type_definition + " ".join(s for _, s in stmts) + newlines
+        out += [clean[pos:start], made]
+        length += start - pos + len(made)
         pos = semi + 1
-    copied.append((pos, sum(map(len, out))))
+    copied.append((pos, length))
     out.append(clean[pos:])
     if hoisted:
         text = "".join(out)
