@@ -87,7 +87,7 @@ def build(source: str, flags: Sequence[str] = (), *, toolchain: tc.Toolchain, sa
     if race and sanitize:
         raise ValueError("race: the race detector's instrumentation cannot be combined with sanitize (AddressSanitizer)")
     host_flags = tuple(f for f in flags if f not in gate.NVCC_ONLY_FLAGS)     # those are the device compile's
-    cmd_flags = (tc.BASE_FLAGS + toolchain.access_flags(accesses or toolchain.default_accesses()) +
+    cmd_flags = (tc.BASE_FLAGS + tc.SITE_FLAGS + toolchain.access_flags(accesses or toolchain.default_accesses()) +
                  toolchain.fiber_flags() + toolchain.device_flags() + toolkit_headers.include_flags() +
                  host_libraries.host_compiler_flags() + tc.ALIGN_FLAGS +
                  (tc.SANITIZE_FLAGS if sanitize else tc.LINE_FLAGS) + (tc.RACE_FLAGS if race else ()) + host_flags)

@@ -171,6 +171,8 @@ long long clock_tick();
 // (cuda::atomic with a memory order) or only through fences (CUDA's atomicXxx functions are relaxed).
 enum AtomicScope : int { kScopeBlock = 1, kScopeDevice = 2 };
 enum AtomicOrder : int { kRelaxed = 0, kAcquire = 1, kRelease = 2, kAcqRel = 3 };
+// With the order, for the race detector: the atomic write reads the value before it (a read-modify-write, not a store).
+constexpr int kReadModifyWrite = 4;
 // Called before every atomic access (see the atomics section below): the race detector marks the access at
 // `p` as atomic (emu_race.hpp).
 void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line, int scope, int order);
@@ -605,7 +607,7 @@ inline uint64_t seen_bits(const T& v) {
 }
 template <class T, class F>
 inline T atomic_rmw(T* p, F&& update, int line, int scope = kScopeDevice, int order = kRelaxed) {
-  atomic_access(p, sizeof(T), true, line, scope, order);
+  atomic_access(p, sizeof(T), true, line, scope, order | kReadModifyWrite);
   typename std::remove_cv<T>::type old = *p, now = update(old);
   *p = now;
   atomic_done(p, std::memcmp(&old, &now, sizeof(T)) != 0, seen_bits(old), sizeof(T));

@@ -3,7 +3,8 @@
 // Device code is compiled with g++ -fsanitize=thread, but linked WITHOUT libtsan: every load and store of the
 // kernel calls one of the __tsan_read/__tsan_write entry points defined below. They look at accesses to the
 // tracked ranges only (the launch's non-const device buffers, the module's writable __device__ variables,
-// the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and up to two reads since it (a shadow cell). Two
+// the static and dynamic shared areas; never stacks or locals) and keep, per byte, the last write and two reads (a
+// shadow cell), and aside every further access that no later one stands for (g_more, below). Two
 // accesses conflict when they touch the same byte, at least one writes and they are not two atomics of a common
 // scope; a conflict
 // is a race unless the CUDA memory model orders the two:
@@ -50,6 +51,8 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
+#include <deque>
 
 namespace emu {
 
@@ -62,6 +65,7 @@ struct Access {            // one recorded access; bseq == 0: none
 };
 constexpr uint16_t kAtomicBit = 0x8000;
 constexpr uint16_t kBlockAtomicBit = 0x4000;         // with kAtomicBit: a block-scope atomic
+constexpr uint16_t kReadsBit = 0x0400;               // with kAtomicBit: a read-modify-write (it read the value before it)
 constexpr uint16_t kKeptBit = 0x2000;                // a plain store compared after it was done: it left its bytes
 constexpr uintptr_t kLineSite = uintptr_t(1) << 63;   // a site given as a source line, not a return address
 struct Cell { Access w, r[2]; };   // per byte: the last write, up to two reads not ordered before another
@@ -291,6 +295,43 @@ std::unordered_map<ObservedAt, std::vector<Observation>, ObservedAtHash> g_obser
 struct LastObserved { uintptr_t addr; Access w; };
 LastObserved g_last_observed[kMaxThreads];   // a spin's repeated read of one write is not looked up again
 
+// Accesses kept aside. A cell keeps the last write and two reads of its byte; where more than those must stay to
+// be checked against later accesses, the others are kept here, per byte (in shared memory also per block run, as
+// observations are): a third read that neither earlier read is ordered before (a partial __syncwarp may order a
+// later store after two of three reading lanes, and the third lane's read still races it), and an access that the
+// access after it cannot stand for though it is ordered before it (a plain store, then an atomic add of the same
+// thread: another thread's atomic conflicts with the store, not with the add) or is not ordered before it at all
+// without conflicting with it (two threads' atomics: a later plain read may be ordered after one and not the
+// other). Kept in four lists, reads and writes, plain and atomic, so that a read looks at writes only and an atomic
+// skips the atomics where all are morally strong with it. An access aside goes when one that stands for it comes, when it is stale, and when it
+// has raced (reported: the first race of each byte is found; later pairs on that byte may be folded into it).
+// Reads and writes of other block runs that cannot be ordered before anything of another block (their run made no
+// device-scope release and is not held, so nothing can acquire them) are kept two of a kind from two runs: any
+// later access of another block is unordered with one of them, which is all a race needs.
+// A cell whose further accesses are aside has r[1] = {kAsideRun, index into g_more}: its reads other than r[0] are
+// all in the lists there (a pool: no lookup by address on the hot path).
+constexpr uint32_t kAsideRun = 0xFFFFFFFFu;
+constexpr uint16_t kWriteBit = 0x0800;    // in an access aside: a write (a read otherwise)
+struct MoreAccesses {
+  // [atomic][write]: plain accesses at [0], atomics at [1]
+  std::vector<Access> list[2][2];
+  uint32_t block_scoped = 0;      // block-scope atomics ever put in list[1] since it was last emptied (an upper bound)
+  // Every access in the lists is of block run `run` (kAsideRun: of several) and barrier interval <= `max_epoch`:
+  // a later interval of that run is ordered after all of them at once.
+  uint32_t run = 0, max_epoch = 0;
+  uint32_t compacted[2][2] = {{0, 0}, {0, 0}};
+  uintptr_t addr = 0;       // the byte it belongs to
+  uint32_t bseq = 0;        // its block run in shared memory, 0 in global memory
+  bool live = false;
+  bool empty() const { return list[0][0].empty() && list[0][1].empty() && list[1][0].empty() && list[1][1].empty(); }
+};
+std::deque<MoreAccesses> g_more;          // stable references: entries are reused, never moved
+std::vector<uint32_t> g_more_free;        // indices of g_more not live
+std::vector<uint32_t> g_more_shared;      // indices given to shared memory's bytes (some freed since)
+size_t g_more_live = 0;
+std::unordered_set<uint32_t> g_released_runs;   // block runs that made a device-scope release in this launch
+std::unordered_set<uint32_t> g_held_runs;       // block runs held (they may still release)
+
 // Access sites: return addresses (or atomic lines, tagged) de-duplicated into 16-bit indices.
 constexpr int kSiteBits = 16;
 constexpr size_t kSites = size_t(1) << kSiteBits;
@@ -321,6 +362,24 @@ Cell* map_shadow(size_t cells) {
   return p == MAP_FAILED ? nullptr : static_cast<Cell*>(p);
 }
 
+void free_aside(uint32_t k) {
+  MoreAccesses& m = g_more[k];
+  for (auto& by_kind : m.list)
+    for (auto& list : by_kind) list.clear();
+  m.live = false;
+  m.block_scoped = 0;
+  g_more_free.push_back(k);
+  --g_more_live;
+}
+void clear_aside() {
+  g_more.clear();
+  g_more_free.clear();
+  g_more_shared.clear();
+  g_more_live = 0;
+  g_released_runs.clear();
+  g_held_runs.clear();
+}
+
 // ---- scheduler events -----------------------------------------------------------------------------------
 inline void settle_pending_stores_if_any();
 
@@ -345,6 +404,14 @@ void race_block_start() {
   g_block_acquired.clear();
   g_barrier_inits.clear();
   for (int i = 0; i < g_nthreads; ++i) g_last_observed[i].addr = 0;
+  // accesses aside in the shared memory of finished block runs: stale for every later run
+  size_t held = 0;
+  for (uint32_t k : g_more_shared)
+    if (g_more[k].live && g_more[k].bseq) {
+      if (g_held_runs.count(g_more[k].bseq)) g_more_shared[held++] = k;
+      else free_aside(k);
+    }
+  g_more_shared.resize(held);
 }
 
 // A block held while it spins on another block's progress (emu_runtime.cpp, hold) resumes as the same
@@ -362,6 +429,7 @@ struct RaceBlockState {
 void race_hold_block(RaceBlockState& s, size_t shared_bytes, size_t dyn_bytes) {
   s.bseq = g_bseq;
   if (!g_race_on) return;
+  g_held_runs.insert(g_bseq);
   settle_pending_stores_if_any();      // before another block's accesses reach these bytes
   s.threads.assign(g_race_thr, g_race_thr + g_nthreads);
   s.acquired.assign(g_thread_acquired, g_thread_acquired + g_nthreads);
@@ -375,6 +443,7 @@ void race_hold_block(RaceBlockState& s, size_t shared_bytes, size_t dyn_bytes) {
 void race_resume_block(const RaceBlockState& s) {
   g_bseq = s.bseq;
   if (!g_race_on) return;
+  g_held_runs.erase(s.bseq);
   settle_pending_stores_if_any();
   std::copy(s.threads.begin(), s.threads.end(), g_race_thr);
   std::copy(s.acquired.begin(), s.acquired.end(), g_thread_acquired);
@@ -389,7 +458,12 @@ void race_resume_block(const RaceBlockState& s) {
 // A grid-wide barrier completed (grid.sync, emu_runtime.cpp): every access made before it, by any block, happens
 // before every access after it. Each block resumes as a new block run (race_block_start), and the block runs before
 // it count as ordered, as those of earlier launches do.
-void race_grid_barrier() { g_ordered_below = g_bseq_last + 1; }
+void race_grid_barrier() {
+  g_ordered_below = g_bseq_last + 1;
+  if (g_more_live)          // every access of global memory before it is stale now
+    for (uint32_t k = 0; k < g_more.size(); ++k)
+      if (g_more[k].live && !g_more[k].bseq) free_aside(k);
+}
 
 void race_barrier(int id) {            // thread `id` passes a __syncthreads: what it acquired, the block has
   if (!g_race_on) return;
@@ -435,6 +509,15 @@ inline bool ordered(const Access& a, const Fiber* f) {
   if (a.epoch < me.epoch) return true;
   if (t / 32 == f->warp && a.clock <= me.vc[t % 32]) return true;
   return acquired(a, f);                             // a lock or a flag between threads of the block
+}
+
+// `ordered` without releases and acquires: program order, barriers, warp collectives (a cheap test that may say no
+// where `ordered` says yes; used to drop accesses aside, where keeping one longer costs time only).
+inline bool ordered_cheaply(const Access& a, const Fiber* f) {
+  if (a.bseq != g_bseq) return false;
+  int t = a.thread & 0x3ff;
+  const RaceThread& me = g_race_thr[f->linear];
+  return t == f->linear || a.epoch < me.epoch || (t / 32 == f->warp && a.clock <= me.vc[t % 32]);
 }
 
 // Two atomics are atomic with respect to each other when both are of device scope or both threads are in one
@@ -831,12 +914,202 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
   return chunk + ((addr - t.lo) & (kChunkBytes - 1));
 }
 
-// The bytes [addr, addr + n) of one access, whose cells are `cells`: conflicts with what the cells hold, then the
-// access recorded in them. A plain store that raced waits for the comparison of its bytes (g_pending).
+// ---- accesses aside (g_more) ---------------------------------------------------------------------------
+inline bool has_aside(const Cell& c) { return c.r[1].bseq == kAsideRun; }
+inline Access bare(Access a) {             // an access without the bit of its list (kWriteBit)
+  a.thread = uint16_t(a.thread & ~kWriteBit);
+  return a;
+}
+inline bool device_atomic(uint16_t flags) { return (flags & kAtomicBit) && !(flags & kBlockAtomicBit); }
+// 2 plain, 1 block-scope atomic, 0 device-scope atomic: what conflicts with an access of a lower rank (in the same
+// block run) conflicts with one of a higher rank too.
+inline int kind_rank(uint16_t flags) { return !(flags & kAtomicBit) ? 2 : (flags & kBlockAtomicBit) ? 1 : 0; }
+// Whether every access that conflicts with `old` conflicts with `now` too, so that `now`, ordered after `old`, can
+// stand for it: a write for anything, a read for reads only; a plain access for any kind, an atomic for atomics of
+// its block run as strong as it or stronger.
+inline bool stands_for(const Access& now, bool now_write, const Access& old, bool old_write) {
+  if (old_write && !now_write) return false;
+  int rn = kind_rank(now.thread), ro = kind_rank(old.thread);
+  return rn == 2 || (ro != 2 && rn >= ro && now.bseq == old.bseq);
+}
+// Whether `a` happens before the running thread's current access, through an observation too (an atomic write).
+inline bool ordered_before_now(const Access& a, bool write, const Fiber* f, uintptr_t addr, bool shared) {
+  return ordered(a, f) || (write && (a.thread & kAtomicBit) && observed_before(a, f, addr, shared));
+}
+// Whether nothing of block run `bseq` can be ordered before an access of another block (see g_more).
+inline bool unacquirable(uint32_t bseq) {
+  return bseq != g_bseq && !g_released_runs.count(bseq) && !g_held_runs.count(bseq);
+}
+
+// The accesses aside of cell `c` (of the byte at `a`), or nullptr; an entry of another block run (shared memory) or
+// one freed since (a grid-wide barrier) is dropped from the cell.
+inline MoreAccesses* aside_of(Cell& c, uintptr_t a, bool shared) {
+  if (!has_aside(c)) return nullptr;
+  MoreAccesses& m = g_more[c.r[1].epoch];
+  if (m.live && m.addr == a && m.bseq == (shared ? g_bseq : 0u)) return &m;
+  c.r[1].bseq = 0;
+  return nullptr;
+}
+
+inline void note_aside(MoreAccesses& m, const Access& e) {
+  m.block_scoped += (e.thread & kBlockAtomicBit) != 0;
+  if (m.run == kAsideRun - 1) m.run = e.bseq, m.max_epoch = e.epoch;
+  else if (m.run != e.bseq) m.run = kAsideRun;
+  else m.max_epoch = std::max(m.max_epoch, e.epoch);
+}
+
+// Cell `c` (of the byte at `a`) keeps its accesses beyond r[0] and w aside from now on: its read r[1] moves there.
+[[gnu::noinline]] MoreAccesses& make_aside(Cell& c, uintptr_t a, bool shared) {
+  uint32_t k;
+  if (!g_more_free.empty()) {
+    k = g_more_free.back();
+    g_more_free.pop_back();
+  } else {
+    k = uint32_t(g_more.size());
+    g_more.emplace_back();
+  }
+  MoreAccesses& m = g_more[k];
+  if (shared) g_more_shared.push_back(k);
+  m.addr = a;
+  m.bseq = shared ? g_bseq : 0;
+  m.live = true;
+  for (auto& by_kind : m.compacted) by_kind[0] = by_kind[1] = 0;
+  m.block_scoped = 0;
+  ++g_more_live;
+  const Access r1 = c.r[1];
+  m.run = kAsideRun - 1;          // none yet
+  if (!stale(r1, shared)) note_aside(m, r1), m.list[bool(r1.thread & kAtomicBit)][0].push_back(r1);
+  c.r[1] = Access{kAsideRun, k, 0, 0, 0};
+  return m;
+}
+
+// Drop what a list aside no longer needs, relative to the current access `now`: stale accesses, accesses `now`
+// stands for that happen before it, each thread's accesses that a later one of the same thread stands for, and
+// all but two (of two runs) of each kind's accesses of unacquirable block runs.
+[[gnu::cold, gnu::noinline]] void compact_aside(std::vector<Access>& list, bool write, Fiber* f, const Access& now,
+                                                bool now_write, bool shared) {
+  std::vector<uint32_t> order(list.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {      // per (block run, thread), newest first
+    const Access& p = list[x];
+    const Access& q = list[y];
+    uint16_t tp = p.thread & 0x3ff, tq = q.thread & 0x3ff;
+    return p.bseq != q.bseq ? p.bseq < q.bseq : tp != tq ? tp < tq : x > y;
+  });
+  std::vector<char> keep(list.size(), 0);
+  const Access* newest = nullptr;
+  int unacquirable_kept[3] = {0, 0, 0};
+  uint32_t unacquirable_run[3] = {0, 0, 0};
+  for (uint32_t k = 0; k < order.size(); ++k) {
+    const Access& e = list[order[k]];
+    if (newest && !(newest->bseq == e.bseq && (newest->thread & 0x3ff) == (e.thread & 0x3ff))) newest = nullptr;
+    if (stale(e, shared) || (stands_for(now, now_write, e, write) && ordered_cheaply(e, f))) continue;
+    if (newest && stands_for(*newest, write, e, write)) continue;     // program order: the newer one stands for it
+    if (unacquirable(e.bseq)) {
+      int r = kind_rank(e.thread);
+      if (unacquirable_kept[r] >= 2 || (unacquirable_kept[r] == 1 && unacquirable_run[r] == e.bseq)) continue;
+      unacquirable_run[r] = e.bseq;
+      ++unacquirable_kept[r];
+    }
+    keep[order[k]] = 1;
+    if (!newest) newest = &e;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (keep[i]) list[out++] = list[i];
+  list.resize(out);
+}
+
+// Keep `e` aside (a read, or a write: `write`) in `m`.
+inline void put_aside(MoreAccesses& m, Access e, bool write, Fiber* f, const Access& now, bool now_write, bool shared) {
+  bool atomic = e.thread & kAtomicBit;
+  std::vector<Access>& list = m.list[atomic][write];
+  e.thread = uint16_t((e.thread & ~kWriteBit) | (write ? kWriteBit : 0));
+  if (!list.empty()) {      // the same thread's last access of the kind: the new one stands for it (program order)
+    const Access& last = list.back();
+    if (last.bseq == e.bseq && (last.thread & 0x3ff) == (e.thread & 0x3ff) && stands_for(e, write, last, write)) {
+      list.back() = e;
+      note_aside(m, e);
+      return;
+    }
+  }
+  list.push_back(e);
+  note_aside(m, e);
+  uint32_t& compacted = m.compacted[atomic][write];
+  if (list.size() >= 64 && list.size() >= 2 * size_t(compacted)) {
+    compact_aside(list, write, f, now, now_write, shared);
+    compacted = uint32_t(list.size());
+  }
+}
+
+// The accesses aside that the current access conflicts with: each a race (`on_race` gets it and whether it was a
+// write). A read looks at writes only; an atomic skips the lists of atomics where all of them are morally strong
+// with it (shared memory: one block; global memory: device scope throughout). A write also drops those it stands
+// for and those that raced; of those morally strong with it, only its own thread's (no happens-before test: what
+// is kept longer than needed costs time, never a verdict, and compact_aside drops it later).
+template <class OnRace>
+[[gnu::always_inline]] inline void check_aside(MoreAccesses& m, Fiber* f, bool write, bool shared, uint16_t atomic,
+                                               uintptr_t a, const Access& now, OnRace on_race) {
+  if (write && !atomic && m.run == g_bseq && m.max_epoch < g_race_thr[f->linear].epoch) {
+    for (auto& by_kind : m.list)           // a plain store after a barrier that follows all of them: it stands for all
+      for (auto& list : by_kind) list.clear();
+    return;
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    if (kind == 1 && atomic && (shared || (device_atomic(atomic) && !m.block_scoped))) continue;
+    for (int w = write ? 0 : 1; w < 2; ++w) {
+      std::vector<Access>& list = m.list[kind][w];
+      size_t out = 0;
+      for (size_t i = 0; i < list.size(); ++i) {
+        Access e = bare(list[i]);
+        bool drop;
+        if (stale(e, shared)) {
+          drop = write;
+        } else if (morally_strong(e, atomic)) {
+          drop = write && (e.thread & 0x3ff) == (now.thread & 0x3ff) && e.bseq == now.bseq &&
+                 stands_for(now, true, e, w == 1);
+        } else if (ordered_before_now(e, w == 1, f, a, shared)) {
+          drop = write && stands_for(now, true, e, w == 1);
+        } else {
+          on_race(e, w == 1);
+          drop = write;
+        }
+        if (!drop) list[out++] = list[i];
+      }
+      list.resize(out);
+      if (write) m.compacted[kind][w] = std::min<uint32_t>(m.compacted[kind][w], uint32_t(out));
+    }
+  }
+}
+
+// Whether an atomic write `now` that did not race `e` must keep it: `e` is not stale, and `now` cannot stand for it
+// or is not known to happen after it by program order, a barrier or a warp collective (ordered_cheaply), nor by
+// observation: an atomic write that this thread's atomic read saw (a read-modify-write's own read: `e` is the cell's
+// last write, which the read-modify-write read) precedes the thread's later accesses in PTX's causality order, and so
+// do the writes before it in a chain of read-modify-writes, each of which saw the one before (observation order).
+// Keeping such a write would make a race of a chain's first add and the last adder's later plain store, which the
+// model orders (the last block of a reduction resetting its counter: ScoR's `reduction`). Dropping it loses its
+// conflicts with block-scope atomics of `now`'s block, which `now` does not have (docs/KERNELS.md: a known miss).
+inline bool kept_by_atomic(const Access& e, bool e_write, const Access& now, const Fiber* f, uintptr_t a,
+                           bool shared) {
+  if (stale(e, shared)) return false;
+  if (e_write && (e.thread & kAtomicBit) && morally_strong(e, now.thread) &&
+      kind_rank(now.thread) >= kind_rank(e.thread)) {
+    if (now.thread & kReadsBit) return false;      // the read-modify-write read it: observation
+    const LastObserved& last = g_last_observed[f->linear];    // an atomic load of this thread read it
+    if (last.addr && a >= last.addr && a - last.addr < 16 && same_access(last.w, e)) return false;
+  }
+  return !(stands_for(now, true, e, e_write) && ordered_cheaply(e, f));
+}
+
+// The bytes [addr, addr + n) of one access, whose cells are `cells`: conflicts with what the cells (and the
+// accesses aside) hold, then the access recorded in them. A plain store that raced waits for the comparison of its
+// bytes (g_pending).
 [[gnu::always_inline]] inline void check_cells(Cell* cells, size_t n, uintptr_t addr, Fiber* f, const Access& now,
                                                bool write, bool shared, uint16_t atomic) {
   // The bytes of one access usually share their history: a byte whose cell equals the first byte's cell as it
-  // was takes the first byte's new cell (the same checks on the same state give the same outcome).
+  // was takes the first byte's new cell (the same checks on the same state give the same outcome), unless its
+  // accesses are aside (kept per byte).
   const Cell first = cells[0];
   PendingStore pending;          // filled only when a plain store races (not zeroed: the hot path stays as it was)
   pending.nraces = 0;
@@ -854,23 +1127,59 @@ Cell* tracked_cells(Tracked& t, uintptr_t addr) {
     observe(f, addr, n, first.w, now, shared);   // an atomic load saw this atomic write (the bytes share its cell)
   for (size_t i = 0; i < n; ++i) {
     Cell& c = cells[i];
-    if (i && std::memcmp(&c, &first, sizeof(Cell)) == 0) { c = cells[0]; continue; }
-    if (conflict(c.w, f, shared, atomic) && !observed_before(c.w, f, addr + i, shared)) {
-      uint32_t race = race_found(c.w, true, now, write, addr + i);
-      if (write && !atomic) compare_later(race);
+    if (i && !has_aside(first) && !has_aside(cells[0]) && std::memcmp(&c, &first, sizeof(Cell)) == 0) {
+      c = cells[0];
+      continue;
     }
+    MoreAccesses* more = __builtin_expect(has_aside(c), 0) ? aside_of(c, addr + i, shared) : nullptr;
+    const Access w = c.w;
+    bool w_raced = false;
+    if (conflict(w, f, shared, atomic) && !observed_before(w, f, addr + i, shared)) {
+      uint32_t race = race_found(w, true, now, write, addr + i);
+      if (write && !atomic) compare_later(race);
+      w_raced = true;
+    }
+    if (more)
+      check_aside(*more, f, write, shared, atomic, addr + i, now, [&](const Access& e, bool e_write) {
+        uint32_t race = race_found(e, e_write, now, write, addr + i);
+        if (write && !atomic) compare_later(race);
+      });
     if (write) {
-      for (const Access& r : c.r)
-        if (conflict(r, f, shared, atomic)) {
+      bool keep_r[2] = {false, false};
+      for (int k = 0; k < 2; ++k) {
+        if (k == 1 && has_aside(c)) break;
+        const Access r = c.r[k];
+        bool raced = conflict(r, f, shared, atomic);
+        if (raced) {
           uint32_t race = race_found(r, false, now, true, addr + i);
           if (!atomic) compare_later(race);
         }
+        // what an atomic cannot stand for stays: earlier plain reads, another thread's atomic reads
+        keep_r[k] = atomic && !raced && kept_by_atomic(r, false, now, f, addr + i, shared);
+      }
+      bool keep_w = atomic && !w_raced && kept_by_atomic(w, true, now, f, addr + i, shared);
       c.w = now;
-      c.r[0].bseq = c.r[1].bseq = 0;
-    } else if (stale(c.r[0], shared) || ordered(c.r[0], f)) {
+      if (!keep_r[0]) c.r[0].bseq = 0;
+      if (more) {
+        if (keep_w) put_aside(*more, w, true, f, now, true, shared);
+        if (more->empty()) {                         // nothing aside any more: the cell takes two reads again
+          free_aside(c.r[1].epoch);
+          c.r[1].bseq = 0;
+        }
+      } else {
+        if (!keep_r[1]) c.r[1].bseq = 0;
+        if (__builtin_expect(keep_w, 0)) put_aside(make_aside(c, addr + i, shared), w, true, f, now, true, shared);
+      }
+    } else if (stale(c.r[0], shared) || (stands_for(now, false, c.r[0], false) && ordered_cheaply(c.r[0], f))) {
       c.r[0] = now;
+    } else if (more) {
+      put_aside(*more, now, false, f, now, false, shared);
     } else {
-      c.r[1] = now;     // the two latest reads unordered with each other (one of another thread than any writer)
+      const Access r1 = c.r[1];
+      if (stale(r1, shared) || (stands_for(now, false, r1, false) && ordered_cheaply(r1, f)))
+        c.r[1] = now;       // the two latest reads unordered with each other (one of another thread than any writer)
+      else                  // a third read unordered with the other two: all but r[0] go aside
+        put_aside(make_aside(c, addr + i, shared), now, false, f, now, false, shared);
     }
   }
   if (__builtin_expect(pending.nraces != 0, 0)) {
@@ -1065,21 +1374,27 @@ void release_into(ReleaseLog& rels, Fiber* f, RaceThread& me, int scope, bool by
         released = std::max(released, std::min(s, scope));
       }
   }
+  if (released == kScopeDevice) g_released_runs.insert(g_bseq);   // what another block may acquire
   if (released)
     for (const Acquired* got : {&g_thread_acquired[f->linear], &g_block_acquired})
-      for (const Acquired::Ref& ref : got->refs)
-        if (ref.log != &rels) {
-          // what an earlier release copied from this log (for the same acquirer and scope) is in `rels` already:
-          // copying only the rest keeps a long chain of phases or atomics linear, not quadratic
-          uint32_t& done = rels.copied[ReleaseLog::CopyKey{ref.log, ref.who.bseq, ref.who.device, uint8_t(released)}];
-          for (uint32_t i = done; i < ref.len; ++i) {
-            Release r = ref.log->log[i];
-            if (!ref.who.takes(r)) continue;
-            r.scope = uint8_t(std::min(int(r.scope), released));
-            rels.add(r);
-          }
-          done = std::max(done, ref.len);
+      for (const Acquired::Ref& ref : got->refs) {
+        // From `rels` itself only what a wider release now passes on (below); from another log everything taken.
+        // What an earlier release copied from a log (for the same acquirer and scope) is in `rels` already: copying
+        // only the rest keeps a long chain of phases or atomics linear, not quadratic.
+        bool same = ref.log == &rels;
+        if (same && released != kScopeDevice) continue;
+        uint32_t& done = rels.copied[ReleaseLog::CopyKey{ref.log, ref.who.bseq, ref.who.device, uint8_t(released)}];
+        for (uint32_t i = done; i < ref.len; ++i) {
+          Release r = ref.log->log[i];
+          if (!ref.who.takes(r) || (same && (r.bseq != g_bseq || r.scope == kScopeDevice))) continue;
+          // narrowed to this release's scope; but what this thread acquired from its own block's threads (the
+          // only ones a block-scope release of its block reaches it from) it passes on at its own scope: PTX's
+          // causality order is transitive across a block-scope synchronization followed by a device-scope one
+          r.scope = uint8_t(r.bseq == g_bseq ? released : std::min(int(r.scope), released));
+          rels.add(r);
         }
+        done = std::max(done, ref.len);
+      }
 }
 
 // A barrier object's phases (emu_barrier.hpp, named barriers): an arrival releases the thread's accesses before it;
@@ -1149,7 +1464,8 @@ void atomic_access(const volatile void* p, size_t bytes, bool is_write, int line
   me.seen_acquire = acquire;
   me.atomic_window = 0;
   race_access(addr, bytes, is_write, uintptr_t(unsigned(line)) | kLineSite,
-              uint16_t(kAtomicBit | (scope == kScopeBlock ? kBlockAtomicBit : 0)));
+              uint16_t(kAtomicBit | (scope == kScopeBlock ? kBlockAtomicBit : 0) |
+                       (order & kReadModifyWrite ? kReadsBit : 0)));
   me.atomic_ptr = p;
   me.atomic_window = is_write ? kUpdateWindow : kLoadWindow;
 }

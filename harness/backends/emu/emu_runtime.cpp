@@ -1763,6 +1763,7 @@ EMU_EXPORT void emu_race_begin() {
   g_releases.clear();
   g_observations.clear();
   g_phase_logs.clear();
+  clear_aside();
   g_launch_bseq0 = g_ordered_below = g_bseq_last + 1;
   g_bseq_block.clear();
   g_dyn_name = nullptr;
@@ -1793,6 +1794,7 @@ EMU_EXPORT unsigned long long emu_race_end() {
   g_releases.clear();
   g_observations.clear();
   g_phase_logs.clear();
+  clear_aside();
   race_records_clear();
   g_race_on = false;
   refresh_access_hooks();

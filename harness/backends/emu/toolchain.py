@@ -29,18 +29,25 @@ BASE_FLAGS = ("-std=gnu++17", "-fPIC", "-fno-gnu-unique", "-fvisibility=hidden",
               "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-fno-finite-loops",
               "-fno-delete-null-pointer-checks", "-w")
 OPT_FLAGS = ("-O2",)
+# Every build: each source line keeps code of its own, so that the return address of an access names the access's
+# line (a race's two sites, a fault's line). -O2 merges the identical tails of two lines (cross-jumping, tail
+# merging) and identical functions (ICF): one store instruction then stood for two lines, and a race report named
+# a line whose guard the racing thread never passed (found by tests/backends/emu/test_race_oracle.py).
+SITE_FLAGS = ("-fno-crossjumping", "-fno-tree-tail-merge", "-fno-ipa-icf")
 # Which accesses device code makes, as the race detector and the bounds checks see them. compiled: those of the
 # optimised build (-O2), which a GPU build makes too: a load whose value nothing uses is dropped, as nvcc drops it.
 # source (the default with g++; no cost the benchmarks resolve, tests/bench/test_bench_race.py): -O2 without the
 # passes that delete an access or move it off a path, so that each load and store of the source is made where the
 # source makes it, as the CUDA C++ abstract machine does (a race no GPU tool sees: compute-sanitizer checks the
 # compiled code): dead code and dead stores (which also drop dead loads), sinking, and the value numbering and
-# dominator passes, which drop a store of the value the location already holds.
+# dominator passes, which drop a store of the value the location already holds; nor the hoisting of adjacent loads,
+# which loads a field on the path where the source loads its neighbour only.
 # Not -O0: g++'s thread instrumentation leaves a struct passed by value straight from memory (a half2 argument)
 # unchecked there. tests/backends/emu/test_race_detector.py has a kernel for each. The runtime: OPT_FLAGS always.
 ACCESS_FLAGS = {"compiled": OPT_FLAGS,
                 "source": OPT_FLAGS + ("-fno-tree-dce", "-fno-tree-dse", "-fno-tree-sink", "-fno-tree-fre",
-                                       "-fno-tree-pre", "-fno-code-hoisting", "-fno-tree-dominator-opts")}
+                                       "-fno-tree-pre", "-fno-code-hoisting", "-fno-tree-dominator-opts",
+                                       "-fno-hoist-adjacent-loads")}
 SANITIZE_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # A frame larger than a page is probed page by page, so that a stack overflow touches the fiber's guard page
 # first instead of leaping over it into a neighbour's stack or a buffer's guard pages (used where accepted).

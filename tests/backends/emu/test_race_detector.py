@@ -15,6 +15,7 @@ SEED_VALUE = 1      # the input seed of the seed-kernel launches; failures print
 
 # Every kernel writes y[i] = x[i] (the output never shows the race); `fix` turns each race into its twin.
 SOURCE = r"""
+#include <cuda/atomic>
 __global__ void shared_ww(const float* x, float* y, int fix) {
   __shared__ int flag;
   if (!fix || threadIdx.x == 0) flag = 1;              // every thread writes the slot (the same value)
@@ -87,6 +88,60 @@ __global__ void device_var(const float* x, float* y, int fix) {
   }
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   y[i] = x[i];
+}
+
+// Three lanes read a slot; lanes 0 and 2 meet at a __syncwarp and lane 2 overwrites it: lane 1's read still races
+// the store (a shadow cell keeps two reads; the third goes aside). The twin's __syncwarp names lane 1 too.
+__global__ void third_reader(const float* x, float* y, int fix) {
+  __shared__ float s[1];
+  int lane = threadIdx.x;
+  if (lane == 0) s[0] = x[0];
+  __syncthreads();
+  float v = s[0];
+  if (fix) __syncwarp(0x7u);
+  else if (lane == 0 || lane == 2) __syncwarp(0x5u);
+  if (lane == 2) s[0] = 2.0f * v;
+  y[lane] = x[lane] + 0.0f * v;
+}
+
+// Thread 0 stores to a counter and adds to it; thread 1 only adds. The add of thread 1 races thread 0's plain store
+// though thread 0's own add came between (an atomic cannot stand for the store it follows). The twin's store is
+// ordered before both adds by a barrier.
+__global__ void store_then_add(const float* x, float* y, int* count, int fix) {
+  if (threadIdx.x == 0) count[0] = 0;
+  if (fix) __syncthreads();
+  if (threadIdx.x < 2) atomicAdd(count, 1);
+  y[threadIdx.x] = x[threadIdx.x];
+}
+
+// Both threads store to a counter atomically; thread 1 then reads it plainly: ordered after its own store, not after
+// thread 0's (two unordered atomic stores: the later one reads nothing, so it cannot stand for the earlier). The twin
+// reads after a barrier. (Had thread 1 added, its add would have read thread 0's, and PTX's observation order would
+// put thread 0's add before thread 1's read: no race, as the detector says.)
+__global__ void store_then_read(const float* x, float* y, int* count, int fix) {
+  if (threadIdx.x < 2) cuda::atomic_ref<int, cuda::thread_scope_device>(count[0]).store(1, cuda::memory_order_relaxed);
+  if (fix) __syncthreads();
+  int c = threadIdx.x == 1 ? count[0] : 0;
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * c;
+}
+
+// Each block counts itself in; the last one resets the counter with a plain store (CUDA's threadFenceReduction, ScoR's
+// reduction): the chain of increments, each of which read the one before, orders every block's increment before the
+// reset (observation order), so no race. In the racy twin block 0 resets it, before the other blocks' increments.
+__global__ void last_block_resets(const float* x, float* y, unsigned* count, int fix) {
+  if (threadIdx.x == 0) {
+    unsigned ticket = atomicInc(count, gridDim.x);
+    if (fix ? ticket == gridDim.x - 1 : blockIdx.x == 0) count[0] = 0;
+  }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = x[i];
+}
+
+// Both threads add, and thread 1 then reads plainly: its add read thread 0's (observation), so no race.
+__global__ void add_then_read(const float* x, float* y, int* count, int fix) {
+  if (threadIdx.x < 2) atomicAdd(count, 1);
+  int c = threadIdx.x == 1 ? count[0] : 0;
+  y[threadIdx.x] = x[threadIdx.x] + 0.0f * c;
 }
 
 __global__ void barrier_orders(const float* x, float* y, int fix) {
@@ -210,6 +265,51 @@ def test_a_slot_reused_before_every_warp_read_it(module):
     assert f"write by block (0,0,0) thread (0,0,0) (warp 0 lane 0) at line {_line('= 2.0f * mx')}" in report
     assert f"read by block (0,0,0) thread (1,0,0) (warp 0 lane 1) at line {_line('float mx = red[0]')}" in report
     _run(module, "barrier_orders", 1, block=64)
+
+
+def _racy_and_twin(module, kernel, match, block, counters=0):
+    """`kernel` with fix=0 raises a DataRace matching `match`; with fix=1 it runs clean (fresh zeroed counters each)."""
+    with pytest.raises(DataRace, match=match):
+        _run(module, kernel, 0, block=block, extra=tuple(np.zeros(1, np.int32) for _ in range(counters)))
+    _run(module, kernel, 1, block=block, extra=tuple(np.zeros(1, np.int32) for _ in range(counters)))
+
+
+def test_a_third_reader_that_a_partial_syncwarp_leaves_out(module):
+    _racy_and_twin(module, "third_reader", rf"__shared__ 's' .* index 0 .*: read by .*thread \(1,0,0\) \(warp 0 lane 1\) "
+                                           rf"at line {_line('float v = s[0];', 'third_reader')} and write by .*thread "
+                                           rf"\(2,0,0\) .*at line {_line('s[0] = 2.0f * v', 'third_reader')}", block=3)
+
+
+def test_an_atomic_does_not_stand_for_the_plain_store_before_it(module):
+    _racy_and_twin(module, "store_then_add", rf"'count' index 0 .*: write by .*thread \(0,0,0\) .*at line "
+                                             rf"{_line('count[0] = 0;', 'store_then_add')} and atomic write by .*thread "
+                                             rf"\(1,0,0\) .*at line {_line('atomicAdd(count, 1)', 'store_then_add')}",
+                   block=2, counters=1)
+
+
+def test_an_atomic_store_does_not_stand_for_another_threads_atomic_store(module):
+    _racy_and_twin(module, "store_then_read", rf"'count' index 0 .*: atomic write by .*thread \(0,0,0\) .*at line "
+                                              rf"{_line('atomic_ref<int', 'store_then_read')} and read by .*thread "
+                                              rf"\(1,0,0\) .*at line {_line('count[0] : 0', 'store_then_read')}",
+                   block=2, counters=1)
+
+
+def test_a_chain_of_increments_orders_the_last_blocks_reset(module):
+    line = _line("count[0] = 0;", "last_block_resets")
+    count = np.zeros(1, np.uint32)
+    with pytest.raises(DataRace, match=rf"'count' index 0 .*: write by block \(0,0,0\) .*at line {line} and atomic "
+                                       rf"write by block \(1,0,0\) .*different blocks"):
+        _run(module, "last_block_resets", 0, grid=4, block=32, extra=(count,))
+    count[:] = 0
+    _run(module, "last_block_resets", 1, grid=4, block=32, extra=(count,))
+    assert count[0] == 0
+
+
+def test_a_read_modify_write_stands_for_the_atomic_it_read(module):
+    # thread 1's add read thread 0's: observation order puts thread 0's add before thread 1's later read
+    count = np.zeros(1, np.int32)
+    _run(module, "add_then_read", 0, block=2, extra=(count,))
+    assert count[0] == 2
 
 
 def test_detector_off_misses_what_the_values_hide():

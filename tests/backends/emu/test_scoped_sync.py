@@ -39,18 +39,39 @@ __global__ void warp_lock(unsigned* data, int fix) {
 
 // A chain across blocks: block 0 thread 0 publishes, block 0 thread 32 passes it on through a second flag,
 // block 1 reads. The middle thread's release carries what it acquired (cumulativity); without its fence (fix 0)
-// it neither acquires nor releases. Fix 2: the publishing fence is of block scope, which no other block can acquire.
+// it neither acquires nor releases. Fix 2: the publishing fence is of block scope, which reaches the middle thread
+// (its block) and, through its device-scope release, block 1 (PTX's causality order is transitive). Fix 3: the
+// middle thread's fence is of block scope too, which no other block can acquire.
 __global__ void relay(unsigned* data, int fix) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     data[0] = 7;
-    if (fix == 2) __threadfence_block(); else __threadfence();
+    if (fix >= 2) __threadfence_block(); else __threadfence();
     atomicExch(&flag, 1);
   } else if (blockIdx.x == 0 && threadIdx.x == 32) {
     while (atomicAdd(&flag, 0) != 1) {}
-    if (fix) __threadfence();
+    if (fix == 3) __threadfence_block(); else if (fix) __threadfence();
     atomicExch(&flag2, 1);
   } else if (blockIdx.x == 1 && threadIdx.x == 0) {
     while (atomicAdd(&flag2, 0) != 1) {}
+    __threadfence();
+    data[1] = data[0];
+  }
+}
+
+// The same chain through one flag (ScoR's norace_interwarp-block_fence-atom_hrd-indirect): the middle thread's
+// device-scope release passes on what it acquired from the flag's block-scope release. Fix 0: its fence is of block
+// scope, which no other block can acquire.
+__global__ void relay_one_flag(unsigned* data, int fix) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    data[0] = 7;
+    __threadfence_block();
+    atomicExch(&flag, 1);
+  } else if (blockIdx.x == 0 && threadIdx.x == 32) {
+    while (atomicAdd(&flag, 0) != 1) {}
+    if (fix) __threadfence(); else __threadfence_block();
+    atomicExch(&flag, 2);
+  } else if (blockIdx.x == 1 && threadIdx.x == 0) {
+    while (atomicAdd(&flag, 0) != 2) {}
     __threadfence();
     data[1] = data[0];
   }
@@ -163,9 +184,17 @@ def test_releases_are_cumulative_along_a_chain_and_scoped(module):
                                        r"\(1,0,0\) thread \(0,0,0\)"):
         _launch(module, "relay", 0, grid=2)
     with pytest.raises(DataRace, match=r"'data' index 0 .*different blocks"):
-        _launch(module, "relay", 2, grid=2)
-    data = _launch(module, "relay", 1, grid=2)
-    assert data[1] == 7
+        _launch(module, "relay", 3, grid=2)
+    for fix in (1, 2):
+        data = _launch(module, "relay", fix, grid=2)
+        assert data[1] == 7
+
+
+def test_a_wider_release_passes_on_what_was_acquired_from_the_same_flag(module):
+    with pytest.raises(DataRace, match=r"'data' index 0 .*write by block \(0,0,0\) thread \(0,0,0\).*read by block "
+                                       r"\(1,0,0\) thread \(0,0,0\).*different blocks"):
+        _launch(module, "relay_one_flag", 0, grid=2)
+    assert _launch(module, "relay_one_flag", 1, grid=2)[1] == 7
 
 
 def test_an_acquire_takes_only_what_was_released_before_it(module):
