@@ -21,6 +21,14 @@ import numpy as np
 
 SHARED_LEN = 4          # __shared__ int s[SHARED_LEN]
 ATOMICS = ("atomic", "atomic_block")
+# Every kernel's lines before its statements ({name}: the kernel's); `live` is the mask of the lanes its warp has.
+HEADER = ("__global__ void {name}(int* g, int* out) {{",
+          f"  __shared__ int s[{SHARED_LEN}];",
+          "  int t = threadIdx.x, acc = 0;",
+          "  unsigned lane = t % 32, live = (t / 32 + 1) * 32 <= (int)blockDim.x ? 0xffffffffu"
+          " : (1u << (blockDim.x % 32)) - 1u;",
+          f"  if (t < {SHARED_LEN}) s[t] = 0;",
+          "  __syncthreads();")
 ACCESSES = ("read", "write") + ATOMICS
 GLOBAL_LEN = 6          # int* g, GLOBAL_LEN elements
 
@@ -67,31 +75,25 @@ class Program:
 
     def source(self) -> str:
         """The kernel: one statement a line, so that a race's two source lines name two statements."""
-        lines = [f"__global__ void {self.name}(int* g, int* out) {{",
-                 f"  __shared__ int s[{SHARED_LEN}];",
-                 "  int t = threadIdx.x, acc = 0;",
-                 "  unsigned lane = t % 32, live = (t / 32 + 1) * 32 <= (int)blockDim.x ? 0xffffffffu"
-                 " : (1u << (blockDim.x % 32)) - 1u;",
-                 "  if (t < SHARED_INIT) s[t] = 0;",
-                 "  __syncthreads();"]
-        for st in self.stmts:
-            lines.append("  " + _statement_c(st))
-        lines.append("  out[blockIdx.x * blockDim.x + t] = acc;")
-        lines.append("}")
-        return "\n".join(lines).replace("SHARED_INIT", str(SHARED_LEN)) + "\n"
+        lines = [HEADER[0].format(name=self.name), *HEADER[1:]]
+        lines += ["  " + _statement_c(st) for st in self.stmts]
+        lines += ["  out[blockIdx.x * blockDim.x + t] = acc;", "}"]
+        return "\n".join(lines) + "\n"
 
     def first_statement_line(self) -> int:
-        """1-based line of stmts[0] in source(): the header above it is 6 lines."""
-        return 7
+        """1-based line of stmts[0] in source()."""
+        return len(HEADER) + 1
 
     def judgeable(self) -> bool:
-        """False where an atomic read could order a later plain access (see the module's docstring)."""
+        """False where an atomic read could order a later plain access (see the module's docstring): a thread's
+        plain access of a place it updated atomically before, where another thread also updates it atomically."""
+        atomic_by: dict[tuple, set] = {}          # place -> (block, thread) of every atomic there
         for block in range(self.grid):
-            atomic_writers: dict[tuple, set] = {}
             for t in range(self.block):
                 for st in self.stmts:
                     if st.kind in ATOMICS and st.runs(t):
-                        atomic_writers.setdefault(self._place(st, t, block), set()).add((block, t))
+                        atomic_by.setdefault(self._place(st, t, block), set()).add((block, t))
+        for block in range(self.grid):
             for t in range(self.block):
                 seen_atomic = set()
                 for st in self.stmts:
@@ -100,19 +102,9 @@ class Program:
                     place = self._place(st, t, block)
                     if st.kind in ATOMICS:
                         seen_atomic.add(place)
-                    elif place in seen_atomic and self._other_atomic(place, block, t):
+                    elif place in seen_atomic and atomic_by[place] - {(block, t)}:
                         return False
         return True
-
-    def _other_atomic(self, place: tuple, block: int, t: int) -> bool:
-        for b in range(self.grid):
-            for u in range(self.block):
-                if (b, u) == (block, t):
-                    continue
-                for st in self.stmts:
-                    if st.kind in ATOMICS and st.runs(u) and self._place(st, u, b) == place:
-                        return True
-        return False
 
     def _place(self, st: Stmt, t: int, block: int) -> tuple:
         # shared memory is per block; global memory is one
